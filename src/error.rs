@@ -1,0 +1,149 @@
+//! The one error type of the library.
+//!
+//! Variants say what went wrong and where. The CLI maps them to its stable exit codes
+//! ([`Error::exit_code`]): not found → 1, invalid input → 2, unreadable data → 3, in use → 4.
+//! A short read of bytes the file's own header promises is [`Error::Corrupt`], not an I/O error:
+//! an operator must be able to tell a failing disk from a damaged file.
+
+use std::fmt;
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// Result with the library's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in Wink.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The operating system failed a read, write or sync.
+    #[error("{}: I/O error{}: {source}", path.display(), At(*offset))]
+    Io {
+        path: PathBuf,
+        offset: Option<u64>,
+        #[source]
+        source: io::Error,
+    },
+
+    /// Bytes on disk do not follow the format. Nothing from the damaged structure is returned.
+    #[error("{}: corrupt at byte {offset}: {what} (expected {expected}, found {found}); run `wink check` on it", path.display())]
+    Corrupt {
+        path: PathBuf,
+        offset: u64,
+        what: String,
+        expected: String,
+        found: String,
+    },
+
+    /// A well-formed file uses a feature this implementation does not support.
+    #[error("{}: unsupported at byte {offset}: {what}", path.display())]
+    Unsupported {
+        path: PathBuf,
+        offset: u64,
+        what: String,
+    },
+
+    /// The caller asked for something the format or the store cannot take. Nothing was changed.
+    #[error("invalid: {0}")]
+    Invalid(String),
+
+    /// A name, key, pointer or revision that is not there.
+    #[error("not found: {0}")]
+    NotFound(String),
+
+    /// Another writer holds the lock.
+    #[error("{}: in use by another writer (lock held); retry later, or wait for it", path.display())]
+    InUse { path: PathBuf },
+
+    /// A fixed capacity is exhausted (an ao inode, a superblock with no room for a variable).
+    #[error("{}: full: {what}", path.display())]
+    Full { path: PathBuf, what: String },
+}
+
+struct At(Option<u64>);
+
+impl fmt::Display for At {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Some(offset) => write!(f, " at byte {offset}"),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Error {
+    /// An I/O error on `path`, at `offset` when the operation had one.
+    pub fn io(path: &Path, offset: Option<u64>, source: io::Error) -> Self {
+        Error::Io {
+            path: path.to_path_buf(),
+            offset,
+            source,
+        }
+    }
+
+    /// Corruption in `path` at `offset`.
+    pub fn corrupt(
+        path: &Path,
+        offset: u64,
+        what: impl Into<String>,
+        expected: impl fmt::Display,
+        found: impl fmt::Display,
+    ) -> Self {
+        Error::Corrupt {
+            path: path.to_path_buf(),
+            offset,
+            what: what.into(),
+            expected: expected.to_string(),
+            found: found.to_string(),
+        }
+    }
+
+    /// An unsupported feature in `path` at `offset`.
+    pub fn unsupported(path: &Path, offset: u64, what: impl Into<String>) -> Self {
+        Error::Unsupported {
+            path: path.to_path_buf(),
+            offset,
+            what: what.into(),
+        }
+    }
+
+    /// An invalid argument.
+    pub fn invalid(what: impl Into<String>) -> Self {
+        Error::Invalid(what.into())
+    }
+
+    /// The exit code the `wink` CLI uses for this error.
+    ///
+    /// 1: not found; 2: invalid input (nothing changed); 3: data could not be read or written
+    /// (corruption or I/O); 4: in use by another writer.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            Error::NotFound(_) => 1,
+            Error::Invalid(_) | Error::Full { .. } => 2,
+            Error::Io { .. } | Error::Corrupt { .. } | Error::Unsupported { .. } => 3,
+            Error::InUse { .. } => 4,
+        }
+    }
+
+    /// True when the error means the bytes on disk are damaged (as opposed to an I/O failure).
+    pub fn is_corruption(&self) -> bool {
+        matches!(self, Error::Corrupt { .. } | Error::Unsupported { .. })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_name_file_and_offset() {
+        let e = Error::corrupt(Path::new("/x/a.kvseq"), 4100, "key length", ">= 0", -3);
+        let text = e.to_string();
+        assert!(text.contains("/x/a.kvseq"), "{text}");
+        assert!(text.contains("4100"), "{text}");
+        assert!(text.contains("-3"), "{text}");
+        assert_eq!(e.exit_code(), 3);
+        let e = Error::io(Path::new("/y"), Some(7), io::Error::other("boom"));
+        assert!(e.to_string().contains("at byte 7"));
+    }
+}

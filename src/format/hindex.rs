@@ -1,0 +1,759 @@
+//! hindex (FORMAT 0x20): an on-disk hash table of kv_pointers with linear probing.
+//!
+//! | offset                      | size        | content                                     |
+//! |-----------------------------|-------------|---------------------------------------------|
+//! | 0                           | SBSIZE      | superblock (FORMAT 0x20, HTSIZE, CELLSZ, …)  |
+//! | SBSIZE + i·CELLSZ·8         | CELLSZ·8    | cell i, for i in 0..HTSIZE                  |
+//! | SBSIZE + HTSIZE·CELLSZ·8    |             | FILESIZE: the end of the table              |
+//!
+//! Cell: `word0` = a kv_pointer (≥ 0), HTFREE or HTDEL; with CELLSZ ≥ 2, `word1` = the first 8
+//! bytes of MD5(key) for used cells and 0 for free and deleted ones ("stored hashes"); further
+//! words are zero. Home cell = [`KeyHash::home`]; probing goes h, h+1, … wrapping at HTSIZE and
+//! stops at an HTFREE cell. Writers use HTFREE = 0 (a new table is a zero-filled file) and
+//! HTDEL = −1 and store both; readers take them from the superblock.
+//!
+//! Past the load limit the table is rebuilt at a larger size in a scratch file and renamed over
+//! the old one (atomic: a reader sees the old table or the new one, never a half-built one).
+
+use std::path::Path;
+
+use crate::error::{Error, Result};
+use crate::format::hash::{KeyHash, HTALGO_MD5};
+use crate::format::kvseq::{KvPointer, KvSeq};
+use crate::format::superblock::{var, Format, Purpose, Superblock, VarName, DEFAULT_SBSIZE};
+use crate::storage::{self, length, read_exact_at, write_all_at, FileStorage, Storage};
+
+/// HTFREE written by this library.
+pub const WRITER_HTFREE: i64 = 0;
+/// HTDEL written by this library.
+pub const WRITER_HTDEL: i64 = -1;
+/// Default load limit: (cells not HTFREE) / HTSIZE above this triggers a rebuild.
+pub const DEFAULT_MAX_LOAD: f64 = 0.75;
+/// Largest CELLSZ accepted (bounds a cell read).
+pub const MAX_CELLSZ: u64 = 64;
+/// Cells fetched per read while probing.
+const PROBE_BATCH: u64 = 8;
+/// A rebuilt table up to this size is built in memory and written in one go.
+const IN_MEMORY_REBUILD: u64 = 64 << 20;
+/// Used cells whose stored hash and probe path are verified on open.
+const SPOT_CHECKS: usize = 16;
+
+/// Reads the key of a kvseq entry (for comparisons and rebuilds).
+pub trait KeySource {
+    fn key_at(&self, ptr: KvPointer) -> Result<Vec<u8>>;
+}
+
+impl KeySource for KvSeq {
+    fn key_at(&self, ptr: KvPointer) -> Result<Vec<u8>> {
+        Ok(self.read_key(ptr)?.1)
+    }
+}
+
+/// Settings for a new hindex.
+#[derive(Clone, Debug)]
+pub struct HIndexOptions {
+    pub sbsize: u64,
+    pub purpose: Purpose,
+    pub htsize: u64,
+    pub cellsz: u64,
+    pub max_load: f64,
+    pub time: i64,
+}
+
+impl Default for HIndexOptions {
+    fn default() -> Self {
+        HIndexOptions {
+            sbsize: DEFAULT_SBSIZE,
+            purpose: Purpose(*b"HINDEX  "),
+            htsize: 1024,
+            cellsz: 2,
+            max_load: DEFAULT_MAX_LOAD,
+            time: 0,
+        }
+    }
+}
+
+/// The contents of one cell.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cell {
+    Free,
+    Deleted,
+    /// A kv_pointer; `stored_hash` is the second word (0 when CELLSZ is 1).
+    Used { ptr: KvPointer, stored_hash: u64 },
+}
+
+/// A key found in the table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Found {
+    pub cell: u64,
+    pub ptr: KvPointer,
+}
+
+/// An open hindex.
+#[derive(Debug)]
+pub struct HIndex {
+    storage: Box<dyn Storage>,
+    sb: Superblock,
+    htsize: u64,
+    cellsz: u64,
+    htfree: i64,
+    htdel: i64,
+    entries: u64,
+    live: u64,
+    max_load: f64,
+    writable: bool,
+    dirty: bool,
+}
+
+impl HIndex {
+    /// Creates an empty table in empty storage.
+    pub fn create(storage: Box<dyn Storage>, opts: &HIndexOptions) -> Result<HIndex> {
+        let path = storage.path().to_path_buf();
+        if opts.htsize == 0 || !(1..=MAX_CELLSZ).contains(&opts.cellsz) {
+            return Err(Error::invalid(format!(
+                "HTSIZE {} and CELLSZ {}: HTSIZE ≥ 1, CELLSZ 1..={MAX_CELLSZ}",
+                opts.htsize, opts.cellsz
+            )));
+        }
+        if !(0.05..=0.95).contains(&opts.max_load) {
+            return Err(Error::invalid(format!("load limit {} outside 0.05..=0.95", opts.max_load)));
+        }
+        let table_end = table_end(opts.sbsize, opts.htsize, opts.cellsz)
+            .ok_or_else(|| Error::invalid("table too large"))?;
+        let mut sb = Superblock::new(opts.sbsize, Format::HIndex, opts.purpose)?;
+        let vars = [
+            (var::FILESIZE, table_end as i64),
+            (var::FILEINCR, opts.sbsize as i64),
+            (var::SYNCSIZE, table_end as i64),
+            (var::SYNCTIME, opts.time),
+            (var::HTSIZE, opts.htsize as i64),
+            (var::CELLSZ, opts.cellsz as i64),
+            (var::HTALGO, HTALGO_MD5),
+            (var::HTFREE, WRITER_HTFREE),
+            (var::HTDEL, WRITER_HTDEL),
+            (var::ENTRIES, 0),
+            (var::AENTRIES, 0),
+        ];
+        for (name, value) in vars {
+            sb.set(&path, name, value)?;
+        }
+        storage
+            .allocate(table_end)
+            .map_err(|e| Error::io(&path, Some(0), e))?;
+        sb.write(storage.as_ref())?;
+        storage::sync(storage.as_ref())?;
+        let mut index = HIndex::from_superblock(storage, sb, true)?;
+        index.max_load = opts.max_load;
+        Ok(index)
+    }
+
+    /// Creates a new hindex file at `path` (which must not exist).
+    pub fn create_path(path: &Path, opts: &HIndexOptions) -> Result<HIndex> {
+        HIndex::create(Box::new(FileStorage::create_new(path)?), opts)
+    }
+
+    /// Opens a hindex. A read-only open never writes.
+    pub fn open(storage: Box<dyn Storage>, writable: bool) -> Result<HIndex> {
+        let sb = Superblock::read(storage.as_ref())?;
+        HIndex::from_superblock(storage, sb, writable)
+    }
+
+    /// Opens the hindex file at `path`.
+    pub fn open_path(path: &Path, writable: bool) -> Result<HIndex> {
+        HIndex::open(Box::new(FileStorage::open(path, writable)?), writable)
+    }
+
+    fn from_superblock(storage: Box<dyn Storage>, sb: Superblock, writable: bool) -> Result<HIndex> {
+        let path = storage.path().to_path_buf();
+        let at = |name: VarName| sb.value_offset(name).unwrap_or(0);
+        sb.expect_format(&path, Format::HIndex)?;
+        let htsize = sb.require_u64(&path, var::HTSIZE)?;
+        // HTSIZE is a divisor (home = hash mod HTSIZE).
+        if htsize == 0 {
+            return Err(Error::corrupt(&path, at(var::HTSIZE), "HTSIZE", "≥ 1", 0));
+        }
+        let cellsz = sb.get_u64(&path, var::CELLSZ)?.unwrap_or(1);
+        if !(1..=MAX_CELLSZ).contains(&cellsz) {
+            return Err(Error::unsupported(&path, at(var::CELLSZ), format!("CELLSZ {cellsz} (supported 1..={MAX_CELLSZ})")));
+        }
+        let algo = sb.get(var::HTALGO).unwrap_or(HTALGO_MD5);
+        if algo != HTALGO_MD5 {
+            return Err(Error::unsupported(&path, at(var::HTALGO), format!("HTALGO {algo} (only 1, MD5, is defined)")));
+        }
+        let htfree = sb.get(var::HTFREE).unwrap_or(WRITER_HTFREE);
+        let htdel = sb.get(var::HTDEL).unwrap_or(WRITER_HTDEL);
+        if htfree == htdel {
+            return Err(Error::corrupt(&path, at(var::HTDEL), "HTDEL", format!("different from HTFREE {htfree}"), htdel));
+        }
+        let file_len = length(storage.as_ref())?;
+        // Every cell offset is computed from these; the table must lie within the file.
+        let end = table_end(sb.sbsize(), htsize, cellsz).filter(|e| *e <= file_len).ok_or_else(|| {
+            Error::corrupt(&path, at(var::HTSIZE), "HTSIZE: table past the end of the file", format!("a table within {file_len} bytes"), format!("{htsize} cells of {cellsz} words"))
+        })?;
+        if let Some(filesize) = sb.get_u64(&path, var::FILESIZE)? {
+            if filesize != end {
+                return Err(Error::corrupt(&path, at(var::FILESIZE), "FILESIZE", format!("SBSIZE + HTSIZE·CELLSZ·8 = {end}"), filesize));
+            }
+        }
+        let entries = sb.get_u64(&path, var::ENTRIES)?;
+        let live = sb.get_u64(&path, var::AENTRIES)?;
+        let mut index = HIndex {
+            storage,
+            sb,
+            htsize,
+            cellsz,
+            htfree,
+            htdel,
+            entries: entries.unwrap_or(0),
+            live: live.unwrap_or(0),
+            max_load: DEFAULT_MAX_LOAD,
+            writable,
+            dirty: false,
+        };
+        if writable && (entries.is_none() || live.is_none()) {
+            // Growth needs the counts; a table that does not keep them is counted once.
+            let (e, l) = index.count()?;
+            index.entries = e;
+            index.live = l;
+        }
+        index.sample_free_cells()?;
+        Ok(index)
+    }
+
+    pub fn path(&self) -> &Path {
+        self.storage.path()
+    }
+
+    pub fn storage(&self) -> &dyn Storage {
+        self.storage.as_ref()
+    }
+
+    pub fn superblock(&self) -> &Superblock {
+        &self.sb
+    }
+
+    pub fn htsize(&self) -> u64 {
+        self.htsize
+    }
+
+    pub fn cellsz(&self) -> u64 {
+        self.cellsz
+    }
+
+    /// Cells that are not HTFREE (ENTRIES).
+    pub fn entries(&self) -> u64 {
+        self.entries
+    }
+
+    /// Cells in use (AENTRIES).
+    pub fn live(&self) -> u64 {
+        self.live
+    }
+
+    /// Sets the load limit that triggers a rebuild (0.05..=0.95).
+    pub fn set_max_load(&mut self, max_load: f64) -> Result<()> {
+        if !(0.05..=0.95).contains(&max_load) {
+            return Err(Error::invalid(format!("load limit {max_load} outside 0.05..=0.95")));
+        }
+        self.max_load = max_load;
+        Ok(())
+    }
+
+    /// The home cell of a key.
+    pub fn home(&self, key: &[u8]) -> u64 {
+        KeyHash::of(key).home(self.htsize)
+    }
+
+    fn cell_offset(&self, cell: u64) -> u64 {
+        self.sb.sbsize() + cell * self.cellsz * 8
+    }
+
+    fn decode(&self, cell: u64, bytes: &[u8]) -> Result<Cell> {
+        let word0 = i64::from_be_bytes(bytes[..8].try_into().expect("8 bytes"));
+        let word1 = if self.cellsz >= 2 {
+            u64::from_be_bytes(bytes[8..16].try_into().expect("8 bytes"))
+        } else {
+            0
+        };
+        if word0 == self.htfree {
+            return Ok(Cell::Free);
+        }
+        if word0 == self.htdel {
+            return Ok(Cell::Deleted);
+        }
+        match u64::try_from(word0) {
+            Ok(ptr) => Ok(Cell::Used {
+                ptr: KvPointer(ptr),
+                stored_hash: word1,
+            }),
+            Err(_) => Err(Error::corrupt(
+                self.path(),
+                self.cell_offset(cell),
+                format!("hindex cell {cell}"),
+                format!("a kv_pointer ≥ 0, HTFREE {} or HTDEL {}", self.htfree, self.htdel),
+                word0,
+            )),
+        }
+    }
+
+    /// Reads cell `cell` (0..HTSIZE).
+    pub fn get(&self, cell: u64) -> Result<Cell> {
+        if cell >= self.htsize {
+            return Err(Error::invalid(format!("cell {cell} outside 0..{}", self.htsize)));
+        }
+        let mut buf = vec![0u8; (self.cellsz * 8) as usize];
+        read_exact_at(self.storage.as_ref(), &mut buf, self.cell_offset(cell), "a hindex cell")?;
+        self.decode(cell, &buf)
+    }
+
+    /// Reads cells `[start, start + n)` (no wrap) into `cells`.
+    fn read_run(&self, start: u64, n: u64, buf: &mut Vec<u8>, cells: &mut Vec<Cell>) -> Result<()> {
+        let width = self.cellsz * 8;
+        buf.resize((n * width) as usize, 0);
+        read_exact_at(self.storage.as_ref(), buf, self.cell_offset(start), "hindex cells")?;
+        cells.clear();
+        for (i, chunk) in buf.chunks_exact(width as usize).enumerate() {
+            cells.push(self.decode(start + i as u64, chunk)?);
+        }
+        Ok(())
+    }
+
+    /// Probes for `key`: stored hashes are compared before `matches` reads any key.
+    pub fn find(&self, key: &[u8], mut matches: impl FnMut(KvPointer) -> Result<bool>) -> Result<Option<Found>> {
+        let hash = KeyHash::of(key);
+        let stored = hash.stored();
+        let mut cell = hash.home(self.htsize);
+        let mut probed = 0u64;
+        let (mut buf, mut cells) = (Vec::new(), Vec::new());
+        // At most HTSIZE probes: a damaged table without a free cell still ends.
+        while probed < self.htsize {
+            let n = PROBE_BATCH.min(self.htsize - cell).min(self.htsize - probed);
+            self.read_run(cell, n, &mut buf, &mut cells)?;
+            for (i, c) in cells.iter().enumerate() {
+                match *c {
+                    Cell::Free => return Ok(None),
+                    Cell::Deleted => {}
+                    Cell::Used { ptr, stored_hash } => {
+                        if (self.cellsz < 2 || stored_hash == stored) && matches(ptr)? {
+                            return Ok(Some(Found { cell: cell + i as u64, ptr }));
+                        }
+                    }
+                }
+            }
+            probed += n;
+            cell = (cell + n) % self.htsize;
+        }
+        Ok(None)
+    }
+
+    /// Looks `key` up, reading candidate keys from `keys`.
+    pub fn lookup(&self, key: &[u8], keys: &dyn KeySource) -> Result<Option<Found>> {
+        self.find(key, |ptr| Ok(keys.key_at(ptr)? == key))
+    }
+
+    fn check_writable(&self) -> Result<()> {
+        if self.writable {
+            Ok(())
+        } else {
+            Err(Error::invalid(format!("{} is open read-only", self.path().display())))
+        }
+    }
+
+    fn write_cell(&mut self, cell: u64, word0: i64, word1: u64) -> Result<()> {
+        let mut bytes = Vec::with_capacity(16);
+        bytes.extend_from_slice(&word0.to_be_bytes());
+        if self.cellsz >= 2 {
+            bytes.extend_from_slice(&word1.to_be_bytes());
+        }
+        write_all_at(self.storage.as_ref(), &bytes, self.cell_offset(cell))?;
+        self.dirty = true;
+        Ok(())
+    }
+
+    /// Inserts `key` → `ptr` in the first free or deleted cell of its probe sequence (the caller
+    /// makes sure the key is not there yet). Rebuilds the table first when it would pass the load
+    /// limit. Returns the cell used.
+    pub fn insert(&mut self, key: &[u8], ptr: KvPointer, keys: &dyn KeySource) -> Result<u64> {
+        self.check_writable()?;
+        if ptr.0 > i64::MAX as u64 || ptr.0 as i64 == self.htfree || ptr.0 as i64 == self.htdel {
+            return Err(Error::invalid(format!("kv_pointer {ptr} cannot be stored in this table")));
+        }
+        if (self.entries + 1) as f64 > self.max_load * self.htsize as f64 {
+            self.grow(keys)?;
+        }
+        let hash = KeyHash::of(key);
+        let mut cell = hash.home(self.htsize);
+        let (mut buf, mut cells) = (Vec::new(), Vec::new());
+        let mut probed = 0;
+        while probed < self.htsize {
+            let n = PROBE_BATCH.min(self.htsize - cell).min(self.htsize - probed);
+            self.read_run(cell, n, &mut buf, &mut cells)?;
+            if let Some(i) = cells.iter().position(|c| !matches!(c, Cell::Used { .. })) {
+                let target = cell + i as u64;
+                if cells[i] == Cell::Free {
+                    self.entries += 1;
+                }
+                self.live += 1;
+                self.write_cell(target, ptr.0 as i64, hash.stored())?;
+                return Ok(target);
+            }
+            probed += n;
+            cell = (cell + n) % self.htsize;
+        }
+        Err(Error::Full {
+            path: self.path().to_path_buf(),
+            what: "hash table has no free or deleted cell".into(),
+        })
+    }
+
+    /// Points a used cell at a new kv_pointer for the same key (e.g. a newer version).
+    pub fn set_pointer(&mut self, cell: u64, ptr: KvPointer) -> Result<()> {
+        self.check_writable()?;
+        match self.get(cell)? {
+            Cell::Used { stored_hash, .. } if ptr.0 <= i64::MAX as u64 => self.write_cell(cell, ptr.0 as i64, stored_hash),
+            other => Err(Error::invalid(format!("cell {cell} is {other:?}, not a used cell"))),
+        }
+    }
+
+    /// Marks a used cell deleted (HTDEL, stored hash zeroed).
+    pub fn delete_cell(&mut self, cell: u64) -> Result<()> {
+        self.check_writable()?;
+        match self.get(cell)? {
+            Cell::Used { .. } => {
+                self.write_cell(cell, self.htdel, 0)?;
+                self.live = self.live.saturating_sub(1);
+                Ok(())
+            }
+            other => Err(Error::invalid(format!("cell {cell} is {other:?}, not a used cell"))),
+        }
+    }
+
+    /// Removes `key`; returns the pointer it had.
+    pub fn remove(&mut self, key: &[u8], keys: &dyn KeySource) -> Result<Option<KvPointer>> {
+        let Some(found) = self.lookup(key, keys)? else {
+            return Ok(None);
+        };
+        self.delete_cell(found.cell)?;
+        Ok(Some(found.ptr))
+    }
+
+    /// Every used cell: (cell, pointer), in cell order.
+    pub fn used_cells(&self) -> UsedCells<'_> {
+        UsedCells {
+            index: self,
+            next: 0,
+            buf: Vec::new(),
+            cells: Vec::new(),
+            pos: 0,
+        }
+    }
+
+    /// Counts (cells not free, cells used) by reading the whole table.
+    pub fn count(&self) -> Result<(u64, u64)> {
+        let (mut entries, mut live) = (0, 0);
+        let (mut buf, mut cells) = (Vec::new(), Vec::new());
+        let mut start = 0;
+        while start < self.htsize {
+            let n = 4096.min(self.htsize - start);
+            self.read_run(start, n, &mut buf, &mut cells)?;
+            for c in &cells {
+                match c {
+                    Cell::Free => {}
+                    Cell::Deleted => entries += 1,
+                    Cell::Used { .. } => {
+                        entries += 1;
+                        live += 1;
+                    }
+                }
+            }
+            start += n;
+        }
+        Ok((entries, live))
+    }
+
+    /// Free and deleted cells must carry a zero stored hash; a few runs are checked on open so a
+    /// wrong CELLSZ shows at once.
+    fn sample_free_cells(&self) -> Result<()> {
+        if self.cellsz < 2 {
+            return Ok(());
+        }
+        let width = (self.cellsz * 8) as usize;
+        let mut buf = Vec::new();
+        for k in 0..4u64 {
+            let start = self.htsize * k / 4;
+            let n = 16.min(self.htsize - start);
+            buf.resize(n as usize * width, 0);
+            read_exact_at(self.storage.as_ref(), &mut buf, self.cell_offset(start), "hindex cells")?;
+            for (i, chunk) in buf.chunks_exact(width).enumerate() {
+                let cell = start + i as u64;
+                if !matches!(self.decode(cell, chunk)?, Cell::Used { .. }) && chunk[8..16] != [0u8; 8] {
+                    return Err(Error::corrupt(self.path(), self.cell_offset(cell) + 8, format!("stored hash of free/deleted cell {cell}"), 0, format!("0x{}", hex(&chunk[8..16]))));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Verifies a few used cells against their keys: the stored hash equals MD5(key)'s first 8
+    /// bytes, and the key's probe from its home reaches the cell without passing a free cell. A
+    /// wrong HTALGO or CELLSZ, or an index of another datafile, fails here at once.
+    pub fn spot_check(&self, keys: &dyn KeySource) -> Result<()> {
+        let mut checked = 0;
+        let stride = (self.htsize / SPOT_CHECKS as u64).max(1);
+        let mut cell = 0;
+        while cell < self.htsize && checked < SPOT_CHECKS {
+            if let Cell::Used { ptr, .. } = self.get(cell)? {
+                self.verify_cell(cell, ptr, keys)?;
+                checked += 1;
+            }
+            cell += stride;
+        }
+        Ok(())
+    }
+
+    /// Checks one used cell against its key (see [`HIndex::spot_check`]).
+    pub fn verify_cell(&self, cell: u64, ptr: KvPointer, keys: &dyn KeySource) -> Result<()> {
+        let key = keys.key_at(ptr)?;
+        let hash = KeyHash::of(&key);
+        if let Cell::Used { stored_hash, .. } = self.get(cell)? {
+            if self.cellsz >= 2 && stored_hash != hash.stored() {
+                return Err(Error::corrupt(self.path(), self.cell_offset(cell) + 8, format!("stored hash of cell {cell} (key at {ptr})"), format!("0x{:016x}", hash.stored()), format!("0x{stored_hash:016x}")));
+            }
+        }
+        let home = hash.home(self.htsize);
+        let mut c = home;
+        while c != cell {
+            if self.get(c)? == Cell::Free {
+                return Err(Error::corrupt(self.path(), self.cell_offset(cell), format!("cell {cell} (key at {ptr}) unreachable from its home {home}"), "no free cell on the probe path", format!("free cell {c}")));
+            }
+            c = (c + 1) % self.htsize;
+        }
+        Ok(())
+    }
+
+    /// Rebuilds at a size that brings the load to half the limit, and swaps it in atomically.
+    pub fn grow(&mut self, keys: &dyn KeySource) -> Result<()> {
+        let mut size = self.htsize;
+        while (self.live + 1) as f64 > size as f64 * self.max_load * 0.5 {
+            size = size.saturating_mul(2);
+        }
+        self.rebuild(size, keys)
+    }
+
+    /// Rebuilds the table with `htsize` cells (deleted cells go away) and swaps it in atomically.
+    pub fn rebuild(&mut self, htsize: u64, keys: &dyn KeySource) -> Result<()> {
+        self.check_writable()?;
+        if htsize == 0 || (self.live as f64) > htsize as f64 * self.max_load {
+            return Err(Error::invalid(format!("{htsize} cells cannot hold {} keys", self.live)));
+        }
+        let path = self.path().to_path_buf();
+        let width = self.cellsz * 8;
+        let table_bytes = htsize.checked_mul(width).ok_or_else(|| Error::invalid("table too large"))?;
+        let mut sb = self.sb.clone();
+        let end = table_end(sb.sbsize(), htsize, self.cellsz).ok_or_else(|| Error::invalid("table too large"))?;
+        sb.set(&path, var::HTSIZE, htsize as i64)?;
+        sb.set(&path, var::FILESIZE, end as i64)?;
+        sb.set(&path, var::SYNCSIZE, end as i64)?;
+        sb.set(&path, var::HTFREE, WRITER_HTFREE)?;
+        sb.set(&path, var::HTDEL, WRITER_HTDEL)?;
+        let temp = self.storage.create_temp("grow").map_err(|e| Error::io(&path, None, e))?;
+        let built = self.fill(temp.as_ref(), htsize, table_bytes, keys);
+        let count = match built {
+            Ok(count) => count,
+            Err(e) => {
+                let _ = self.storage.discard_temp(temp);
+                return Err(e);
+            }
+        };
+        if sb.get(var::ENTRIES).is_some() {
+            sb.set(&path, var::ENTRIES, count as i64)?;
+        }
+        if sb.get(var::AENTRIES).is_some() {
+            sb.set(&path, var::AENTRIES, count as i64)?;
+        }
+        sb.write(temp.as_ref())?;
+        self.storage = self.storage.commit_temp(temp).map_err(|e| Error::io(&path, None, e))?;
+        self.sb = sb;
+        self.htsize = htsize;
+        self.htfree = WRITER_HTFREE;
+        self.htdel = WRITER_HTDEL;
+        self.entries = count;
+        self.live = count;
+        self.dirty = false;
+        Ok(())
+    }
+
+    /// Writes the used cells of this table, rehashed, into `temp` as a table of `htsize` cells.
+    fn fill(&self, temp: &dyn Storage, htsize: u64, table_bytes: u64, keys: &dyn KeySource) -> Result<u64> {
+        let sbsize = self.sb.sbsize();
+        let width = self.cellsz * 8;
+        let path = temp.path().to_path_buf();
+        temp.allocate(sbsize + table_bytes).map_err(|e| Error::io(&path, None, e))?;
+        let mut table = if table_bytes <= IN_MEMORY_REBUILD { Some(vec![0u8; table_bytes as usize]) } else { None };
+        let mut count = 0;
+        for item in self.used_cells() {
+            let (_, ptr) = item?;
+            let hash = KeyHash::of(&keys.key_at(ptr)?);
+            let mut cell = hash.home(htsize);
+            let mut cell_bytes = [0u8; 16];
+            cell_bytes[..8].copy_from_slice(&(ptr.0 as i64).to_be_bytes());
+            cell_bytes[8..].copy_from_slice(&hash.stored().to_be_bytes());
+            let n = (width as usize).min(16);
+            loop {
+                let at = cell * width;
+                let free = match &table {
+                    Some(t) => t[at as usize..at as usize + 8] == [0u8; 8],
+                    None => {
+                        let mut w = [0u8; 8];
+                        read_exact_at(temp, &mut w, sbsize + at, "a new hindex cell")?;
+                        w == [0u8; 8]
+                    }
+                };
+                if free {
+                    match &mut table {
+                        Some(t) => t[at as usize..at as usize + n].copy_from_slice(&cell_bytes[..n]),
+                        None => write_all_at(temp, &cell_bytes[..n], sbsize + at)?,
+                    }
+                    break;
+                }
+                cell = (cell + 1) % htsize;
+            }
+            count += 1;
+        }
+        if let Some(t) = table {
+            write_all_at(temp, &t, sbsize)?;
+        }
+        Ok(count)
+    }
+
+    /// Writes ENTRIES and AENTRIES (no fsync).
+    pub fn flush(&mut self) -> Result<()> {
+        if !self.dirty {
+            return Ok(());
+        }
+        let path = self.path().to_path_buf();
+        for (name, value) in [(var::ENTRIES, self.entries), (var::AENTRIES, self.live)] {
+            if self.sb.get(name).is_some() {
+                self.sb.set(&path, name, value as i64)?;
+            }
+        }
+        self.sb.write_vars(self.storage.as_ref())?;
+        self.dirty = false;
+        Ok(())
+    }
+
+    /// Makes the table durable and records SYNCTIME (`time`, seconds since the epoch).
+    pub fn sync(&mut self, time: i64) -> Result<()> {
+        self.check_writable()?;
+        storage::sync(self.storage.as_ref())?;
+        let path = self.path().to_path_buf();
+        self.sb.set(&path, var::SYNCTIME, time)?;
+        let end = self.sb.sbsize() + self.htsize * self.cellsz * 8;
+        self.sb.set(&path, var::SYNCSIZE, end as i64)?;
+        self.dirty = true;
+        self.flush()?;
+        storage::sync(self.storage.as_ref())
+    }
+}
+
+impl Drop for HIndex {
+    fn drop(&mut self) {
+        if self.writable && self.dirty {
+            let _ = self.flush();
+        }
+    }
+}
+
+/// Iterator over the used cells of a table: `(cell, pointer)`.
+pub struct UsedCells<'a> {
+    index: &'a HIndex,
+    next: u64,
+    buf: Vec<u8>,
+    cells: Vec<Cell>,
+    pos: usize,
+}
+
+impl Iterator for UsedCells<'_> {
+    type Item = Result<(u64, KvPointer)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            while self.pos < self.cells.len() {
+                let i = self.pos;
+                self.pos += 1;
+                if let Cell::Used { ptr, .. } = self.cells[i] {
+                    return Some(Ok((self.next - self.cells.len() as u64 + i as u64, ptr)));
+                }
+            }
+            if self.next >= self.index.htsize {
+                return None;
+            }
+            let n = 4096.min(self.index.htsize - self.next);
+            if let Err(e) = self.index.read_run(self.next, n, &mut self.buf, &mut self.cells) {
+                self.next = self.index.htsize;
+                self.cells.clear();
+                return Some(Err(e));
+            }
+            self.next += n;
+            self.pos = 0;
+        }
+    }
+}
+
+fn table_end(sbsize: u64, htsize: u64, cellsz: u64) -> Option<u64> {
+    htsize.checked_mul(cellsz)?.checked_mul(8)?.checked_add(sbsize)
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::kvseq::KvSeqOptions;
+    use crate::storage::MemStorage;
+
+    fn setup(htsize: u64) -> (KvSeq, HIndex, MemStorage) {
+        let kv = KvSeq::create(Box::new(MemStorage::new("d")), &KvSeqOptions::default()).unwrap();
+        let s = MemStorage::new("i");
+        let index = HIndex::create(Box::new(s.clone()), &HIndexOptions { htsize, ..Default::default() }).unwrap();
+        (kv, index, s)
+    }
+
+    #[test]
+    fn insert_lookup_delete_and_grow() {
+        let (mut kv, mut index, s) = setup(4);
+        let mut ptrs = Vec::new();
+        for i in 0..100 {
+            let key = format!("key-{i}");
+            let ptr = kv.append(key.as_bytes(), b"v").unwrap();
+            index.insert(key.as_bytes(), ptr, &kv).unwrap();
+            ptrs.push(ptr);
+        }
+        assert!(index.htsize() >= 128, "grew to {}", index.htsize());
+        for (i, ptr) in ptrs.iter().enumerate() {
+            let found = index.lookup(format!("key-{i}").as_bytes(), &kv).unwrap().unwrap();
+            assert_eq!(found.ptr, *ptr);
+        }
+        assert_eq!(index.remove(b"key-7", &kv).unwrap(), Some(ptrs[7]));
+        assert_eq!(index.lookup(b"key-7", &kv).unwrap(), None);
+        assert_eq!(index.lookup(b"absent", &kv).unwrap(), None);
+        index.sync(5).unwrap();
+        let reopened = HIndex::open(Box::new(s), false).unwrap();
+        assert_eq!(reopened.live(), 99);
+        assert_eq!(reopened.count().unwrap(), (100, 99));
+        reopened.spot_check(&kv).unwrap();
+        assert_eq!(reopened.used_cells().count(), 99);
+    }
+
+    #[test]
+    fn cellsz_one_still_works() {
+        let kv0 = KvSeq::create(Box::new(MemStorage::new("d")), &KvSeqOptions::default());
+        let mut kv = kv0.unwrap();
+        let mut index = HIndex::create(Box::new(MemStorage::new("i")), &HIndexOptions { htsize: 8, cellsz: 1, ..Default::default() }).unwrap();
+        let p = kv.append(b"x", b"1").unwrap();
+        index.insert(b"x", p, &kv).unwrap();
+        assert_eq!(index.lookup(b"x", &kv).unwrap().unwrap().ptr, p);
+    }
+}

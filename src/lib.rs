@@ -1,0 +1,29 @@
+//! Wink: a local storage engine for revisioned web documents, on the Wink container formats.
+//!
+//! Layers, bottom to top (each imports only from the ones above it in this list):
+//!
+//! - [`storage`]: the seam under the formats (pread/pwrite, sync, page-cache hooks).
+//! - [`format`]: superblock, kvseq, hindex, perm — the container formats, exact to the spec.
+//! - [`check`]: validation of any Wink file, for `wink check`.
+//!
+//! ```
+//! use wink::format::kvseq::{KvSeq, KvSeqOptions};
+//! use wink::storage::MemStorage;
+//!
+//! let mut kv = KvSeq::create(Box::new(MemStorage::new("demo")), &KvSeqOptions::default())?;
+//! let ptr = kv.append(b"key", b"value")?;
+//! assert_eq!(kv.read(ptr)?.value, b"value");
+//! kv.sync()?;
+//! # Ok::<(), wink::Error>(())
+//! ```
+
+pub mod clock;
+pub mod error;
+pub mod format;
+pub mod storage;
+
+pub use error::{Error, Result};
+pub use format::hindex::HIndex;
+pub use format::kvseq::{KvPointer, KvSeq};
+pub use format::perm::Perm;
+pub use format::superblock::Superblock;

@@ -1,0 +1,420 @@
+//! The storage seam under the formats: positioned reads and writes, length, sync, and page-cache
+//! hooks.
+//!
+//! The formats never touch a `File` directly. [`FileStorage`] is the real thing (pread/pwrite,
+//! fallocate, fdatasync, sync_file_range, posix_fadvise); [`MemStorage`] keeps the bytes in memory
+//! for tests and fuzzing. Crash simulators (issue: filesys durability) plug in here too.
+
+use std::fmt;
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::os::unix::io::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::error::{Error, Result};
+
+/// Byte-addressed storage for one file.
+pub trait Storage: Send + Sync + fmt::Debug {
+    /// The path used in error messages.
+    fn path(&self) -> &Path;
+    /// Current real length in bytes (which may exceed a format's logical FILESIZE).
+    fn len(&self) -> io::Result<u64>;
+    /// Reads into `buf` from `offset`; returns fewer bytes than asked only at the end of the file.
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize>;
+    /// Writes all of `buf` at `offset`, extending the file when needed.
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()>;
+    /// Truncates or extends (with zeros) to exactly `len` bytes.
+    fn set_len(&self, len: u64) -> io::Result<()>;
+    /// Makes the real length at least `len`, allocating blocks where the medium supports it.
+    fn allocate(&self, len: u64) -> io::Result<()> {
+        if self.len()? < len {
+            self.set_len(len)?;
+        }
+        Ok(())
+    }
+    /// Makes every completed write durable.
+    fn sync_data(&self) -> io::Result<()>;
+    /// Starts writeback of a range without waiting (page-cache policy; no durability promise).
+    fn start_writeback(&self, _offset: u64, _len: u64) -> io::Result<()> {
+        Ok(())
+    }
+    /// Waits for writeback of a range, then drops its pages from the page cache.
+    fn flush_and_drop(&self, _offset: u64, _len: u64) -> io::Result<()> {
+        Ok(())
+    }
+    /// Drops a range's pages from the page cache (they were read once and are not needed soon).
+    fn drop_cache(&self, _offset: u64, _len: u64) -> io::Result<()> {
+        Ok(())
+    }
+    /// Creates an empty scratch storage beside this one (`PATH.suffix`), for building a
+    /// replacement that [`Storage::commit_temp`] swaps in atomically. A leftover from a crash is
+    /// overwritten.
+    fn create_temp(&self, suffix: &str) -> io::Result<Box<dyn Storage>>;
+    /// Makes `temp` (from [`Storage::create_temp`]) durable and atomically puts it in this
+    /// storage's place; returns the handle to use from now on. Other handles on the old file keep
+    /// seeing the old bytes.
+    fn commit_temp(&self, temp: Box<dyn Storage>) -> io::Result<Box<dyn Storage>>;
+    /// Removes a scratch storage that will not be committed.
+    fn discard_temp(&self, temp: Box<dyn Storage>) -> io::Result<()>;
+    /// Hints that reads will be random (no readahead).
+    fn advise_random(&self) -> io::Result<()> {
+        Ok(())
+    }
+    /// Hints that reads will be sequential (aggressive readahead).
+    fn advise_sequential(&self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Reads exactly `buf.len()` bytes at `offset`. A short read means the file is shorter than its
+/// own header promises: that is corruption, reported with the offset where the bytes ran out.
+pub fn read_exact_at(s: &dyn Storage, buf: &mut [u8], offset: u64, what: &str) -> Result<()> {
+    let n = s
+        .read_at(buf, offset)
+        .map_err(|e| Error::io(s.path(), Some(offset), e))?;
+    if n < buf.len() {
+        return Err(Error::corrupt(
+            s.path(),
+            offset + n as u64,
+            format!("file ends inside {what}"),
+            format!("{} bytes at {offset}", buf.len()),
+            format!("{n} bytes"),
+        ));
+    }
+    Ok(())
+}
+
+/// Writes all of `buf` at `offset`, naming the file and offset on failure.
+pub fn write_all_at(s: &dyn Storage, buf: &[u8], offset: u64) -> Result<()> {
+    s.write_at(buf, offset)
+        .map_err(|e| Error::io(s.path(), Some(offset), e))
+}
+
+/// Syncs, naming the file on failure.
+pub fn sync(s: &dyn Storage) -> Result<()> {
+    s.sync_data().map_err(|e| Error::io(s.path(), None, e))
+}
+
+/// The real length, naming the file on failure.
+pub fn length(s: &dyn Storage) -> Result<u64> {
+    s.len().map_err(|e| Error::io(s.path(), None, e))
+}
+
+/// `PATH.suffix`.
+pub fn sibling(path: &Path, suffix: &str) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(".");
+    name.push(suffix);
+    PathBuf::from(name)
+}
+
+/// fsyncs the directory holding `path`, so a rename or create in it is durable.
+pub fn sync_parent_dir(path: &Path) -> io::Result<()> {
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    File::open(dir)?.sync_all()
+}
+
+/// A real file, read and written with pread/pwrite.
+#[derive(Debug)]
+pub struct FileStorage {
+    file: File,
+    path: PathBuf,
+}
+
+impl FileStorage {
+    /// Opens an existing file, read-only or read-write.
+    pub fn open(path: &Path, writable: bool) -> Result<Self> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(writable)
+            .open(path)
+            .map_err(|e| Error::io(path, None, e))?;
+        Ok(FileStorage {
+            file,
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// Creates a new file; fails if it exists, so nothing is ever overwritten by accident.
+    pub fn create_new(path: &Path) -> Result<Self> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(path)
+            .map_err(|e| Error::io(path, None, e))?;
+        Ok(FileStorage {
+            file,
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// The underlying file (for locking and mmap).
+    pub fn file(&self) -> &File {
+        &self.file
+    }
+
+    fn fadvise(&self, offset: u64, len: u64, advice: nix::fcntl::PosixFadviseAdvice) -> io::Result<()> {
+        let (Ok(offset), Ok(len)) = (i64::try_from(offset), i64::try_from(len)) else {
+            return Ok(()); // a hint outside i64 range cannot be expressed; hints are optional
+        };
+        nix::fcntl::posix_fadvise(self.file.as_raw_fd(), offset, len, advice)
+            .map_err(io::Error::from)
+    }
+
+    fn sync_range(&self, offset: u64, len: u64, flags: libc::c_uint) -> io::Result<()> {
+        let (Ok(offset), Ok(len)) = (i64::try_from(offset), i64::try_from(len)) else {
+            return Ok(());
+        };
+        // SAFETY: sync_file_range takes a valid open descriptor and plain integers; it does not
+        // touch user memory.
+        let rc = unsafe { libc::sync_file_range(self.file.as_raw_fd(), offset, len, flags) };
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(io::Error::last_os_error())
+        }
+    }
+}
+
+impl Storage for FileStorage {
+    fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn len(&self) -> io::Result<u64> {
+        Ok(self.file.metadata()?.len())
+    }
+
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        let mut done = 0;
+        while done < buf.len() {
+            match self.file.read_at(&mut buf[done..], offset + done as u64) {
+                Ok(0) => break,
+                Ok(n) => done += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(done)
+    }
+
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        self.file.write_all_at(buf, offset)
+    }
+
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        self.file.set_len(len)
+    }
+
+    fn allocate(&self, len: u64) -> io::Result<()> {
+        let current = self.len()?;
+        if current >= len {
+            return Ok(());
+        }
+        let (Ok(start), Ok(extra)) = (i64::try_from(current), i64::try_from(len - current)) else {
+            return Err(io::Error::other("allocation past the largest file offset"));
+        };
+        match nix::fcntl::fallocate(
+            self.file.as_raw_fd(),
+            nix::fcntl::FallocateFlags::empty(),
+            start,
+            extra,
+        ) {
+            Ok(()) => Ok(()),
+            // Filesystems without fallocate still get the length; only contiguity is lost.
+            Err(nix::errno::Errno::EOPNOTSUPP) => self.file.set_len(len),
+            Err(e) => Err(io::Error::from(e)),
+        }
+    }
+
+    fn sync_data(&self) -> io::Result<()> {
+        self.file.sync_data()
+    }
+
+    fn create_temp(&self, suffix: &str) -> io::Result<Box<dyn Storage>> {
+        let path = sibling(&self.path, suffix);
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)?;
+        Ok(Box::new(FileStorage { file, path }))
+    }
+
+    fn commit_temp(&self, temp: Box<dyn Storage>) -> io::Result<Box<dyn Storage>> {
+        temp.sync_data()?;
+        std::fs::rename(temp.path(), &self.path)?;
+        sync_parent_dir(&self.path)?;
+        let file = OpenOptions::new().read(true).write(true).open(&self.path)?;
+        Ok(Box::new(FileStorage {
+            file,
+            path: self.path.clone(),
+        }))
+    }
+
+    fn discard_temp(&self, temp: Box<dyn Storage>) -> io::Result<()> {
+        let path = temp.path().to_path_buf();
+        drop(temp);
+        std::fs::remove_file(path)
+    }
+
+    fn start_writeback(&self, offset: u64, len: u64) -> io::Result<()> {
+        self.sync_range(offset, len, libc::SYNC_FILE_RANGE_WRITE)
+    }
+
+    fn flush_and_drop(&self, offset: u64, len: u64) -> io::Result<()> {
+        self.sync_range(
+            offset,
+            len,
+            libc::SYNC_FILE_RANGE_WAIT_BEFORE
+                | libc::SYNC_FILE_RANGE_WRITE
+                | libc::SYNC_FILE_RANGE_WAIT_AFTER,
+        )?;
+        self.drop_cache(offset, len)
+    }
+
+    fn drop_cache(&self, offset: u64, len: u64) -> io::Result<()> {
+        self.fadvise(offset, len, nix::fcntl::PosixFadviseAdvice::POSIX_FADV_DONTNEED)
+    }
+
+    fn advise_random(&self) -> io::Result<()> {
+        self.fadvise(0, 0, nix::fcntl::PosixFadviseAdvice::POSIX_FADV_RANDOM)
+    }
+
+    fn advise_sequential(&self) -> io::Result<()> {
+        self.fadvise(0, 0, nix::fcntl::PosixFadviseAdvice::POSIX_FADV_SEQUENTIAL)
+    }
+}
+
+/// Bytes in memory, shared between clones (a clone is another handle on the same "file").
+#[derive(Clone, Debug, Default)]
+pub struct MemStorage {
+    bytes: Arc<Mutex<Vec<u8>>>,
+    path: PathBuf,
+}
+
+impl MemStorage {
+    /// An empty in-memory file that calls itself `name` in errors.
+    pub fn new(name: &str) -> Self {
+        MemStorage {
+            bytes: Arc::default(),
+            path: PathBuf::from(name),
+        }
+    }
+
+    /// An in-memory file holding `bytes`.
+    pub fn from_bytes(name: &str, bytes: Vec<u8>) -> Self {
+        MemStorage {
+            bytes: Arc::new(Mutex::new(bytes)),
+            path: PathBuf::from(name),
+        }
+    }
+
+    /// A copy of the current bytes.
+    pub fn to_vec(&self) -> Vec<u8> {
+        self.lock().clone()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Vec<u8>> {
+        // A panic while holding this lock can only come from a bug in a test; the bytes are
+        // still the best information there is, so poisoning is ignored.
+        self.bytes.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl Storage for MemStorage {
+    fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn len(&self) -> io::Result<u64> {
+        Ok(self.lock().len() as u64)
+    }
+
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        let bytes = self.lock();
+        let Ok(start) = usize::try_from(offset) else {
+            return Ok(0);
+        };
+        if start >= bytes.len() {
+            return Ok(0);
+        }
+        let n = buf.len().min(bytes.len() - start);
+        buf[..n].copy_from_slice(&bytes[start..start + n]);
+        Ok(n)
+    }
+
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        let mut bytes = self.lock();
+        let start = usize::try_from(offset).map_err(|_| io::Error::other("offset too large"))?;
+        let end = start + buf.len();
+        if bytes.len() < end {
+            bytes.resize(end, 0);
+        }
+        bytes[start..end].copy_from_slice(buf);
+        Ok(())
+    }
+
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        let len = usize::try_from(len).map_err(|_| io::Error::other("length too large"))?;
+        self.lock().resize(len, 0);
+        Ok(())
+    }
+
+    fn sync_data(&self) -> io::Result<()> {
+        Ok(())
+    }
+
+    fn create_temp(&self, suffix: &str) -> io::Result<Box<dyn Storage>> {
+        Ok(Box::new(MemStorage::new(&format!("{}.{suffix}", self.path.display()))))
+    }
+
+    fn commit_temp(&self, temp: Box<dyn Storage>) -> io::Result<Box<dyn Storage>> {
+        let len = temp.len()?;
+        let mut bytes = vec![0u8; usize::try_from(len).map_err(io::Error::other)?];
+        temp.read_at(&mut bytes, 0)?;
+        *self.lock() = bytes;
+        Ok(Box::new(self.clone()))
+    }
+
+    fn discard_temp(&self, _temp: Box<dyn Storage>) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn short_read_is_corruption_not_io() {
+        let s = MemStorage::from_bytes("t", vec![1, 2, 3]);
+        let mut buf = [0u8; 8];
+        let err = read_exact_at(&s, &mut buf, 1, "a test").unwrap_err();
+        assert!(err.is_corruption(), "{err}");
+        assert!(err.to_string().contains("byte 3"), "{err}");
+    }
+
+    #[test]
+    fn file_storage_roundtrip_and_allocate() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        let s = FileStorage::create_new(&path).unwrap();
+        s.write_at(b"hello", 10).unwrap();
+        assert_eq!(s.len().unwrap(), 15);
+        s.allocate(4096).unwrap();
+        assert_eq!(s.len().unwrap(), 4096);
+        let mut buf = [0u8; 5];
+        read_exact_at(&s, &mut buf, 10, "x").unwrap();
+        assert_eq!(&buf, b"hello");
+        s.flush_and_drop(0, 4096).unwrap();
+        assert!(FileStorage::create_new(&path).is_err());
+    }
+}
