@@ -17,6 +17,7 @@
 //! # Ok::<(), wink::Error>(())
 //! ```
 
+pub mod check;
 pub mod clock;
 pub mod error;
 pub mod format;
