@@ -1,1 +1,121 @@
-fn main(){}
+//! `wink`: the command-line program over the Wink library.
+//!
+//! Exit codes are a stable contract: 0 success; 1 not found, or `check` found problems; 2 bad
+//! usage or invalid input (nothing changed); 3 data could not be read (corruption or I/O); 4 in
+//! use by another writer. Errors go to stderr as one line starting with `wink: `.
+
+mod check;
+mod dump;
+mod kv;
+mod show;
+
+use std::io;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::error::ErrorKind;
+use clap::{Parser, Subcommand};
+use wink::clock::{self, Clock, ManualClock};
+use wink::Error;
+
+const AFTER_HELP: &str = "\
+Exit status: 0 success; 1 not found, or `check` found problems; 2 bad usage or invalid input
+(nothing changed); 3 data could not be read (corruption or I/O error); 4 in use by another writer.
+
+Environment: WINK_NOW (seconds since the epoch), when set, is the clock for SYNCTIME.";
+
+/// Inspect, write and check Wink container files.
+#[derive(Parser)]
+#[command(name = "wink", version, after_help = AFTER_HELP)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Print a file's superblock and contents (entries, used cells or pairs).
+    Dump(dump::Args),
+    /// Create, append to, read from and delete in a kvseq file.
+    #[command(subcommand)]
+    Kv(kv::Command),
+    /// Check Wink files for damage; exit 1 when a problem is found.
+    Check(check::Args),
+}
+
+/// What a command that did not fail reports: 0, or 1 when `check` found problems.
+type Status = u8;
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return usage_error(&e),
+    };
+    let result = match cli.command {
+        Command::Dump(args) => dump::run(&args),
+        Command::Kv(command) => kv::run(command),
+        Command::Check(args) => check::run(&args),
+    };
+    match result {
+        Ok(status) => ExitCode::from(status),
+        // A reader that went away (`wink dump F | head`) is not a failure of ours.
+        Err(Error::Io { source, .. }) if source.kind() == io::ErrorKind::BrokenPipe => {
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(&e.to_string(), e.exit_code()),
+    }
+}
+
+/// Help and version go to stdout with status 0; usage errors are one line and status 2.
+fn usage_error(e: &clap::Error) -> ExitCode {
+    if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
+        print!("{e}");
+        return ExitCode::SUCCESS;
+    }
+    let (mut message, usage) = clap_message(&e.to_string());
+    if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+        // Clap renders the whole help here; its first paragraph is the about text.
+        message = "a subcommand is required".into();
+    }
+    let hint = usage.map_or("see `wink --help`".into(), |u| format!("usage: {u}"));
+    fail(&format!("{message}; {hint}"), 2)
+}
+
+/// Clap's multi-line message as (the message paragraph on one line, the usage line).
+fn clap_message(rendered: &str) -> (String, Option<String>) {
+    let mut paragraphs = rendered.split("\n\n");
+    let message: Vec<&str> = paragraphs
+        .next()
+        .unwrap_or("")
+        .lines()
+        .map(str::trim)
+        .collect();
+    let message = message.join(" ");
+    let message = message
+        .strip_prefix("error: ")
+        .unwrap_or(&message)
+        .to_string();
+    let usage = paragraphs.find_map(|p| p.trim().strip_prefix("Usage: ").map(str::to_string));
+    (message, usage)
+}
+
+fn fail(message: &str, code: i32) -> ExitCode {
+    eprintln!("wink: {}", message.replace('\n', " "));
+    ExitCode::from(u8::try_from(code).unwrap_or(3))
+}
+
+/// The clock for SYNCTIME: `WINK_NOW` when set, else the system's.
+fn clock_from_env() -> wink::Result<Arc<dyn Clock>> {
+    match std::env::var("WINK_NOW") {
+        Ok(text) => {
+            let now = text.trim().parse::<i64>().map_err(|_| {
+                Error::invalid(format!("WINK_NOW={text:?}: seconds since the epoch"))
+            })?;
+            Ok(Arc::new(ManualClock::new(now)))
+        }
+        Err(std::env::VarError::NotPresent) => Ok(clock::system()),
+        Err(std::env::VarError::NotUnicode(_)) => {
+            Err(Error::invalid("WINK_NOW: seconds since the epoch"))
+        }
+    }
+}

@@ -1,0 +1,64 @@
+//! `wink check PATH... [--strict]`: validates Wink files, one report line per problem.
+
+use std::path::PathBuf;
+
+use wink::check::{check_file, Report};
+use wink::Result;
+
+use crate::show::Out;
+use crate::Status;
+
+const AFTER_HELP: &str = "\
+Prints one line per problem, `PATH: error|warning at byte OFFSET: WHAT`, and `PATH: ok (...)` for
+a file with none that counts. Errors are damage (the file does not follow the format, or cannot
+be read); warnings are bookkeeping that readers do not rely on (ENTRIES/AENTRIES off, SYNCSIZE
+past FILESIZE, trailing padding). A hindex or perm is checked against its datafile when one lies
+beside it: X.kvseq for X.hindex and X.perm, BASE.data for BASE.idx.
+
+Exit status: 0 when no file has an error (nor, with --strict, a warning); 1 otherwise.";
+
+/// Checks Wink files for damage and reports every problem with file and byte offset.
+#[derive(clap::Args)]
+#[command(after_help = AFTER_HELP)]
+pub struct Args {
+    /// Wink files (kvseq, hindex, perm).
+    #[arg(required = true)]
+    paths: Vec<PathBuf>,
+    /// Count warnings as problems too.
+    #[arg(long)]
+    strict: bool,
+}
+
+pub fn run(args: &Args) -> Result<Status> {
+    let mut out = Out::new();
+    let (mut errors, mut warnings, mut bad_files) = (0, 0, 0);
+    for path in &args.paths {
+        let report = check_file(path);
+        print(&mut out, &report, args.strict)?;
+        errors += report.errors();
+        warnings += report.warnings();
+        bad_files += usize::from(!report.is_clean(args.strict));
+    }
+    out.finish()?;
+    if bad_files == 0 {
+        return Ok(0);
+    }
+    let files = args.paths.len();
+    eprintln!("wink: check: {errors} errors and {warnings} warnings; {bad_files} of {files} files not clean");
+    Ok(1)
+}
+
+fn print(out: &mut Out, report: &Report, strict: bool) -> Result<()> {
+    for problem in &report.problems {
+        out.line(&problem.to_string())?;
+    }
+    if report.is_clean(strict) {
+        let path = report.path.display();
+        let warned = match report.warnings() {
+            0 => String::new(),
+            n => format!("; {n} warnings"),
+        };
+        out.line(&format!("{path}: ok ({}{warned})", report.summary))?;
+    }
+    Ok(())
+}
