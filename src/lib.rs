@@ -5,6 +5,8 @@
 //! - [`storage`]: the seam under the formats (pread/pwrite, sync, page-cache hooks).
 //! - [`format`]: superblock, kvseq, hindex, perm — the container formats, exact to the spec.
 //! - [`check`]: validation of any Wink file, for `wink check`.
+//! - [`vfs`], [`sim`]: where multi-file structures get their files (real, or a simulated disk).
+//! - [`filesys`]: a flat filesystem on kvseq + hindex, with the append-only variant.
 //!
 //! ```
 //! use wink::format::kvseq::{KvSeq, KvSeqOptions};
@@ -21,7 +23,10 @@ pub mod check;
 pub mod clock;
 pub mod error;
 pub mod format;
+pub mod filesys;
+pub mod sim;
 pub mod storage;
+pub mod vfs;
 
 pub use error::{Error, Result};
 pub use format::hindex::HIndex;

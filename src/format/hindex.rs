@@ -259,6 +259,11 @@ impl HIndex {
         Ok(())
     }
 
+    /// True when the next insert would pass the load limit (and so rebuild the table).
+    pub fn needs_growth(&self) -> bool {
+        (self.entries + 1) as f64 > self.max_load * self.htsize as f64
+    }
+
     /// The home cell of a key.
     pub fn home(&self, key: &[u8]) -> u64 {
         KeyHash::of(key).home(self.htsize)
@@ -378,7 +383,7 @@ impl HIndex {
         if ptr.0 > i64::MAX as u64 || ptr.0 as i64 == self.htfree || ptr.0 as i64 == self.htdel {
             return Err(Error::invalid(format!("kv_pointer {ptr} cannot be stored in this table")));
         }
-        if (self.entries + 1) as f64 > self.max_load * self.htsize as f64 {
+        if self.needs_growth() {
             self.grow(keys)?;
         }
         let hash = KeyHash::of(key);
@@ -644,15 +649,21 @@ impl HIndex {
 
     /// Makes the table durable and records SYNCTIME (`time`, seconds since the epoch).
     pub fn sync(&mut self, time: i64) -> Result<()> {
-        self.check_writable()?;
         storage::sync(self.storage.as_ref())?;
+        self.stage_sync(time)?;
+        storage::sync(self.storage.as_ref())
+    }
+
+    /// Writes ENTRIES, AENTRIES, SYNCSIZE and SYNCTIME without any fsync (for a caller that
+    /// orders the syncs itself).
+    pub fn stage_sync(&mut self, time: i64) -> Result<()> {
+        self.check_writable()?;
         let path = self.path().to_path_buf();
         self.sb.set(&path, var::SYNCTIME, time)?;
         let end = self.sb.sbsize() + self.htsize * self.cellsz * 8;
         self.sb.set(&path, var::SYNCSIZE, end as i64)?;
         self.dirty = true;
-        self.flush()?;
-        storage::sync(self.storage.as_ref())
+        self.flush()
     }
 }
 

@@ -96,6 +96,8 @@ pub struct Entry {
     pub deleted: bool,
     pub key: Vec<u8>,
     pub value: Vec<u8>,
+    /// Where the value's bytes start in the file.
+    pub value_offset: u64,
 }
 
 /// One entry met by an iterator: its layout, its key, and its value when asked for.
@@ -369,6 +371,7 @@ impl KvSeq {
             deleted: l.deleted,
             key,
             value,
+            value_offset: l.value_offset,
         })
     }
 
@@ -672,23 +675,38 @@ impl KvSeq {
     pub fn sync(&mut self) -> Result<()> {
         self.check_writable()?;
         storage::sync(self.storage.as_ref())?;
+        self.stage_sync(self.clock.now())?;
+        storage::sync(self.storage.as_ref())?;
+        self.drop_synced()
+    }
+
+    /// Writes FILESIZE, SYNCSIZE = FILESIZE and SYNCTIME = `time` to the superblock without any
+    /// fsync: for a caller that orders the syncs itself (the filesys journal).
+    pub fn stage_sync(&mut self, time: i64) -> Result<()> {
+        self.check_writable()?;
         let path = self.storage.path().to_path_buf();
         self.sb.set(&path, var::FILESIZE, self.filesize as i64)?;
         self.sb.set(&path, var::SYNCSIZE, self.filesize as i64)?;
-        self.sb.set(&path, var::SYNCTIME, self.clock.now())?;
+        self.sb.set(&path, var::SYNCTIME, time)?;
         self.sb.write_vars(self.storage.as_ref())?;
-        storage::sync(self.storage.as_ref())?;
         self.dirty = false;
-        if self.drop_behind.is_some() {
-            // Everything is durable now, so dropping cannot stall on writeback.
-            let s = self.storage.as_ref();
-            let from = self.data_start;
-            s.drop_cache(from, self.filesize - from).map_err(|e| Error::io(s.path(), Some(from), e))?;
-            self.writeback = WritebackState {
-                submitted_to: self.filesize,
-                in_flight: None,
-            };
+        Ok(())
+    }
+
+    /// After a sync: drops the written entries from the page cache (when the page-cache policy
+    /// is on). They are durable, so dropping cannot stall on writeback.
+    pub fn drop_synced(&mut self) -> Result<()> {
+        if self.drop_behind.is_none() {
+            return Ok(());
         }
+        let s = self.storage.as_ref();
+        let from = self.data_start;
+        s.drop_cache(from, self.filesize.saturating_sub(from))
+            .map_err(|e| Error::io(s.path(), Some(from), e))?;
+        self.writeback = WritebackState {
+            submitted_to: self.filesize,
+            in_flight: None,
+        };
         Ok(())
     }
 

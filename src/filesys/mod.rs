@@ -1,0 +1,540 @@
+//! filesys: a flat filesystem on a kvseq datafile and a hindex indexfile; the ao variant adds a
+//! time index.
+//!
+//! | file        | format | PURPOSE    | holds                                                  |
+//! |-------------|--------|------------|--------------------------------------------------------|
+//! | `BASE.data` | kvseq  | `FSYSDATA` | inodes `NAME/I0` and data entries `<fileid hex>/D<n>`   |
+//! | `BASE.idx`  | hindex | `FSYSIDX`  | CELLSZ 2, HTALGO 1; one cell per live `NAME/I0`          |
+//! | `BASE.time` | kvseq  | `FSYSTIME` | ao only: time marks (see [`timeindex`])                 |
+//! | `BASE.jnl`  | kvseq  | `FSYSJRNL` | the redo journal of in-place writes (see [`journal`])   |
+//!
+//! Datafile superblock variables: ISZ (new inode size), ITOTSZ (bytes of live inodes), DTOTSZ
+//! (LSIZE total of live files), HAVEDUPS, HAVEAO, and NEXTFID (this project's: the FILEID the next
+//! file gets). The inode layout is in [`inode`].
+//!
+//! Durability: appends go straight to the files; in-place writes (delete flags, inode bookkeeping,
+//! index cells, superblocks) wait in an overlay and are committed all at once through the journal
+//! at [`Filesys::sync`]. After a crash the filesys is exactly its last committed state.
+
+pub mod check;
+pub mod inode;
+pub mod journal;
+pub mod overlay;
+pub mod timeindex;
+
+mod iter;
+mod ops;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::clock::{self, Clock};
+use crate::error::{Error, Result};
+use crate::format::hindex::{HIndex, HIndexOptions};
+use crate::format::kvseq::{DropBehind, KvSeq, KvSeqOptions};
+use crate::format::repr::Repr;
+use crate::format::superblock::{var, Purpose, Superblock, VarName};
+use crate::storage::{self, sibling, Storage};
+use crate::vfs::{RealFs, Vfs, WriterLock};
+
+pub use iter::FileIter;
+pub use overlay::OverlayStorage;
+use timeindex::TimeIndex;
+
+pub const ISZ: VarName = VarName::new(b"ISZ");
+pub const ITOTSZ: VarName = VarName::new(b"ITOTSZ");
+pub const DTOTSZ: VarName = VarName::new(b"DTOTSZ");
+pub const HAVEDUPS: VarName = VarName::new(b"HAVEDUPS");
+pub const HAVEAO: VarName = VarName::new(b"HAVEAO");
+/// This project's variable: the FILEID the next new file gets.
+pub const NEXTFID: VarName = VarName::new(b"NEXTFID");
+pub const DATA_PURPOSE: Purpose = Purpose(*b"FSYSDATA");
+pub const INDEX_PURPOSE: Purpose = Purpose(*b"FSYSIDX ");
+/// Longest file name (bytes).
+pub const MAX_NAME: usize = 4096;
+/// Largest data entry written; a larger append is split.
+pub const MAX_DATA_ENTRY: u64 = 256 << 20;
+/// In-place writes held in memory before the filesys commits on its own.
+pub const CHECKPOINT_BYTES: u64 = 32 << 20;
+
+const TAG_DATA: u8 = 0;
+const TAG_INDEX: u8 = 1;
+const TAG_TIME: u8 = 2;
+
+/// Settings for a new filesys.
+#[derive(Clone, Debug)]
+pub struct FsOptions {
+    pub ao: bool,
+    pub dups: bool,
+    /// Size of new inodes (bytes; holds (ISZ − 56) / 16 data pointers).
+    pub isz: u64,
+    /// Seconds per time-mark period (ao).
+    pub timemp: i64,
+    /// Initial index size (cells).
+    pub htsize: u64,
+    /// Preallocation step of the datafile.
+    pub fileincr: u64,
+}
+
+impl Default for FsOptions {
+    fn default() -> Self {
+        FsOptions { ao: false, dups: false, isz: 120, timemp: 3600, htsize: 1024, fileincr: 16 << 20 }
+    }
+}
+
+/// How to open a filesys.
+#[derive(Clone, Debug)]
+pub struct OpenOptions {
+    pub writable: bool,
+    /// Wait for another writer's lock instead of failing with "in use".
+    pub wait: bool,
+    pub clock: Arc<dyn Clock>,
+    /// Page-cache policy for written data: drop it in chunks of this many bytes (None: keep).
+    pub drop_behind: Option<u64>,
+}
+
+impl OpenOptions {
+    pub fn read_only() -> Self {
+        OpenOptions { writable: false, ..OpenOptions::writer() }
+    }
+
+    pub fn writer() -> Self {
+        OpenOptions { writable: true, wait: false, clock: clock::system(), drop_behind: Some(8 << 20) }
+    }
+}
+
+/// What a file looks like from outside.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FileStat {
+    pub name: Vec<u8>,
+    pub size: u64,
+    pub ftype: u8,
+    pub mtime: i64,
+    pub fileid: u64,
+    pub inode: crate::format::kvseq::KvPointer,
+    pub inode_size: u64,
+    pub data_entries: u64,
+}
+
+/// What a writer's open repaired or noticed.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Recovery {
+    pub actions: Vec<String>,
+}
+
+/// An open filesys.
+#[derive(Debug)]
+pub struct Filesys {
+    vfs: Arc<dyn Vfs>,
+    base: PathBuf,
+    data: KvSeq,
+    idx: HIndex,
+    time: Option<TimeIndex>,
+    journal: Option<Box<dyn Storage>>,
+    overlays: Vec<(u8, OverlayStorage)>,
+    writable: bool,
+    _lock: Option<WriterLock>,
+    clock: Arc<dyn Clock>,
+    seq: u64,
+    applied_unsynced: bool,
+    recovery: Recovery,
+}
+
+/// `BASE.ext`.
+pub fn file_path(base: &Path, ext: &str) -> PathBuf {
+    sibling(base, ext)
+}
+
+impl Filesys {
+    /// Creates a filesys on the real file system and opens it for writing.
+    pub fn create(base: &Path, fs: &FsOptions, open: &OpenOptions) -> Result<Filesys> {
+        Filesys::create_in(Arc::new(RealFs), base, fs, open)
+    }
+
+    /// Creates a filesys in `vfs` and opens it for writing.
+    pub fn create_in(vfs: Arc<dyn Vfs>, base: &Path, fs: &FsOptions, open: &OpenOptions) -> Result<Filesys> {
+        validate_options(fs)?;
+        for ext in ["data", "idx", "time", "jnl"] {
+            if vfs.exists(&file_path(base, ext)) {
+                return Err(Error::invalid(format!("{} exists already", file_path(base, ext).display())));
+            }
+        }
+        let now = open.clock.now();
+        let kv_base = KvSeqOptions { clock: open.clock.clone(), ..KvSeqOptions::default() };
+        let mut extra = vec![(ISZ, fs.isz as i64), (ITOTSZ, 0), (DTOTSZ, 0), (HAVEDUPS, i64::from(fs.dups))];
+        if fs.ao {
+            extra.push((HAVEAO, 1));
+        }
+        extra.push((NEXTFID, 1));
+        let data_opts = KvSeqOptions {
+            purpose: DATA_PURPOSE,
+            keyrepr: Repr::Prefixed { width: 2 },
+            valrepr: Repr::Prefixed { width: 4 },
+            delflag: true,
+            fileincr: fs.fileincr,
+            extra,
+            ..kv_base.clone()
+        };
+        KvSeq::create(vfs.create_new(&file_path(base, "data"))?, &data_opts)?;
+        let idx_opts = HIndexOptions { purpose: INDEX_PURPOSE, htsize: fs.htsize, cellsz: 2, time: now, ..HIndexOptions::default() };
+        HIndex::create(vfs.create_new(&file_path(base, "idx"))?, &idx_opts)?;
+        if fs.ao {
+            KvSeq::create(vfs.create_new(&file_path(base, "time"))?, &timeindex::options(&kv_base, fs.timemp))?;
+        }
+        journal::write(vfs.create_new(&file_path(base, "jnl"))?.as_ref(), 0, &[])?;
+        vfs.sync_dir(&file_path(base, "data"))?;
+        Filesys::open_in(vfs, base, open)
+    }
+
+    /// Opens a filesys on the real file system.
+    pub fn open(base: &Path, open: &OpenOptions) -> Result<Filesys> {
+        Filesys::open_in(Arc::new(RealFs), base, open)
+    }
+
+    /// Opens a filesys in `vfs`. A writer's open replays a committed journal and reports what it
+    /// repaired ([`Filesys::recovery`]); a read-only open never writes.
+    pub fn open_in(vfs: Arc<dyn Vfs>, base: &Path, open: &OpenOptions) -> Result<Filesys> {
+        let data_path = file_path(base, "data");
+        let lock = if open.writable { vfs.lock(&data_path, open.wait)? } else { None };
+        let mut recovery = Recovery::default();
+        let time_path = file_path(base, "time");
+        let has_time = vfs.exists(&time_path);
+        let raw_data = vfs.open(&data_path, open.writable)?;
+        let raw_idx = vfs.open(&file_path(base, "idx"), open.writable)?;
+        let raw_time = if has_time { Some(vfs.open(&time_path, open.writable)?) } else { None };
+        let jnl_path = file_path(base, "jnl");
+        let replay = if vfs.exists(&jnl_path) { journal::read(vfs.open(&jnl_path, false)?)? } else { None };
+        let mut seq = replay.as_ref().map_or(0, |r| r.seq);
+        if let (Some(r), true) = (&replay, open.writable) {
+            let mut files: Vec<(u8, &dyn Storage)> = vec![(TAG_DATA, raw_data.as_ref()), (TAG_INDEX, raw_idx.as_ref())];
+            if let Some(t) = &raw_time {
+                files.push((TAG_TIME, t.as_ref()));
+            }
+            let changed = journal::apply(r, &files, &jnl_path)?;
+            if changed > 0 {
+                recovery.actions.push(format!("{}: replayed commit {} ({changed} of its {} in-place writes were missing)", jnl_path.display(), r.seq, r.writes.len()));
+            }
+        }
+        let wrap = |raw: Box<dyn Storage>, tag: u8| -> Result<OverlayStorage> {
+            let stable = stable_end(raw.as_ref())?;
+            let o = OverlayStorage::new(raw, stable);
+            if let (Some(r), false) = (&replay, open.writable) {
+                for (t, offset, bytes) in &r.writes {
+                    if *t == tag {
+                        o.hold(*offset, bytes);
+                    }
+                }
+            }
+            Ok(o)
+        };
+        let mut overlays = vec![(TAG_DATA, wrap(raw_data, TAG_DATA)?), (TAG_INDEX, wrap(raw_idx, TAG_INDEX)?)];
+        if let Some(t) = raw_time {
+            overlays.push((TAG_TIME, wrap(t, TAG_TIME)?));
+        }
+        let mut data = KvSeq::open(Box::new(overlays[0].1.clone()), open.writable)?;
+        data.set_clock(open.clock.clone());
+        check_data_superblock(&data)?;
+        let idx = HIndex::open(Box::new(overlays[1].1.clone()), open.writable)?;
+        let ao = data.var(HAVEAO) == Some(1);
+        let time = match overlays.get(2) {
+            Some((_, o)) => Some(TimeIndex::new(KvSeq::open(Box::new(o.clone()), open.writable)?)?),
+            None if ao => return Err(Error::io(&time_path, None, std::io::Error::from(std::io::ErrorKind::NotFound))),
+            None => None,
+        };
+        let journal = if open.writable {
+            if !vfs.exists(&jnl_path) {
+                journal::write(vfs.create_new(&jnl_path)?.as_ref(), seq, &[])?;
+                vfs.sync_dir(&jnl_path)?;
+                recovery.actions.push(format!("{}: created (a filesys written elsewhere)", jnl_path.display()));
+            }
+            Some(vfs.open(&jnl_path, true)?)
+        } else {
+            None
+        };
+        seq = seq.max(1);
+        let mut fs = Filesys {
+            vfs,
+            base: base.to_path_buf(),
+            data,
+            idx,
+            time,
+            journal,
+            overlays,
+            writable: open.writable,
+            _lock: lock,
+            clock: open.clock.clone(),
+            seq,
+            applied_unsynced: false,
+            recovery,
+        };
+        fs.idx.spot_check(&fs.data)?;
+        if fs.writable {
+            fs.recover_tail()?;
+            fs.ensure_next_fileid()?;
+            fs.data.set_drop_behind(open.drop_behind.map(|chunk| DropBehind { chunk }));
+        }
+        let _ = fs.data.storage().advise_random();
+        Ok(fs)
+    }
+
+    /// The base path.
+    pub fn base(&self) -> &Path {
+        &self.base
+    }
+
+    /// What the writer's open repaired or noticed.
+    pub fn recovery(&self) -> &Recovery {
+        &self.recovery
+    }
+
+    /// True for the append-only variant.
+    pub fn is_ao(&self) -> bool {
+        self.data.var(HAVEAO) == Some(1)
+    }
+
+    /// True when a name may have several versions.
+    pub fn has_dups(&self) -> bool {
+        self.data.var(HAVEDUPS) == Some(1)
+    }
+
+    /// The datafile.
+    pub fn data(&self) -> &KvSeq {
+        &self.data
+    }
+
+    /// The indexfile.
+    pub fn index(&self) -> &HIndex {
+        &self.idx
+    }
+
+    /// The time index (ao).
+    pub fn time_index(&self) -> Option<&TimeIndex> {
+        self.time.as_ref()
+    }
+
+    /// A datafile superblock variable (ISZ, ITOTSZ, DTOTSZ, NEXTFID, …).
+    pub fn var(&self, name: VarName) -> Option<i64> {
+        self.data.var(name)
+    }
+
+    fn check_writable(&self) -> Result<()> {
+        if self.writable {
+            Ok(())
+        } else {
+            Err(Error::invalid(format!("{} is open read-only", self.base.display())))
+        }
+    }
+
+    /// Commits: everything written so far becomes durable, all at once.
+    ///
+    /// Appended bytes (and the previous commit's in-place writes) are synced first; then the
+    /// superblocks are staged, the journal of held in-place writes is written and synced, and the
+    /// held writes are applied.
+    pub fn sync(&mut self) -> Result<()> {
+        self.check_writable()?;
+        let now = self.clock.now();
+        storage::sync(self.data.storage())?;
+        if let Some(t) = &self.time {
+            storage::sync(t.storage())?;
+        }
+        if self.applied_unsynced {
+            storage::sync(self.idx.storage())?;
+        }
+        self.data.stage_sync(now)?;
+        self.idx.stage_sync(now)?;
+        if let Some(t) = &mut self.time {
+            t.kv_mut().stage_sync(now)?;
+        }
+        let writes: Vec<journal::Write> = self
+            .overlays
+            .iter()
+            .flat_map(|(tag, o)| o.pending_writes().into_iter().map(move |(off, b)| (*tag, off, b)))
+            .collect();
+        let jnl = self.journal.as_ref().expect("a writable filesys has a journal");
+        self.seq += 1;
+        journal::write(jnl.as_ref(), self.seq, &writes)?;
+        for (_, o) in &self.overlays {
+            o.apply().map_err(|e| Error::io(o.path(), None, e))?;
+        }
+        self.applied_unsynced = true;
+        self.data.drop_synced()
+    }
+
+    /// Commits, then empties the journal, so that no old journal can be replayed over a file that
+    /// is about to be replaced by a rename.
+    fn quiesce(&mut self) -> Result<()> {
+        self.sync()?;
+        for (_, o) in &self.overlays {
+            storage::sync(o)?;
+        }
+        self.applied_unsynced = false;
+        self.seq += 1;
+        let jnl = self.journal.as_ref().expect("a writable filesys has a journal");
+        journal::write(jnl.as_ref(), self.seq, &[])
+    }
+
+    fn pending_bytes(&self) -> u64 {
+        self.overlays.iter().map(|(_, o)| o.pending_bytes()).sum()
+    }
+
+    /// Commits on its own when too many in-place writes are held in memory.
+    fn maybe_checkpoint(&mut self) -> Result<()> {
+        if self.pending_bytes() > CHECKPOINT_BYTES {
+            self.sync()?;
+        }
+        Ok(())
+    }
+
+    /// Grows the index before an insert would pass its load limit.
+    fn ensure_index_room(&mut self) -> Result<()> {
+        if self.idx.needs_growth() {
+            self.quiesce()?;
+            self.idx.grow(&self.data)?;
+        }
+        Ok(())
+    }
+
+    /// Reports bytes past FILESIZE (an append that never committed) and, for a datafile written
+    /// elsewhere whose FILESIZE passes SYNCSIZE, drops the unsynced tail.
+    fn recover_tail(&mut self) -> Result<()> {
+        let filesize = self.data.filesize();
+        let syncsize = self.data.superblock().get_u64(self.data.path(), var::SYNCSIZE)?.unwrap_or(filesize);
+        if syncsize < filesize {
+            let (entries, live) = count_entries(&self.data, syncsize)?;
+            self.data.truncate_logical(syncsize, entries, live)?;
+            self.recovery.actions.push(format!("{}: dropped unsynced tail {}..{} (FILESIZE set back to SYNCSIZE)", self.data.path().display(), syncsize, filesize));
+            self.sync()?;
+        }
+        let len = storage::length(self.data.storage())?;
+        let probe = (len.saturating_sub(filesize)).min(64 << 10) as usize;
+        if probe > 0 {
+            let mut buf = vec![0u8; probe];
+            storage::read_exact_at(self.data.storage(), &mut buf, filesize, "the datafile tail")?;
+            if let Some(i) = buf.iter().position(|b| *b != 0) {
+                self.recovery.actions.push(format!(
+                    "{}: ignored uncommitted bytes from {} (after a crash; they are overwritten by the next append)",
+                    self.data.path().display(),
+                    filesize + i as u64
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// A datafile written elsewhere may lack NEXTFID: it is derived once from the inodes.
+    fn ensure_next_fileid(&mut self) -> Result<()> {
+        if self.data.var(NEXTFID).is_some() {
+            return Ok(());
+        }
+        let mut next = 1;
+        for entry in self.data.iter_entries(self.data.first(), false) {
+            let e = entry?;
+            if let inode::KeyKind::Inode { .. } = inode::classify(&e.key) {
+                let value = e.value.unwrap_or_default();
+                if let Ok(i) = inode::Inode::decode(&value, self.data.path(), e.layout.value_offset) {
+                    next = next.max(i.fileid + 1);
+                }
+            }
+        }
+        self.data.set_var(NEXTFID, next as i64)?;
+        self.recovery.actions.push(format!("{}: added NEXTFID {next}", self.data.path().display()));
+        Ok(())
+    }
+
+    /// Rebuilds `BASE.idx` from `BASE.data` alone and swaps it in atomically.
+    pub fn reindex(&mut self) -> Result<u64> {
+        self.check_writable()?;
+        self.quiesce()?;
+        let live = self.data.live_entries().unwrap_or(0).max(1);
+        let htsize = (live * 2).next_power_of_two().max(16);
+        let temp = self.idx.storage().create_temp("reindex").map_err(|e| Error::io(self.idx.path(), None, e))?;
+        let mut fresh = HIndex::create(temp, &HIndexOptions { purpose: INDEX_PURPOSE, htsize, cellsz: 2, time: self.clock.now(), ..HIndexOptions::default() })?;
+        let mut count = 0;
+        for item in self.files(self.data.first(), None) {
+            let stat = item?;
+            let key = inode::inode_key(&stat.name);
+            if fresh.needs_growth() {
+                fresh.grow(&self.data)?;
+            }
+            match fresh.lookup(&key, &self.data)? {
+                // The later version of a name counts.
+                Some(found) => fresh.set_pointer(found.cell, stat.inode)?,
+                None => {
+                    fresh.insert(&key, stat.inode, &self.data)?;
+                    count += 1;
+                }
+            }
+        }
+        fresh.sync(self.clock.now())?;
+        let temp_path = fresh.path().to_path_buf();
+        drop(fresh);
+        let temp = self.vfs.open(&temp_path, true)?;
+        self.overlays[1].1.commit_temp(temp).map_err(|e| Error::io(self.idx.path(), None, e))?;
+        self.idx = HIndex::open(Box::new(self.overlays[1].1.clone()), true)?;
+        Ok(count)
+    }
+}
+
+impl Drop for Filesys {
+    fn drop(&mut self) {
+        if self.writable && self.applied_unsynced {
+            // Not needed for correctness (the journal replays), but a clean close leaves the
+            // files complete on their own.
+            for (_, o) in &self.overlays {
+                let _ = o.sync_data();
+            }
+        }
+    }
+}
+
+fn validate_options(fs: &FsOptions) -> Result<()> {
+    if !(inode::MIN_SIZE..=inode::MAX_SIZE).contains(&fs.isz) {
+        return Err(Error::invalid(format!("ISZ {}: {}..={} bytes", fs.isz, inode::MIN_SIZE, inode::MAX_SIZE)));
+    }
+    if fs.ao && fs.timemp <= 0 {
+        return Err(Error::invalid(format!("TIMEMP {}: at least 1 second", fs.timemp)));
+    }
+    if fs.htsize == 0 {
+        return Err(Error::invalid("HTSIZE must be at least 1"));
+    }
+    Ok(())
+}
+
+/// Bytes of a file below which writes are in place: FILESIZE for a kvseq, the whole file for a
+/// hindex.
+fn stable_end(raw: &dyn Storage) -> Result<u64> {
+    let sb = Superblock::read(raw)?;
+    match sb.get_u64(raw.path(), var::FILESIZE)? {
+        Some(size) => Ok(size),
+        None => storage::length(raw),
+    }
+}
+
+fn check_data_superblock(data: &KvSeq) -> Result<()> {
+    let sb = data.superblock();
+    let path = data.path();
+    let isz = sb.require_u64(path, ISZ)?;
+    if !(inode::MIN_SIZE..=inode::MAX_SIZE).contains(&isz) {
+        return Err(Error::corrupt(path, sb.value_offset(ISZ).unwrap_or(0), "ISZ", format!("{}..={}", inode::MIN_SIZE, inode::MAX_SIZE), isz));
+    }
+    if !data.has_delflag() {
+        return Err(Error::unsupported(path, sb.terminator_offset(), "a filesys datafile without KVDELFL 1"));
+    }
+    Ok(())
+}
+
+/// Counts (entries, live entries) in `[first, end)`; `end` must be an entry boundary.
+fn count_entries(kv: &KvSeq, end: u64) -> Result<(u64, u64)> {
+    let (mut entries, mut live) = (0, 0);
+    let mut it = kv.iter(kv.first(), false);
+    while it.position().0 < end {
+        let Some(e) = it.next() else { break };
+        let e = e?;
+        entries += 1;
+        live += u64::from(!e.layout.deleted);
+    }
+    if it.position().0 != end && end > kv.first().0 {
+        return Err(Error::corrupt(kv.path(), end, "SYNCSIZE", "an entry boundary", format!("inside the entry ending at {}", it.position())));
+    }
+    Ok((entries, live))
+}

@@ -1,0 +1,277 @@
+//! File operations: lookup, stat, read, put, create, append, delete, rename.
+
+use crate::error::{Error, Result};
+use crate::format::hindex::Found;
+use crate::format::kvseq::{Entry, KvPointer};
+
+use super::inode::{data_key, inode_key, Inode};
+use super::{FileStat, Filesys, DTOTSZ, ITOTSZ, MAX_DATA_ENTRY, MAX_NAME, NEXTFID};
+
+/// A live file found through the index.
+pub(super) struct Located {
+    pub found: Found,
+    pub entry: Entry,
+    pub inode: Inode,
+}
+
+fn validate_name(name: &[u8]) -> Result<()> {
+    if name.len() > MAX_NAME {
+        return Err(Error::invalid(format!("a file name has at most {MAX_NAME} bytes ({} given)", name.len())));
+    }
+    if name.contains(&0) {
+        return Err(Error::invalid("a file name cannot contain a NUL byte"));
+    }
+    Ok(())
+}
+
+fn chunks(len: u64) -> u64 {
+    len.div_ceil(MAX_DATA_ENTRY)
+}
+
+impl Filesys {
+    pub(super) fn locate(&self, name: &[u8]) -> Result<Option<Located>> {
+        validate_name(name)?;
+        let key = inode_key(name);
+        let mut hit = None;
+        let found = self.idx.find(&key, |ptr| match self.data.read(ptr) {
+            Ok(e) if e.key == key => {
+                let live = !e.deleted;
+                hit = Some(e);
+                Ok(live)
+            }
+            Ok(_) => Ok(false),
+            // A cell naming an entry past this handle's FILESIZE: a commit it has not seen.
+            Err(Error::NotFound(_)) => Ok(false),
+            Err(e) => Err(e),
+        })?;
+        let (Some(found), Some(entry)) = (found, hit) else {
+            return Ok(None);
+        };
+        let inode = Inode::decode(&entry.value, self.data.path(), entry.value_offset)?;
+        Ok(Some(Located { found, entry, inode }))
+    }
+
+    fn stat_of(name: &[u8], ptr: KvPointer, inode: &Inode) -> FileStat {
+        FileStat {
+            name: name.to_vec(),
+            size: inode.lsize,
+            ftype: inode.ftype,
+            mtime: inode.mtime,
+            fileid: inode.fileid,
+            inode: ptr,
+            inode_size: inode.size,
+            data_entries: inode.data.len() as u64,
+        }
+    }
+
+    /// A file's metadata, or `None`.
+    pub fn stat(&self, name: &[u8]) -> Result<Option<FileStat>> {
+        Ok(self.locate(name)?.map(|l| Filesys::stat_of(name, l.entry.ptr, &l.inode)))
+    }
+
+    /// A whole file.
+    pub fn read(&self, name: &[u8]) -> Result<Vec<u8>> {
+        self.read_range(name, 0, u64::MAX)
+    }
+
+    /// Up to `len` bytes from `offset` (fewer at the end of the file).
+    pub fn read_range(&self, name: &[u8], offset: u64, len: u64) -> Result<Vec<u8>> {
+        let located = self.locate(name)?.ok_or_else(|| Error::NotFound(format!("{}: no file {:?}", self.base.display(), String::from_utf8_lossy(name))))?;
+        self.read_inode(&located.inode, offset, len)
+    }
+
+    /// Reads `[offset, offset + len)` of the file an inode describes, checking every data entry.
+    pub(super) fn read_inode(&self, inode: &Inode, offset: u64, len: u64) -> Result<Vec<u8>> {
+        let start = offset.min(inode.lsize);
+        let end = start.saturating_add(len).min(inode.lsize);
+        let mut out = Vec::with_capacity((end - start) as usize);
+        let mut pos = 0u64;
+        for (n, &(ptr, size)) in inode.data.iter().enumerate() {
+            let (lo, hi) = (pos, pos + size);
+            pos = hi;
+            if hi <= start || lo >= end {
+                continue;
+            }
+            let (layout, key) = self.data.read_key(ptr)?;
+            let expected = data_key(inode.fileid, n as u64);
+            // A live inode's pointers must name its own live data entries of the recorded size.
+            if key != expected || layout.deleted || layout.value_len != size {
+                return Err(Error::corrupt(
+                    self.data.path(),
+                    ptr.0,
+                    format!("data entry {n} of file id {:x}", inode.fileid),
+                    format!("live {:?} of {size} bytes", String::from_utf8_lossy(&expected)),
+                    format!("{}{:?} of {} bytes", if layout.deleted { "deleted " } else { "" }, String::from_utf8_lossy(&key), layout.value_len),
+                ));
+            }
+            let from = start.max(lo) - lo;
+            let to = end.min(hi) - lo;
+            let at = out.len();
+            out.resize(at + (to - from) as usize, 0);
+            self.data.read_value_at(&layout, from, &mut out[at..])?;
+        }
+        Ok(out)
+    }
+
+    fn next_fileid(&mut self) -> Result<u64> {
+        let id = self.data.var(NEXTFID).and_then(|v| u64::try_from(v).ok()).unwrap_or(1).max(1);
+        self.data.set_var(NEXTFID, id as i64 + 1)?;
+        Ok(id)
+    }
+
+    fn add_var(&mut self, name: crate::format::superblock::VarName, delta: i64) -> Result<()> {
+        let v = self.data.var(name).unwrap_or(0);
+        self.data.set_var(name, v.saturating_add(delta))
+    }
+
+    /// Appends data entries `<fileid>/D<first>…` holding `content`.
+    fn write_data(&mut self, fileid: u64, first: u64, content: &[u8]) -> Result<Vec<(KvPointer, u64)>> {
+        let mut pairs = Vec::new();
+        for (i, piece) in content.chunks(MAX_DATA_ENTRY as usize).enumerate() {
+            let ptr = self.data.append(&data_key(fileid, first + i as u64), piece)?;
+            pairs.push((ptr, piece.len() as u64));
+        }
+        Ok(pairs)
+    }
+
+    /// Marks a file's inode (and, with `with_data`, its data entries) deleted.
+    fn mark_deleted(&mut self, located: &Located, with_data: bool) -> Result<()> {
+        if with_data {
+            for &(ptr, _) in &located.inode.data {
+                self.data.delete(ptr)?;
+            }
+        }
+        self.data.delete(located.entry.ptr)?;
+        Ok(())
+    }
+
+    /// The smallest inode size ≥ ISZ, doubling, that holds `pairs` pointers.
+    fn inode_size_for(&self, pairs: u64) -> Result<u64> {
+        let isz = self.data.var(super::ISZ).and_then(|v| u64::try_from(v).ok()).unwrap_or(120);
+        if self.is_ao() {
+            if pairs > Inode::capacity_of(isz) {
+                return Err(Error::Full {
+                    path: self.data.path().to_path_buf(),
+                    what: format!("an ao inode of {isz} bytes holds {} data entries; this file needs {pairs} (create the filesys with a larger --isz)", Inode::capacity_of(isz)),
+                });
+            }
+            return Ok(isz);
+        }
+        let mut size = isz;
+        while Inode::capacity_of(size) < pairs {
+            size = size.checked_mul(2).filter(|s| *s <= super::inode::MAX_SIZE).ok_or_else(|| Error::invalid(format!("a file of {pairs} data entries needs an inode over {} bytes", super::inode::MAX_SIZE)))?;
+        }
+        Ok(size)
+    }
+
+    /// Writes a file: creates it, or replaces it (a new version, the old one marked deleted).
+    pub fn put(&mut self, name: &[u8], ftype: u8, content: &[u8]) -> Result<FileStat> {
+        self.check_writable()?;
+        validate_name(name)?;
+        self.ensure_index_room()?;
+        let size = self.inode_size_for(chunks(content.len() as u64))?;
+        let old = self.locate(name)?;
+        let fileid = self.next_fileid()?;
+        let now = self.clock.now();
+        let mtime = self.time.as_ref().map_or(now, |t| t.mtime_for(now));
+        let data = self.write_data(fileid, 0, content)?;
+        let inode = Inode { fileid, lsize: content.len() as u64, ftype, mtime, data, size };
+        let key = inode_key(name);
+        let ptr = self.data.append(&key, &inode.encode())?;
+        match &old {
+            Some(located) => {
+                self.mark_deleted(located, true)?;
+                self.idx.set_pointer(located.found.cell, ptr)?;
+                self.add_var(ITOTSZ, -(located.inode.size as i64))?;
+                self.add_var(DTOTSZ, -(located.inode.lsize as i64))?;
+            }
+            None => {
+                self.idx.insert(&key, ptr, &self.data)?;
+            }
+        }
+        if let Some(t) = &mut self.time {
+            t.record(mtime, ptr)?;
+        }
+        self.add_var(ITOTSZ, size as i64)?;
+        self.add_var(DTOTSZ, inode.lsize as i64)?;
+        self.maybe_checkpoint()?;
+        Ok(Filesys::stat_of(name, ptr, &inode))
+    }
+
+    /// Creates an empty file. An existing name is an error unless HAVEDUPS (then a new version).
+    pub fn create_file(&mut self, name: &[u8], ftype: u8) -> Result<FileStat> {
+        if !self.has_dups() && self.locate(name)?.is_some() {
+            return Err(Error::invalid(format!("{:?} exists already (the filesys has no HAVEDUPS)", String::from_utf8_lossy(name))));
+        }
+        self.put(name, ftype, &[])
+    }
+
+    /// Appends to an existing file.
+    pub fn append(&mut self, name: &[u8], bytes: &[u8]) -> Result<FileStat> {
+        self.check_writable()?;
+        let located = self.locate(name)?.ok_or_else(|| Error::NotFound(format!("{}: no file {:?}", self.base.display(), String::from_utf8_lossy(name))))?;
+        if bytes.is_empty() {
+            return Ok(Filesys::stat_of(name, located.entry.ptr, &located.inode));
+        }
+        let mut inode = located.inode.clone();
+        let needed = inode.data.len() as u64 + chunks(bytes.len() as u64);
+        let size = self.inode_size_for(needed)?.max(inode.size);
+        let pairs = self.write_data(inode.fileid, inode.data.len() as u64, bytes)?;
+        inode.data.extend(pairs);
+        inode.lsize += bytes.len() as u64;
+        if !self.is_ao() {
+            inode.mtime = self.clock.now();
+        }
+        self.add_var(DTOTSZ, bytes.len() as i64)?;
+        if needed <= located.inode.capacity() {
+            let layout = self.data.layout(located.entry.ptr)?;
+            self.data.overwrite_value(&layout, 0, &inode.encode())?;
+            self.maybe_checkpoint()?;
+            return Ok(Filesys::stat_of(name, located.entry.ptr, &inode));
+        }
+        // The inode is full: a twice-as-big copy is appended and the index pointed at it.
+        inode.size = size;
+        let ptr = self.data.append(&inode_key(name), &inode.encode())?;
+        self.mark_deleted(&located, false)?;
+        self.idx.set_pointer(located.found.cell, ptr)?;
+        self.add_var(ITOTSZ, size as i64 - located.inode.size as i64)?;
+        self.maybe_checkpoint()?;
+        Ok(Filesys::stat_of(name, ptr, &inode))
+    }
+
+    /// Deletes a file. Returns false when there was none.
+    pub fn delete(&mut self, name: &[u8]) -> Result<bool> {
+        self.check_writable()?;
+        let Some(located) = self.locate(name)? else {
+            return Ok(false);
+        };
+        self.mark_deleted(&located, true)?;
+        self.idx.delete_cell(located.found.cell)?;
+        self.add_var(ITOTSZ, -(located.inode.size as i64))?;
+        self.add_var(DTOTSZ, -(located.inode.lsize as i64))?;
+        self.maybe_checkpoint()?;
+        Ok(true)
+    }
+
+    /// Renames a file (same FILEID, mtime and data). Refused in the ao variant and when the new
+    /// name exists.
+    pub fn rename(&mut self, old: &[u8], new: &[u8]) -> Result<FileStat> {
+        self.check_writable()?;
+        if self.is_ao() {
+            return Err(Error::invalid("rename is refused in an ao filesys: the new inode would break the mtime order"));
+        }
+        validate_name(new)?;
+        self.ensure_index_room()?;
+        let located = self.locate(old)?.ok_or_else(|| Error::NotFound(format!("{}: no file {:?}", self.base.display(), String::from_utf8_lossy(old))))?;
+        if self.locate(new)?.is_some() {
+            return Err(Error::invalid(format!("{:?} exists already", String::from_utf8_lossy(new))));
+        }
+        let key = inode_key(new);
+        let ptr = self.data.append(&key, &located.inode.encode())?;
+        self.mark_deleted(&located, false)?;
+        self.idx.delete_cell(located.found.cell)?;
+        self.idx.insert(&key, ptr, &self.data)?;
+        self.maybe_checkpoint()?;
+        Ok(Filesys::stat_of(new, ptr, &located.inode))
+    }
+}

@@ -1,0 +1,338 @@
+//! A simulated disk for power-loss tests: every file has a live image (what reads see) and a
+//! durable image (what survives a power cut), and the writes since the last sync in between.
+//!
+//! [`SimDisk::crash`] cuts the power: with [`CrashMode::DropUnsynced`] the unsynced writes are
+//! lost; with [`CrashMode::Reorder`] a random subset of them reaches the disk, in random order,
+//! each possibly torn at a 512-byte sector boundary — what a real disk with a volatile cache may
+//! do. [`SimDisk::fail_after_syncs`] makes the N-th sync and everything after it fail, to cut the
+//! power in the middle of a multi-step commit.
+
+use std::collections::HashMap;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::error::{Error, Result};
+use crate::storage::Storage;
+use crate::vfs::{Vfs, WriterLock};
+
+const SECTOR: usize = 512;
+
+#[derive(Clone, Debug)]
+enum Op {
+    Write(u64, Vec<u8>),
+    SetLen(u64),
+}
+
+#[derive(Clone, Debug, Default)]
+struct SimFile {
+    live: Vec<u8>,
+    durable: Vec<u8>,
+    unsynced: Vec<Op>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    files: HashMap<PathBuf, SimFile>,
+    syncs: u64,
+    fail_at: Option<u64>,
+    failed: bool,
+}
+
+/// How a power cut treats unsynced writes.
+#[derive(Clone, Copy, Debug)]
+pub enum CrashMode {
+    /// All unsynced writes are lost.
+    DropUnsynced,
+    /// A random subset survives, in random order, possibly torn at sector boundaries.
+    Reorder { seed: u64 },
+}
+
+/// A simulated disk holding files by path.
+#[derive(Clone, Debug, Default)]
+pub struct SimDisk(Arc<Mutex<State>>);
+
+impl SimDisk {
+    pub fn new() -> Self {
+        SimDisk::default()
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// From the `n`-th sync on (counting from now, 1-based), syncs and writes fail: the power is
+    /// going out.
+    pub fn fail_after_syncs(&self, n: u64) {
+        let mut s = self.state();
+        s.fail_at = Some(s.syncs + n);
+    }
+
+    /// Syncs completed so far.
+    pub fn syncs(&self) -> u64 {
+        self.state().syncs
+    }
+
+    /// Cuts the power; afterwards every file holds what survived, and I/O works again.
+    pub fn crash(&self, mode: CrashMode) {
+        let mut s = self.state();
+        let mut rng = match mode {
+            CrashMode::DropUnsynced => None,
+            CrashMode::Reorder { seed } => Some(Rng(seed | 1)),
+        };
+        let mut names: Vec<PathBuf> = s.files.keys().cloned().collect();
+        names.sort();
+        for name in names {
+            let f = s.files.get_mut(&name).expect("listed name");
+            let mut ops = std::mem::take(&mut f.unsynced);
+            if let Some(rng) = rng.as_mut() {
+                shuffle(&mut ops, rng);
+                for op in ops {
+                    if rng.next() % 2 == 0 {
+                        continue;
+                    }
+                    match op {
+                        Op::SetLen(len) => f.durable.resize(len as usize, 0),
+                        Op::Write(offset, bytes) => write_torn(&mut f.durable, offset, &bytes, rng),
+                    }
+                }
+            }
+            f.live = f.durable.clone();
+        }
+        s.fail_at = None;
+        s.failed = false;
+    }
+
+    /// The live bytes of a file.
+    pub fn bytes(&self, path: &Path) -> Option<Vec<u8>> {
+        self.state().files.get(path).map(|f| f.live.clone())
+    }
+
+    /// Every file's path.
+    pub fn paths(&self) -> Vec<PathBuf> {
+        self.state().files.keys().cloned().collect()
+    }
+
+    fn storage(&self, path: &Path) -> Box<dyn Storage> {
+        Box::new(SimStorage { disk: self.clone(), path: path.to_path_buf() })
+    }
+}
+
+fn write_torn(durable: &mut Vec<u8>, offset: u64, bytes: &[u8], rng: &mut Rng) {
+    let start = offset as usize;
+    // Sectors of the write reach the disk independently.
+    let mut at = 0;
+    while at < bytes.len() {
+        let sector_end = ((start + at) / SECTOR + 1) * SECTOR - start;
+        let end = sector_end.min(bytes.len());
+        if rng.next() % 4 != 0 {
+            if durable.len() < start + end {
+                durable.resize(start + end, 0);
+            }
+            durable[start + at..start + end].copy_from_slice(&bytes[at..end]);
+        }
+        at = end;
+    }
+}
+
+fn shuffle<T>(items: &mut [T], rng: &mut Rng) {
+    for i in (1..items.len()).rev() {
+        let j = (rng.next() % (i as u64 + 1)) as usize;
+        items.swap(i, j);
+    }
+}
+
+/// xorshift64: enough randomness for crash shapes, reproducible from a seed.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
+/// One file on a [`SimDisk`].
+#[derive(Debug)]
+pub struct SimStorage {
+    disk: SimDisk,
+    path: PathBuf,
+}
+
+fn power_out() -> io::Error {
+    io::Error::other("simulated power loss")
+}
+
+impl SimStorage {
+    fn with_file<T>(&self, f: impl FnOnce(&mut SimFile) -> T) -> io::Result<T> {
+        let mut s = self.disk.state();
+        if s.failed {
+            return Err(power_out());
+        }
+        let file = s.files.get_mut(&self.path).ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?;
+        Ok(f(file))
+    }
+}
+
+impl Storage for SimStorage {
+    fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn len(&self) -> io::Result<u64> {
+        let s = self.disk.state();
+        Ok(s.files.get(&self.path).map_or(0, |f| f.live.len() as u64))
+    }
+
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        let s = self.disk.state();
+        let f = s.files.get(&self.path).ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?;
+        let start = (offset as usize).min(f.live.len());
+        let n = buf.len().min(f.live.len() - start);
+        buf[..n].copy_from_slice(&f.live[start..start + n]);
+        Ok(n)
+    }
+
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        self.with_file(|f| {
+            let end = offset as usize + buf.len();
+            if f.live.len() < end {
+                f.live.resize(end, 0);
+            }
+            f.live[offset as usize..end].copy_from_slice(buf);
+            f.unsynced.push(Op::Write(offset, buf.to_vec()));
+        })
+    }
+
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        self.with_file(|f| {
+            f.live.resize(len as usize, 0);
+            f.unsynced.push(Op::SetLen(len));
+        })
+    }
+
+    fn sync_data(&self) -> io::Result<()> {
+        let mut s = self.disk.state();
+        if s.failed {
+            return Err(power_out());
+        }
+        s.syncs += 1;
+        if s.fail_at.is_some_and(|n| s.syncs >= n) {
+            s.failed = true;
+            return Err(power_out());
+        }
+        let f = s.files.get_mut(&self.path).ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?;
+        f.durable = f.live.clone();
+        f.unsynced.clear();
+        Ok(())
+    }
+
+    fn create_temp(&self, suffix: &str) -> io::Result<Box<dyn Storage>> {
+        let path = crate::storage::sibling(&self.path, suffix);
+        let mut s = self.disk.state();
+        if s.failed {
+            return Err(power_out());
+        }
+        s.files.insert(path.clone(), SimFile::default());
+        drop(s);
+        Ok(self.disk.storage(&path))
+    }
+
+    fn commit_temp(&self, temp: Box<dyn Storage>) -> io::Result<Box<dyn Storage>> {
+        temp.sync_data()?;
+        let mut s = self.disk.state();
+        let file = s.files.remove(temp.path()).ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?;
+        s.files.insert(self.path.clone(), file);
+        drop(s);
+        Ok(self.disk.storage(&self.path))
+    }
+
+    fn discard_temp(&self, temp: Box<dyn Storage>) -> io::Result<()> {
+        self.disk.state().files.remove(temp.path());
+        Ok(())
+    }
+}
+
+impl Vfs for SimDisk {
+    fn open(&self, path: &Path, _writable: bool) -> Result<Box<dyn Storage>> {
+        if !self.exists(path) {
+            return Err(Error::io(path, None, io::Error::from(io::ErrorKind::NotFound)));
+        }
+        Ok(self.storage(path))
+    }
+
+    fn create_new(&self, path: &Path) -> Result<Box<dyn Storage>> {
+        let mut s = self.state();
+        if s.failed {
+            return Err(Error::io(path, None, power_out()));
+        }
+        if s.files.contains_key(path) {
+            return Err(Error::io(path, None, io::Error::from(io::ErrorKind::AlreadyExists)));
+        }
+        // Creation is durable at once here: directory entries are not what these tests probe.
+        s.files.insert(path.to_path_buf(), SimFile::default());
+        drop(s);
+        Ok(self.storage(path))
+    }
+
+    fn exists(&self, path: &Path) -> bool {
+        self.state().files.contains_key(path)
+    }
+
+    fn rename(&self, from: &Path, to: &Path) -> Result<()> {
+        let mut s = self.state();
+        let mut file = s.files.remove(from).ok_or_else(|| Error::io(from, None, io::Error::from(io::ErrorKind::NotFound)))?;
+        // A rename after fsync of the source is durable with its synced content.
+        file.live = file.durable.clone();
+        file.unsynced.clear();
+        s.files.insert(to.to_path_buf(), file);
+        Ok(())
+    }
+
+    fn sync_dir(&self, _path: &Path) -> Result<()> {
+        Ok(())
+    }
+
+    fn lock(&self, _path: &Path, _wait: bool) -> Result<Option<WriterLock>> {
+        Ok(None)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn drop_and_reorder() {
+        let disk = SimDisk::new();
+        let f = disk.create_new(Path::new("a")).unwrap();
+        f.write_at(b"synced", 0).unwrap();
+        f.sync_data().unwrap();
+        f.write_at(b"XXXXXX", 0).unwrap();
+        disk.crash(CrashMode::DropUnsynced);
+        assert_eq!(disk.bytes(Path::new("a")).unwrap(), b"synced");
+        let mut seen = std::collections::HashSet::new();
+        for seed in 0..64 {
+            f.write_at(b"XXXXXX", 0).unwrap();
+            disk.crash(CrashMode::Reorder { seed });
+            seen.insert(disk.bytes(Path::new("a")).unwrap());
+            f.write_at(b"synced", 0).unwrap();
+            f.sync_data().unwrap();
+        }
+        assert!(seen.contains(&b"synced".to_vec()) && seen.contains(&b"XXXXXX".to_vec()));
+    }
+
+    #[test]
+    fn failing_syncs() {
+        let disk = SimDisk::new();
+        let f = disk.create_new(Path::new("a")).unwrap();
+        disk.fail_after_syncs(2);
+        f.sync_data().unwrap();
+        assert!(f.sync_data().is_err());
+        assert!(f.write_at(b"x", 0).is_err());
+        disk.crash(CrashMode::DropUnsynced);
+        f.write_at(b"x", 0).unwrap();
+    }
+}

@@ -1,0 +1,200 @@
+//! filesys and filesys-ao through the public API: operations, the time index, the files of an
+//! independent implementation, locking, and power loss on a simulated disk.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use wink::clock::ManualClock;
+use wink::filesys::check::check_filesys;
+use wink::filesys::{file_path, Filesys, FsOptions, OpenOptions};
+use wink::Error;
+
+fn writer(clock: &ManualClock) -> OpenOptions {
+    OpenOptions { clock: Arc::new(clock.clone()), ..OpenOptions::writer() }
+}
+
+fn assert_clean(base: &Path) {
+    let report = check_filesys(base);
+    assert!(report.problems.is_empty(), "check found: {:#?}", report.problems);
+}
+
+#[test]
+fn create_read_append_rename_delete_reopen_reindex() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path().join("fs");
+    let clock = ManualClock::new(1_700_000_000);
+    let opts = FsOptions { isz: 88, htsize: 4, ..FsOptions::default() };
+    let mut fs = Filesys::create(&base, &opts, &writer(&clock)).unwrap();
+    fs.put(b"readme.txt", 1, b"Hello, ").unwrap();
+    fs.append(b"readme.txt", b"world!\n").unwrap();
+    let stat = fs.append(b"readme.txt", b"A third piece forces a resize.\n").unwrap();
+    assert_eq!(stat.inode_size, 176, "inode doubled when its 2 pointers were used");
+    assert_eq!(fs.read(b"readme.txt").unwrap(), b"Hello, world!\nA third piece forces a resize.\n");
+    assert_eq!(fs.read_range(b"readme.txt", 5, 12).unwrap(), b", world!\nA t");
+    assert_eq!(fs.read_range(b"readme.txt", 40, 100).unwrap(), b"ize.\n");
+    fs.put(b"a/b c.html", 2, b"<html>renamed later</html>").unwrap();
+    fs.rename(b"a/b c.html", b"renamed.html").unwrap();
+    assert!(fs.stat(b"a/b c.html").unwrap().is_none());
+    assert!(matches!(fs.rename(b"renamed.html", b"readme.txt"), Err(Error::Invalid(_))));
+    fs.put(b"gone.bin", 0, &[0u8; 100]).unwrap();
+    assert!(fs.delete(b"gone.bin").unwrap());
+    assert!(!fs.delete(b"gone.bin").unwrap());
+    assert!(matches!(fs.create_file(b"readme.txt", 0), Err(Error::Invalid(_))));
+    for i in 0..50 {
+        fs.put(format!("many/{i}").as_bytes(), 0, format!("content {i}").as_bytes()).unwrap();
+    }
+    assert!(fs.index().htsize() > 4, "the index grew");
+    fs.sync().unwrap();
+    drop(fs);
+    assert_clean(&base);
+
+    let mut fs = Filesys::open(&base, &writer(&clock)).unwrap();
+    assert!(fs.recovery().actions.is_empty(), "{:?}", fs.recovery());
+    let names: Vec<Vec<u8>> = fs.iter().map(|s| s.unwrap().name).collect();
+    assert_eq!(names.len(), 52);
+    assert_eq!(names[0], b"readme.txt");
+    assert_eq!(fs.read(b"renamed.html").unwrap(), b"<html>renamed later</html>");
+    assert_eq!(fs.read(b"many/49").unwrap(), b"content 49");
+    let before: Vec<_> = names.iter().map(|n| fs.stat(n).unwrap().unwrap()).collect();
+    assert_eq!(fs.reindex().unwrap(), 52);
+    let after: Vec<_> = names.iter().map(|n| fs.stat(n).unwrap().unwrap()).collect();
+    assert_eq!(before, after);
+    drop(fs);
+    assert_clean(&base);
+}
+
+#[test]
+fn ao_time_marks_and_ranges() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path().join("ao");
+    let clock = ManualClock::new(960);
+    let opts = FsOptions { ao: true, dups: true, isz: 120, timemp: 60, ..FsOptions::default() };
+    let mut fs = Filesys::create(&base, &opts, &writer(&clock)).unwrap();
+    fs.put(b"log/1", 0, b"version one\n").unwrap();
+    clock.set(1010);
+    fs.put(b"log/2", 0, b"second\n").unwrap();
+    clock.set(1075);
+    fs.create_file(b"log/3", 0).unwrap();
+    clock.set(1050); // the clock steps back: the mtime must not
+    let s = fs.put(b"log/4", 0, b"clock stepped back\n").unwrap();
+    assert_eq!(s.mtime, 1075);
+    clock.set(1200);
+    fs.create_file(b"log/5", 3).unwrap();
+    clock.set(1230);
+    fs.put(b"log/1", 0, b"version two\n").unwrap();
+    assert!(matches!(fs.rename(b"log/2", b"x"), Err(Error::Invalid(_))));
+    for _ in 0..4 {
+        let _ = fs.append(b"log/3", b"x");
+    }
+    assert!(matches!(fs.append(b"log/3", b"one too many"), Err(Error::Full { .. })), "4 pointers in a 120-byte ao inode");
+    fs.sync().unwrap();
+    let range = |fs: &Filesys, t0, t1| -> Vec<String> { fs.iter_time(t0, t1).unwrap().map(|s| String::from_utf8(s.unwrap().name).unwrap()).collect() };
+    assert_eq!(range(&fs, 1000, 1080), ["log/2", "log/3", "log/4"]);
+    assert!(range(&fs, 1020, 1021).is_empty());
+    assert!(range(&fs, 1100, 1200).is_empty());
+    assert_eq!(range(&fs, 1200, 1300), ["log/5", "log/1"]);
+    assert_eq!(range(&fs, 0, 2000).len(), 5);
+    let marks: Vec<i64> = (0..fs.time_index().unwrap().len()).map(|i| fs.time_index().unwrap().mark(i).unwrap().0).collect();
+    assert_eq!(marks, [960, 1020, 1200]);
+    assert_eq!(fs.read(b"log/1").unwrap(), b"version two\n");
+    let plain = tempfile::tempdir().unwrap();
+    let p = Filesys::create(&plain.path().join("p"), &FsOptions::default(), &writer(&clock)).unwrap();
+    assert!(matches!(p.iter_time(0, 1), Err(Error::Invalid(_))));
+    drop(fs);
+    assert_clean(&base);
+}
+
+fn shared_fixtures() -> Option<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures");
+    if dir.join("fixtures.json").exists() {
+        Some(dir)
+    } else {
+        eprintln!("note: ../shared/fixtures absent; skipping the independent-implementation check");
+        None
+    }
+}
+
+fn copy_set(from: &Path, to: &Path, stem: &str) {
+    for ext in ["data", "idx", "time"] {
+        let src = from.join(format!("{stem}.{ext}"));
+        if src.exists() {
+            std::fs::copy(&src, to.join(format!("{stem}.{ext}"))).unwrap();
+        }
+    }
+}
+
+#[test]
+fn reads_the_filesystems_of_an_independent_implementation() {
+    let Some(fixtures) = shared_fixtures() else { return };
+    let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(fixtures.join("fixtures.json")).unwrap()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    for (stem, spec) in json["filesystems"].as_object().unwrap() {
+        copy_set(&fixtures, dir.path(), stem);
+        let base = dir.path().join(stem);
+        let fs = Filesys::open(&base, &OpenOptions::read_only()).unwrap();
+        for file in spec["live"].as_array().unwrap() {
+            let name = hex(file["name_hex"].as_str().unwrap());
+            let stat = fs.stat(&name).unwrap().unwrap_or_else(|| panic!("{stem}: {:?} missing", file["name"]));
+            assert_eq!(stat.size, file["size"].as_u64().unwrap());
+            assert_eq!(stat.ftype as u64, file["ftype"].as_u64().unwrap());
+            assert_eq!(stat.mtime, file["mtime"].as_i64().unwrap());
+            assert_eq!(stat.fileid, file["fileid"].as_u64().unwrap());
+            assert_eq!(stat.inode.0, file["inode_offset"].as_u64().unwrap());
+            assert_eq!(stat.inode_size, file["inode_size"].as_u64().unwrap());
+            assert_eq!(fs.read(&name).unwrap(), hex(file["content_hex"].as_str().unwrap()));
+        }
+        for file in spec["absent"].as_array().unwrap() {
+            assert!(fs.stat(&hex(file["name_hex"].as_str().unwrap())).unwrap().is_none());
+        }
+        let listed: Vec<Vec<u8>> = fs.iter().map(|s| s.unwrap().name).collect();
+        let expected: Vec<Vec<u8>> = spec["live"].as_array().unwrap().iter().map(|f| hex(f["name_hex"].as_str().unwrap())).collect();
+        let mut sorted_listed = listed.clone();
+        sorted_listed.sort();
+        let mut sorted_expected = expected.clone();
+        sorted_expected.sort();
+        assert_eq!(sorted_listed, sorted_expected, "{stem}");
+        if let Some(queries) = spec.get("range_queries") {
+            for q in queries.as_array().unwrap() {
+                let names: Vec<String> = fs.iter_time(q["t0"].as_i64().unwrap(), q["t1"].as_i64().unwrap()).unwrap().map(|s| String::from_utf8(s.unwrap().name).unwrap()).collect();
+                let want: Vec<String> = q["names"].as_array().unwrap().iter().map(|n| n.as_str().unwrap().to_string()).collect();
+                assert_eq!(names, want, "{stem} range {q}");
+            }
+        }
+        drop(fs);
+        assert!(!file_path(&base, "jnl").exists(), "a read-only open wrote a journal");
+        assert_clean(&base);
+        // A writer opens it too, adds NEXTFID and a journal, and keeps every file readable.
+        let mut fs = Filesys::open(&base, &OpenOptions::writer()).unwrap();
+        fs.put(b"new file", 0, b"written by wink").unwrap();
+        fs.sync().unwrap();
+        assert_eq!(fs.read(b"new file").unwrap(), b"written by wink");
+        drop(fs);
+        assert_clean(&base);
+    }
+}
+
+fn hex(s: &str) -> Vec<u8> {
+    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
+}
+
+#[test]
+fn one_writer_at_a_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path().join("fs");
+    let _fs = Filesys::create(&base, &FsOptions::default(), &OpenOptions::writer()).unwrap();
+    let err = Filesys::open(&base, &OpenOptions::writer()).unwrap_err();
+    assert!(matches!(err, Error::InUse { .. }), "{err}");
+    assert!(err.to_string().contains("in use"));
+    Filesys::open(&base, &OpenOptions::read_only()).unwrap();
+}
+
+#[test]
+fn bad_names_are_refused_and_change_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path().join("fs");
+    let mut fs = Filesys::create(&base, &FsOptions::default(), &OpenOptions::writer()).unwrap();
+    assert!(matches!(fs.put(b"a\0b", 0, b"x"), Err(Error::Invalid(_))));
+    assert!(matches!(fs.put(&vec![b'n'; 4097], 0, b"x"), Err(Error::Invalid(_))));
+    fs.put(&vec![b'n'; 4096], 0, b"x").unwrap();
+    assert_eq!(fs.iter().count(), 1);
+}
