@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use wink::format::kvseq::{KvPointer, KvSeq};
+use wink::format::kvseq::KvPointer;
 use wink::{Error, Result};
 
 use crate::show::Out;
@@ -24,7 +24,7 @@ pub struct Args {
 }
 
 pub fn run(args: &Args) -> Result<Status> {
-    let kv = KvSeq::open_path(&args.file, false)?;
+    let kv = super::open_reader(&args.file)?;
     let ptr = KvPointer(args.pointer);
     let entry = kv.read(ptr).map_err(|e| super::explain(&kv, ptr, e))?;
     if entry.deleted {

@@ -13,6 +13,8 @@ use nix::errno::Errno;
 use nix::fcntl::{Flock, FlockArg};
 use wink::check::is_entry_start;
 use wink::format::kvseq::{KvPointer, KvSeq};
+use wink::format::superblock::{Format, Superblock};
+use wink::storage::FileStorage;
 use wink::{Error, Result};
 
 use crate::Status;
@@ -56,9 +58,31 @@ fn open_writer(path: &Path) -> Result<Writer> {
             },
             other => Error::io(path, None, other.into()),
         })?;
+    expect_kvseq(path)?;
     let mut kv = KvSeq::open_path(path, true)?;
     kv.set_clock(clock);
     Ok(Writer { kv, _lock: lock })
+}
+
+/// Opens `path` read-only.
+fn open_reader(path: &Path) -> Result<KvSeq> {
+    expect_kvseq(path)?;
+    KvSeq::open_path(path, false)
+}
+
+/// A hindex or perm given to a kv command is a usage mistake, not damage.
+fn expect_kvseq(path: &Path) -> Result<()> {
+    let sb = Superblock::read(&FileStorage::open(path, false)?)?;
+    match sb.format() {
+        Some(format) if format != Format::KvSeq => {
+            let name = format.name();
+            Err(Error::invalid(format!(
+                "{} is a {name} file, not a kvseq",
+                path.display()
+            )))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// "Not found" for a pointer where no entry starts.
