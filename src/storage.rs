@@ -119,6 +119,33 @@ pub fn sync_parent_dir(path: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
 }
 
+/// Page-cache residency of a file: (resident bytes, file bytes), measured with mincore(2).
+///
+/// The file is mapped read-only just long enough to ask the kernel which of its pages are in the
+/// page cache; no page is touched, so asking does not change the answer.
+pub fn residency(path: &Path) -> Result<(u64, u64)> {
+    let file = File::open(path).map_err(|e| Error::io(path, None, e))?;
+    let len = file.metadata().map_err(|e| Error::io(path, None, e))?.len();
+    if len == 0 {
+        return Ok((0, 0));
+    }
+    // SAFETY: a read-only shared mapping of a file we opened. Its bytes are never read through the
+    // mapping (mincore only inspects page-table state), so a concurrent truncate by another
+    // process cannot fault us, and the mapping is dropped before returning.
+    let map = unsafe { memmap2::MmapOptions::new().map(&file) }.map_err(|e| Error::io(path, None, e))?;
+    let page = 4096u64;
+    let pages = len.div_ceil(page) as usize;
+    let mut vec = vec![0u8; pages];
+    // SAFETY: `map` is a live mapping of `len` bytes starting at its (page-aligned) address, and
+    // `vec` has one byte per page of it, as mincore requires.
+    let rc = unsafe { libc::mincore(map.as_ptr() as *mut libc::c_void, len as usize, vec.as_mut_ptr()) };
+    if rc != 0 {
+        return Err(Error::io(path, None, io::Error::last_os_error()));
+    }
+    let resident = vec.iter().filter(|b| *b & 1 == 1).count() as u64;
+    Ok(((resident * page).min(len), len))
+}
+
 /// A real file, read and written with pread/pwrite.
 #[derive(Debug)]
 pub struct FileStorage {

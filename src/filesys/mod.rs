@@ -138,6 +138,7 @@ pub struct Filesys {
     seq: u64,
     applied_unsynced: bool,
     recovery: Recovery,
+    commits: u64,
 }
 
 /// `BASE.ext`.
@@ -266,6 +267,7 @@ impl Filesys {
             seq,
             applied_unsynced: false,
             recovery,
+            commits: 0,
         };
         fs.idx.spot_check(&fs.data)?;
         if fs.writable {
@@ -280,6 +282,12 @@ impl Filesys {
     /// The base path.
     pub fn base(&self) -> &Path {
         &self.base
+    }
+
+    /// Commits made through this handle (by [`Filesys::sync`], or on its own: before an index
+    /// rebuild, or when too many in-place writes are held).
+    pub fn commits(&self) -> u64 {
+        self.commits
     }
 
     /// What the writer's open repaired or noticed.
@@ -357,6 +365,7 @@ impl Filesys {
             o.apply().map_err(|e| Error::io(o.path(), None, e))?;
         }
         self.applied_unsynced = true;
+        self.commits += 1;
         self.data.drop_synced()
     }
 
