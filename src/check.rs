@@ -517,6 +517,7 @@ fn check_cell(
 ) {
     let sb = index.superblock();
     let at = sb.sbsize() + cell * index.cellsz() * 8;
+    // HIndex::open accepts CELLSZ ≥ 1 only, so a cell has 8 bytes, and 16 when CELLSZ ≥ 2.
     let word0 = i64::from_be_bytes(bytes[..8].try_into().expect("a cell has at least 8 bytes"));
     let hash_is_zero = index.cellsz() < 2 || bytes[8..16] == [0u8; 8];
     let htfree = sb.get(var::HTFREE).unwrap_or(WRITER_HTFREE);
