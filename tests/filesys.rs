@@ -198,3 +198,45 @@ fn bad_names_are_refused_and_change_nothing() {
     fs.put(&vec![b'n'; 4096], 0, b"x").unwrap();
     assert_eq!(fs.iter().count(), 1);
 }
+
+#[test]
+fn readers_see_a_consistent_prefix_while_a_writer_appends() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path().join("fs");
+    let mut fs = Filesys::create(&base, &FsOptions { htsize: 8, ..FsOptions::default() }, &OpenOptions::writer()).unwrap();
+    let content = |i: usize| format!("file {i} ").repeat(i % 50 + 1).into_bytes();
+    let mut readers = Vec::new();
+    for i in 0..300 {
+        fs.put(format!("f{i}").as_bytes(), 0, &content(i)).unwrap();
+        if i % 3 == 0 {
+            fs.append(format!("f{}", i / 2).as_bytes(), b"+").unwrap();
+        }
+        if i % 25 == 24 {
+            fs.sync().unwrap();
+            readers.push(Filesys::open(&base, &OpenOptions::read_only()).unwrap());
+        }
+        // Every reader, old or new, sees whole files with their true content as of some commit.
+        // A stale reader gets NotFound for a file a later commit rewrote, refreshes and retries.
+        for reader in &mut readers {
+            let stats: Vec<_> = reader.iter().map(|s| s.unwrap()).collect();
+            for stat in stats {
+                let name = String::from_utf8(stat.name.clone()).unwrap();
+                let n: usize = name[1..].parse().unwrap();
+                let got = match reader.read_stat(&stat) {
+                    Ok(bytes) => bytes,
+                    Err(Error::NotFound(_)) => {
+                        reader.refresh().unwrap();
+                        reader.read(&stat.name).unwrap()
+                    }
+                    Err(e) => panic!("{name}: {e}"),
+                };
+                let base_content = content(n);
+                assert!(got.starts_with(&base_content), "{name}");
+                assert!(got[base_content.len()..].iter().all(|b| *b == b'+'), "{name}");
+            }
+        }
+    }
+    let last = readers.last_mut().unwrap();
+    last.refresh().unwrap();
+    assert_eq!(last.iter().count(), 300);
+}

@@ -279,6 +279,21 @@ impl Filesys {
         Ok(fs)
     }
 
+    /// Moves a read-only handle to the latest commit.
+    ///
+    /// A reader's view is the commit that was current when it opened. A writer's later commits
+    /// may rewrite an inode in place to point at data past that view; reading such a file then
+    /// fails with [`Error::NotFound`] (a pointer past the reader's FILESIZE) — never with wrong
+    /// bytes. A long-lived reader refreshes on such an error, or periodically, and retries.
+    pub fn refresh(&mut self) -> Result<()> {
+        if self.writable {
+            return Ok(());
+        }
+        let open = OpenOptions { clock: self.clock.clone(), ..OpenOptions::read_only() };
+        *self = Filesys::open_in(self.vfs.clone(), &self.base, &open)?;
+        Ok(())
+    }
+
     /// The base path.
     pub fn base(&self) -> &Path {
         &self.base
