@@ -114,7 +114,10 @@ impl SimDisk {
     }
 
     fn storage(&self, path: &Path) -> Box<dyn Storage> {
-        Box::new(SimStorage { disk: self.clone(), path: path.to_path_buf() })
+        Box::new(SimStorage {
+            disk: self.clone(),
+            path: path.to_path_buf(),
+        })
     }
 }
 
@@ -171,7 +174,10 @@ impl SimStorage {
         if s.failed {
             return Err(power_out());
         }
-        let file = s.files.get_mut(&self.path).ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?;
+        let file = s
+            .files
+            .get_mut(&self.path)
+            .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?;
         Ok(f(file))
     }
 }
@@ -188,7 +194,10 @@ impl Storage for SimStorage {
 
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
         let s = self.disk.state();
-        let f = s.files.get(&self.path).ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?;
+        let f = s
+            .files
+            .get(&self.path)
+            .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?;
         let start = (offset as usize).min(f.live.len());
         let n = buf.len().min(f.live.len() - start);
         buf[..n].copy_from_slice(&f.live[start..start + n]);
@@ -223,7 +232,10 @@ impl Storage for SimStorage {
             s.failed = true;
             return Err(power_out());
         }
-        let f = s.files.get_mut(&self.path).ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?;
+        let f = s
+            .files
+            .get_mut(&self.path)
+            .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?;
         f.durable = f.live.clone();
         f.unsynced.clear();
         Ok(())
@@ -243,7 +255,10 @@ impl Storage for SimStorage {
     fn commit_temp(&self, temp: Box<dyn Storage>) -> io::Result<Box<dyn Storage>> {
         temp.sync_data()?;
         let mut s = self.disk.state();
-        let file = s.files.remove(temp.path()).ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?;
+        let file = s
+            .files
+            .remove(temp.path())
+            .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?;
         s.files.insert(self.path.clone(), file);
         drop(s);
         Ok(self.disk.storage(&self.path))
@@ -258,7 +273,11 @@ impl Storage for SimStorage {
 impl Vfs for SimDisk {
     fn open(&self, path: &Path, _writable: bool) -> Result<Box<dyn Storage>> {
         if !self.exists(path) {
-            return Err(Error::io(path, None, io::Error::from(io::ErrorKind::NotFound)));
+            return Err(Error::io(
+                path,
+                None,
+                io::Error::from(io::ErrorKind::NotFound),
+            ));
         }
         Ok(self.storage(path))
     }
@@ -269,7 +288,11 @@ impl Vfs for SimDisk {
             return Err(Error::io(path, None, power_out()));
         }
         if s.files.contains_key(path) {
-            return Err(Error::io(path, None, io::Error::from(io::ErrorKind::AlreadyExists)));
+            return Err(Error::io(
+                path,
+                None,
+                io::Error::from(io::ErrorKind::AlreadyExists),
+            ));
         }
         // Creation is durable at once here: directory entries are not what these tests probe.
         s.files.insert(path.to_path_buf(), SimFile::default());
@@ -283,7 +306,10 @@ impl Vfs for SimDisk {
 
     fn rename(&self, from: &Path, to: &Path) -> Result<()> {
         let mut s = self.state();
-        let mut file = s.files.remove(from).ok_or_else(|| Error::io(from, None, io::Error::from(io::ErrorKind::NotFound)))?;
+        let mut file = s
+            .files
+            .remove(from)
+            .ok_or_else(|| Error::io(from, None, io::Error::from(io::ErrorKind::NotFound)))?;
         // A rename after fsync of the source is durable with its synced content.
         file.live = file.durable.clone();
         file.unsynced.clear();
@@ -321,7 +347,7 @@ mod tests {
             f.write_at(b"synced", 0).unwrap();
             f.sync_data().unwrap();
         }
-        assert!(seen.contains(&b"synced".to_vec()) && seen.contains(&b"XXXXXX".to_vec()));
+        assert!(seen.contains(&b"synced"[..]) && seen.contains(&b"XXXXXX"[..]));
     }
 
     #[test]

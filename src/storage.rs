@@ -16,6 +16,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use crate::error::{Error, Result};
 
 /// Byte-addressed storage for one file.
+#[allow(clippy::len_without_is_empty)] // a file's length, not a collection's
 pub trait Storage: Send + Sync + fmt::Debug {
     /// The path used in error messages.
     fn path(&self) -> &Path;
@@ -132,13 +133,20 @@ pub fn residency(path: &Path) -> Result<(u64, u64)> {
     // SAFETY: a read-only shared mapping of a file we opened. Its bytes are never read through the
     // mapping (mincore only inspects page-table state), so a concurrent truncate by another
     // process cannot fault us, and the mapping is dropped before returning.
-    let map = unsafe { memmap2::MmapOptions::new().map(&file) }.map_err(|e| Error::io(path, None, e))?;
+    let map =
+        unsafe { memmap2::MmapOptions::new().map(&file) }.map_err(|e| Error::io(path, None, e))?;
     let page = 4096u64;
     let pages = len.div_ceil(page) as usize;
     let mut vec = vec![0u8; pages];
     // SAFETY: `map` is a live mapping of `len` bytes starting at its (page-aligned) address, and
     // `vec` has one byte per page of it, as mincore requires.
-    let rc = unsafe { libc::mincore(map.as_ptr() as *mut libc::c_void, len as usize, vec.as_mut_ptr()) };
+    let rc = unsafe {
+        libc::mincore(
+            map.as_ptr() as *mut libc::c_void,
+            len as usize,
+            vec.as_mut_ptr(),
+        )
+    };
     if rc != 0 {
         return Err(Error::io(path, None, io::Error::last_os_error()));
     }
@@ -186,7 +194,12 @@ impl FileStorage {
         &self.file
     }
 
-    fn fadvise(&self, offset: u64, len: u64, advice: nix::fcntl::PosixFadviseAdvice) -> io::Result<()> {
+    fn fadvise(
+        &self,
+        offset: u64,
+        len: u64,
+        advice: nix::fcntl::PosixFadviseAdvice,
+    ) -> io::Result<()> {
         let (Ok(offset), Ok(len)) = (i64::try_from(offset), i64::try_from(len)) else {
             return Ok(()); // a hint outside i64 range cannot be expressed; hints are optional
         };
@@ -308,7 +321,11 @@ impl Storage for FileStorage {
     }
 
     fn drop_cache(&self, offset: u64, len: u64) -> io::Result<()> {
-        self.fadvise(offset, len, nix::fcntl::PosixFadviseAdvice::POSIX_FADV_DONTNEED)
+        self.fadvise(
+            offset,
+            len,
+            nix::fcntl::PosixFadviseAdvice::POSIX_FADV_DONTNEED,
+        )
     }
 
     fn advise_random(&self) -> io::Result<()> {
@@ -400,7 +417,10 @@ impl Storage for MemStorage {
     }
 
     fn create_temp(&self, suffix: &str) -> io::Result<Box<dyn Storage>> {
-        Ok(Box::new(MemStorage::new(&format!("{}.{suffix}", self.path.display()))))
+        Ok(Box::new(MemStorage::new(&format!(
+            "{}.{suffix}",
+            self.path.display()
+        ))))
     }
 
     fn commit_temp(&self, temp: Box<dyn Storage>) -> io::Result<Box<dyn Storage>> {

@@ -65,7 +65,10 @@ pub struct WriterLock {
 impl WriterLock {
     /// Locks `path` exclusively. Without `wait`, a lock held elsewhere is [`Error::InUse`].
     pub fn acquire(path: &Path, wait: bool) -> Result<WriterLock> {
-        let file = OpenOptions::new().read(true).open(path).map_err(|e| Error::io(path, None, e))?;
+        let file = OpenOptions::new()
+            .read(true)
+            .open(path)
+            .map_err(|e| Error::io(path, None, e))?;
         let mut op = libc::LOCK_EX;
         if !wait {
             op |= libc::LOCK_NB;
@@ -80,7 +83,11 @@ impl WriterLock {
             let err = std::io::Error::last_os_error();
             match err.raw_os_error() {
                 Some(libc::EINTR) => continue,
-                Some(libc::EWOULDBLOCK) => return Err(Error::InUse { path: path.to_path_buf() }),
+                Some(libc::EWOULDBLOCK) => {
+                    return Err(Error::InUse {
+                        path: path.to_path_buf(),
+                    })
+                }
                 _ => return Err(Error::io(path, None, err)),
             }
         }

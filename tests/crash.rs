@@ -25,13 +25,26 @@ fn content(seed: u64, i: u64) -> Vec<u8> {
 /// files forever, committing every 7 and printing `synced N` once files `f/0..=N` are durable.
 #[test]
 fn crash_writer_child() {
-    let Ok(spec) = std::env::var(CHILD_ENV) else { return };
+    let Ok(spec) = std::env::var(CHILD_ENV) else {
+        return;
+    };
     let parts: Vec<&str> = spec.split(',').collect();
-    let (base, seed, ao) = (PathBuf::from(parts[0]), parts[1].parse::<u64>().unwrap(), parts[2] == "ao");
+    let (base, seed, ao) = (
+        PathBuf::from(parts[0]),
+        parts[1].parse::<u64>().unwrap(),
+        parts[2] == "ao",
+    );
     let mut fs = if base.with_extension("data").exists() {
         Filesys::open(&base, &OpenOptions::writer()).unwrap()
     } else {
-        let opts = FsOptions { ao, dups: ao, isz: 184, htsize: 8, fileincr: 1 << 16, ..FsOptions::default() };
+        let opts = FsOptions {
+            ao,
+            dups: ao,
+            isz: 184,
+            htsize: 8,
+            fileincr: 1 << 16,
+            ..FsOptions::default()
+        };
         Filesys::create(&base, &opts, &OpenOptions::writer()).unwrap()
     };
     let start = fs.iter().count() as u64;
@@ -47,7 +60,9 @@ fn crash_writer_child() {
         fs.append(name.as_bytes(), c).unwrap();
         if i % 7 == 6 {
             fs.sync().unwrap();
-            writeln!(out, "synced {i}").and_then(|_| out.flush()).unwrap();
+            writeln!(out, "synced {i}")
+                .and_then(|_| out.flush())
+                .unwrap();
         }
     }
 }
@@ -55,14 +70,33 @@ fn crash_writer_child() {
 /// Runs the writer for `delay`, kills it, and returns the last index it reported synced.
 fn run_and_kill(base: &Path, seed: u64, ao: bool, delay: Duration) -> Option<u64> {
     let mut cmd = Command::new(std::env::current_exe().unwrap());
-    cmd.args(["--exact", "crash_writer_child", "--nocapture", "--test-threads=1"]);
-    cmd.env(CHILD_ENV, format!("{},{seed},{}", base.display(), if ao { "ao" } else { "plain" }));
-    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
+    cmd.args([
+        "--exact",
+        "crash_writer_child",
+        "--nocapture",
+        "--test-threads=1",
+    ]);
+    cmd.env(
+        CHILD_ENV,
+        format!(
+            "{},{seed},{}",
+            base.display(),
+            if ao { "ao" } else { "plain" }
+        ),
+    );
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
     let stdout = child.stdout.take().unwrap();
     let reader = std::thread::spawn(move || {
         let mut last = None;
         for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            last = line.strip_prefix("synced ").and_then(|n| n.parse::<u64>().ok()).or(last);
+            last = line
+                .strip_prefix("synced ")
+                .and_then(|n| n.parse::<u64>().ok())
+                .or(last);
         }
         last
     });
@@ -86,14 +120,21 @@ fn verify(base: &Path, seed: u64, synced: Option<u64>) {
         let got = fs.read(&stat.name).unwrap();
         let full = content(seed, i);
         // An uncommitted file may be missing or cut at a step boundary, never wrong.
-        assert!(full.starts_with(&got), "{name}: content is not a prefix of the true content");
+        assert!(
+            full.starts_with(&got),
+            "{name}: content is not a prefix of the true content"
+        );
         if synced.is_some_and(|s| i <= s) {
             assert_eq!(got, full, "{name} was committed but is not complete");
         }
         present += 1;
     }
     if let Some(s) = synced {
-        assert!(present > s, "committed files missing: {present} present, {} committed", s + 1);
+        assert!(
+            present > s,
+            "committed files missing: {present} present, {} committed",
+            s + 1
+        );
     }
     drop(fs);
     let report = check_filesys(base);
@@ -116,7 +157,10 @@ fn crash_rounds(rounds: u64, ao: bool) {
         verify(&base, seed, committed);
     }
     // The rounds must have written for real, or the test proves nothing.
-    assert!(committed.is_some_and(|c| c >= rounds), "only {committed:?} files committed in {rounds} rounds");
+    assert!(
+        committed.is_some_and(|c| c >= rounds),
+        "only {committed:?} files committed in {rounds} rounds"
+    );
 }
 
 #[test]

@@ -10,12 +10,19 @@ use wink::filesys::{file_path, Filesys, FsOptions, OpenOptions};
 use wink::Error;
 
 fn writer(clock: &ManualClock) -> OpenOptions {
-    OpenOptions { clock: Arc::new(clock.clone()), ..OpenOptions::writer() }
+    OpenOptions {
+        clock: Arc::new(clock.clone()),
+        ..OpenOptions::writer()
+    }
 }
 
 fn assert_clean(base: &Path) {
     let report = check_filesys(base);
-    assert!(report.problems.is_empty(), "check found: {:#?}", report.problems);
+    assert!(
+        report.problems.is_empty(),
+        "check found: {:#?}",
+        report.problems
+    );
 }
 
 #[test]
@@ -23,25 +30,52 @@ fn create_read_append_rename_delete_reopen_reindex() {
     let dir = tempfile::tempdir().unwrap();
     let base = dir.path().join("fs");
     let clock = ManualClock::new(1_700_000_000);
-    let opts = FsOptions { isz: 88, htsize: 4, ..FsOptions::default() };
+    let opts = FsOptions {
+        isz: 88,
+        htsize: 4,
+        ..FsOptions::default()
+    };
     let mut fs = Filesys::create(&base, &opts, &writer(&clock)).unwrap();
     fs.put(b"readme.txt", 1, b"Hello, ").unwrap();
     fs.append(b"readme.txt", b"world!\n").unwrap();
-    let stat = fs.append(b"readme.txt", b"A third piece forces a resize.\n").unwrap();
-    assert_eq!(stat.inode_size, 176, "inode doubled when its 2 pointers were used");
-    assert_eq!(fs.read(b"readme.txt").unwrap(), b"Hello, world!\nA third piece forces a resize.\n");
-    assert_eq!(fs.read_range(b"readme.txt", 5, 12).unwrap(), b", world!\nA t");
+    let stat = fs
+        .append(b"readme.txt", b"A third piece forces a resize.\n")
+        .unwrap();
+    assert_eq!(
+        stat.inode_size, 176,
+        "inode doubled when its 2 pointers were used"
+    );
+    assert_eq!(
+        fs.read(b"readme.txt").unwrap(),
+        b"Hello, world!\nA third piece forces a resize.\n"
+    );
+    assert_eq!(
+        fs.read_range(b"readme.txt", 5, 12).unwrap(),
+        b", world!\nA t"
+    );
     assert_eq!(fs.read_range(b"readme.txt", 40, 100).unwrap(), b"ize.\n");
-    fs.put(b"a/b c.html", 2, b"<html>renamed later</html>").unwrap();
+    fs.put(b"a/b c.html", 2, b"<html>renamed later</html>")
+        .unwrap();
     fs.rename(b"a/b c.html", b"renamed.html").unwrap();
     assert!(fs.stat(b"a/b c.html").unwrap().is_none());
-    assert!(matches!(fs.rename(b"renamed.html", b"readme.txt"), Err(Error::Invalid(_))));
+    assert!(matches!(
+        fs.rename(b"renamed.html", b"readme.txt"),
+        Err(Error::Invalid(_))
+    ));
     fs.put(b"gone.bin", 0, &[0u8; 100]).unwrap();
     assert!(fs.delete(b"gone.bin").unwrap());
     assert!(!fs.delete(b"gone.bin").unwrap());
-    assert!(matches!(fs.create_file(b"readme.txt", 0), Err(Error::Invalid(_))));
+    assert!(matches!(
+        fs.create_file(b"readme.txt", 0),
+        Err(Error::Invalid(_))
+    ));
     for i in 0..50 {
-        fs.put(format!("many/{i}").as_bytes(), 0, format!("content {i}").as_bytes()).unwrap();
+        fs.put(
+            format!("many/{i}").as_bytes(),
+            0,
+            format!("content {i}").as_bytes(),
+        )
+        .unwrap();
     }
     assert!(fs.index().htsize() > 4, "the index grew");
     fs.sync().unwrap();
@@ -53,7 +87,10 @@ fn create_read_append_rename_delete_reopen_reindex() {
     let names: Vec<Vec<u8>> = fs.iter().map(|s| s.unwrap().name).collect();
     assert_eq!(names.len(), 52);
     assert_eq!(names[0], b"readme.txt");
-    assert_eq!(fs.read(b"renamed.html").unwrap(), b"<html>renamed later</html>");
+    assert_eq!(
+        fs.read(b"renamed.html").unwrap(),
+        b"<html>renamed later</html>"
+    );
     assert_eq!(fs.read(b"many/49").unwrap(), b"content 49");
     let before: Vec<_> = names.iter().map(|n| fs.stat(n).unwrap().unwrap()).collect();
     assert_eq!(fs.reindex().unwrap(), 52);
@@ -68,7 +105,13 @@ fn ao_time_marks_and_ranges() {
     let dir = tempfile::tempdir().unwrap();
     let base = dir.path().join("ao");
     let clock = ManualClock::new(960);
-    let opts = FsOptions { ao: true, dups: true, isz: 120, timemp: 60, ..FsOptions::default() };
+    let opts = FsOptions {
+        ao: true,
+        dups: true,
+        isz: 120,
+        timemp: 60,
+        ..FsOptions::default()
+    };
     let mut fs = Filesys::create(&base, &opts, &writer(&clock)).unwrap();
     fs.put(b"log/1", 0, b"version one\n").unwrap();
     clock.set(1010);
@@ -86,19 +129,37 @@ fn ao_time_marks_and_ranges() {
     for _ in 0..4 {
         let _ = fs.append(b"log/3", b"x");
     }
-    assert!(matches!(fs.append(b"log/3", b"one too many"), Err(Error::Full { .. })), "4 pointers in a 120-byte ao inode");
+    assert!(
+        matches!(
+            fs.append(b"log/3", b"one too many"),
+            Err(Error::Full { .. })
+        ),
+        "4 pointers in a 120-byte ao inode"
+    );
     fs.sync().unwrap();
-    let range = |fs: &Filesys, t0, t1| -> Vec<String> { fs.iter_time(t0, t1).unwrap().map(|s| String::from_utf8(s.unwrap().name).unwrap()).collect() };
+    let range = |fs: &Filesys, t0, t1| -> Vec<String> {
+        fs.iter_time(t0, t1)
+            .unwrap()
+            .map(|s| String::from_utf8(s.unwrap().name).unwrap())
+            .collect()
+    };
     assert_eq!(range(&fs, 1000, 1080), ["log/2", "log/3", "log/4"]);
     assert!(range(&fs, 1020, 1021).is_empty());
     assert!(range(&fs, 1100, 1200).is_empty());
     assert_eq!(range(&fs, 1200, 1300), ["log/5", "log/1"]);
     assert_eq!(range(&fs, 0, 2000).len(), 5);
-    let marks: Vec<i64> = (0..fs.time_index().unwrap().len()).map(|i| fs.time_index().unwrap().mark(i).unwrap().0).collect();
+    let marks: Vec<i64> = (0..fs.time_index().unwrap().len())
+        .map(|i| fs.time_index().unwrap().mark(i).unwrap().0)
+        .collect();
     assert_eq!(marks, [960, 1020, 1200]);
     assert_eq!(fs.read(b"log/1").unwrap(), b"version two\n");
     let plain = tempfile::tempdir().unwrap();
-    let p = Filesys::create(&plain.path().join("p"), &FsOptions::default(), &writer(&clock)).unwrap();
+    let p = Filesys::create(
+        &plain.path().join("p"),
+        &FsOptions::default(),
+        &writer(&clock),
+    )
+    .unwrap();
     assert!(matches!(p.iter_time(0, 1), Err(Error::Invalid(_))));
     drop(fs);
     assert_clean(&base);
@@ -125,8 +186,12 @@ fn copy_set(from: &Path, to: &Path, stem: &str) {
 
 #[test]
 fn reads_the_filesystems_of_an_independent_implementation() {
-    let Some(fixtures) = shared_fixtures() else { return };
-    let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(fixtures.join("fixtures.json")).unwrap()).unwrap();
+    let Some(fixtures) = shared_fixtures() else {
+        return;
+    };
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(fixtures.join("fixtures.json")).unwrap())
+            .unwrap();
     let dir = tempfile::tempdir().unwrap();
     for (stem, spec) in json["filesystems"].as_object().unwrap() {
         copy_set(&fixtures, dir.path(), stem);
@@ -134,20 +199,34 @@ fn reads_the_filesystems_of_an_independent_implementation() {
         let fs = Filesys::open(&base, &OpenOptions::read_only()).unwrap();
         for file in spec["live"].as_array().unwrap() {
             let name = hex(file["name_hex"].as_str().unwrap());
-            let stat = fs.stat(&name).unwrap().unwrap_or_else(|| panic!("{stem}: {:?} missing", file["name"]));
+            let stat = fs
+                .stat(&name)
+                .unwrap()
+                .unwrap_or_else(|| panic!("{stem}: {:?} missing", file["name"]));
             assert_eq!(stat.size, file["size"].as_u64().unwrap());
             assert_eq!(stat.ftype as u64, file["ftype"].as_u64().unwrap());
             assert_eq!(stat.mtime, file["mtime"].as_i64().unwrap());
             assert_eq!(stat.fileid, file["fileid"].as_u64().unwrap());
             assert_eq!(stat.inode.0, file["inode_offset"].as_u64().unwrap());
             assert_eq!(stat.inode_size, file["inode_size"].as_u64().unwrap());
-            assert_eq!(fs.read(&name).unwrap(), hex(file["content_hex"].as_str().unwrap()));
+            assert_eq!(
+                fs.read(&name).unwrap(),
+                hex(file["content_hex"].as_str().unwrap())
+            );
         }
         for file in spec["absent"].as_array().unwrap() {
-            assert!(fs.stat(&hex(file["name_hex"].as_str().unwrap())).unwrap().is_none());
+            assert!(fs
+                .stat(&hex(file["name_hex"].as_str().unwrap()))
+                .unwrap()
+                .is_none());
         }
         let listed: Vec<Vec<u8>> = fs.iter().map(|s| s.unwrap().name).collect();
-        let expected: Vec<Vec<u8>> = spec["live"].as_array().unwrap().iter().map(|f| hex(f["name_hex"].as_str().unwrap())).collect();
+        let expected: Vec<Vec<u8>> = spec["live"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| hex(f["name_hex"].as_str().unwrap()))
+            .collect();
         let mut sorted_listed = listed.clone();
         sorted_listed.sort();
         let mut sorted_expected = expected.clone();
@@ -155,13 +234,25 @@ fn reads_the_filesystems_of_an_independent_implementation() {
         assert_eq!(sorted_listed, sorted_expected, "{stem}");
         if let Some(queries) = spec.get("range_queries") {
             for q in queries.as_array().unwrap() {
-                let names: Vec<String> = fs.iter_time(q["t0"].as_i64().unwrap(), q["t1"].as_i64().unwrap()).unwrap().map(|s| String::from_utf8(s.unwrap().name).unwrap()).collect();
-                let want: Vec<String> = q["names"].as_array().unwrap().iter().map(|n| n.as_str().unwrap().to_string()).collect();
+                let names: Vec<String> = fs
+                    .iter_time(q["t0"].as_i64().unwrap(), q["t1"].as_i64().unwrap())
+                    .unwrap()
+                    .map(|s| String::from_utf8(s.unwrap().name).unwrap())
+                    .collect();
+                let want: Vec<String> = q["names"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|n| n.as_str().unwrap().to_string())
+                    .collect();
                 assert_eq!(names, want, "{stem} range {q}");
             }
         }
         drop(fs);
-        assert!(!file_path(&base, "jnl").exists(), "a read-only open wrote a journal");
+        assert!(
+            !file_path(&base, "jnl").exists(),
+            "a read-only open wrote a journal"
+        );
         assert_clean(&base);
         // A writer opens it too, adds NEXTFID and a journal, and keeps every file readable.
         let mut fs = Filesys::open(&base, &OpenOptions::writer()).unwrap();
@@ -174,7 +265,10 @@ fn reads_the_filesystems_of_an_independent_implementation() {
 }
 
 fn hex(s: &str) -> Vec<u8> {
-    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+        .collect()
 }
 
 #[test]
@@ -194,7 +288,10 @@ fn bad_names_are_refused_and_change_nothing() {
     let base = dir.path().join("fs");
     let mut fs = Filesys::create(&base, &FsOptions::default(), &OpenOptions::writer()).unwrap();
     assert!(matches!(fs.put(b"a\0b", 0, b"x"), Err(Error::Invalid(_))));
-    assert!(matches!(fs.put(&vec![b'n'; 4097], 0, b"x"), Err(Error::Invalid(_))));
+    assert!(matches!(
+        fs.put(&vec![b'n'; 4097], 0, b"x"),
+        Err(Error::Invalid(_))
+    ));
     fs.put(&vec![b'n'; 4096], 0, b"x").unwrap();
     assert_eq!(fs.iter().count(), 1);
 }
@@ -203,7 +300,15 @@ fn bad_names_are_refused_and_change_nothing() {
 fn readers_see_a_consistent_prefix_while_a_writer_appends() {
     let dir = tempfile::tempdir().unwrap();
     let base = dir.path().join("fs");
-    let mut fs = Filesys::create(&base, &FsOptions { htsize: 8, ..FsOptions::default() }, &OpenOptions::writer()).unwrap();
+    let mut fs = Filesys::create(
+        &base,
+        &FsOptions {
+            htsize: 8,
+            ..FsOptions::default()
+        },
+        &OpenOptions::writer(),
+    )
+    .unwrap();
     let content = |i: usize| format!("file {i} ").repeat(i % 50 + 1).into_bytes();
     let mut readers = Vec::new();
     for i in 0..300 {
@@ -232,7 +337,10 @@ fn readers_see_a_consistent_prefix_while_a_writer_appends() {
                 };
                 let base_content = content(n);
                 assert!(got.starts_with(&base_content), "{name}");
-                assert!(got[base_content.len()..].iter().all(|b| *b == b'+'), "{name}");
+                assert!(
+                    got[base_content.len()..].iter().all(|b| *b == b'+'),
+                    "{name}"
+                );
             }
         }
     }

@@ -71,13 +71,37 @@ impl Harness {
         let clock = ManualClock::new(1_000_000);
         // Small inodes and a tiny index: resizes (plain) and capacity errors (ao) and index growth
         // happen within a few operations.
-        let opts = FsOptions { ao, dups: ao, isz: 88, htsize: 2, timemp: 7, fileincr: 4096 };
-        let fs = Filesys::create_in(Arc::new(disk.clone()), Path::new(BASE), &opts, &Harness::open_opts(&clock)).unwrap();
-        Harness { disk, clock, fs: Some(fs), ao, committed: vec![Model::new()], current: Model::new() }
+        let opts = FsOptions {
+            ao,
+            dups: ao,
+            isz: 88,
+            htsize: 2,
+            timemp: 7,
+            fileincr: 4096,
+        };
+        let fs = Filesys::create_in(
+            Arc::new(disk.clone()),
+            Path::new(BASE),
+            &opts,
+            &Harness::open_opts(&clock),
+        )
+        .unwrap();
+        Harness {
+            disk,
+            clock,
+            fs: Some(fs),
+            ao,
+            committed: vec![Model::new()],
+            current: Model::new(),
+        }
     }
 
     fn open_opts(clock: &ManualClock) -> OpenOptions {
-        OpenOptions { clock: Arc::new(clock.clone()), drop_behind: None, ..OpenOptions::writer() }
+        OpenOptions {
+            clock: Arc::new(clock.clone()),
+            drop_behind: None,
+            ..OpenOptions::writer()
+        }
     }
 
     fn fs(&mut self) -> &mut Filesys {
@@ -86,7 +110,14 @@ impl Harness {
 
     fn reopen(&mut self) {
         self.fs = None;
-        self.fs = Some(Filesys::open_in(Arc::new(self.disk.clone()), Path::new(BASE), &Harness::open_opts(&self.clock)).unwrap());
+        self.fs = Some(
+            Filesys::open_in(
+                Arc::new(self.disk.clone()),
+                Path::new(BASE),
+                &Harness::open_opts(&self.clock),
+            )
+            .unwrap(),
+        );
     }
 
     fn state(&mut self) -> Model {
@@ -95,8 +126,15 @@ impl Harness {
         let stats: Vec<_> = fs.iter().map(|s| s.unwrap()).collect();
         for stat in stats {
             let via_name = fs.read(&stat.name).unwrap();
-            assert_eq!(fs.read_stat(&stat).unwrap(), via_name, "iteration and lookup disagree");
-            assert!(out.insert(stat.name.clone(), via_name).is_none(), "a name listed twice");
+            assert_eq!(
+                fs.read_stat(&stat).unwrap(),
+                via_name,
+                "iteration and lookup disagree"
+            );
+            assert!(
+                out.insert(stat.name.clone(), via_name).is_none(),
+                "a name listed twice"
+            );
         }
         out
     }
@@ -104,7 +142,10 @@ impl Harness {
     fn apply(&mut self, op: Op) {
         self.clock.advance(3);
         let before = (self.current.clone(), self.fs().commits());
-        let explicit = matches!(op, Op::Sync | Op::Reopen | Op::Reindex | Op::Crash { .. } | Op::CrashInSync { .. });
+        let explicit = matches!(
+            op,
+            Op::Sync | Op::Reopen | Op::Reindex | Op::Crash { .. } | Op::CrashInSync { .. }
+        );
         self.apply_op(op);
         if !explicit && self.fs().commits() != before.1 {
             self.committed = vec![before.0, self.current.clone()];
@@ -117,7 +158,10 @@ impl Harness {
                 self.fs().put(&name(n), 0, &bytes).unwrap();
                 self.current.insert(name(n), bytes);
             }
-            Op::Append(n, bytes) => match (self.fs().append(&name(n), &bytes), self.current.get_mut(&name(n))) {
+            Op::Append(n, bytes) => match (
+                self.fs().append(&name(n), &bytes),
+                self.current.get_mut(&name(n)),
+            ) {
                 (Ok(_), Some(content)) => content.extend_from_slice(&bytes),
                 (Err(Error::NotFound(_)), None) => {}
                 (Err(Error::Full { .. }), Some(_)) if self.ao => {}
@@ -143,10 +187,15 @@ impl Harness {
                 let result = self.fs().rename(&name(a), &name(b));
                 match result {
                     Ok(_) => {
-                        let content = self.current.remove(&name(a)).expect("renamed an existing file");
+                        let content = self
+                            .current
+                            .remove(&name(a))
+                            .expect("renamed an existing file");
                         assert!(self.current.insert(name(b), content).is_none());
                     }
-                    Err(Error::Invalid(_)) => assert!(self.ao || self.current.contains_key(&name(b))),
+                    Err(Error::Invalid(_)) => {
+                        assert!(self.ao || self.current.contains_key(&name(b)))
+                    }
                     Err(Error::NotFound(_)) => assert!(!self.current.contains_key(&name(a))),
                     Err(e) => panic!("rename: {e}"),
                 }
@@ -167,7 +216,11 @@ impl Harness {
                 assert_eq!(self.state(), self.current);
             }
             Op::Crash { reorder, seed } => self.crash(None, reorder, seed),
-            Op::CrashInSync { after, reorder, seed } => self.crash(Some(after), reorder, seed),
+            Op::CrashInSync {
+                after,
+                reorder,
+                seed,
+            } => self.crash(Some(after), reorder, seed),
         }
     }
 
@@ -177,7 +230,11 @@ impl Harness {
             self.disk.fail_after_syncs(after.into());
             completed = self.fs().sync().is_ok();
         }
-        let mode = if reorder { CrashMode::Reorder { seed } } else { CrashMode::DropUnsynced };
+        let mode = if reorder {
+            CrashMode::Reorder { seed }
+        } else {
+            CrashMode::DropUnsynced
+        };
         self.fs = None; // dropped while the power is out: its last writes fail
         self.disk.crash(mode);
         self.reopen();

@@ -16,7 +16,15 @@ fn filesys_writes_leave_little_resident_and_plain_writes_do_not() {
     let doc: Vec<u8> = (0..DOC).map(|i| (i * 31 % 251) as u8).collect();
 
     let base = dir.path().join("fs");
-    let mut fs = Filesys::create(&base, &FsOptions { ao: true, ..FsOptions::default() }, &OpenOptions::writer()).unwrap();
+    let mut fs = Filesys::create(
+        &base,
+        &FsOptions {
+            ao: true,
+            ..FsOptions::default()
+        },
+        &OpenOptions::writer(),
+    )
+    .unwrap();
     for i in 0..TOTAL / DOC {
         fs.put(format!("doc/{i}").as_bytes(), 0, &doc).unwrap();
     }
@@ -32,7 +40,17 @@ fn filesys_writes_leave_little_resident_and_plain_writes_do_not() {
     f.sync_data().unwrap();
     let (plain_resident, _) = residency(&plain).unwrap();
 
-    eprintln!("resident after 256 MiB: filesys {} KiB, plain write {} KiB", fs_resident >> 10, plain_resident >> 10);
-    assert!(fs_resident < 16 << 20, "filesys left {fs_resident} bytes of its datafile resident");
-    assert!(plain_resident > 128 << 20, "plain write left only {plain_resident} bytes resident: the comparison shows nothing");
+    eprintln!(
+        "resident after 256 MiB: filesys {} KiB, plain write {} KiB",
+        fs_resident >> 10,
+        plain_resident >> 10
+    );
+    assert!(
+        fs_resident < 16 << 20,
+        "filesys left {fs_resident} bytes of its datafile resident"
+    );
+    assert!(
+        plain_resident > 128 << 20,
+        "plain write left only {plain_resident} bytes resident: the comparison shows nothing"
+    );
 }

@@ -18,7 +18,12 @@ use super::{file_path, Filesys, OpenOptions, DTOTSZ, ITOTSZ, NEXTFID};
 
 /// Checks the filesys at `base` (read-only).
 pub fn check_filesys(base: &Path) -> Report {
-    let mut report = Report { path: base.to_path_buf(), format: None, summary: format!("filesys {}", base.display()), problems: Vec::new() };
+    let mut report = Report {
+        path: base.to_path_buf(),
+        format: None,
+        summary: format!("filesys {}", base.display()),
+        problems: Vec::new(),
+    };
     for ext in ["data", "idx", "time", "jnl"] {
         let path = file_path(base, ext);
         if path.exists() {
@@ -28,10 +33,14 @@ pub fn check_filesys(base: &Path) -> Report {
     match Filesys::open(base, &OpenOptions::read_only()) {
         Ok(fs) => {
             if let Err(e) = check_open(&fs, &mut report) {
-                report.problems.push(Problem::from_error(&file_path(base, "data"), &e));
+                report
+                    .problems
+                    .push(Problem::from_error(&file_path(base, "data"), &e));
             }
         }
-        Err(e) => report.problems.push(Problem::from_error(&file_path(base, "data"), &e)),
+        Err(e) => report
+            .problems
+            .push(Problem::from_error(&file_path(base, "data"), &e)),
     }
     report
 }
@@ -48,7 +57,12 @@ struct Walk {
 }
 
 fn problem(report: &mut Report, path: &Path, offset: u64, severity: Severity, what: String) {
-    report.problems.push(Problem { path: path.to_path_buf(), offset: Some(offset), severity, what });
+    report.problems.push(Problem {
+        path: path.to_path_buf(),
+        offset: Some(offset),
+        severity,
+        what,
+    });
 }
 
 fn check_open(fs: &Filesys, report: &mut Report) -> Result<()> {
@@ -56,17 +70,44 @@ fn check_open(fs: &Filesys, report: &mut Report) -> Result<()> {
     let path = fs.data().path().to_path_buf();
     for ptr in &walk.live_data {
         if !walk.referenced.contains(ptr) {
-            problem(report, &path, *ptr, Severity::Warning, "live data entry no live inode refers to (space leak)".into());
+            problem(
+                report,
+                &path,
+                *ptr,
+                Severity::Warning,
+                "live data entry no live inode refers to (space leak)".into(),
+            );
         }
     }
-    for (name, want, have) in [("ITOTSZ", walk.itotsz, fs.var(ITOTSZ)), ("DTOTSZ", walk.dtotsz, fs.var(DTOTSZ))] {
+    for (name, want, have) in [
+        ("ITOTSZ", walk.itotsz, fs.var(ITOTSZ)),
+        ("DTOTSZ", walk.dtotsz, fs.var(DTOTSZ)),
+    ] {
         if have != Some(want) {
-            problem(report, &path, fs.data().superblock().value_offset(crate::format::superblock::VarName::new(name.as_bytes())).unwrap_or(0), Severity::Warning, format!("{name} is {have:?}, the live files add up to {want}"));
+            problem(
+                report,
+                &path,
+                fs.data()
+                    .superblock()
+                    .value_offset(crate::format::superblock::VarName::new(name.as_bytes()))
+                    .unwrap_or(0),
+                Severity::Warning,
+                format!("{name} is {have:?}, the live files add up to {want}"),
+            );
         }
     }
     if let Some(next) = fs.var(NEXTFID) {
         if u64::try_from(next).map_or(true, |n| n <= walk.max_fileid) {
-            problem(report, &path, fs.data().superblock().value_offset(NEXTFID).unwrap_or(0), Severity::Error, format!("NEXTFID {next} is not above the largest FILEID {}", walk.max_fileid));
+            problem(
+                report,
+                &path,
+                fs.data().superblock().value_offset(NEXTFID).unwrap_or(0),
+                Severity::Error,
+                format!(
+                    "NEXTFID {next} is not above the largest FILEID {}",
+                    walk.max_fileid
+                ),
+            );
         }
     }
     check_index(fs, &walk, report)?;
@@ -79,7 +120,15 @@ fn check_open(fs: &Filesys, report: &mut Report) -> Result<()> {
 fn walk_data(fs: &Filesys, report: &mut Report) -> Result<Walk> {
     let data = fs.data();
     let path = data.path().to_path_buf();
-    let mut w = Walk { live: HashMap::new(), referenced: HashSet::new(), live_data: Vec::new(), itotsz: 0, dtotsz: 0, max_fileid: 0, inodes: Vec::new() };
+    let mut w = Walk {
+        live: HashMap::new(),
+        referenced: HashSet::new(),
+        live_data: Vec::new(),
+        itotsz: 0,
+        dtotsz: 0,
+        max_fileid: 0,
+        inodes: Vec::new(),
+    };
     for item in data.iter(data.first(), false) {
         let info = item?;
         let ptr = info.layout.ptr;
@@ -94,7 +143,13 @@ fn walk_data(fs: &Filesys, report: &mut Report) -> Result<Walk> {
                 let inode = match Inode::decode(&entry.value, &path, entry.value_offset) {
                     Ok(i) => i,
                     Err(e) if info.layout.deleted => {
-                        problem(report, &path, ptr.0, Severity::Warning, format!("deleted inode does not decode: {e}"));
+                        problem(
+                            report,
+                            &path,
+                            ptr.0,
+                            Severity::Warning,
+                            format!("deleted inode does not decode: {e}"),
+                        );
                         continue;
                     }
                     Err(e) => {
@@ -114,7 +169,16 @@ fn walk_data(fs: &Filesys, report: &mut Report) -> Result<Walk> {
                 w.dtotsz += inode.lsize as i64;
                 check_inode_data(fs, &inode, ptr, &mut w, report);
             }
-            KeyKind::Other => problem(report, &path, ptr.0, Severity::Error, format!("key {:?} is neither an inode nor a data entry", String::from_utf8_lossy(&info.key))),
+            KeyKind::Other => problem(
+                report,
+                &path,
+                ptr.0,
+                Severity::Error,
+                format!(
+                    "key {:?} is neither an inode nor a data entry",
+                    String::from_utf8_lossy(&info.key)
+                ),
+            ),
         }
     }
     Ok(w)
@@ -126,9 +190,28 @@ fn check_inode_data(fs: &Filesys, inode: &Inode, at: KvPointer, w: &mut Walk, re
         w.referenced.insert(ptr.0);
         let expected = data_key(inode.fileid, n as u64);
         match fs.data().read_key(ptr) {
-            Ok((layout, key)) if key == expected && !layout.deleted && layout.value_len == size => {}
-            Ok((layout, key)) => problem(report, path, at.0, Severity::Error, format!("data pointer {n} ({ptr}) names {}{:?} of {} bytes, not live {:?} of {size}", if layout.deleted { "deleted " } else { "" }, String::from_utf8_lossy(&key), layout.value_len, String::from_utf8_lossy(&expected))),
-            Err(e) => problem(report, path, at.0, Severity::Error, format!("data pointer {n} ({ptr}): {e}")),
+            Ok((layout, key)) if key == expected && !layout.deleted && layout.value_len == size => {
+            }
+            Ok((layout, key)) => problem(
+                report,
+                path,
+                at.0,
+                Severity::Error,
+                format!(
+                    "data pointer {n} ({ptr}) names {}{:?} of {} bytes, not live {:?} of {size}",
+                    if layout.deleted { "deleted " } else { "" },
+                    String::from_utf8_lossy(&key),
+                    layout.value_len,
+                    String::from_utf8_lossy(&expected)
+                ),
+            ),
+            Err(e) => problem(
+                report,
+                path,
+                at.0,
+                Severity::Error,
+                format!("data pointer {n} ({ptr}): {e}"),
+            ),
         }
     }
 }
@@ -139,14 +222,42 @@ fn check_index(fs: &Filesys, walk: &Walk, report: &mut Report) -> Result<()> {
         let key = inode_key(name);
         match fs.index().lookup(&key, fs.data()) {
             Ok(Some(found)) if found.ptr == *ptr => {}
-            Ok(Some(found)) => problem(report, &idx_path, fs.index().superblock().sbsize() + found.cell * 16, Severity::Error, format!("{:?} is indexed at {} but its live inode is at {ptr}; run `wink fs reindex`", String::from_utf8_lossy(name), found.ptr)),
-            Ok(None) => problem(report, &idx_path, 0, Severity::Error, format!("live file {:?} (inode at {ptr}) is not in the index; run `wink fs reindex`", String::from_utf8_lossy(name))),
+            Ok(Some(found)) => problem(
+                report,
+                &idx_path,
+                fs.index().superblock().sbsize() + found.cell * 16,
+                Severity::Error,
+                format!(
+                    "{:?} is indexed at {} but its live inode is at {ptr}; run `wink fs reindex`",
+                    String::from_utf8_lossy(name),
+                    found.ptr
+                ),
+            ),
+            Ok(None) => problem(
+                report,
+                &idx_path,
+                0,
+                Severity::Error,
+                format!(
+                    "live file {:?} (inode at {ptr}) is not in the index; run `wink fs reindex`",
+                    String::from_utf8_lossy(name)
+                ),
+            ),
             Err(e) => report.problems.push(Problem::from_error(&idx_path, &e)),
         }
     }
     let used = fs.index().live();
     if used != walk.live.len() as u64 {
-        problem(report, &idx_path, 0, Severity::Error, format!("{used} used cells for {} live files; run `wink fs reindex`", walk.live.len()));
+        problem(
+            report,
+            &idx_path,
+            0,
+            Severity::Error,
+            format!(
+                "{used} used cells for {} live files; run `wink fs reindex`",
+                walk.live.len()
+            ),
+        );
     }
     Ok(())
 }
@@ -162,7 +273,13 @@ fn check_time(fs: &Filesys, walk: &Walk, report: &mut Report) -> Result<()> {
     for &(mtime, ptr) in &walk.inodes {
         if let Some((prev, _)) = last {
             if mtime < prev {
-                problem(report, &data_path, ptr.0, Severity::Error, format!("ao order: mtime {mtime} after {prev}"));
+                problem(
+                    report,
+                    &data_path,
+                    ptr.0,
+                    Severity::Error,
+                    format!("ao order: mtime {mtime} after {prev}"),
+                );
             }
         }
         let period = time.period(mtime);
@@ -171,20 +288,38 @@ fn check_time(fs: &Filesys, walk: &Walk, report: &mut Report) -> Result<()> {
         }
         last = Some((mtime, last.map_or(period, |(_, p)| p.max(period))));
     }
-    let actual: Vec<(i64, KvPointer)> = (0..time.len()).map(|i| time.mark(i)).collect::<Result<_>>()?;
+    let actual: Vec<(i64, KvPointer)> = (0..time.len())
+        .map(|i| time.mark(i))
+        .collect::<Result<_>>()?;
     if actual != expected {
-        let first_diff = actual.iter().zip(&expected).position(|(a, e)| a != e).unwrap_or(actual.len().min(expected.len()));
+        let first_diff = actual
+            .iter()
+            .zip(&expected)
+            .position(|(a, e)| a != e)
+            .unwrap_or(actual.len().min(expected.len()));
         problem(report, &path, time.kv().first().0 + first_diff as u64 * 16, Severity::Error, format!("time marks differ from the inodes from mark {first_diff}: found {:?}, expected {:?}", actual.get(first_diff), expected.get(first_diff)));
     }
     let var_at = |name| time.kv().superblock().value_offset(name).unwrap_or(0);
     if let Some(&(mark, _)) = expected.last() {
         if time.kv().var(TIMEMARK) != Some(mark) {
-            problem(report, &path, var_at(TIMEMARK), Severity::Error, format!("TIMEMARK {:?}, expected {mark}", time.kv().var(TIMEMARK)));
+            problem(
+                report,
+                &path,
+                var_at(TIMEMARK),
+                Severity::Error,
+                format!("TIMEMARK {:?}, expected {mark}", time.kv().var(TIMEMARK)),
+            );
         }
     }
     if let Some(&(mtime, _)) = walk.inodes.last() {
         if time.kv().var(LASTMT) != Some(mtime) {
-            problem(report, &path, var_at(LASTMT), Severity::Error, format!("LASTMT {:?}, expected {mtime}", time.kv().var(LASTMT)));
+            problem(
+                report,
+                &path,
+                var_at(LASTMT),
+                Severity::Error,
+                format!("LASTMT {:?}, expected {mtime}", time.kv().var(LASTMT)),
+            );
         }
     }
     Ok(())

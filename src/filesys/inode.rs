@@ -57,7 +57,14 @@ impl Inode {
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(self.size as usize);
         out.extend_from_slice(&[0u8; 8]);
-        for field in [0, self.fileid as i64, self.lsize as i64, i64::from(self.ftype), self.mtime, self.data.len() as i64] {
+        for field in [
+            0,
+            self.fileid as i64,
+            self.lsize as i64,
+            i64::from(self.ftype),
+            self.mtime,
+            self.data.len() as i64,
+        ] {
             out.extend_from_slice(&field.to_be_bytes());
         }
         for (ptr, size) in &self.data {
@@ -72,46 +79,105 @@ impl Inode {
 
     /// Decodes an inode found at `value_offset` in `path` (for error messages).
     pub fn decode(bytes: &[u8], path: &Path, value_offset: u64) -> Result<Inode> {
-        let corrupt = |at: u64, what: &str, expected: String, found: String| Error::corrupt(path, value_offset + at, format!("inode {what}"), expected, found);
+        let corrupt = |at: u64, what: &str, expected: String, found: String| {
+            Error::corrupt(
+                path,
+                value_offset + at,
+                format!("inode {what}"),
+                expected,
+                found,
+            )
+        };
         let size = bytes.len() as u64;
         if size < HEADER {
-            return Err(corrupt(0, "size", format!("at least {HEADER} bytes"), format!("{size} bytes")));
+            return Err(corrupt(
+                0,
+                "size",
+                format!("at least {HEADER} bytes"),
+                format!("{size} bytes"),
+            ));
         }
-        let field = |i: usize| i64::from_be_bytes(bytes[i * 8..i * 8 + 8].try_into().expect("8 bytes within the checked header"));
+        let field = |i: usize| {
+            i64::from_be_bytes(
+                bytes[i * 8..i * 8 + 8]
+                    .try_into()
+                    .expect("8 bytes within the checked header"),
+            )
+        };
         let dcount = field(6);
         let capacity = Inode::capacity_of(size);
-        let dcount = u64::try_from(dcount).ok().filter(|d| *d <= capacity).ok_or_else(|| corrupt(48, "DCOUNT", format!("0..={capacity}"), dcount.to_string()))?;
+        let dcount = u64::try_from(dcount)
+            .ok()
+            .filter(|d| *d <= capacity)
+            .ok_or_else(|| corrupt(48, "DCOUNT", format!("0..={capacity}"), dcount.to_string()))?;
         let end = (HEADER + dcount * PAIR) as usize;
         let stored = field(0);
         let computed = i64::from(crc32fast::hash(&bytes[8..end]));
         // The checksum covers every field a reader relies on; nothing is returned unless it holds.
         if stored != computed {
-            return Err(corrupt(0, "CKSUM", format!("0x{computed:08x}"), format!("0x{stored:08x}")));
+            return Err(corrupt(
+                0,
+                "CKSUM",
+                format!("0x{computed:08x}"),
+                format!("0x{stored:08x}"),
+            ));
         }
         if field(1) != 0 {
-            return Err(Error::unsupported(path, value_offset + 8, format!("inode NEXTI {} (only one inode per file is defined)", field(1))));
+            return Err(Error::unsupported(
+                path,
+                value_offset + 8,
+                format!(
+                    "inode NEXTI {} (only one inode per file is defined)",
+                    field(1)
+                ),
+            ));
         }
-        let nonneg = |i: usize, name: &str| u64::try_from(field(i)).map_err(|_| corrupt(i as u64 * 8, name, "≥ 0".into(), field(i).to_string()));
+        let nonneg = |i: usize, name: &str| {
+            u64::try_from(field(i))
+                .map_err(|_| corrupt(i as u64 * 8, name, "≥ 0".into(), field(i).to_string()))
+        };
         let fileid = nonneg(2, "FILEID")?;
         let lsize = nonneg(3, "LSIZE")?;
-        let ftype = u8::try_from(field(4)).map_err(|_| corrupt(32, "FTYPE", "0..=255".into(), field(4).to_string()))?;
+        let ftype = u8::try_from(field(4))
+            .map_err(|_| corrupt(32, "FTYPE", "0..=255".into(), field(4).to_string()))?;
         let mut data = Vec::with_capacity(dcount as usize);
         let mut total: u64 = 0;
         for i in 0..dcount as usize {
             let at = HEADER as usize + i * PAIR as usize;
             let ptr = i64::from_be_bytes(bytes[at..at + 8].try_into().expect("pair within DCOUNT"));
-            let len = i64::from_be_bytes(bytes[at + 8..at + 16].try_into().expect("pair within DCOUNT"));
+            let len = i64::from_be_bytes(
+                bytes[at + 8..at + 16]
+                    .try_into()
+                    .expect("pair within DCOUNT"),
+            );
             let (Ok(ptr), Ok(len)) = (u64::try_from(ptr), u64::try_from(len)) else {
-                return Err(corrupt(at as u64, "pair", "non-negative pointer and size".into(), format!("({ptr}, {len})")));
+                return Err(corrupt(
+                    at as u64,
+                    "pair",
+                    "non-negative pointer and size".into(),
+                    format!("({ptr}, {len})"),
+                ));
             };
             total = total.saturating_add(len);
             data.push((KvPointer(ptr), len));
         }
         // LSIZE bytes must exist in the data entries.
         if lsize > total {
-            return Err(corrupt(24, "LSIZE", format!("≤ {total} (the data entries' total)"), lsize.to_string()));
+            return Err(corrupt(
+                24,
+                "LSIZE",
+                format!("≤ {total} (the data entries' total)"),
+                lsize.to_string(),
+            ));
         }
-        Ok(Inode { fileid, lsize, ftype, mtime: field(5), data, size })
+        Ok(Inode {
+            fileid,
+            lsize,
+            ftype,
+            mtime: field(5),
+            data,
+            size,
+        })
     }
 }
 
@@ -168,7 +234,12 @@ fn parse_decimal(digits: &[u8]) -> Option<u64> {
 }
 
 fn parse_hex(digits: &[u8]) -> Option<u64> {
-    if digits.is_empty() || digits.len() > 16 || !digits.iter().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(b)) {
+    if digits.is_empty()
+        || digits.len() > 16
+        || !digits
+            .iter()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(b))
+    {
         return None;
     }
     u64::from_str_radix(std::str::from_utf8(digits).ok()?, 16).ok()
@@ -180,14 +251,24 @@ mod tests {
 
     #[test]
     fn roundtrip_and_checksum() {
-        let inode = Inode { fileid: 0x2a, lsize: 10, ftype: 3, mtime: -5, data: vec![(KvPointer(4096), 6), (KvPointer(5000), 4)], size: 120 };
+        let inode = Inode {
+            fileid: 0x2a,
+            lsize: 10,
+            ftype: 3,
+            mtime: -5,
+            data: vec![(KvPointer(4096), 6), (KvPointer(5000), 4)],
+            size: 120,
+        };
         let bytes = inode.encode();
         assert_eq!(bytes.len(), 120);
         assert_eq!(Inode::decode(&bytes, Path::new("t"), 0).unwrap(), inode);
         for i in 0..(HEADER + 2 * PAIR) as usize {
             let mut bad = bytes.clone();
             bad[i] ^= 0x40;
-            assert!(Inode::decode(&bad, Path::new("t"), 0).is_err(), "flip at {i} passed");
+            assert!(
+                Inode::decode(&bad, Path::new("t"), 0).is_err(),
+                "flip at {i} passed"
+            );
         }
         assert_eq!(Inode::capacity_of(88), 2);
         assert_eq!(Inode::capacity_of(176), 7);
@@ -197,9 +278,21 @@ mod tests {
     fn keys() {
         assert_eq!(inode_key(b"a/b c.html"), b"a/b c.html/I0");
         assert_eq!(data_key(255, 3), b"ff/D3");
-        assert_eq!(classify(b"a/b c.html/I0"), KeyKind::Inode { name: b"a/b c.html", n: 0 });
+        assert_eq!(
+            classify(b"a/b c.html/I0"),
+            KeyKind::Inode {
+                name: b"a/b c.html",
+                n: 0
+            }
+        );
         assert_eq!(classify(b"ff/D12"), KeyKind::Data { fileid: 255, n: 12 });
-        assert_eq!(classify(b"x/D5/I0"), KeyKind::Inode { name: b"x/D5", n: 0 });
+        assert_eq!(
+            classify(b"x/D5/I0"),
+            KeyKind::Inode {
+                name: b"x/D5",
+                n: 0
+            }
+        );
         assert_eq!(classify(b"FF/D1"), KeyKind::Other);
         assert_eq!(classify(b"noslash"), KeyKind::Other);
     }

@@ -34,7 +34,11 @@ impl Iterator for FileIter<'_> {
             };
             if n != 0 {
                 self.done = true;
-                return Some(Err(Error::unsupported(self.path, entry.layout.ptr.0, format!("inode entry {n} (only one inode per file is defined)"))));
+                return Some(Err(Error::unsupported(
+                    self.path,
+                    entry.layout.ptr.0,
+                    format!("inode entry {n} (only one inode per file is defined)"),
+                )));
             }
             let value = entry.value.as_deref().unwrap_or_default();
             let inode = match Inode::decode(value, self.path, entry.layout.value_offset) {
@@ -71,7 +75,13 @@ impl Filesys {
     /// Live files in file order, starting at `from`, stopping before the first with an mtime at
     /// or past `until` (meaningful in ao order only).
     pub(super) fn files(&self, from: KvPointer, until: Option<i64>) -> FileIter<'_> {
-        FileIter { entries: self.data.iter_entries(from, true), path: self.data.path(), from_mtime: None, until_mtime: until, done: false }
+        FileIter {
+            entries: self.data.iter_entries(from, true),
+            path: self.data.path(),
+            from_mtime: None,
+            until_mtime: until,
+            done: false,
+        }
     }
 
     /// Every live file, in file order.
@@ -83,7 +93,10 @@ impl Filesys {
     /// from the start). Needs an ao filesys.
     pub fn iter_time(&self, t0: i64, t1: i64) -> Result<FileIter<'_>> {
         let Some(time) = &self.time else {
-            return Err(Error::invalid(format!("{}: time ranges need an ao filesys", self.base.display())));
+            return Err(Error::invalid(format!(
+                "{}: time ranges need an ao filesys",
+                self.base.display()
+            )));
         };
         let start = time.seek(t0)?;
         let mut it = self.files(start.unwrap_or(KvPointer(self.data.filesize())), Some(t1));

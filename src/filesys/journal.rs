@@ -104,7 +104,10 @@ pub fn read(storage: Box<dyn Storage>) -> Result<Option<Replay>> {
 
 fn parse(kv: &KvSeq) -> Result<Option<Replay>> {
     let seq = kv.var(JSEQ).and_then(|v| u64::try_from(v).ok());
-    let (Some(seq), true) = (seq, kv.superblock().purpose() == PURPOSE && kv.keyrepr() == Repr::Fixed { len: KEY_LEN }) else {
+    let (Some(seq), true) = (
+        seq,
+        kv.superblock().purpose() == PURPOSE && kv.keyrepr() == Repr::Fixed { len: KEY_LEN },
+    ) else {
         return Ok(None);
     };
     let mut writes = Vec::new();
@@ -115,11 +118,18 @@ fn parse(kv: &KvSeq) -> Result<Option<Replay>> {
         let tag = entry.key[0];
         let n = u64::from_be_bytes(entry.key[1..9].try_into().expect("fixed 9-byte key"));
         if tag == COMMIT_TAG {
-            let complete = n == writes.len() as u64 && entry.layout.end == kv.filesize() && value == crc.finalize().to_be_bytes();
+            let complete = n == writes.len() as u64
+                && entry.layout.end == kv.filesize()
+                && value == crc.finalize().to_be_bytes();
             return Ok(complete.then_some(Replay { seq, writes }));
         }
         let mut raw = vec![0u8; (entry.layout.end - entry.layout.ptr.0) as usize];
-        crate::storage::read_exact_at(kv.storage(), &mut raw, entry.layout.ptr.0, "a journal entry")?;
+        crate::storage::read_exact_at(
+            kv.storage(),
+            &mut raw,
+            entry.layout.ptr.0,
+            "a journal entry",
+        )?;
         crc.update(&raw);
         writes.push((tag, n, value));
     }
@@ -133,10 +143,18 @@ pub fn apply(replay: &Replay, files: &[(u8, &dyn Storage)], journal_path: &Path)
     let mut changed = 0;
     for (tag, offset, bytes) in &replay.writes {
         let Some((_, file)) = files.iter().find(|(t, _)| t == tag) else {
-            return Err(Error::corrupt(journal_path, 0, "journal write for an unknown file", "tag 0, 1 or 2", tag));
+            return Err(Error::corrupt(
+                journal_path,
+                0,
+                "journal write for an unknown file",
+                "tag 0, 1 or 2",
+                tag,
+            ));
         };
         let mut current = vec![0u8; bytes.len()];
-        let n = file.read_at(&mut current, *offset).map_err(|e| Error::io(file.path(), Some(*offset), e))?;
+        let n = file
+            .read_at(&mut current, *offset)
+            .map_err(|e| Error::io(file.path(), Some(*offset), e))?;
         if n == bytes.len() && current == *bytes {
             continue;
         }
@@ -159,8 +177,16 @@ mod tests {
     fn roundtrip_and_torn_journals_are_ignored() {
         let writes = vec![(0u8, 4096u64, vec![1u8, 2, 3]), (1, 4200, vec![9; 16])];
         let bytes = encode(7, &writes).unwrap();
-        let back = read(Box::new(MemStorage::from_bytes("j", bytes.clone()))).unwrap().unwrap();
-        assert_eq!(back, Replay { seq: 7, writes: writes.clone() });
+        let back = read(Box::new(MemStorage::from_bytes("j", bytes.clone())))
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            back,
+            Replay {
+                seq: 7,
+                writes: writes.clone()
+            }
+        );
         for cut in [0, 100, 4096, bytes.len() - 1] {
             let torn = read(Box::new(MemStorage::from_bytes("j", bytes[..cut].to_vec()))).unwrap();
             assert_eq!(torn, None, "cut at {cut}");
@@ -168,11 +194,20 @@ mod tests {
         let mut flipped = bytes.clone();
         let at = bytes.len() - 10;
         flipped[at] ^= 1;
-        assert_eq!(read(Box::new(MemStorage::from_bytes("j", flipped))).unwrap(), None);
+        assert_eq!(
+            read(Box::new(MemStorage::from_bytes("j", flipped))).unwrap(),
+            None
+        );
         // A newer, shorter journal over an older, longer one.
         let mut over = encode(6, &[(2, 1, vec![5; 400])]).unwrap();
         over.resize(over.len().max(bytes.len()), 0xAA);
         over[..bytes.len()].copy_from_slice(&bytes);
-        assert_eq!(read(Box::new(MemStorage::from_bytes("j", over))).unwrap().unwrap().seq, 7);
+        assert_eq!(
+            read(Box::new(MemStorage::from_bytes("j", over)))
+                .unwrap()
+                .unwrap()
+                .seq,
+            7
+        );
     }
 }

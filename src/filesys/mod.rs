@@ -78,7 +78,14 @@ pub struct FsOptions {
 
 impl Default for FsOptions {
     fn default() -> Self {
-        FsOptions { ao: false, dups: false, isz: 120, timemp: 3600, htsize: 1024, fileincr: 16 << 20 }
+        FsOptions {
+            ao: false,
+            dups: false,
+            isz: 120,
+            timemp: 3600,
+            htsize: 1024,
+            fileincr: 16 << 20,
+        }
     }
 }
 
@@ -95,11 +102,19 @@ pub struct OpenOptions {
 
 impl OpenOptions {
     pub fn read_only() -> Self {
-        OpenOptions { writable: false, ..OpenOptions::writer() }
+        OpenOptions {
+            writable: false,
+            ..OpenOptions::writer()
+        }
     }
 
     pub fn writer() -> Self {
-        OpenOptions { writable: true, wait: false, clock: clock::system(), drop_behind: Some(8 << 20) }
+        OpenOptions {
+            writable: true,
+            wait: false,
+            clock: clock::system(),
+            drop_behind: Some(8 << 20),
+        }
     }
 }
 
@@ -153,16 +168,32 @@ impl Filesys {
     }
 
     /// Creates a filesys in `vfs` and opens it for writing.
-    pub fn create_in(vfs: Arc<dyn Vfs>, base: &Path, fs: &FsOptions, open: &OpenOptions) -> Result<Filesys> {
+    pub fn create_in(
+        vfs: Arc<dyn Vfs>,
+        base: &Path,
+        fs: &FsOptions,
+        open: &OpenOptions,
+    ) -> Result<Filesys> {
         validate_options(fs)?;
         for ext in ["data", "idx", "time", "jnl"] {
             if vfs.exists(&file_path(base, ext)) {
-                return Err(Error::invalid(format!("{} exists already", file_path(base, ext).display())));
+                return Err(Error::invalid(format!(
+                    "{} exists already",
+                    file_path(base, ext).display()
+                )));
             }
         }
         let now = open.clock.now();
-        let kv_base = KvSeqOptions { clock: open.clock.clone(), ..KvSeqOptions::default() };
-        let mut extra = vec![(ISZ, fs.isz as i64), (ITOTSZ, 0), (DTOTSZ, 0), (HAVEDUPS, i64::from(fs.dups))];
+        let kv_base = KvSeqOptions {
+            clock: open.clock.clone(),
+            ..KvSeqOptions::default()
+        };
+        let mut extra = vec![
+            (ISZ, fs.isz as i64),
+            (ITOTSZ, 0),
+            (DTOTSZ, 0),
+            (HAVEDUPS, i64::from(fs.dups)),
+        ];
         if fs.ao {
             extra.push((HAVEAO, 1));
         }
@@ -177,10 +208,19 @@ impl Filesys {
             ..kv_base.clone()
         };
         KvSeq::create(vfs.create_new(&file_path(base, "data"))?, &data_opts)?;
-        let idx_opts = HIndexOptions { purpose: INDEX_PURPOSE, htsize: fs.htsize, cellsz: 2, time: now, ..HIndexOptions::default() };
+        let idx_opts = HIndexOptions {
+            purpose: INDEX_PURPOSE,
+            htsize: fs.htsize,
+            cellsz: 2,
+            time: now,
+            ..HIndexOptions::default()
+        };
         HIndex::create(vfs.create_new(&file_path(base, "idx"))?, &idx_opts)?;
         if fs.ao {
-            KvSeq::create(vfs.create_new(&file_path(base, "time"))?, &timeindex::options(&kv_base, fs.timemp))?;
+            KvSeq::create(
+                vfs.create_new(&file_path(base, "time"))?,
+                &timeindex::options(&kv_base, fs.timemp),
+            )?;
         }
         journal::write(vfs.create_new(&file_path(base, "jnl"))?.as_ref(), 0, &[])?;
         vfs.sync_dir(&file_path(base, "data"))?;
@@ -196,24 +236,42 @@ impl Filesys {
     /// repaired ([`Filesys::recovery`]); a read-only open never writes.
     pub fn open_in(vfs: Arc<dyn Vfs>, base: &Path, open: &OpenOptions) -> Result<Filesys> {
         let data_path = file_path(base, "data");
-        let lock = if open.writable { vfs.lock(&data_path, open.wait)? } else { None };
+        let lock = if open.writable {
+            vfs.lock(&data_path, open.wait)?
+        } else {
+            None
+        };
         let mut recovery = Recovery::default();
         let time_path = file_path(base, "time");
         let has_time = vfs.exists(&time_path);
         let raw_data = vfs.open(&data_path, open.writable)?;
         let raw_idx = vfs.open(&file_path(base, "idx"), open.writable)?;
-        let raw_time = if has_time { Some(vfs.open(&time_path, open.writable)?) } else { None };
+        let raw_time = if has_time {
+            Some(vfs.open(&time_path, open.writable)?)
+        } else {
+            None
+        };
         let jnl_path = file_path(base, "jnl");
-        let replay = if vfs.exists(&jnl_path) { journal::read(vfs.open(&jnl_path, false)?)? } else { None };
+        let replay = if vfs.exists(&jnl_path) {
+            journal::read(vfs.open(&jnl_path, false)?)?
+        } else {
+            None
+        };
         let mut seq = replay.as_ref().map_or(0, |r| r.seq);
         if let (Some(r), true) = (&replay, open.writable) {
-            let mut files: Vec<(u8, &dyn Storage)> = vec![(TAG_DATA, raw_data.as_ref()), (TAG_INDEX, raw_idx.as_ref())];
+            let mut files: Vec<(u8, &dyn Storage)> =
+                vec![(TAG_DATA, raw_data.as_ref()), (TAG_INDEX, raw_idx.as_ref())];
             if let Some(t) = &raw_time {
                 files.push((TAG_TIME, t.as_ref()));
             }
             let changed = journal::apply(r, &files, &jnl_path)?;
             if changed > 0 {
-                recovery.actions.push(format!("{}: replayed commit {} ({changed} of its {} in-place writes were missing)", jnl_path.display(), r.seq, r.writes.len()));
+                recovery.actions.push(format!(
+                    "{}: replayed commit {} ({changed} of its {} in-place writes were missing)",
+                    jnl_path.display(),
+                    r.seq,
+                    r.writes.len()
+                ));
             }
         }
         let wrap = |raw: Box<dyn Storage>, tag: u8| -> Result<OverlayStorage> {
@@ -228,7 +286,10 @@ impl Filesys {
             }
             Ok(o)
         };
-        let mut overlays = vec![(TAG_DATA, wrap(raw_data, TAG_DATA)?), (TAG_INDEX, wrap(raw_idx, TAG_INDEX)?)];
+        let mut overlays = vec![
+            (TAG_DATA, wrap(raw_data, TAG_DATA)?),
+            (TAG_INDEX, wrap(raw_idx, TAG_INDEX)?),
+        ];
         if let Some(t) = raw_time {
             overlays.push((TAG_TIME, wrap(t, TAG_TIME)?));
         }
@@ -238,15 +299,27 @@ impl Filesys {
         let idx = HIndex::open(Box::new(overlays[1].1.clone()), open.writable)?;
         let ao = data.var(HAVEAO) == Some(1);
         let time = match overlays.get(2) {
-            Some((_, o)) => Some(TimeIndex::new(KvSeq::open(Box::new(o.clone()), open.writable)?)?),
-            None if ao => return Err(Error::io(&time_path, None, std::io::Error::from(std::io::ErrorKind::NotFound))),
+            Some((_, o)) => Some(TimeIndex::new(KvSeq::open(
+                Box::new(o.clone()),
+                open.writable,
+            )?)?),
+            None if ao => {
+                return Err(Error::io(
+                    &time_path,
+                    None,
+                    std::io::Error::from(std::io::ErrorKind::NotFound),
+                ))
+            }
             None => None,
         };
         let journal = if open.writable {
             if !vfs.exists(&jnl_path) {
                 journal::write(vfs.create_new(&jnl_path)?.as_ref(), seq, &[])?;
                 vfs.sync_dir(&jnl_path)?;
-                recovery.actions.push(format!("{}: created (a filesys written elsewhere)", jnl_path.display()));
+                recovery.actions.push(format!(
+                    "{}: created (a filesys written elsewhere)",
+                    jnl_path.display()
+                ));
             }
             Some(vfs.open(&jnl_path, true)?)
         } else {
@@ -273,7 +346,8 @@ impl Filesys {
         if fs.writable {
             fs.recover_tail()?;
             fs.ensure_next_fileid()?;
-            fs.data.set_drop_behind(open.drop_behind.map(|chunk| DropBehind { chunk }));
+            fs.data
+                .set_drop_behind(open.drop_behind.map(|chunk| DropBehind { chunk }));
         }
         let _ = fs.data.storage().advise_random();
         Ok(fs)
@@ -289,7 +363,10 @@ impl Filesys {
         if self.writable {
             return Ok(());
         }
-        let open = OpenOptions { clock: self.clock.clone(), ..OpenOptions::read_only() };
+        let open = OpenOptions {
+            clock: self.clock.clone(),
+            ..OpenOptions::read_only()
+        };
         *self = Filesys::open_in(self.vfs.clone(), &self.base, &open)?;
         Ok(())
     }
@@ -344,7 +421,10 @@ impl Filesys {
         if self.writable {
             Ok(())
         } else {
-            Err(Error::invalid(format!("{} is open read-only", self.base.display())))
+            Err(Error::invalid(format!(
+                "{} is open read-only",
+                self.base.display()
+            )))
         }
     }
 
@@ -371,9 +451,16 @@ impl Filesys {
         let writes: Vec<journal::Write> = self
             .overlays
             .iter()
-            .flat_map(|(tag, o)| o.pending_writes().into_iter().map(move |(off, b)| (*tag, off, b)))
+            .flat_map(|(tag, o)| {
+                o.pending_writes()
+                    .into_iter()
+                    .map(move |(off, b)| (*tag, off, b))
+            })
             .collect();
-        let jnl = self.journal.as_ref().expect("a writable filesys has a journal");
+        let jnl = self
+            .journal
+            .as_ref()
+            .expect("a writable filesys has a journal");
         self.seq += 1;
         journal::write(jnl.as_ref(), self.seq, &writes)?;
         for (_, o) in &self.overlays {
@@ -393,7 +480,10 @@ impl Filesys {
         }
         self.applied_unsynced = false;
         self.seq += 1;
-        let jnl = self.journal.as_ref().expect("a writable filesys has a journal");
+        let jnl = self
+            .journal
+            .as_ref()
+            .expect("a writable filesys has a journal");
         journal::write(jnl.as_ref(), self.seq, &[])
     }
 
@@ -422,11 +512,20 @@ impl Filesys {
     /// elsewhere whose FILESIZE passes SYNCSIZE, drops the unsynced tail.
     fn recover_tail(&mut self) -> Result<()> {
         let filesize = self.data.filesize();
-        let syncsize = self.data.superblock().get_u64(self.data.path(), var::SYNCSIZE)?.unwrap_or(filesize);
+        let syncsize = self
+            .data
+            .superblock()
+            .get_u64(self.data.path(), var::SYNCSIZE)?
+            .unwrap_or(filesize);
         if syncsize < filesize {
             let (entries, live) = count_entries(&self.data, syncsize)?;
             self.data.truncate_logical(syncsize, entries, live)?;
-            self.recovery.actions.push(format!("{}: dropped unsynced tail {}..{} (FILESIZE set back to SYNCSIZE)", self.data.path().display(), syncsize, filesize));
+            self.recovery.actions.push(format!(
+                "{}: dropped unsynced tail {}..{} (FILESIZE set back to SYNCSIZE)",
+                self.data.path().display(),
+                syncsize,
+                filesize
+            ));
             self.sync()?;
         }
         let len = storage::length(self.data.storage())?;
@@ -455,13 +554,17 @@ impl Filesys {
             let e = entry?;
             if let inode::KeyKind::Inode { .. } = inode::classify(&e.key) {
                 let value = e.value.unwrap_or_default();
-                if let Ok(i) = inode::Inode::decode(&value, self.data.path(), e.layout.value_offset) {
+                if let Ok(i) = inode::Inode::decode(&value, self.data.path(), e.layout.value_offset)
+                {
                     next = next.max(i.fileid + 1);
                 }
             }
         }
         self.data.set_var(NEXTFID, next as i64)?;
-        self.recovery.actions.push(format!("{}: added NEXTFID {next}", self.data.path().display()));
+        self.recovery.actions.push(format!(
+            "{}: added NEXTFID {next}",
+            self.data.path().display()
+        ));
         Ok(())
     }
 
@@ -471,8 +574,21 @@ impl Filesys {
         self.quiesce()?;
         let live = self.data.live_entries().unwrap_or(0).max(1);
         let htsize = (live * 2).next_power_of_two().max(16);
-        let temp = self.idx.storage().create_temp("reindex").map_err(|e| Error::io(self.idx.path(), None, e))?;
-        let mut fresh = HIndex::create(temp, &HIndexOptions { purpose: INDEX_PURPOSE, htsize, cellsz: 2, time: self.clock.now(), ..HIndexOptions::default() })?;
+        let temp = self
+            .idx
+            .storage()
+            .create_temp("reindex")
+            .map_err(|e| Error::io(self.idx.path(), None, e))?;
+        let mut fresh = HIndex::create(
+            temp,
+            &HIndexOptions {
+                purpose: INDEX_PURPOSE,
+                htsize,
+                cellsz: 2,
+                time: self.clock.now(),
+                ..HIndexOptions::default()
+            },
+        )?;
         let mut count = 0;
         for item in self.files(self.data.first(), None) {
             let stat = item?;
@@ -493,7 +609,10 @@ impl Filesys {
         let temp_path = fresh.path().to_path_buf();
         drop(fresh);
         let temp = self.vfs.open(&temp_path, true)?;
-        self.overlays[1].1.commit_temp(temp).map_err(|e| Error::io(self.idx.path(), None, e))?;
+        self.overlays[1]
+            .1
+            .commit_temp(temp)
+            .map_err(|e| Error::io(self.idx.path(), None, e))?;
         self.idx = HIndex::open(Box::new(self.overlays[1].1.clone()), true)?;
         Ok(count)
     }
@@ -513,10 +632,18 @@ impl Drop for Filesys {
 
 fn validate_options(fs: &FsOptions) -> Result<()> {
     if !(inode::MIN_SIZE..=inode::MAX_SIZE).contains(&fs.isz) {
-        return Err(Error::invalid(format!("ISZ {}: {}..={} bytes", fs.isz, inode::MIN_SIZE, inode::MAX_SIZE)));
+        return Err(Error::invalid(format!(
+            "ISZ {}: {}..={} bytes",
+            fs.isz,
+            inode::MIN_SIZE,
+            inode::MAX_SIZE
+        )));
     }
     if fs.ao && fs.timemp <= 0 {
-        return Err(Error::invalid(format!("TIMEMP {}: at least 1 second", fs.timemp)));
+        return Err(Error::invalid(format!(
+            "TIMEMP {}: at least 1 second",
+            fs.timemp
+        )));
     }
     if fs.htsize == 0 {
         return Err(Error::invalid("HTSIZE must be at least 1"));
@@ -539,10 +666,20 @@ fn check_data_superblock(data: &KvSeq) -> Result<()> {
     let path = data.path();
     let isz = sb.require_u64(path, ISZ)?;
     if !(inode::MIN_SIZE..=inode::MAX_SIZE).contains(&isz) {
-        return Err(Error::corrupt(path, sb.value_offset(ISZ).unwrap_or(0), "ISZ", format!("{}..={}", inode::MIN_SIZE, inode::MAX_SIZE), isz));
+        return Err(Error::corrupt(
+            path,
+            sb.value_offset(ISZ).unwrap_or(0),
+            "ISZ",
+            format!("{}..={}", inode::MIN_SIZE, inode::MAX_SIZE),
+            isz,
+        ));
     }
     if !data.has_delflag() {
-        return Err(Error::unsupported(path, sb.terminator_offset(), "a filesys datafile without KVDELFL 1"));
+        return Err(Error::unsupported(
+            path,
+            sb.terminator_offset(),
+            "a filesys datafile without KVDELFL 1",
+        ));
     }
     Ok(())
 }
@@ -558,7 +695,13 @@ fn count_entries(kv: &KvSeq, end: u64) -> Result<(u64, u64)> {
         live += u64::from(!e.layout.deleted);
     }
     if it.position().0 != end && end > kv.first().0 {
-        return Err(Error::corrupt(kv.path(), end, "SYNCSIZE", "an entry boundary", format!("inside the entry ending at {}", it.position())));
+        return Err(Error::corrupt(
+            kv.path(),
+            end,
+            "SYNCSIZE",
+            "an entry boundary",
+            format!("inside the entry ending at {}", it.position()),
+        ));
     }
     Ok((entries, live))
 }

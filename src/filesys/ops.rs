@@ -16,7 +16,10 @@ pub(super) struct Located {
 
 fn validate_name(name: &[u8]) -> Result<()> {
     if name.len() > MAX_NAME {
-        return Err(Error::invalid(format!("a file name has at most {MAX_NAME} bytes ({} given)", name.len())));
+        return Err(Error::invalid(format!(
+            "a file name has at most {MAX_NAME} bytes ({} given)",
+            name.len()
+        )));
     }
     if name.contains(&0) {
         return Err(Error::invalid("a file name cannot contain a NUL byte"));
@@ -48,7 +51,11 @@ impl Filesys {
             return Ok(None);
         };
         let inode = Inode::decode(&entry.value, self.data.path(), entry.value_offset)?;
-        Ok(Some(Located { found, entry, inode }))
+        Ok(Some(Located {
+            found,
+            entry,
+            inode,
+        }))
     }
 
     fn stat_of(name: &[u8], ptr: KvPointer, inode: &Inode) -> FileStat {
@@ -66,7 +73,9 @@ impl Filesys {
 
     /// A file's metadata, or `None`.
     pub fn stat(&self, name: &[u8]) -> Result<Option<FileStat>> {
-        Ok(self.locate(name)?.map(|l| Filesys::stat_of(name, l.entry.ptr, &l.inode)))
+        Ok(self
+            .locate(name)?
+            .map(|l| Filesys::stat_of(name, l.entry.ptr, &l.inode)))
     }
 
     /// A whole file.
@@ -76,7 +85,13 @@ impl Filesys {
 
     /// Up to `len` bytes from `offset` (fewer at the end of the file).
     pub fn read_range(&self, name: &[u8], offset: u64, len: u64) -> Result<Vec<u8>> {
-        let located = self.locate(name)?.ok_or_else(|| Error::NotFound(format!("{}: no file {:?}", self.base.display(), String::from_utf8_lossy(name))))?;
+        let located = self.locate(name)?.ok_or_else(|| {
+            Error::NotFound(format!(
+                "{}: no file {:?}",
+                self.base.display(),
+                String::from_utf8_lossy(name)
+            ))
+        })?;
         self.read_inode(&located.inode, offset, len)
     }
 
@@ -100,8 +115,16 @@ impl Filesys {
                     self.data.path(),
                     ptr.0,
                     format!("data entry {n} of file id {:x}", inode.fileid),
-                    format!("live {:?} of {size} bytes", String::from_utf8_lossy(&expected)),
-                    format!("{}{:?} of {} bytes", if layout.deleted { "deleted " } else { "" }, String::from_utf8_lossy(&key), layout.value_len),
+                    format!(
+                        "live {:?} of {size} bytes",
+                        String::from_utf8_lossy(&expected)
+                    ),
+                    format!(
+                        "{}{:?} of {} bytes",
+                        if layout.deleted { "deleted " } else { "" },
+                        String::from_utf8_lossy(&key),
+                        layout.value_len
+                    ),
                 ));
             }
             let from = start.max(lo) - lo;
@@ -114,7 +137,12 @@ impl Filesys {
     }
 
     fn next_fileid(&mut self) -> Result<u64> {
-        let id = self.data.var(NEXTFID).and_then(|v| u64::try_from(v).ok()).unwrap_or(1).max(1);
+        let id = self
+            .data
+            .var(NEXTFID)
+            .and_then(|v| u64::try_from(v).ok())
+            .unwrap_or(1)
+            .max(1);
         self.data.set_var(NEXTFID, id as i64 + 1)?;
         Ok(id)
     }
@@ -125,10 +153,17 @@ impl Filesys {
     }
 
     /// Appends data entries `<fileid>/D<first>…` holding `content`.
-    fn write_data(&mut self, fileid: u64, first: u64, content: &[u8]) -> Result<Vec<(KvPointer, u64)>> {
+    fn write_data(
+        &mut self,
+        fileid: u64,
+        first: u64,
+        content: &[u8],
+    ) -> Result<Vec<(KvPointer, u64)>> {
         let mut pairs = Vec::new();
         for (i, piece) in content.chunks(MAX_DATA_ENTRY as usize).enumerate() {
-            let ptr = self.data.append(&data_key(fileid, first + i as u64), piece)?;
+            let ptr = self
+                .data
+                .append(&data_key(fileid, first + i as u64), piece)?;
             pairs.push((ptr, piece.len() as u64));
         }
         Ok(pairs)
@@ -147,7 +182,11 @@ impl Filesys {
 
     /// The smallest inode size ≥ ISZ, doubling, that holds `pairs` pointers.
     fn inode_size_for(&self, pairs: u64) -> Result<u64> {
-        let isz = self.data.var(super::ISZ).and_then(|v| u64::try_from(v).ok()).unwrap_or(120);
+        let isz = self
+            .data
+            .var(super::ISZ)
+            .and_then(|v| u64::try_from(v).ok())
+            .unwrap_or(120);
         if self.is_ao() {
             if pairs > Inode::capacity_of(isz) {
                 return Err(Error::Full {
@@ -159,7 +198,15 @@ impl Filesys {
         }
         let mut size = isz;
         while Inode::capacity_of(size) < pairs {
-            size = size.checked_mul(2).filter(|s| *s <= super::inode::MAX_SIZE).ok_or_else(|| Error::invalid(format!("a file of {pairs} data entries needs an inode over {} bytes", super::inode::MAX_SIZE)))?;
+            size = size
+                .checked_mul(2)
+                .filter(|s| *s <= super::inode::MAX_SIZE)
+                .ok_or_else(|| {
+                    Error::invalid(format!(
+                        "a file of {pairs} data entries needs an inode over {} bytes",
+                        super::inode::MAX_SIZE
+                    ))
+                })?;
         }
         Ok(size)
     }
@@ -175,7 +222,14 @@ impl Filesys {
         let now = self.clock.now();
         let mtime = self.time.as_ref().map_or(now, |t| t.mtime_for(now));
         let data = self.write_data(fileid, 0, content)?;
-        let inode = Inode { fileid, lsize: content.len() as u64, ftype, mtime, data, size };
+        let inode = Inode {
+            fileid,
+            lsize: content.len() as u64,
+            ftype,
+            mtime,
+            data,
+            size,
+        };
         let key = inode_key(name);
         let ptr = self.data.append(&key, &inode.encode())?;
         match &old {
@@ -201,7 +255,10 @@ impl Filesys {
     /// Creates an empty file. An existing name is an error unless HAVEDUPS (then a new version).
     pub fn create_file(&mut self, name: &[u8], ftype: u8) -> Result<FileStat> {
         if !self.has_dups() && self.locate(name)?.is_some() {
-            return Err(Error::invalid(format!("{:?} exists already (the filesys has no HAVEDUPS)", String::from_utf8_lossy(name))));
+            return Err(Error::invalid(format!(
+                "{:?} exists already (the filesys has no HAVEDUPS)",
+                String::from_utf8_lossy(name)
+            )));
         }
         self.put(name, ftype, &[])
     }
@@ -209,7 +266,13 @@ impl Filesys {
     /// Appends to an existing file.
     pub fn append(&mut self, name: &[u8], bytes: &[u8]) -> Result<FileStat> {
         self.check_writable()?;
-        let located = self.locate(name)?.ok_or_else(|| Error::NotFound(format!("{}: no file {:?}", self.base.display(), String::from_utf8_lossy(name))))?;
+        let located = self.locate(name)?.ok_or_else(|| {
+            Error::NotFound(format!(
+                "{}: no file {:?}",
+                self.base.display(),
+                String::from_utf8_lossy(name)
+            ))
+        })?;
         if bytes.is_empty() {
             return Ok(Filesys::stat_of(name, located.entry.ptr, &located.inode));
         }
@@ -258,13 +321,24 @@ impl Filesys {
     pub fn rename(&mut self, old: &[u8], new: &[u8]) -> Result<FileStat> {
         self.check_writable()?;
         if self.is_ao() {
-            return Err(Error::invalid("rename is refused in an ao filesys: the new inode would break the mtime order"));
+            return Err(Error::invalid(
+                "rename is refused in an ao filesys: the new inode would break the mtime order",
+            ));
         }
         validate_name(new)?;
         self.ensure_index_room()?;
-        let located = self.locate(old)?.ok_or_else(|| Error::NotFound(format!("{}: no file {:?}", self.base.display(), String::from_utf8_lossy(old))))?;
+        let located = self.locate(old)?.ok_or_else(|| {
+            Error::NotFound(format!(
+                "{}: no file {:?}",
+                self.base.display(),
+                String::from_utf8_lossy(old)
+            ))
+        })?;
         if self.locate(new)?.is_some() {
-            return Err(Error::invalid(format!("{:?} exists already", String::from_utf8_lossy(new))));
+            return Err(Error::invalid(format!(
+                "{:?} exists already",
+                String::from_utf8_lossy(new)
+            )));
         }
         let key = inode_key(new);
         let ptr = self.data.append(&key, &located.inode.encode())?;

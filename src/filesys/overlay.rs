@@ -41,7 +41,11 @@ impl OverlayStorage {
         let path = inner.path().to_path_buf();
         OverlayStorage(Arc::new(Shared {
             inner: RwLock::new(inner),
-            pending: Mutex::new(Pending { stable_end, written_end: stable_end, ..Pending::default() }),
+            pending: Mutex::new(Pending {
+                stable_end,
+                written_end: stable_end,
+                ..Pending::default()
+            }),
             path,
         }))
     }
@@ -58,7 +62,11 @@ impl OverlayStorage {
 
     /// The pending writes, in offset order.
     pub fn pending_writes(&self) -> Vec<(u64, Vec<u8>)> {
-        self.pending().ranges.iter().map(|(k, v)| (*k, v.clone())).collect()
+        self.pending()
+            .ranges
+            .iter()
+            .map(|(k, v)| (*k, v.clone()))
+            .collect()
     }
 
     /// Bytes held back.
@@ -149,7 +157,8 @@ impl Storage for OverlayStorage {
             }
             let from = offset.max(*k);
             let to = end.min(v_end);
-            buf[(from - offset) as usize..(to - offset) as usize].copy_from_slice(&v[(from - k) as usize..(to - k) as usize]);
+            buf[(from - offset) as usize..(to - offset) as usize]
+                .copy_from_slice(&v[(from - k) as usize..(to - k) as usize]);
             filled = filled.max(to - offset);
         }
         Ok(filled as usize)
@@ -165,7 +174,8 @@ impl Storage for OverlayStorage {
         }
         drop(p);
         if end > split {
-            self.inner().write_at(&buf[(split - offset) as usize..], split)?;
+            self.inner()
+                .write_at(&buf[(split - offset) as usize..], split)?;
         }
         Ok(())
     }
@@ -210,7 +220,9 @@ impl Storage for OverlayStorage {
     /// Swaps the file for `temp`. Only valid with nothing held back (the filesys commits first).
     fn commit_temp(&self, temp: Box<dyn Storage>) -> io::Result<Box<dyn Storage>> {
         if !self.pending().ranges.is_empty() {
-            return Err(io::Error::other("replacing a file with uncommitted in-place writes"));
+            return Err(io::Error::other(
+                "replacing a file with uncommitted in-place writes",
+            ));
         }
         let mut inner = self.0.inner.write().unwrap_or_else(|p| p.into_inner());
         let replaced = inner.commit_temp(temp)?;

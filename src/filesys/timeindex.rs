@@ -52,7 +52,13 @@ impl TimeIndex {
         let path = kv.path().to_path_buf();
         let at = |name| kv.superblock().value_offset(name).unwrap_or(0);
         if kv.keyrepr() != INT64 || kv.valrepr() != INT64 {
-            return Err(Error::corrupt(&path, at(crate::format::superblock::var::KEYREPR), "timefile representations", "KEYREPR 12 and VALREPR 12", format!("{} and {}", kv.keyrepr().code(), kv.valrepr().code())));
+            return Err(Error::corrupt(
+                &path,
+                at(crate::format::superblock::var::KEYREPR),
+                "timefile representations",
+                "KEYREPR 12 and VALREPR 12",
+                format!("{} and {}", kv.keyrepr().code(), kv.valrepr().code()),
+            ));
         }
         let timemp = kv.var(TIMEMP).unwrap_or(0);
         // TIMEMP is a divisor of every mtime.
@@ -62,9 +68,19 @@ impl TimeIndex {
         let entry_size = u64::from(kv.has_delflag()) + 16;
         let body = kv.filesize().saturating_sub(kv.first().0);
         if kv.filesize() > kv.first().0 && body % entry_size != 0 {
-            return Err(Error::corrupt(&path, kv.first().0, "timefile entries", format!("a multiple of {entry_size} bytes"), format!("{body} bytes")));
+            return Err(Error::corrupt(
+                &path,
+                kv.first().0,
+                "timefile entries",
+                format!("a multiple of {entry_size} bytes"),
+                format!("{body} bytes"),
+            ));
         }
-        Ok(TimeIndex { kv, timemp, entry_size })
+        Ok(TimeIndex {
+            kv,
+            timemp,
+            entry_size,
+        })
     }
 
     pub fn kv(&self) -> &KvSeq {
@@ -94,7 +110,8 @@ impl TimeIndex {
         let period = self.period(mtime);
         let mark = self.kv.var(TIMEMARK);
         if mark.is_none_or(|m| period > m) {
-            self.kv.append(&period.to_be_bytes(), &(inode.0 as i64).to_be_bytes())?;
+            self.kv
+                .append(&period.to_be_bytes(), &(inode.0 as i64).to_be_bytes())?;
             self.kv.set_var(TIMEMARK, period)?;
             self.kv.set_var(TIMEMN, 1)?;
         } else {
@@ -120,7 +137,15 @@ impl TimeIndex {
         read_exact_at(self.kv.storage(), &mut buf, at, "a time mark")?;
         let key = i64::from_be_bytes(buf[..8].try_into().expect("8 of 16 bytes"));
         let ptr = i64::from_be_bytes(buf[8..].try_into().expect("8 of 16 bytes"));
-        let ptr = u64::try_from(ptr).map_err(|_| Error::corrupt(self.kv.path(), at + 8, format!("time mark {i} pointer"), "≥ 0", ptr))?;
+        let ptr = u64::try_from(ptr).map_err(|_| {
+            Error::corrupt(
+                self.kv.path(),
+                at + 8,
+                format!("time mark {i} pointer"),
+                "≥ 0",
+                ptr,
+            )
+        })?;
         Ok((key, KvPointer(ptr)))
     }
 

@@ -79,7 +79,10 @@ pub enum Cell {
     Free,
     Deleted,
     /// A kv_pointer; `stored_hash` is the second word (0 when CELLSZ is 1).
-    Used { ptr: KvPointer, stored_hash: u64 },
+    Used {
+        ptr: KvPointer,
+        stored_hash: u64,
+    },
 }
 
 /// A key found in the table.
@@ -116,7 +119,10 @@ impl HIndex {
             )));
         }
         if !(0.05..=0.95).contains(&opts.max_load) {
-            return Err(Error::invalid(format!("load limit {} outside 0.05..=0.95", opts.max_load)));
+            return Err(Error::invalid(format!(
+                "load limit {} outside 0.05..=0.95",
+                opts.max_load
+            )));
         }
         let table_end = table_end(opts.sbsize, opts.htsize, opts.cellsz)
             .ok_or_else(|| Error::invalid("table too large"))?;
@@ -163,7 +169,11 @@ impl HIndex {
         HIndex::open(Box::new(FileStorage::open(path, writable)?), writable)
     }
 
-    fn from_superblock(storage: Box<dyn Storage>, sb: Superblock, writable: bool) -> Result<HIndex> {
+    fn from_superblock(
+        storage: Box<dyn Storage>,
+        sb: Superblock,
+        writable: bool,
+    ) -> Result<HIndex> {
         let path = storage.path().to_path_buf();
         let at = |name: VarName| sb.value_offset(name).unwrap_or(0);
         sb.expect_format(&path, Format::HIndex)?;
@@ -174,25 +184,53 @@ impl HIndex {
         }
         let cellsz = sb.get_u64(&path, var::CELLSZ)?.unwrap_or(1);
         if !(1..=MAX_CELLSZ).contains(&cellsz) {
-            return Err(Error::unsupported(&path, at(var::CELLSZ), format!("CELLSZ {cellsz} (supported 1..={MAX_CELLSZ})")));
+            return Err(Error::unsupported(
+                &path,
+                at(var::CELLSZ),
+                format!("CELLSZ {cellsz} (supported 1..={MAX_CELLSZ})"),
+            ));
         }
         let algo = sb.get(var::HTALGO).unwrap_or(HTALGO_MD5);
         if algo != HTALGO_MD5 {
-            return Err(Error::unsupported(&path, at(var::HTALGO), format!("HTALGO {algo} (only 1, MD5, is defined)")));
+            return Err(Error::unsupported(
+                &path,
+                at(var::HTALGO),
+                format!("HTALGO {algo} (only 1, MD5, is defined)"),
+            ));
         }
         let htfree = sb.get(var::HTFREE).unwrap_or(WRITER_HTFREE);
         let htdel = sb.get(var::HTDEL).unwrap_or(WRITER_HTDEL);
         if htfree == htdel {
-            return Err(Error::corrupt(&path, at(var::HTDEL), "HTDEL", format!("different from HTFREE {htfree}"), htdel));
+            return Err(Error::corrupt(
+                &path,
+                at(var::HTDEL),
+                "HTDEL",
+                format!("different from HTFREE {htfree}"),
+                htdel,
+            ));
         }
         let file_len = length(storage.as_ref())?;
         // Every cell offset is computed from these; the table must lie within the file.
-        let end = table_end(sb.sbsize(), htsize, cellsz).filter(|e| *e <= file_len).ok_or_else(|| {
-            Error::corrupt(&path, at(var::HTSIZE), "HTSIZE: table past the end of the file", format!("a table within {file_len} bytes"), format!("{htsize} cells of {cellsz} words"))
-        })?;
+        let end = table_end(sb.sbsize(), htsize, cellsz)
+            .filter(|e| *e <= file_len)
+            .ok_or_else(|| {
+                Error::corrupt(
+                    &path,
+                    at(var::HTSIZE),
+                    "HTSIZE: table past the end of the file",
+                    format!("a table within {file_len} bytes"),
+                    format!("{htsize} cells of {cellsz} words"),
+                )
+            })?;
         if let Some(filesize) = sb.get_u64(&path, var::FILESIZE)? {
             if filesize != end {
-                return Err(Error::corrupt(&path, at(var::FILESIZE), "FILESIZE", format!("SBSIZE + HTSIZE·CELLSZ·8 = {end}"), filesize));
+                return Err(Error::corrupt(
+                    &path,
+                    at(var::FILESIZE),
+                    "FILESIZE",
+                    format!("SBSIZE + HTSIZE·CELLSZ·8 = {end}"),
+                    filesize,
+                ));
             }
         }
         let entries = sb.get_u64(&path, var::ENTRIES)?;
@@ -253,7 +291,9 @@ impl HIndex {
     /// Sets the load limit that triggers a rebuild (0.05..=0.95).
     pub fn set_max_load(&mut self, max_load: f64) -> Result<()> {
         if !(0.05..=0.95).contains(&max_load) {
-            return Err(Error::invalid(format!("load limit {max_load} outside 0.05..=0.95")));
+            return Err(Error::invalid(format!(
+                "load limit {max_load} outside 0.05..=0.95"
+            )));
         }
         self.max_load = max_load;
         Ok(())
@@ -295,7 +335,10 @@ impl HIndex {
                 self.path(),
                 self.cell_offset(cell),
                 format!("hindex cell {cell}"),
-                format!("a kv_pointer ≥ 0, HTFREE {} or HTDEL {}", self.htfree, self.htdel),
+                format!(
+                    "a kv_pointer ≥ 0, HTFREE {} or HTDEL {}",
+                    self.htfree, self.htdel
+                ),
                 word0,
             )),
         }
@@ -304,10 +347,18 @@ impl HIndex {
     /// Reads cell `cell` (0..HTSIZE).
     pub fn get(&self, cell: u64) -> Result<Cell> {
         if cell >= self.htsize {
-            return Err(Error::invalid(format!("cell {cell} outside 0..{}", self.htsize)));
+            return Err(Error::invalid(format!(
+                "cell {cell} outside 0..{}",
+                self.htsize
+            )));
         }
         let mut buf = vec![0u8; (self.cellsz * 8) as usize];
-        read_exact_at(self.storage.as_ref(), &mut buf, self.cell_offset(cell), "a hindex cell")?;
+        read_exact_at(
+            self.storage.as_ref(),
+            &mut buf,
+            self.cell_offset(cell),
+            "a hindex cell",
+        )?;
         self.decode(cell, &buf)
     }
 
@@ -315,7 +366,12 @@ impl HIndex {
     fn read_run(&self, start: u64, n: u64, buf: &mut Vec<u8>, cells: &mut Vec<Cell>) -> Result<()> {
         let width = self.cellsz * 8;
         buf.resize((n * width) as usize, 0);
-        read_exact_at(self.storage.as_ref(), buf, self.cell_offset(start), "hindex cells")?;
+        read_exact_at(
+            self.storage.as_ref(),
+            buf,
+            self.cell_offset(start),
+            "hindex cells",
+        )?;
         cells.clear();
         for (i, chunk) in buf.chunks_exact(width as usize).enumerate() {
             cells.push(self.decode(start + i as u64, chunk)?);
@@ -324,7 +380,11 @@ impl HIndex {
     }
 
     /// Probes for `key`: stored hashes are compared before `matches` reads any key.
-    pub fn find(&self, key: &[u8], mut matches: impl FnMut(KvPointer) -> Result<bool>) -> Result<Option<Found>> {
+    pub fn find(
+        &self,
+        key: &[u8],
+        mut matches: impl FnMut(KvPointer) -> Result<bool>,
+    ) -> Result<Option<Found>> {
         let hash = KeyHash::of(key);
         let stored = hash.stored();
         let mut cell = hash.home(self.htsize);
@@ -332,7 +392,9 @@ impl HIndex {
         let (mut buf, mut cells) = (Vec::new(), Vec::new());
         // At most HTSIZE probes: a damaged table without a free cell still ends.
         while probed < self.htsize {
-            let n = PROBE_BATCH.min(self.htsize - cell).min(self.htsize - probed);
+            let n = PROBE_BATCH
+                .min(self.htsize - cell)
+                .min(self.htsize - probed);
             self.read_run(cell, n, &mut buf, &mut cells)?;
             for (i, c) in cells.iter().enumerate() {
                 match *c {
@@ -340,7 +402,10 @@ impl HIndex {
                     Cell::Deleted => {}
                     Cell::Used { ptr, stored_hash } => {
                         if (self.cellsz < 2 || stored_hash == stored) && matches(ptr)? {
-                            return Ok(Some(Found { cell: cell + i as u64, ptr }));
+                            return Ok(Some(Found {
+                                cell: cell + i as u64,
+                                ptr,
+                            }));
                         }
                     }
                 }
@@ -360,7 +425,10 @@ impl HIndex {
         if self.writable {
             Ok(())
         } else {
-            Err(Error::invalid(format!("{} is open read-only", self.path().display())))
+            Err(Error::invalid(format!(
+                "{} is open read-only",
+                self.path().display()
+            )))
         }
     }
 
@@ -381,7 +449,9 @@ impl HIndex {
     pub fn insert(&mut self, key: &[u8], ptr: KvPointer, keys: &dyn KeySource) -> Result<u64> {
         self.check_writable()?;
         if ptr.0 > i64::MAX as u64 || ptr.0 as i64 == self.htfree || ptr.0 as i64 == self.htdel {
-            return Err(Error::invalid(format!("kv_pointer {ptr} cannot be stored in this table")));
+            return Err(Error::invalid(format!(
+                "kv_pointer {ptr} cannot be stored in this table"
+            )));
         }
         if self.needs_growth() {
             self.grow(keys)?;
@@ -391,7 +461,9 @@ impl HIndex {
         let (mut buf, mut cells) = (Vec::new(), Vec::new());
         let mut probed = 0;
         while probed < self.htsize {
-            let n = PROBE_BATCH.min(self.htsize - cell).min(self.htsize - probed);
+            let n = PROBE_BATCH
+                .min(self.htsize - cell)
+                .min(self.htsize - probed);
             self.read_run(cell, n, &mut buf, &mut cells)?;
             if let Some(i) = cells.iter().position(|c| !matches!(c, Cell::Used { .. })) {
                 let target = cell + i as u64;
@@ -415,8 +487,12 @@ impl HIndex {
     pub fn set_pointer(&mut self, cell: u64, ptr: KvPointer) -> Result<()> {
         self.check_writable()?;
         match self.get(cell)? {
-            Cell::Used { stored_hash, .. } if ptr.0 <= i64::MAX as u64 => self.write_cell(cell, ptr.0 as i64, stored_hash),
-            other => Err(Error::invalid(format!("cell {cell} is {other:?}, not a used cell"))),
+            Cell::Used { stored_hash, .. } if ptr.0 <= i64::MAX as u64 => {
+                self.write_cell(cell, ptr.0 as i64, stored_hash)
+            }
+            other => Err(Error::invalid(format!(
+                "cell {cell} is {other:?}, not a used cell"
+            ))),
         }
     }
 
@@ -429,7 +505,9 @@ impl HIndex {
                 self.live = self.live.saturating_sub(1);
                 Ok(())
             }
-            other => Err(Error::invalid(format!("cell {cell} is {other:?}, not a used cell"))),
+            other => Err(Error::invalid(format!(
+                "cell {cell} is {other:?}, not a used cell"
+            ))),
         }
     }
 
@@ -488,11 +566,24 @@ impl HIndex {
             let start = self.htsize * k / 4;
             let n = 16.min(self.htsize - start);
             buf.resize(n as usize * width, 0);
-            read_exact_at(self.storage.as_ref(), &mut buf, self.cell_offset(start), "hindex cells")?;
+            read_exact_at(
+                self.storage.as_ref(),
+                &mut buf,
+                self.cell_offset(start),
+                "hindex cells",
+            )?;
             for (i, chunk) in buf.chunks_exact(width).enumerate() {
                 let cell = start + i as u64;
-                if !matches!(self.decode(cell, chunk)?, Cell::Used { .. }) && chunk[8..16] != [0u8; 8] {
-                    return Err(Error::corrupt(self.path(), self.cell_offset(cell) + 8, format!("stored hash of free/deleted cell {cell}"), 0, format!("0x{}", hex(&chunk[8..16]))));
+                if !matches!(self.decode(cell, chunk)?, Cell::Used { .. })
+                    && chunk[8..16] != [0u8; 8]
+                {
+                    return Err(Error::corrupt(
+                        self.path(),
+                        self.cell_offset(cell) + 8,
+                        format!("stored hash of free/deleted cell {cell}"),
+                        0,
+                        format!("0x{}", hex(&chunk[8..16])),
+                    ));
                 }
             }
         }
@@ -522,14 +613,26 @@ impl HIndex {
         let hash = KeyHash::of(&key);
         if let Cell::Used { stored_hash, .. } = self.get(cell)? {
             if self.cellsz >= 2 && stored_hash != hash.stored() {
-                return Err(Error::corrupt(self.path(), self.cell_offset(cell) + 8, format!("stored hash of cell {cell} (key at {ptr})"), format!("0x{:016x}", hash.stored()), format!("0x{stored_hash:016x}")));
+                return Err(Error::corrupt(
+                    self.path(),
+                    self.cell_offset(cell) + 8,
+                    format!("stored hash of cell {cell} (key at {ptr})"),
+                    format!("0x{:016x}", hash.stored()),
+                    format!("0x{stored_hash:016x}"),
+                ));
             }
         }
         let home = hash.home(self.htsize);
         let mut c = home;
         while c != cell {
             if self.get(c)? == Cell::Free {
-                return Err(Error::corrupt(self.path(), self.cell_offset(cell), format!("cell {cell} (key at {ptr}) unreachable from its home {home}"), "no free cell on the probe path", format!("free cell {c}")));
+                return Err(Error::corrupt(
+                    self.path(),
+                    self.cell_offset(cell),
+                    format!("cell {cell} (key at {ptr}) unreachable from its home {home}"),
+                    "no free cell on the probe path",
+                    format!("free cell {c}"),
+                ));
             }
             c = (c + 1) % self.htsize;
         }
@@ -549,19 +652,28 @@ impl HIndex {
     pub fn rebuild(&mut self, htsize: u64, keys: &dyn KeySource) -> Result<()> {
         self.check_writable()?;
         if htsize == 0 || (self.live as f64) > htsize as f64 * self.max_load {
-            return Err(Error::invalid(format!("{htsize} cells cannot hold {} keys", self.live)));
+            return Err(Error::invalid(format!(
+                "{htsize} cells cannot hold {} keys",
+                self.live
+            )));
         }
         let path = self.path().to_path_buf();
         let width = self.cellsz * 8;
-        let table_bytes = htsize.checked_mul(width).ok_or_else(|| Error::invalid("table too large"))?;
+        let table_bytes = htsize
+            .checked_mul(width)
+            .ok_or_else(|| Error::invalid("table too large"))?;
         let mut sb = self.sb.clone();
-        let end = table_end(sb.sbsize(), htsize, self.cellsz).ok_or_else(|| Error::invalid("table too large"))?;
+        let end = table_end(sb.sbsize(), htsize, self.cellsz)
+            .ok_or_else(|| Error::invalid("table too large"))?;
         sb.set(&path, var::HTSIZE, htsize as i64)?;
         sb.set(&path, var::FILESIZE, end as i64)?;
         sb.set(&path, var::SYNCSIZE, end as i64)?;
         sb.set(&path, var::HTFREE, WRITER_HTFREE)?;
         sb.set(&path, var::HTDEL, WRITER_HTDEL)?;
-        let temp = self.storage.create_temp("grow").map_err(|e| Error::io(&path, None, e))?;
+        let temp = self
+            .storage
+            .create_temp("grow")
+            .map_err(|e| Error::io(&path, None, e))?;
         let built = self.fill(temp.as_ref(), htsize, table_bytes, keys);
         let count = match built {
             Ok(count) => count,
@@ -577,7 +689,10 @@ impl HIndex {
             sb.set(&path, var::AENTRIES, count as i64)?;
         }
         sb.write(temp.as_ref())?;
-        self.storage = self.storage.commit_temp(temp).map_err(|e| Error::io(&path, None, e))?;
+        self.storage = self
+            .storage
+            .commit_temp(temp)
+            .map_err(|e| Error::io(&path, None, e))?;
         self.sb = sb;
         self.htsize = htsize;
         self.htfree = WRITER_HTFREE;
@@ -589,12 +704,23 @@ impl HIndex {
     }
 
     /// Writes the used cells of this table, rehashed, into `temp` as a table of `htsize` cells.
-    fn fill(&self, temp: &dyn Storage, htsize: u64, table_bytes: u64, keys: &dyn KeySource) -> Result<u64> {
+    fn fill(
+        &self,
+        temp: &dyn Storage,
+        htsize: u64,
+        table_bytes: u64,
+        keys: &dyn KeySource,
+    ) -> Result<u64> {
         let sbsize = self.sb.sbsize();
         let width = self.cellsz * 8;
         let path = temp.path().to_path_buf();
-        temp.allocate(sbsize + table_bytes).map_err(|e| Error::io(&path, None, e))?;
-        let mut table = if table_bytes <= IN_MEMORY_REBUILD { Some(vec![0u8; table_bytes as usize]) } else { None };
+        temp.allocate(sbsize + table_bytes)
+            .map_err(|e| Error::io(&path, None, e))?;
+        let mut table = if table_bytes <= IN_MEMORY_REBUILD {
+            Some(vec![0u8; table_bytes as usize])
+        } else {
+            None
+        };
         let mut count = 0;
         for item in self.used_cells() {
             let (_, ptr) = item?;
@@ -616,7 +742,9 @@ impl HIndex {
                 };
                 if free {
                     match &mut table {
-                        Some(t) => t[at as usize..at as usize + n].copy_from_slice(&cell_bytes[..n]),
+                        Some(t) => {
+                            t[at as usize..at as usize + n].copy_from_slice(&cell_bytes[..n])
+                        }
                         None => write_all_at(temp, &cell_bytes[..n], sbsize + at)?,
                     }
                     break;
@@ -700,7 +828,10 @@ impl Iterator for UsedCells<'_> {
                 return None;
             }
             let n = 4096.min(self.index.htsize - self.next);
-            if let Err(e) = self.index.read_run(self.next, n, &mut self.buf, &mut self.cells) {
+            if let Err(e) = self
+                .index
+                .read_run(self.next, n, &mut self.buf, &mut self.cells)
+            {
                 self.next = self.index.htsize;
                 self.cells.clear();
                 return Some(Err(e));
@@ -712,7 +843,10 @@ impl Iterator for UsedCells<'_> {
 }
 
 fn table_end(sbsize: u64, htsize: u64, cellsz: u64) -> Option<u64> {
-    htsize.checked_mul(cellsz)?.checked_mul(8)?.checked_add(sbsize)
+    htsize
+        .checked_mul(cellsz)?
+        .checked_mul(8)?
+        .checked_add(sbsize)
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -728,7 +862,14 @@ mod tests {
     fn setup(htsize: u64) -> (KvSeq, HIndex, MemStorage) {
         let kv = KvSeq::create(Box::new(MemStorage::new("d")), &KvSeqOptions::default()).unwrap();
         let s = MemStorage::new("i");
-        let index = HIndex::create(Box::new(s.clone()), &HIndexOptions { htsize, ..Default::default() }).unwrap();
+        let index = HIndex::create(
+            Box::new(s.clone()),
+            &HIndexOptions {
+                htsize,
+                ..Default::default()
+            },
+        )
+        .unwrap();
         (kv, index, s)
     }
 
@@ -744,7 +885,10 @@ mod tests {
         }
         assert!(index.htsize() >= 128, "grew to {}", index.htsize());
         for (i, ptr) in ptrs.iter().enumerate() {
-            let found = index.lookup(format!("key-{i}").as_bytes(), &kv).unwrap().unwrap();
+            let found = index
+                .lookup(format!("key-{i}").as_bytes(), &kv)
+                .unwrap()
+                .unwrap();
             assert_eq!(found.ptr, *ptr);
         }
         assert_eq!(index.remove(b"key-7", &kv).unwrap(), Some(ptrs[7]));
@@ -762,7 +906,15 @@ mod tests {
     fn cellsz_one_still_works() {
         let kv0 = KvSeq::create(Box::new(MemStorage::new("d")), &KvSeqOptions::default());
         let mut kv = kv0.unwrap();
-        let mut index = HIndex::create(Box::new(MemStorage::new("i")), &HIndexOptions { htsize: 8, cellsz: 1, ..Default::default() }).unwrap();
+        let mut index = HIndex::create(
+            Box::new(MemStorage::new("i")),
+            &HIndexOptions {
+                htsize: 8,
+                cellsz: 1,
+                ..Default::default()
+            },
+        )
+        .unwrap();
         let p = kv.append(b"x", b"1").unwrap();
         index.insert(b"x", p, &kv).unwrap();
         assert_eq!(index.lookup(b"x", &kv).unwrap().unwrap().ptr, p);

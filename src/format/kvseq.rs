@@ -148,7 +148,10 @@ impl KvSeq {
     pub fn create(storage: Box<dyn Storage>, opts: &KvSeqOptions) -> Result<KvSeq> {
         let path = storage.path().to_path_buf();
         if opts.align > MAX_ALIGN {
-            return Err(Error::invalid(format!("ALIGN {} above {MAX_ALIGN}", opts.align)));
+            return Err(Error::invalid(format!(
+                "ALIGN {} above {MAX_ALIGN}",
+                opts.align
+            )));
         }
         let mut sb = Superblock::new(opts.sbsize, Format::KvSeq, opts.purpose)?;
         let sbsize = sb.sbsize() as i64;
@@ -200,7 +203,13 @@ impl KvSeq {
         sb.expect_format(&path, Format::KvSeq)?;
         let repr = |name: VarName| -> Result<Repr> {
             let code = sb.get(name).ok_or_else(|| {
-                Error::corrupt(&path, sb.terminator_offset(), "superblock", format!("variable {name}"), "none")
+                Error::corrupt(
+                    &path,
+                    sb.terminator_offset(),
+                    "superblock",
+                    format!("variable {name}"),
+                    "none",
+                )
             })?;
             Repr::from_code(code).ok_or_else(|| {
                 Error::unsupported(
@@ -222,7 +231,10 @@ impl KvSeq {
                 format!("ALIGN {align} above {MAX_ALIGN}"),
             ));
         }
-        let fileincr = sb.get_u64(&path, var::FILEINCR)?.unwrap_or(0).min(MAX_FILEINCR);
+        let fileincr = sb
+            .get_u64(&path, var::FILEINCR)?
+            .unwrap_or(0)
+            .min(MAX_FILEINCR);
         let filesize = sb.require_u64(&path, var::FILESIZE)?;
         let allocated = length(storage.as_ref())?;
         let filesize_at = sb.value_offset(var::FILESIZE).unwrap_or(0);
@@ -325,12 +337,16 @@ impl KvSeq {
 
     /// ENTRIES, if the file keeps it.
     pub fn entries(&self) -> Option<u64> {
-        self.sb.get(var::ENTRIES).and_then(|v| u64::try_from(v).ok())
+        self.sb
+            .get(var::ENTRIES)
+            .and_then(|v| u64::try_from(v).ok())
     }
 
     /// AENTRIES, if the file keeps it.
     pub fn live_entries(&self) -> Option<u64> {
-        self.sb.get(var::AENTRIES).and_then(|v| u64::try_from(v).ok())
+        self.sb
+            .get(var::AENTRIES)
+            .and_then(|v| u64::try_from(v).ok())
     }
 
     /// A superblock variable's current value (including unflushed counters).
@@ -399,7 +415,12 @@ impl KvSeq {
                 layout.ptr
             )));
         }
-        read_exact_at(self.storage.as_ref(), buf, layout.value_offset + offset, "a value")
+        read_exact_at(
+            self.storage.as_ref(),
+            buf,
+            layout.value_offset + offset,
+            "a value",
+        )
     }
 
     /// Iterates entries in file order from `from` (usually [`KvSeq::first`]).
@@ -422,7 +443,13 @@ impl KvSeq {
         }
     }
 
-    fn corrupt(&self, offset: u64, what: impl Into<String>, expected: impl fmt::Display, found: impl fmt::Display) -> Error {
+    fn corrupt(
+        &self,
+        offset: u64,
+        what: impl Into<String>,
+        expected: impl fmt::Display,
+        found: impl fmt::Display,
+    ) -> Error {
         Error::corrupt(self.storage.path(), offset, what, expected, found)
     }
 
@@ -470,19 +497,34 @@ impl KvSeq {
     }
 
     /// Decodes one repr at `pos`: (data offset, data length, end of slot).
-    fn field(&self, w: &mut Window<'_>, pos: u64, repr: Repr, what: &str) -> Result<(u64, u64, u64)> {
+    fn field(
+        &self,
+        w: &mut Window<'_>,
+        pos: u64,
+        repr: Repr,
+        what: &str,
+    ) -> Result<(u64, u64, u64)> {
         let header = repr.header_len();
         // The length field itself must lie before FILESIZE.
         if pos + header > self.filesize {
-            return Err(self.corrupt(pos, format!("{what} length runs past FILESIZE"), format!("end ≤ {}", self.filesize), pos + header));
+            return Err(self.corrupt(
+                pos,
+                format!("{what} length runs past FILESIZE"),
+                format!("end ≤ {}", self.filesize),
+                pos + header,
+            ));
         }
         let len = if header == 0 {
             repr.decode_header(&[]).unwrap_or(0)
         } else {
             let bytes = w.get(pos, header, "a length field")?;
             repr.decode_header(bytes).map_err(|e| match e {
-                ReprError::NegativeLength(v) => self.corrupt(pos, format!("{what} length"), "≥ 0", v),
-                ReprError::PaddedTooLong { len, max } => self.corrupt(pos, format!("{what} length"), format!("≤ {max}"), len),
+                ReprError::NegativeLength(v) => {
+                    self.corrupt(pos, format!("{what} length"), "≥ 0", v)
+                }
+                ReprError::PaddedTooLong { len, max } => {
+                    self.corrupt(pos, format!("{what} length"), format!("≤ {max}"), len)
+                }
             })?
         };
         let data = pos + header;
@@ -490,17 +532,34 @@ impl KvSeq {
         // The data (and padding) must lie before FILESIZE: this bounds every later allocation.
         match end {
             Some(end) if end <= self.filesize => Ok((data, len, end)),
-            _ => Err(self.corrupt(pos, format!("{what} of {len} bytes runs past FILESIZE"), format!("end ≤ {}", self.filesize), format!("end {}", data as u128 + len as u128))),
+            _ => Err(self.corrupt(
+                pos,
+                format!("{what} of {len} bytes runs past FILESIZE"),
+                format!("end ≤ {}", self.filesize),
+                format!("end {}", data as u128 + len as u128),
+            )),
         }
     }
 
     /// Reads a key or value (and checks the zero padding of padded representations).
-    fn field_bytes(&self, w: &mut Window<'_>, offset: u64, len: u64, repr: Repr, what: &str) -> Result<Vec<u8>> {
+    fn field_bytes(
+        &self,
+        w: &mut Window<'_>,
+        offset: u64,
+        len: u64,
+        repr: Repr,
+        what: &str,
+    ) -> Result<Vec<u8>> {
         let pad = repr.padding(len);
         let bytes = w.get(offset, len + pad, what)?;
         let (data, padding) = bytes.split_at(len as usize);
         if let Some(i) = padding.iter().position(|b| *b != 0) {
-            return Err(self.corrupt(offset + len + i as u64, format!("{what} padding"), "zero bytes", format!("0x{:02x}", padding[i])));
+            return Err(self.corrupt(
+                offset + len + i as u64,
+                format!("{what} padding"),
+                "zero bytes",
+                format!("0x{:02x}", padding[i]),
+            ));
         }
         Ok(data.to_vec())
     }
@@ -511,18 +570,34 @@ impl KvSeq {
         if self.writable {
             Ok(())
         } else {
-            Err(Error::invalid(format!("{} is open read-only", self.path().display())))
+            Err(Error::invalid(format!(
+                "{} is open read-only",
+                self.path().display()
+            )))
         }
     }
 
     /// The encoded size of an entry, or an error naming what does not fit.
     pub fn encoded_size(&self, key: &[u8], value: &[u8]) -> Result<u64> {
         let k = self.keyrepr.encoded_len(key.len() as u64).ok_or_else(|| {
-            Error::invalid(format!("a {}-byte key does not fit KEYREPR {} ({})", key.len(), self.keyrepr.code(), describe(self.keyrepr)))
+            Error::invalid(format!(
+                "a {}-byte key does not fit KEYREPR {} ({})",
+                key.len(),
+                self.keyrepr.code(),
+                describe(self.keyrepr)
+            ))
         })?;
-        let v = self.valrepr.encoded_len(value.len() as u64).ok_or_else(|| {
-            Error::invalid(format!("a {}-byte value does not fit VALREPR {} ({})", value.len(), self.valrepr.code(), describe(self.valrepr)))
-        })?;
+        let v = self
+            .valrepr
+            .encoded_len(value.len() as u64)
+            .ok_or_else(|| {
+                Error::invalid(format!(
+                    "a {}-byte value does not fit VALREPR {} ({})",
+                    value.len(),
+                    self.valrepr.code(),
+                    describe(self.valrepr)
+                ))
+            })?;
         Ok(u64::from(self.delflag) + k + v)
     }
 
@@ -560,7 +635,9 @@ impl KvSeq {
         let size = self.encoded_size(key, value)?;
         let start = self.filesize;
         let ptr = align_up(start, self.align).max(self.data_start);
-        let end = ptr.checked_add(size).ok_or_else(|| Error::invalid("file would pass 2^64 bytes"))?;
+        let end = ptr
+            .checked_add(size)
+            .ok_or_else(|| Error::invalid("file would pass 2^64 bytes"))?;
         // The gap before an aligned entry is written as zeros: bytes past FILESIZE may hold a
         // torn entry from before a crash.
         let mut buf = Vec::with_capacity((end - start) as usize);
@@ -605,11 +682,19 @@ impl KvSeq {
     }
 
     /// Overwrites bytes inside an entry's value in place (the value's length does not change).
-    pub fn overwrite_value(&mut self, layout: &EntryLayout, offset: u64, bytes: &[u8]) -> Result<()> {
+    pub fn overwrite_value(
+        &mut self,
+        layout: &EntryLayout,
+        offset: u64,
+        bytes: &[u8],
+    ) -> Result<()> {
         self.check_writable()?;
         let end = offset.checked_add(bytes.len() as u64);
         if end.is_none_or(|e| e > layout.value_len) {
-            return Err(Error::invalid(format!("overwrite past the {}-byte value at {}", layout.value_len, layout.ptr)));
+            return Err(Error::invalid(format!(
+                "overwrite past the {}-byte value at {}",
+                layout.value_len, layout.ptr
+            )));
         }
         write_all_at(self.storage.as_ref(), bytes, layout.value_offset + offset)
     }
@@ -618,7 +703,10 @@ impl KvSeq {
     pub fn delete(&mut self, ptr: KvPointer) -> Result<bool> {
         self.check_writable()?;
         if !self.delflag {
-            return Err(Error::invalid(format!("{}: entries cannot be deleted (KVDELFL is not 1)", self.path().display())));
+            return Err(Error::invalid(format!(
+                "{}: entries cannot be deleted (KVDELFL is not 1)",
+                self.path().display()
+            )));
         }
         let l = self.layout(ptr)?;
         if l.deleted {
@@ -647,9 +735,11 @@ impl KvSeq {
         }
         let len = self.filesize - start;
         let s = self.storage.as_ref();
-        s.start_writeback(start, len).map_err(|e| Error::io(s.path(), Some(start), e))?;
+        s.start_writeback(start, len)
+            .map_err(|e| Error::io(s.path(), Some(start), e))?;
         if let Some((prev, prev_len)) = self.writeback.in_flight.replace((start, len)) {
-            s.flush_and_drop(prev, prev_len).map_err(|e| Error::io(s.path(), Some(prev), e))?;
+            s.flush_and_drop(prev, prev_len)
+                .map_err(|e| Error::io(s.path(), Some(prev), e))?;
         }
         self.writeback.submitted_to = self.filesize;
         Ok(())
@@ -786,10 +876,22 @@ impl Iter<'_> {
         let key = if skip {
             Vec::new()
         } else {
-            kv.field_bytes(&mut self.window, layout.key_offset, layout.key_len, kv.keyrepr, "key")?
+            kv.field_bytes(
+                &mut self.window,
+                layout.key_offset,
+                layout.key_len,
+                kv.keyrepr,
+                "key",
+            )?
         };
         let value = if self.values && !skip {
-            Some(kv.field_bytes(&mut self.window, layout.value_offset, layout.value_len, kv.valrepr, "value")?)
+            Some(kv.field_bytes(
+                &mut self.window,
+                layout.value_offset,
+                layout.value_len,
+                kv.valrepr,
+                "value",
+            )?)
         } else {
             None
         };
@@ -880,11 +982,17 @@ mod tests {
         assert_eq!(kv.live_entries(), Some(2));
         let live: Vec<_> = kv.iter(kv.first(), true).map(|e| e.unwrap().key).collect();
         assert_eq!(live, vec![b"alpha".to_vec(), b"gamma".to_vec()]);
-        let all: Vec<_> = kv.iter_entries(kv.first(), false).map(|e| e.unwrap()).collect();
+        let all: Vec<_> = kv
+            .iter_entries(kv.first(), false)
+            .map(|e| e.unwrap())
+            .collect();
         assert_eq!(all.len(), 3);
         assert!(all[1].layout.deleted);
         assert_eq!(all[2].value.as_deref(), Some(&[7u8; 5000][..]));
-        assert_eq!(kv.superblock().get(var::SYNCSIZE), Some(kv.filesize() as i64));
+        assert_eq!(
+            kv.superblock().get(var::SYNCSIZE),
+            Some(kv.filesize() as i64)
+        );
     }
 
     #[test]
@@ -929,7 +1037,10 @@ mod tests {
         };
         let (s, mut kv) = mem(&opts);
         let before = s.to_vec();
-        assert!(matches!(kv.append(&[0u8; 128], &[0u8; 8]), Err(Error::Invalid(_))));
+        assert!(matches!(
+            kv.append(&[0u8; 128], &[0u8; 8]),
+            Err(Error::Invalid(_))
+        ));
         assert!(matches!(kv.append(b"k", &[0u8; 7]), Err(Error::Invalid(_))));
         assert!(matches!(kv.delete(kv.first()), Err(Error::Invalid(_))));
         assert_eq!(s.to_vec(), before);

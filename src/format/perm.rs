@@ -121,7 +121,11 @@ impl Perm {
         let len = sb.require_u64(&path, var::PERMSIZE)?;
         let algo = sb.get(var::HTALGO).unwrap_or(HTALGO_MD5);
         if algo != HTALGO_MD5 {
-            return Err(Error::unsupported(&path, at(var::HTALGO), format!("HTALGO {algo} (only 1, MD5, is defined)")));
+            return Err(Error::unsupported(
+                &path,
+                at(var::HTALGO),
+                format!("HTALGO {algo} (only 1, MD5, is defined)"),
+            ));
         }
         let htsize = sb.get_u64(&path, var::HTSIZE)?;
         if htsize == Some(0) {
@@ -133,10 +137,24 @@ impl Perm {
             .checked_mul(PAIR_SIZE)
             .and_then(|b| b.checked_add(sb.sbsize()))
             .filter(|e| *e <= file_len)
-            .ok_or_else(|| Error::corrupt(&path, at(var::PERMSIZE), "PERMSIZE: pairs past the end of the file", format!("pairs within {file_len} bytes"), len))?;
+            .ok_or_else(|| {
+                Error::corrupt(
+                    &path,
+                    at(var::PERMSIZE),
+                    "PERMSIZE: pairs past the end of the file",
+                    format!("pairs within {file_len} bytes"),
+                    len,
+                )
+            })?;
         if let Some(filesize) = sb.get_u64(&path, var::FILESIZE)? {
             if filesize != end {
-                return Err(Error::corrupt(&path, at(var::FILESIZE), "FILESIZE", format!("SBSIZE + 16·PERMSIZE = {end}"), filesize));
+                return Err(Error::corrupt(
+                    &path,
+                    at(var::FILESIZE),
+                    "FILESIZE",
+                    format!("SBSIZE + 16·PERMSIZE = {end}"),
+                    filesize,
+                ));
             }
         }
         let fileincr = sb.get_u64(&path, var::FILEINCR)?.unwrap_or(0).min(1 << 30);
@@ -196,11 +214,28 @@ impl Perm {
     fn decode(&self, i: u64, bytes: &[u8]) -> Result<Pair> {
         let ptr = i64::from_be_bytes(bytes[..8].try_into().expect("8 bytes"));
         let hash = i64::from_be_bytes(bytes[8..16].try_into().expect("8 bytes"));
-        let ptr = u64::try_from(ptr).map_err(|_| Error::corrupt(self.path(), self.offset(i), format!("pair {i} kv_pointer"), "≥ 0", ptr))?;
+        let ptr = u64::try_from(ptr).map_err(|_| {
+            Error::corrupt(
+                self.path(),
+                self.offset(i),
+                format!("pair {i} kv_pointer"),
+                "≥ 0",
+                ptr,
+            )
+        })?;
         let limit = self.htsize.unwrap_or(1 << 63);
         match u64::try_from(hash) {
-            Ok(h) if h < limit => Ok(Pair { ptr: KvPointer(ptr), hash: h }),
-            _ => Err(Error::corrupt(self.path(), self.offset(i) + 8, format!("pair {i} hash"), format!("0 ≤ hash < {limit}"), hash)),
+            Ok(h) if h < limit => Ok(Pair {
+                ptr: KvPointer(ptr),
+                hash: h,
+            }),
+            _ => Err(Error::corrupt(
+                self.path(),
+                self.offset(i) + 8,
+                format!("pair {i} hash"),
+                format!("0 ≤ hash < {limit}"),
+                hash,
+            )),
         }
     }
 
@@ -210,7 +245,12 @@ impl Perm {
             return Err(Error::NotFound(format!("pair {i} (PERMSIZE {})", self.len)));
         }
         let mut buf = [0u8; 16];
-        read_exact_at(self.storage.as_ref(), &mut buf, self.offset(i), "a perm pair")?;
+        read_exact_at(
+            self.storage.as_ref(),
+            &mut buf,
+            self.offset(i),
+            "a perm pair",
+        )?;
         self.decode(i, &buf)
     }
 
@@ -218,24 +258,42 @@ impl Perm {
     pub fn read_range(&self, start: u64, n: u64) -> Result<Vec<Pair>> {
         match start.checked_add(n) {
             Some(end) if end <= self.len => {}
-            _ => return Err(Error::NotFound(format!("pairs {start}..+{n} (PERMSIZE {})", self.len))),
+            _ => {
+                return Err(Error::NotFound(format!(
+                    "pairs {start}..+{n} (PERMSIZE {})",
+                    self.len
+                )))
+            }
         }
         let mut buf = vec![0u8; (n * PAIR_SIZE) as usize];
-        read_exact_at(self.storage.as_ref(), &mut buf, self.offset(start), "perm pairs")?;
-        buf.chunks_exact(16).enumerate().map(|(k, b)| self.decode(start + k as u64, b)).collect()
+        read_exact_at(
+            self.storage.as_ref(),
+            &mut buf,
+            self.offset(start),
+            "perm pairs",
+        )?;
+        buf.chunks_exact(16)
+            .enumerate()
+            .map(|(k, b)| self.decode(start + k as u64, b))
+            .collect()
     }
 
     fn check_writable(&self) -> Result<()> {
         if self.writable {
             Ok(())
         } else {
-            Err(Error::invalid(format!("{} is open read-only", self.path().display())))
+            Err(Error::invalid(format!(
+                "{} is open read-only",
+                self.path().display()
+            )))
         }
     }
 
     fn check_pair(&self, pair: Pair) -> Result<()> {
         if pair.ptr.0 > i64::MAX as u64 || pair.hash >= self.htsize.unwrap_or(1 << 63) {
-            return Err(Error::invalid(format!("pair {pair:?} does not fit this perm")));
+            return Err(Error::invalid(format!(
+                "pair {pair:?} does not fit this perm"
+            )));
         }
         Ok(())
     }
@@ -246,8 +304,14 @@ impl Perm {
         self.check_pair(pair)?;
         let end = self.offset(self.len + 1);
         if end > self.allocated {
-            let target = if self.fileincr > 0 { end.div_ceil(self.fileincr) * self.fileincr } else { end };
-            self.storage.allocate(target).map_err(|e| Error::io(self.storage.path(), None, e))?;
+            let target = if self.fileincr > 0 {
+                end.div_ceil(self.fileincr) * self.fileincr
+            } else {
+                end
+            };
+            self.storage
+                .allocate(target)
+                .map_err(|e| Error::io(self.storage.path(), None, e))?;
             self.allocated = target;
         }
         write_all_at(self.storage.as_ref(), &pair.encode(), self.offset(self.len))?;
@@ -293,20 +357,34 @@ impl Perm {
             return write_all_at(self.storage.as_ref(), &bytes, self.offset(0));
         }
         let path = self.path().to_path_buf();
-        let runs = self.storage.create_temp("runs").map_err(|e| Error::io(&path, None, e))?;
-        let out = self.storage.create_temp("sorted").map_err(|e| Error::io(&path, None, e))?;
+        let runs = self
+            .storage
+            .create_temp("runs")
+            .map_err(|e| Error::io(&path, None, e))?;
+        let out = self
+            .storage
+            .create_temp("sorted")
+            .map_err(|e| Error::io(&path, None, e))?;
         let result = self.external_sort(runs.as_ref(), out.as_ref(), &mut cmp);
         let _ = self.storage.discard_temp(runs);
         if let Err(e) = result {
             let _ = self.storage.discard_temp(out);
             return Err(e);
         }
-        self.storage = self.storage.commit_temp(out).map_err(|e| Error::io(&path, None, e))?;
+        self.storage = self
+            .storage
+            .commit_temp(out)
+            .map_err(|e| Error::io(&path, None, e))?;
         self.allocated = length(self.storage.as_ref())?;
         Ok(())
     }
 
-    fn external_sort(&self, runs: &dyn Storage, out: &dyn Storage, cmp: &mut dyn FnMut(&Pair, &Pair) -> Result<Ordering>) -> Result<()> {
+    fn external_sort(
+        &self,
+        runs: &dyn Storage,
+        out: &dyn Storage,
+        cmp: &mut dyn FnMut(&Pair, &Pair) -> Result<Ordering>,
+    ) -> Result<()> {
         // 1. Sorted runs, each run_pairs long (the last shorter), laid out in `runs` in order.
         let mut start = 0;
         while start < self.len {
@@ -318,13 +396,19 @@ impl Perm {
             start += n;
         }
         // 2. k-way merge; ties go to the earlier run, which keeps the sort stable.
-        out.write_at(&self.sb.encode(), 0).map_err(|e| Error::io(out.path(), Some(0), e))?;
+        out.write_at(&self.sb.encode(), 0)
+            .map_err(|e| Error::io(out.path(), Some(0), e))?;
         let run_count = self.len.div_ceil(self.run_pairs);
         let per_run = (self.run_pairs / run_count).max(1);
         let mut cursors: Vec<RunCursor> = (0..run_count)
             .map(|r| {
                 let begin = r * self.run_pairs;
-                RunCursor { next: begin, end: (begin + self.run_pairs).min(self.len), buf: Vec::new(), pos: 0 }
+                RunCursor {
+                    next: begin,
+                    end: (begin + self.run_pairs).min(self.len),
+                    buf: Vec::new(),
+                    pos: 0,
+                }
             })
             .collect();
         for c in &mut cursors {
@@ -337,7 +421,12 @@ impl Perm {
             for (r, c) in cursors.iter().enumerate() {
                 let Some(p) = c.peek() else { continue };
                 best = match best {
-                    Some(b) if cmp(p, cursors[b].peek().expect("best has a head"))? != Ordering::Less => Some(b),
+                    Some(b)
+                        if cmp(p, cursors[b].peek().expect("best has a head"))?
+                            != Ordering::Less =>
+                    {
+                        Some(b)
+                    }
                     _ => Some(r),
                 };
             }
@@ -423,7 +512,10 @@ impl RunCursor {
 }
 
 /// Stable in-memory sort with a fallible comparison: the first error wins.
-fn sort_run(pairs: &mut [Pair], cmp: &mut dyn FnMut(&Pair, &Pair) -> Result<Ordering>) -> Result<()> {
+fn sort_run(
+    pairs: &mut [Pair],
+    cmp: &mut dyn FnMut(&Pair, &Pair) -> Result<Ordering>,
+) -> Result<()> {
     let mut failed = None;
     pairs.sort_by(|a, b| {
         if failed.is_some() {
@@ -446,7 +538,11 @@ mod tests {
         let mut p = Perm::create(Box::new(MemStorage::new("p")), &PermOptions::default()).unwrap();
         p.set_run_pairs(run);
         for &(ptr, hash) in values {
-            p.append(Pair { ptr: KvPointer(ptr), hash }).unwrap();
+            p.append(Pair {
+                ptr: KvPointer(ptr),
+                hash,
+            })
+            .unwrap();
         }
         p
     }
@@ -459,7 +555,12 @@ mod tests {
         for run in [2000, 7, 2] {
             let mut p = perm_with(&values, run);
             p.group(|_, _| Ok(Ordering::Equal)).unwrap();
-            let got: Vec<(u64, u64)> = p.read_range(0, p.len()).unwrap().iter().map(|x| (x.ptr.0, x.hash)).collect();
+            let got: Vec<(u64, u64)> = p
+                .read_range(0, p.len())
+                .unwrap()
+                .iter()
+                .map(|x| (x.ptr.0, x.hash))
+                .collect();
             assert_eq!(got, expected, "run size {run}");
         }
     }

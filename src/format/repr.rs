@@ -160,7 +160,10 @@ mod tests {
         assert_eq!(r.max_len(), 127);
         assert_eq!(r.encoded_len(127), Some(128));
         assert_eq!(r.encoded_len(128), None);
-        assert_eq!(r.decode_header(&[0x80]), Err(ReprError::NegativeLength(-128)));
+        assert_eq!(
+            r.decode_header(&[0x80]),
+            Err(ReprError::NegativeLength(-128))
+        );
         assert_eq!(Repr::Prefixed { width: 2 }.max_len(), 32767);
         assert_eq!(Repr::Prefixed { width: 8 }.max_len(), i64::MAX as u64);
         let mut out = Vec::new();

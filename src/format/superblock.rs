@@ -63,7 +63,9 @@ impl VarName {
 
     /// The name without its padding spaces.
     pub fn trimmed(&self) -> String {
-        String::from_utf8_lossy(&self.0).trim_end_matches(' ').to_string()
+        String::from_utf8_lossy(&self.0)
+            .trim_end_matches(' ')
+            .to_string()
     }
 
     /// Parses a user-supplied name such as `"FILESIZE"`.
@@ -320,7 +322,10 @@ impl Superblock {
                     path,
                     pos as u64,
                     "superblock variable order",
-                    format!("{name} only at variable {}", fixed.iter().position(|n| *n == name).unwrap_or(0)),
+                    format!(
+                        "{name} only at variable {}",
+                        fixed.iter().position(|n| *n == name).unwrap_or(0)
+                    ),
                     format!("{name} at variable {index}"),
                 ));
             }
@@ -396,7 +401,10 @@ impl Superblock {
         if self.terminator_offset() + VAR_SIZE + 8 > self.sbsize {
             return Err(Error::Full {
                 path: path.to_path_buf(),
-                what: format!("no room in the {}-byte superblock for variable {name}", self.sbsize),
+                what: format!(
+                    "no room in the {}-byte superblock for variable {name}",
+                    self.sbsize
+                ),
             });
         }
         self.vars.push((name, value));
