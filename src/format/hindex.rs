@@ -235,6 +235,19 @@ impl HIndex {
         }
         let entries = sb.get_u64(&path, var::ENTRIES)?;
         let live = sb.get_u64(&path, var::AENTRIES)?;
+        // Growth sizes the new table from these counts: damaged ones must not size an allocation.
+        for (name, count) in [(var::ENTRIES, entries), (var::AENTRIES, live)] {
+            if let Some(count) = count.filter(|c| *c > htsize) {
+                let expected = format!("at most HTSIZE {htsize}");
+                return Err(Error::corrupt(
+                    &path,
+                    at(name),
+                    name.to_string(),
+                    expected,
+                    count,
+                ));
+            }
+        }
         let mut index = HIndex {
             storage,
             sb,
