@@ -304,6 +304,11 @@ impl Vfs for SimDisk {
         self.state().files.contains_key(path)
     }
 
+    fn remove(&self, path: &Path) -> Result<()> {
+        self.state().files.remove(path);
+        Ok(())
+    }
+
     fn rename(&self, from: &Path, to: &Path) -> Result<()> {
         let mut s = self.state();
         let mut file = s

@@ -16,6 +16,8 @@ pub trait Vfs: Send + Sync + std::fmt::Debug {
     fn create_new(&self, path: &Path) -> Result<Box<dyn Storage>>;
     /// True when `path` exists.
     fn exists(&self, path: &Path) -> bool;
+    /// Removes a file.
+    fn remove(&self, path: &Path) -> Result<()>;
     /// Atomically renames `from` over `to` and makes the rename durable.
     fn rename(&self, from: &Path, to: &Path) -> Result<()>;
     /// Makes the creation of files in `path`'s directory durable.
@@ -40,6 +42,10 @@ impl Vfs for RealFs {
 
     fn exists(&self, path: &Path) -> bool {
         path.exists()
+    }
+
+    fn remove(&self, path: &Path) -> Result<()> {
+        std::fs::remove_file(path).map_err(|e| Error::io(path, None, e))
     }
 
     fn rename(&self, from: &Path, to: &Path) -> Result<()> {

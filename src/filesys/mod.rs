@@ -38,6 +38,7 @@ use crate::storage::{self, sibling, Storage};
 use crate::vfs::{RealFs, Vfs, WriterLock};
 
 pub use iter::FileIter;
+pub use ops::Extent;
 pub use overlay::OverlayStorage;
 use timeindex::TimeIndex;
 
@@ -175,12 +176,24 @@ impl Filesys {
         open: &OpenOptions,
     ) -> Result<Filesys> {
         validate_options(fs)?;
-        for ext in ["data", "idx", "time", "jnl"] {
-            if vfs.exists(&file_path(base, ext)) {
-                return Err(Error::invalid(format!(
-                    "{} exists already",
-                    file_path(base, ext).display()
-                )));
+        let data_path = file_path(base, "data");
+        if vfs.exists(&data_path) {
+            return Err(Error::invalid(format!(
+                "{} exists already",
+                data_path.display()
+            )));
+        }
+        // The datafile appears last, by rename: without it nothing was ever committed, so the
+        // other files are leftovers of an interrupted create.
+        let staged = sibling(&data_path, "creating");
+        for path in [
+            file_path(base, "idx"),
+            file_path(base, "time"),
+            file_path(base, "jnl"),
+            staged.clone(),
+        ] {
+            if vfs.exists(&path) {
+                vfs.remove(&path)?;
             }
         }
         let now = open.clock.now();
@@ -188,6 +201,21 @@ impl Filesys {
             clock: open.clock.clone(),
             ..KvSeqOptions::default()
         };
+        let idx_opts = HIndexOptions {
+            purpose: INDEX_PURPOSE,
+            htsize: fs.htsize,
+            cellsz: 2,
+            time: now,
+            ..HIndexOptions::default()
+        };
+        HIndex::create(vfs.create_new(&file_path(base, "idx"))?, &idx_opts)?;
+        if fs.ao {
+            KvSeq::create(
+                vfs.create_new(&file_path(base, "time"))?,
+                &timeindex::options(&kv_base, fs.timemp),
+            )?;
+        }
+        journal::write(vfs.create_new(&file_path(base, "jnl"))?.as_ref(), 0, &[])?;
         let mut extra = vec![
             (ISZ, fs.isz as i64),
             (ITOTSZ, 0),
@@ -207,23 +235,8 @@ impl Filesys {
             extra,
             ..kv_base.clone()
         };
-        KvSeq::create(vfs.create_new(&file_path(base, "data"))?, &data_opts)?;
-        let idx_opts = HIndexOptions {
-            purpose: INDEX_PURPOSE,
-            htsize: fs.htsize,
-            cellsz: 2,
-            time: now,
-            ..HIndexOptions::default()
-        };
-        HIndex::create(vfs.create_new(&file_path(base, "idx"))?, &idx_opts)?;
-        if fs.ao {
-            KvSeq::create(
-                vfs.create_new(&file_path(base, "time"))?,
-                &timeindex::options(&kv_base, fs.timemp),
-            )?;
-        }
-        journal::write(vfs.create_new(&file_path(base, "jnl"))?.as_ref(), 0, &[])?;
-        vfs.sync_dir(&file_path(base, "data"))?;
+        KvSeq::create(vfs.create_new(&staged)?, &data_opts)?;
+        vfs.rename(&staged, &data_path)?;
         Filesys::open_in(vfs, base, open)
     }
 

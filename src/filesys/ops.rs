@@ -27,6 +27,17 @@ fn validate_name(name: &[u8]) -> Result<()> {
     Ok(())
 }
 
+/// Data entries up to this size are read with the entry's header in one pread.
+const SMALL_ENTRY: u64 = 3 << 10;
+
+/// Where a piece of a file's content lies in the datafile.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Extent {
+    /// Byte offset of the data entry's value.
+    pub offset: u64,
+    pub len: u64,
+}
+
 fn chunks(len: u64) -> u64 {
     len.div_ceil(MAX_DATA_ENTRY)
 }
@@ -107,33 +118,73 @@ impl Filesys {
             if hi <= start || lo >= end {
                 continue;
             }
-            let (layout, key) = self.data.read_key(ptr)?;
-            let expected = data_key(inode.fileid, n as u64);
-            // A live inode's pointers must name its own live data entries of the recorded size.
-            if key != expected || layout.deleted || layout.value_len != size {
-                return Err(Error::corrupt(
-                    self.data.path(),
-                    ptr.0,
-                    format!("data entry {n} of file id {:x}", inode.fileid),
-                    format!(
-                        "live {:?} of {size} bytes",
-                        String::from_utf8_lossy(&expected)
-                    ),
-                    format!(
-                        "{}{:?} of {} bytes",
-                        if layout.deleted { "deleted " } else { "" },
-                        String::from_utf8_lossy(&key),
-                        layout.value_len
-                    ),
-                ));
-            }
             let from = start.max(lo) - lo;
             let to = end.min(hi) - lo;
+            let expected = data_key(inode.fileid, n as u64);
+            if size <= SMALL_ENTRY {
+                // One pread brings header, key and value of a small entry.
+                let entry = self.data.read(ptr)?;
+                self.check_data_entry(
+                    ptr,
+                    n,
+                    inode,
+                    &expected,
+                    size,
+                    entry.deleted,
+                    &entry.key,
+                    entry.value.len() as u64,
+                )?;
+                out.extend_from_slice(&entry.value[from as usize..to as usize]);
+                continue;
+            }
+            let (layout, key) = self.data.read_key(ptr)?;
+            self.check_data_entry(
+                ptr,
+                n,
+                inode,
+                &expected,
+                size,
+                layout.deleted,
+                &key,
+                layout.value_len,
+            )?;
             let at = out.len();
             out.resize(at + (to - from) as usize, 0);
             self.data.read_value_at(&layout, from, &mut out[at..])?;
         }
         Ok(out)
+    }
+
+    /// A live inode's pointers must name its own live data entries of the recorded size.
+    #[allow(clippy::too_many_arguments)]
+    fn check_data_entry(
+        &self,
+        ptr: KvPointer,
+        n: usize,
+        inode: &Inode,
+        expected: &[u8],
+        size: u64,
+        deleted: bool,
+        key: &[u8],
+        len: u64,
+    ) -> Result<()> {
+        if key == expected && !deleted && len == size {
+            return Ok(());
+        }
+        Err(Error::corrupt(
+            self.data.path(),
+            ptr.0,
+            format!("data entry {n} of file id {:x}", inode.fileid),
+            format!(
+                "live {:?} of {size} bytes",
+                String::from_utf8_lossy(expected)
+            ),
+            format!(
+                "{}{:?} of {len} bytes",
+                if deleted { "deleted " } else { "" },
+                String::from_utf8_lossy(key)
+            ),
+        ))
     }
 
     fn next_fileid(&mut self) -> Result<u64> {
@@ -158,15 +209,19 @@ impl Filesys {
         fileid: u64,
         first: u64,
         content: &[u8],
-    ) -> Result<Vec<(KvPointer, u64)>> {
-        let mut pairs = Vec::new();
+    ) -> Result<(Vec<(KvPointer, u64)>, Vec<Extent>)> {
+        let (mut pairs, mut extents) = (Vec::new(), Vec::new());
         for (i, piece) in content.chunks(MAX_DATA_ENTRY as usize).enumerate() {
-            let ptr = self
+            let layout = self
                 .data
-                .append(&data_key(fileid, first + i as u64), piece)?;
-            pairs.push((ptr, piece.len() as u64));
+                .append_entry(&data_key(fileid, first + i as u64), piece)?;
+            pairs.push((layout.ptr, piece.len() as u64));
+            extents.push(Extent {
+                offset: layout.value_offset,
+                len: layout.value_len,
+            });
         }
-        Ok(pairs)
+        Ok((pairs, extents))
     }
 
     /// Marks a file's inode (and, with `with_data`, its data entries) deleted.
@@ -213,6 +268,17 @@ impl Filesys {
 
     /// Writes a file: creates it, or replaces it (a new version, the old one marked deleted).
     pub fn put(&mut self, name: &[u8], ftype: u8, content: &[u8]) -> Result<FileStat> {
+        Ok(self.put_located(name, ftype, content)?.0)
+    }
+
+    /// [`Filesys::put`], also returning where the content's bytes lie in the datafile (for a
+    /// layer above that keeps its own pointers and reads values with one pread).
+    pub fn put_located(
+        &mut self,
+        name: &[u8],
+        ftype: u8,
+        content: &[u8],
+    ) -> Result<(FileStat, Vec<Extent>)> {
         self.check_writable()?;
         validate_name(name)?;
         self.ensure_index_room()?;
@@ -221,7 +287,7 @@ impl Filesys {
         let fileid = self.next_fileid()?;
         let now = self.clock.now();
         let mtime = self.time.as_ref().map_or(now, |t| t.mtime_for(now));
-        let data = self.write_data(fileid, 0, content)?;
+        let (data, extents) = self.write_data(fileid, 0, content)?;
         let inode = Inode {
             fileid,
             lsize: content.len() as u64,
@@ -249,7 +315,7 @@ impl Filesys {
         self.add_var(ITOTSZ, size as i64)?;
         self.add_var(DTOTSZ, inode.lsize as i64)?;
         self.maybe_checkpoint()?;
-        Ok(Filesys::stat_of(name, ptr, &inode))
+        Ok((Filesys::stat_of(name, ptr, &inode), extents))
     }
 
     /// Creates an empty file. An existing name is an error unless HAVEDUPS (then a new version).
@@ -279,7 +345,7 @@ impl Filesys {
         let mut inode = located.inode.clone();
         let needed = inode.data.len() as u64 + chunks(bytes.len() as u64);
         let size = self.inode_size_for(needed)?.max(inode.size);
-        let pairs = self.write_data(inode.fileid, inode.data.len() as u64, bytes)?;
+        let (pairs, _) = self.write_data(inode.fileid, inode.data.len() as u64, bytes)?;
         inode.data.extend(pairs);
         inode.lsize += bytes.len() as u64;
         if !self.is_ao() {

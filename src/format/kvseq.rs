@@ -631,6 +631,11 @@ impl KvSeq {
 
     /// Appends an entry and returns its pointer. Nothing is written when it does not fit.
     pub fn append(&mut self, key: &[u8], value: &[u8]) -> Result<KvPointer> {
+        Ok(self.append_entry(key, value)?.ptr)
+    }
+
+    /// Appends an entry and returns where its parts lie (no read needed).
+    pub fn append_entry(&mut self, key: &[u8], value: &[u8]) -> Result<EntryLayout> {
         self.check_writable()?;
         let size = self.encoded_size(key, value)?;
         let start = self.filesize;
@@ -650,7 +655,19 @@ impl KvSeq {
         self.bump(var::AENTRIES, 1);
         self.dirty = true;
         self.after_append()?;
-        Ok(KvPointer(ptr))
+        let key_offset = ptr + u64::from(self.delflag) + self.keyrepr.header_len();
+        let key_len = key.len() as u64;
+        let value_offset =
+            key_offset + key_len + self.keyrepr.padding(key_len) + self.valrepr.header_len();
+        Ok(EntryLayout {
+            ptr: KvPointer(ptr),
+            deleted: false,
+            key_offset,
+            key_len,
+            value_offset,
+            value_len: value.len() as u64,
+            end,
+        })
     }
 
     /// Replaces the entry at `ptr` with a live entry. Unless it is the last entry, the new entry
@@ -993,6 +1010,30 @@ mod tests {
             kv.superblock().get(var::SYNCSIZE),
             Some(kv.filesize() as i64)
         );
+    }
+
+    #[test]
+    fn append_entry_layout_matches_a_read() {
+        for opts in [
+            KvSeqOptions::default(),
+            KvSeqOptions {
+                keyrepr: Repr::Padded { max: 20 },
+                valrepr: Repr::Padded { max: 30 },
+                align: 8,
+                ..KvSeqOptions::default()
+            },
+            KvSeqOptions {
+                keyrepr: Repr::Fixed { len: 3 },
+                valrepr: Repr::Prefixed { width: 8 },
+                delflag: false,
+                ..KvSeqOptions::default()
+            },
+        ] {
+            let (_, mut kv) = mem(&opts);
+            kv.append(b"abc", b"x").unwrap();
+            let l = kv.append_entry(b"key", b"value").unwrap();
+            assert_eq!(l, kv.layout(l.ptr).unwrap());
+        }
     }
 
     #[test]
