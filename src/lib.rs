@@ -7,6 +7,7 @@
 //! - [`check`]: validation of any Wink file, for `wink check`.
 //! - [`vfs`], [`sim`]: where multi-file structures get their files (real, or a simulated disk).
 //! - [`filesys`]: a flat filesystem on kvseq + hindex, with the append-only variant.
+//! - [`store`]: the render store — revisions and renders with precedence and retention.
 //!
 //! ```
 //! use wink::format::kvseq::{KvSeq, KvSeqOptions};
@@ -22,10 +23,11 @@
 pub mod check;
 pub mod clock;
 pub mod error;
-pub mod format;
 pub mod filesys;
+pub mod format;
 pub mod sim;
 pub mod storage;
+pub mod store;
 pub mod vfs;
 
 pub use error::{Error, Result};

@@ -18,6 +18,10 @@ pub trait Vfs: Send + Sync + std::fmt::Debug {
     fn exists(&self, path: &Path) -> bool;
     /// Removes a file.
     fn remove(&self, path: &Path) -> Result<()>;
+    /// Creates a directory and its parents (a medium without directories does nothing).
+    fn create_dir_all(&self, _path: &Path) -> Result<()> {
+        Ok(())
+    }
     /// Atomically renames `from` over `to` and makes the rename durable.
     fn rename(&self, from: &Path, to: &Path) -> Result<()>;
     /// Makes the creation of files in `path`'s directory durable.
@@ -46,6 +50,10 @@ impl Vfs for RealFs {
 
     fn remove(&self, path: &Path) -> Result<()> {
         std::fs::remove_file(path).map_err(|e| Error::io(path, None, e))
+    }
+
+    fn create_dir_all(&self, path: &Path) -> Result<()> {
+        std::fs::create_dir_all(path).map_err(|e| Error::io(path, None, e))
     }
 
     fn rename(&self, from: &Path, to: &Path) -> Result<()> {

@@ -430,6 +430,29 @@ impl Filesys {
         self.data.var(name)
     }
 
+    /// Sets a datafile superblock variable of a layer above (committed with the next sync). The
+    /// filesys's own variables cannot be set this way.
+    pub fn set_var(&mut self, name: VarName, value: i64) -> Result<()> {
+        self.check_writable()?;
+        if [
+            ISZ,
+            ITOTSZ,
+            DTOTSZ,
+            HAVEDUPS,
+            HAVEAO,
+            NEXTFID,
+            var::FILESIZE,
+            var::SYNCSIZE,
+            var::ENTRIES,
+            var::AENTRIES,
+        ]
+        .contains(&name)
+        {
+            return Err(Error::invalid(format!("{name} belongs to the filesys")));
+        }
+        self.data.set_var(name, value)
+    }
+
     fn check_writable(&self) -> Result<()> {
         if self.writable {
             Ok(())

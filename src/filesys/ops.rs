@@ -89,6 +89,18 @@ impl Filesys {
             .map(|l| Filesys::stat_of(name, l.entry.ptr, &l.inode)))
     }
 
+    /// A whole file with its metadata, or `None`.
+    pub fn read_located(&self, name: &[u8]) -> Result<Option<(FileStat, Vec<u8>)>> {
+        let Some(located) = self.locate(name)? else {
+            return Ok(None);
+        };
+        let bytes = self.read_inode(&located.inode, 0, u64::MAX)?;
+        Ok(Some((
+            Filesys::stat_of(name, located.entry.ptr, &located.inode),
+            bytes,
+        )))
+    }
+
     /// A whole file.
     pub fn read(&self, name: &[u8]) -> Result<Vec<u8>> {
         self.read_range(name, 0, u64::MAX)

@@ -1,0 +1,125 @@
+//! The store's configuration file `DIR/store`: a kvseq (PURPOSE `WINKSTOR`, KEYREPR 0, VALREPR 1)
+//! of `name → value` text entries, written once by `init`.
+//!
+//! | key              | value (text)                 | meaning                                  |
+//! |------------------|------------------------------|------------------------------------------|
+//! | `version`        | `1`                          | layout version of the store directory    |
+//! | `revisions`      | `all` \| `recent:TTL`         | revision retention                       |
+//! | `renders`        | `all` \| `latest:C:G` \| …    | render retention                         |
+//! | `historical_ttl` | seconds                      | retention of historical puts             |
+//! | `container_bytes`| bytes                        | a container is sealed past this size     |
+//! | `max_value`      | bytes                        | the largest value a put accepts          |
+
+use std::path::Path;
+
+use crate::error::{Error, Result};
+use crate::format::kvseq::{KvSeq, KvSeqOptions};
+use crate::format::repr::Repr;
+use crate::format::superblock::Purpose;
+use crate::vfs::Vfs;
+
+use super::policy::Policy;
+
+pub const PURPOSE: Purpose = Purpose(*b"WINKSTOR");
+const VERSION: &str = "1";
+
+/// A store's settings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Config {
+    pub policy: Policy,
+    pub container_bytes: u64,
+    pub max_value: u64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            policy: Policy::default(),
+            container_bytes: 1 << 30,
+            max_value: 64 << 20,
+        }
+    }
+}
+
+impl Config {
+    fn entries(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("version", VERSION.to_string()),
+            ("revisions", self.policy.revisions.to_string()),
+            ("renders", self.policy.renders.to_string()),
+            ("historical_ttl", self.policy.historical_ttl.to_string()),
+            ("container_bytes", self.container_bytes.to_string()),
+            ("max_value", self.max_value.to_string()),
+        ]
+    }
+
+    /// Writes the configuration file (which must not exist).
+    pub fn write(&self, vfs: &dyn Vfs, path: &Path, opts: &KvSeqOptions) -> Result<()> {
+        let opts = KvSeqOptions {
+            purpose: PURPOSE,
+            keyrepr: Repr::Prefixed { width: 1 },
+            valrepr: Repr::Prefixed { width: 2 },
+            delflag: false,
+            fileincr: 0,
+            ..opts.clone()
+        };
+        let mut kv = KvSeq::create(vfs.create_new(path)?, &opts)?;
+        for (key, value) in self.entries() {
+            kv.append(key.as_bytes(), value.as_bytes())?;
+        }
+        kv.sync()
+    }
+
+    /// Reads the configuration file.
+    pub fn read(vfs: &dyn Vfs, path: &Path) -> Result<Config> {
+        let kv = KvSeq::open(vfs.open(path, false)?, false)?;
+        if kv.superblock().purpose() != PURPOSE {
+            return Err(Error::corrupt(
+                path,
+                crate::format::superblock::PURPOSE_VALUE_OFFSET,
+                "store configuration PURPOSE",
+                PURPOSE,
+                kv.superblock().purpose(),
+            ));
+        }
+        let mut cfg = Config::default();
+        let mut version = None;
+        for entry in kv.iter_entries(kv.first(), true) {
+            let e = entry?;
+            let at = e.layout.ptr.0;
+            let value = String::from_utf8(e.value.unwrap_or_default()).map_err(|_| {
+                Error::corrupt(path, at, "configuration value", "UTF-8", "other bytes")
+            })?;
+            let bad = |what: &str| {
+                Error::corrupt(
+                    path,
+                    at,
+                    format!("configuration {what}"),
+                    "a valid setting",
+                    value.clone(),
+                )
+            };
+            let number = |v: &str| v.parse::<u64>().map_err(|_| bad("number"));
+            match e.key.as_slice() {
+                b"version" => version = Some(value.clone()),
+                b"revisions" => {
+                    cfg.policy.revisions = value.parse().map_err(|_| bad("revisions"))?
+                }
+                b"renders" => cfg.policy.renders = value.parse().map_err(|_| bad("renders"))?,
+                b"historical_ttl" => cfg.policy.historical_ttl = number(&value)? as i64,
+                b"container_bytes" => cfg.container_bytes = number(&value)?.max(1 << 20),
+                b"max_value" => cfg.max_value = number(&value)?,
+                // Settings of later versions are kept by not rewriting the file.
+                _ => {}
+            }
+        }
+        if version.as_deref() != Some(VERSION) {
+            return Err(Error::unsupported(
+                path,
+                0,
+                format!("store layout version {version:?} (this wink reads {VERSION})"),
+            ));
+        }
+        Ok(cfg)
+    }
+}

@@ -1,0 +1,188 @@
+//! Keys of the render store: domain, title, revision and tid, with their validation and the
+//! precedence order of tids.
+
+use std::cmp::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
+
+use uuid::Uuid;
+
+use crate::error::{Error, Result};
+
+/// Longest domain, bytes.
+pub const MAX_DOMAIN: usize = 255;
+/// Longest title, bytes.
+pub const MAX_TITLE: usize = 1024;
+/// 100-ns ticks between 1582-10-15 (the UUID epoch) and 1970-01-01.
+const TICKS_TO_UNIX: u64 = 0x01B2_1DD2_1381_4000;
+
+/// Checks a domain: UTF-8 (guaranteed by `&str`), 1..=255 bytes, no `/`.
+pub fn check_domain(domain: &str) -> Result<()> {
+    if domain.is_empty() || domain.len() > MAX_DOMAIN {
+        return Err(Error::invalid(format!(
+            "a domain has 1 to {MAX_DOMAIN} bytes ({} given)",
+            domain.len()
+        )));
+    }
+    if domain.contains('/') || domain.contains('\0') {
+        return Err(Error::invalid(format!(
+            "domain {domain:?}: no '/' or NUL allowed"
+        )));
+    }
+    Ok(())
+}
+
+/// Checks a title: 1..=1024 bytes of UTF-8, no NUL.
+pub fn check_title(title: &str) -> Result<()> {
+    if title.is_empty() || title.len() > MAX_TITLE {
+        return Err(Error::invalid(format!(
+            "a title has 1 to {MAX_TITLE} bytes ({} given)",
+            title.len()
+        )));
+    }
+    if title.contains('\0') {
+        return Err(Error::invalid("a title cannot contain NUL"));
+    }
+    Ok(())
+}
+
+/// Parses a revision: a non-negative decimal integer.
+pub fn parse_rev(text: &str) -> Result<u64> {
+    if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(Error::invalid(format!(
+            "revision {text:?}: a non-negative integer"
+        )));
+    }
+    text.parse()
+        .map_err(|_| Error::invalid(format!("revision {text:?} is too large")))
+}
+
+/// Parses a tid: a version-1 (time-based) UUID.
+pub fn parse_tid(text: &str) -> Result<Uuid> {
+    let tid = Uuid::parse_str(text).map_err(|e| Error::invalid(format!("tid {text:?}: {e}")))?;
+    check_tid(tid)?;
+    Ok(tid)
+}
+
+/// Checks that a tid is a version-1 UUID.
+pub fn check_tid(tid: Uuid) -> Result<()> {
+    if tid.get_version_num() != 1 || tid.get_variant() != uuid::Variant::RFC4122 {
+        return Err(Error::invalid(format!(
+            "tid {tid}: not a version-1 time UUID"
+        )));
+    }
+    Ok(())
+}
+
+/// The 60-bit timestamp of a v1 UUID: 100-ns ticks since 1582-10-15.
+pub fn tid_ticks(tid: Uuid) -> u64 {
+    let b = tid.as_bytes();
+    let low = u64::from(u32::from_be_bytes([b[0], b[1], b[2], b[3]]));
+    let mid = u64::from(u16::from_be_bytes([b[4], b[5]]));
+    let high = u64::from(u16::from_be_bytes([b[6], b[7]]) & 0x0fff);
+    (high << 48) | (mid << 32) | low
+}
+
+/// The tid's time in seconds since the Unix epoch (floor).
+pub fn tid_unix_secs(tid: Uuid) -> i64 {
+    (tid_ticks(tid) as i64 - TICKS_TO_UNIX as i64).div_euclid(10_000_000)
+}
+
+/// Precedence of tids: the 60-bit timestamp, then the remaining bytes (clock sequence, node).
+pub fn cmp_tid(a: Uuid, b: Uuid) -> Ordering {
+    tid_ticks(a)
+        .cmp(&tid_ticks(b))
+        .then_with(|| a.as_bytes()[8..].cmp(&b.as_bytes()[8..]))
+}
+
+/// Makes tids from a clock: strictly increasing within this process even when the clock stands
+/// still or steps back (ticks continue from the last one issued).
+#[derive(Debug)]
+pub struct TidMaker {
+    last_ticks: AtomicU64,
+    node: [u8; 6],
+}
+
+impl TidMaker {
+    /// A maker with a random multicast node id (RFC 9562 §6.10: no MAC address is used).
+    pub fn new() -> TidMaker {
+        use std::hash::{BuildHasher, Hasher};
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u32(std::process::id());
+        let bits = h.finish().to_be_bytes();
+        let mut node = [0u8; 6];
+        node.copy_from_slice(&bits[..6]);
+        node[0] |= 0x01;
+        TidMaker {
+            last_ticks: AtomicU64::new(0),
+            node,
+        }
+    }
+
+    /// A tid for `now` (seconds since the epoch).
+    pub fn make(&self, now: i64) -> Uuid {
+        let base = (now.max(0) as u64)
+            .saturating_mul(10_000_000)
+            .saturating_add(TICKS_TO_UNIX);
+        let mut prev = self.last_ticks.load(AtomicOrdering::SeqCst);
+        loop {
+            let ticks = base.max(prev + 1);
+            match self.last_ticks.compare_exchange(
+                prev,
+                ticks,
+                AtomicOrdering::SeqCst,
+                AtomicOrdering::SeqCst,
+            ) {
+                Ok(_) => {
+                    let counter = (ticks & 0x3fff) as u16;
+                    return uuid::Builder::from_gregorian_timestamp(ticks, counter, &self.node)
+                        .into_uuid();
+                }
+                Err(actual) => prev = actual,
+            }
+        }
+    }
+}
+
+impl Default for TidMaker {
+    fn default() -> Self {
+        TidMaker::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tids_carry_their_time_and_order() {
+        let maker = TidMaker::new();
+        let a = maker.make(1_700_000_000);
+        let b = maker.make(1_700_000_000);
+        let c = maker.make(1_600_000_000); // clock stepped back
+        assert_eq!(a.get_version_num(), 1);
+        assert_eq!(tid_unix_secs(a), 1_700_000_000);
+        assert_eq!(cmp_tid(a, b), Ordering::Less);
+        assert_eq!(cmp_tid(b, c), Ordering::Less);
+        check_tid(a).unwrap();
+        assert!(parse_tid(&a.to_string()).is_ok());
+        assert!(
+            parse_tid("6ba7b810-9dad-41d1-80b4-00c04fd430c8").is_err(),
+            "a v4 uuid"
+        );
+        assert!(parse_tid("not a uuid").is_err());
+    }
+
+    #[test]
+    fn argument_rules() {
+        assert!(check_domain("en.wikipedia.org").is_ok());
+        assert!(check_domain("").is_err());
+        assert!(check_domain("a/b").is_err());
+        assert!(check_domain(&"d".repeat(256)).is_err());
+        assert!(check_title(&"t".repeat(1024)).is_ok());
+        assert!(check_title(&"t".repeat(1025)).is_err());
+        assert_eq!(parse_rev("42").unwrap(), 42);
+        assert!(parse_rev("-1").is_err());
+        assert!(parse_rev("4x").is_err());
+        assert!(parse_rev("99999999999999999999999").is_err());
+    }
+}

@@ -1,0 +1,741 @@
+//! The render store: HTML renders of page revisions keyed by (domain, title, revision, tid), with
+//! RESTBase precedence and retention (DESIGN.md §3), on filesys.
+//!
+//! | path              | what                                                               |
+//! |-------------------|--------------------------------------------------------------------|
+//! | `DIR/store`       | configuration: retention policy and limits ([`config`])            |
+//! | `DIR/meta.*`      | a filesys (HAVEDUPS) with one file per title: its [`record`]        |
+//! | `DIR/cNNNNNN.*`   | containers: filesys-ao holding the values, sealed past a size limit |
+//!
+//! A put appends the value to the current container, then rewrites the title's record (which
+//! holds every render's container, value offset, length and CRC-32, and its retention stamps) in
+//! the meta filesys. A commit syncs the container, then the meta filesys: a crash in between
+//! leaves only an unreferenced value. A read is a lookup of the record (index cell, inode, record
+//! bytes) and one pread of the value, verified against its CRC-32. Nothing per render is held in
+//! memory; opening reads only the configuration and the two filesys headers.
+
+pub mod config;
+pub mod key;
+pub mod policy;
+pub mod record;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use uuid::Uuid;
+
+use crate::clock::{self, Clock};
+use crate::error::{Error, Result};
+use crate::filesys::{self, Filesys, FsOptions};
+use crate::format::superblock::VarName;
+use crate::storage::{read_exact_at, Storage};
+use crate::vfs::{RealFs, Vfs};
+
+pub use config::Config;
+pub use key::TidMaker;
+pub use policy::{Policy, Renders, Revisions};
+use record::{Location, Refusal, Render, TitleRecord};
+
+/// Meta datafile variable: the number of the container new values go to.
+pub const CURCONT: VarName = VarName::new(b"CURCONT");
+/// Open container files kept for reads.
+const READER_CACHE: usize = 64;
+
+/// The state of a listed render.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum State {
+    Current,
+    Recent,
+    Historical,
+    Archived,
+}
+
+impl State {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            State::Current => "current",
+            State::Recent => "recent",
+            State::Historical => "historical",
+            State::Archived => "archived",
+        }
+    }
+}
+
+/// One put.
+#[derive(Clone, Copy, Debug)]
+pub struct Put<'a> {
+    pub domain: &'a str,
+    pub title: &'a str,
+    pub rev: u64,
+    /// Generated from the store's clock when `None`.
+    pub tid: Option<Uuid>,
+    pub content_type: &'a str,
+    pub value: &'a [u8],
+    pub historical: bool,
+}
+
+/// A render read back.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Got {
+    pub rev: u64,
+    pub tid: Uuid,
+    pub content_type: String,
+    pub state: State,
+    pub value: Vec<u8>,
+}
+
+/// A render as listed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Listed {
+    pub rev: u64,
+    pub tid: Uuid,
+    pub size: u64,
+    pub content_type: String,
+    pub state: State,
+}
+
+/// Which part of a listing.
+#[derive(Clone, Copy, Debug)]
+pub struct Page {
+    pub offset: usize,
+    pub limit: usize,
+}
+
+impl Default for Page {
+    fn default() -> Self {
+        Page {
+            offset: 0,
+            limit: usize::MAX,
+        }
+    }
+}
+
+/// How to open a store.
+#[derive(Clone, Debug)]
+pub struct StoreOptions {
+    pub writable: bool,
+    /// Wait for another writer instead of failing with "in use".
+    pub wait: bool,
+    pub clock: Arc<dyn Clock>,
+    pub vfs: Arc<dyn Vfs>,
+}
+
+impl StoreOptions {
+    pub fn writer() -> Self {
+        StoreOptions {
+            writable: true,
+            wait: false,
+            clock: clock::system(),
+            vfs: Arc::new(RealFs),
+        }
+    }
+
+    pub fn read_only() -> Self {
+        StoreOptions {
+            writable: false,
+            ..StoreOptions::writer()
+        }
+    }
+}
+
+/// Counts over the whole store (a scan of the title records).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StoreStat {
+    pub titles: u64,
+    pub revisions: u64,
+    pub renders: u64,
+    pub live_bytes: u64,
+    /// Bytes in containers no readable render refers to (reclaimed by compaction).
+    pub dead_bytes: u64,
+    pub containers: u64,
+    pub container_bytes: u64,
+}
+
+#[derive(Debug)]
+struct ContainerWriter {
+    id: u32,
+    fs: Filesys,
+}
+
+/// An open render store.
+#[derive(Debug)]
+pub struct Store {
+    vfs: Arc<dyn Vfs>,
+    dir: PathBuf,
+    cfg: Config,
+    meta: Filesys,
+    writer: Option<ContainerWriter>,
+    readers: Mutex<HashMap<u32, Arc<dyn Storage>>>,
+    clock: Arc<dyn Clock>,
+    tids: TidMaker,
+}
+
+fn meta_base(dir: &Path) -> PathBuf {
+    dir.join("meta")
+}
+
+fn container_base(dir: &Path, id: u32) -> PathBuf {
+    dir.join(format!("c{id:06}"))
+}
+
+fn record_name(domain: &str, title: &str) -> Vec<u8> {
+    format!("{domain}/{title}").into_bytes()
+}
+
+fn container_options() -> FsOptions {
+    FsOptions {
+        ao: true,
+        dups: true,
+        isz: 88,
+        timemp: 3600,
+        htsize: 1024,
+        fileincr: 16 << 20,
+    }
+}
+
+impl Store {
+    /// Creates a store in `dir` (created when missing; it must not hold a store yet).
+    pub fn init(dir: &Path, cfg: &Config, opts: &StoreOptions) -> Result<()> {
+        let vfs = opts.vfs.as_ref();
+        if vfs.exists(&dir.join("store")) {
+            return Err(Error::invalid(format!(
+                "{} holds a store already",
+                dir.display()
+            )));
+        }
+        vfs.create_dir_all(dir)?;
+        let writer = filesys::OpenOptions {
+            clock: opts.clock.clone(),
+            drop_behind: None,
+            ..filesys::OpenOptions::writer()
+        };
+        let mut meta = Filesys::create_in(
+            opts.vfs.clone(),
+            &meta_base(dir),
+            &FsOptions {
+                dups: true,
+                isz: 88,
+                fileincr: 1 << 20,
+                ..FsOptions::default()
+            },
+            &writer,
+        )?;
+        Filesys::create_in(
+            opts.vfs.clone(),
+            &container_base(dir, 1),
+            &container_options(),
+            &writer,
+        )?;
+        meta.set_var(CURCONT, 1)?;
+        meta.sync()?;
+        drop(meta);
+        // The configuration appears last: a directory without it holds no store.
+        let kv = crate::format::kvseq::KvSeqOptions {
+            clock: opts.clock.clone(),
+            ..Default::default()
+        };
+        cfg.write(vfs, &dir.join("store"), &kv)?;
+        vfs.sync_dir(&dir.join("store"))
+    }
+
+    /// Opens the store in `dir`.
+    pub fn open(dir: &Path, opts: &StoreOptions) -> Result<Store> {
+        let vfs = opts.vfs.clone();
+        let cfg_path = dir.join("store");
+        if !vfs.exists(&cfg_path) {
+            return Err(Error::NotFound(format!(
+                "{}: no store here (run `wink init`)",
+                dir.display()
+            )));
+        }
+        let cfg = Config::read(vfs.as_ref(), &cfg_path)?;
+        let fs_open = filesys::OpenOptions {
+            writable: opts.writable,
+            wait: opts.wait,
+            clock: opts.clock.clone(),
+            drop_behind: None,
+        };
+        let meta = Filesys::open_in(vfs.clone(), &meta_base(dir), &fs_open)?;
+        let mut store = Store {
+            vfs,
+            dir: dir.to_path_buf(),
+            cfg,
+            meta,
+            writer: None,
+            readers: Mutex::new(HashMap::new()),
+            clock: opts.clock.clone(),
+            tids: TidMaker::new(),
+        };
+        if opts.writable {
+            let id = store.current_container()?;
+            store.open_writer(id, opts.wait)?;
+        }
+        Ok(store)
+    }
+
+    fn current_container(&self) -> Result<u32> {
+        let id = self.meta.var(CURCONT).unwrap_or(1);
+        u32::try_from(id).ok().filter(|i| *i >= 1).ok_or_else(|| {
+            let at = self
+                .meta
+                .data()
+                .superblock()
+                .value_offset(CURCONT)
+                .unwrap_or(0);
+            Error::corrupt(
+                self.meta.data().path(),
+                at,
+                "CURCONT",
+                "a container number ≥ 1",
+                id,
+            )
+        })
+    }
+
+    fn open_writer(&mut self, id: u32, wait: bool) -> Result<()> {
+        let base = container_base(&self.dir, id);
+        let open = filesys::OpenOptions {
+            wait,
+            clock: self.clock.clone(),
+            ..filesys::OpenOptions::writer()
+        };
+        let fs = if self.vfs.exists(&filesys::file_path(&base, "data")) {
+            Filesys::open_in(self.vfs.clone(), &base, &open)?
+        } else {
+            Filesys::create_in(self.vfs.clone(), &base, &container_options(), &open)?
+        };
+        self.writer = Some(ContainerWriter { id, fs });
+        Ok(())
+    }
+
+    /// The store's directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The configuration (policy and limits).
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+
+    /// Now, by the store's clock.
+    pub fn now(&self) -> i64 {
+        self.clock.now()
+    }
+
+    fn writer(&mut self) -> Result<&mut ContainerWriter> {
+        self.writer
+            .as_mut()
+            .ok_or_else(|| Error::invalid(format!("{} is open read-only", self.dir.display())))
+    }
+
+    // ---- writes ----------------------------------------------------------------------------
+
+    /// Stores a render and commits it; returns its tid.
+    pub fn put(
+        &mut self,
+        domain: &str,
+        title: &str,
+        rev: u64,
+        tid: Option<Uuid>,
+        content_type: &str,
+        value: &[u8],
+    ) -> Result<Uuid> {
+        let tid = self.put_uncommitted(&Put {
+            domain,
+            title,
+            rev,
+            tid,
+            content_type,
+            value,
+            historical: false,
+        })?;
+        self.commit()?;
+        Ok(tid)
+    }
+
+    /// Stores a historical render (an old revision regenerated on request) and commits it.
+    pub fn put_historical(
+        &mut self,
+        domain: &str,
+        title: &str,
+        rev: u64,
+        tid: Option<Uuid>,
+        content_type: &str,
+        value: &[u8],
+    ) -> Result<Uuid> {
+        let tid = self.put_uncommitted(&Put {
+            domain,
+            title,
+            rev,
+            tid,
+            content_type,
+            value,
+            historical: true,
+        })?;
+        self.commit()?;
+        Ok(tid)
+    }
+
+    /// A batch of puts made durable by one commit.
+    pub fn batch(&mut self) -> Batch<'_> {
+        Batch {
+            store: self,
+            puts: 0,
+        }
+    }
+
+    /// Applies a put without committing it (see [`Store::batch`]).
+    pub fn put_uncommitted(&mut self, put: &Put<'_>) -> Result<Uuid> {
+        self.writer()?;
+        key::check_domain(put.domain)?;
+        key::check_title(put.title)?;
+        check_content_type(put.content_type)?;
+        if put.value.len() as u64 > self.cfg.max_value {
+            return Err(Error::invalid(format!(
+                "a value of {} bytes is over this store's maximum of {}",
+                put.value.len(),
+                self.cfg.max_value
+            )));
+        }
+        let now = self.clock.now();
+        let tid = match put.tid {
+            Some(t) => {
+                key::check_tid(t)?;
+                t
+            }
+            None => self.tids.make(now),
+        };
+        let name = record_name(put.domain, put.title);
+        let mut rec = self.load(&name)?.unwrap_or_default();
+        let policy = self.cfg.policy;
+        rec.check_put(put.rev, put.historical, &policy, now)
+            .map_err(|r| match r {
+                Refusal::TakenDown => Error::invalid(format!(
+                    "{}/{} revision {} is taken down; lift it with `wink rm --lift` first",
+                    put.domain, put.title, put.rev
+                )),
+                Refusal::HistoricalNewerThanCurrent { current } => Error::invalid(format!(
+                    "a historical put of revision {} is newer than the current revision {current}",
+                    put.rev
+                )),
+            })?;
+        let location = self.write_value(put, tid)?;
+        let stamps = policy::Stamps {
+            historical: put.historical,
+            ..policy::Stamps::default()
+        };
+        rec.put(
+            Render {
+                rev: put.rev,
+                tid,
+                content_type: put.content_type.to_string(),
+                location,
+                stamps,
+            },
+            &policy,
+            now,
+        );
+        rec.cull(&policy, now);
+        self.save(&name, &rec)?;
+        Ok(tid)
+    }
+
+    fn write_value(&mut self, put: &Put<'_>, tid: Uuid) -> Result<Location> {
+        let limit = self.cfg.container_bytes;
+        if self.writer()?.fs.data().filesize() >= limit {
+            self.rotate()?;
+        }
+        let name = format!("{}/{}/{}/{}", put.domain, put.title, put.rev, tid);
+        let w = self.writer()?;
+        let (_, extents) = w.fs.put_located(name.as_bytes(), 0, put.value)?;
+        let offset = extents.first().map_or(0, |e| e.offset);
+        Ok(Location {
+            container: w.id,
+            offset,
+            len: put.value.len() as u64,
+            crc: crc32fast::hash(put.value),
+        })
+    }
+
+    /// Seals the current container and starts the next.
+    fn rotate(&mut self) -> Result<()> {
+        self.commit()?;
+        let next = self.writer()?.id + 1;
+        self.writer = None;
+        self.open_writer(next, false)?;
+        self.meta.set_var(CURCONT, i64::from(next))?;
+        self.commit()
+    }
+
+    /// Makes every put so far durable: the container first, then the records that point into it.
+    pub fn commit(&mut self) -> Result<()> {
+        self.writer()?.fs.sync()?;
+        self.meta.sync()
+    }
+
+    /// Takes a revision (or, with `None`, the whole title) down: its renders are never returned
+    /// again, and puts of it are refused until the take-down is lifted. Returns the renders
+    /// removed. Committed.
+    pub fn take_down(&mut self, domain: &str, title: &str, rev: Option<u64>) -> Result<usize> {
+        self.writer()?;
+        key::check_domain(domain)?;
+        key::check_title(title)?;
+        let name = record_name(domain, title);
+        let mut rec = self.load(&name)?.unwrap_or_default();
+        let removed = rec.take_down(rev).len();
+        self.save(&name, &rec)?;
+        self.commit()?;
+        Ok(removed)
+    }
+
+    /// [`Store::take_down`] of one revision.
+    pub fn delete_revision(&mut self, domain: &str, title: &str, rev: u64) -> Result<usize> {
+        self.take_down(domain, title, Some(rev))
+    }
+
+    /// [`Store::take_down`] of a whole title.
+    pub fn delete_title(&mut self, domain: &str, title: &str) -> Result<usize> {
+        self.take_down(domain, title, None)
+    }
+
+    /// Lifts a take-down; false when there was none. Committed.
+    pub fn lift(&mut self, domain: &str, title: &str, rev: Option<u64>) -> Result<bool> {
+        self.writer()?;
+        let name = record_name(domain, title);
+        let mut rec = self.load(&name)?.unwrap_or_default();
+        let lifted = rec.lift(rev);
+        if lifted {
+            self.save(&name, &rec)?;
+            self.commit()?;
+        }
+        Ok(lifted)
+    }
+
+    fn save(&mut self, name: &[u8], rec: &TitleRecord) -> Result<()> {
+        if rec.is_empty() {
+            self.meta.delete(name)?;
+        } else {
+            self.meta.put(name, 0, &rec.encode())?;
+        }
+        Ok(())
+    }
+
+    // ---- reads -----------------------------------------------------------------------------
+
+    fn load(&self, name: &[u8]) -> Result<Option<TitleRecord>> {
+        match self.meta.read_located(name)? {
+            Some((stat, bytes)) => {
+                TitleRecord::decode(&bytes, self.meta.data().path(), stat.inode.0).map(Some)
+            }
+            None => Ok(None),
+        }
+    }
+
+    fn title_record(&self, domain: &str, title: &str) -> Result<Option<TitleRecord>> {
+        key::check_domain(domain)?;
+        key::check_title(title)?;
+        self.load(&record_name(domain, title))
+    }
+
+    fn container(&self, id: u32) -> Result<Arc<dyn Storage>> {
+        let mut cache = self.readers.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(s) = cache.get(&id) {
+            return Ok(s.clone());
+        }
+        if cache.len() >= READER_CACHE {
+            cache.clear();
+        }
+        let storage: Arc<dyn Storage> = Arc::from(self.vfs.open(
+            &filesys::file_path(&container_base(&self.dir, id), "data"),
+            false,
+        )?);
+        let _ = storage.advise_random();
+        cache.insert(id, storage.clone());
+        Ok(storage)
+    }
+
+    /// Reads a value and verifies its CRC-32: damaged bytes are an error, never returned.
+    fn read_value(&self, loc: &Location) -> Result<Vec<u8>> {
+        let mut value = vec![
+            0u8;
+            usize::try_from(loc.len)
+                .map_err(|_| Error::invalid("value too large for memory"))?
+        ];
+        if loc.len > 0 {
+            let storage = self.container(loc.container)?;
+            read_exact_at(storage.as_ref(), &mut value, loc.offset, "a value")?;
+            let crc = crc32fast::hash(&value);
+            if crc != loc.crc {
+                return Err(Error::corrupt(
+                    storage.path(),
+                    loc.offset,
+                    "value checksum (CRC-32)",
+                    format!("0x{:08x}", loc.crc),
+                    format!("0x{crc:08x}"),
+                ));
+            }
+        }
+        Ok(value)
+    }
+
+    fn got(&self, rec: &TitleRecord, render: &Render, now: i64) -> Result<Got> {
+        Ok(Got {
+            rev: render.rev,
+            tid: render.tid,
+            content_type: render.content_type.clone(),
+            state: state_of(rec, render, &self.cfg.policy, now),
+            value: self.read_value(&render.location)?,
+        })
+    }
+
+    fn find(
+        &self,
+        domain: &str,
+        title: &str,
+        pick: impl Fn(&Render) -> bool,
+    ) -> Result<Option<Got>> {
+        let Some(rec) = self.title_record(domain, title)? else {
+            return Ok(None);
+        };
+        let now = self.clock.now();
+        let policy = self.cfg.policy;
+        match rec
+            .renders
+            .iter()
+            .find(|r| pick(r) && policy.readable(&r.stamps, now))
+        {
+            Some(render) => self.got(&rec, render, now).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// The latest render of the latest revision.
+    pub fn get_latest(&self, domain: &str, title: &str) -> Result<Option<Got>> {
+        self.find(domain, title, |_| true)
+    }
+
+    /// The latest render of a revision.
+    pub fn get_rev(&self, domain: &str, title: &str, rev: u64) -> Result<Option<Got>> {
+        self.find(domain, title, |r| r.rev == rev)
+    }
+
+    /// One specific render.
+    pub fn get_render(
+        &self,
+        domain: &str,
+        title: &str,
+        rev: u64,
+        tid: Uuid,
+    ) -> Result<Option<Got>> {
+        self.find(domain, title, |r| r.rev == rev && r.tid == tid)
+    }
+
+    /// A title's readable renders, newest first.
+    pub fn list(&self, domain: &str, title: &str, page: Page) -> Result<Vec<Listed>> {
+        let Some(rec) = self.title_record(domain, title)? else {
+            return Ok(Vec::new());
+        };
+        let now = self.clock.now();
+        let policy = self.cfg.policy;
+        Ok(rec
+            .renders
+            .iter()
+            .filter(|r| policy.readable(&r.stamps, now))
+            .skip(page.offset)
+            .take(page.limit)
+            .map(|r| Listed {
+                rev: r.rev,
+                tid: r.tid,
+                size: r.location.len,
+                content_type: r.content_type.clone(),
+                state: state_of(&rec, r, &policy, now),
+            })
+            .collect())
+    }
+
+    /// Counts over the whole store (reads every title record).
+    pub fn stat(&self) -> Result<StoreStat> {
+        let now = self.clock.now();
+        let policy = self.cfg.policy;
+        let mut st = StoreStat::default();
+        for item in self.meta.iter() {
+            let file = item?;
+            let bytes = self.meta.read_stat(&file)?;
+            let rec = TitleRecord::decode(&bytes, self.meta.data().path(), file.inode.0)?;
+            let readable: Vec<&Render> = rec
+                .renders
+                .iter()
+                .filter(|r| policy.readable(&r.stamps, now))
+                .collect();
+            if readable.is_empty() {
+                continue;
+            }
+            st.titles += 1;
+            st.renders += readable.len() as u64;
+            let mut revs: Vec<u64> = readable.iter().map(|r| r.rev).collect();
+            revs.dedup();
+            st.revisions += revs.len() as u64;
+            st.live_bytes += readable.iter().map(|r| r.location.len).sum::<u64>();
+        }
+        let last = self.current_container()?;
+        for id in 1..=last {
+            let path = filesys::file_path(&container_base(&self.dir, id), "data");
+            if self.vfs.exists(&path) {
+                st.containers += 1;
+                let kv = crate::format::kvseq::KvSeq::open(self.vfs.open(&path, false)?, false)?;
+                st.container_bytes += kv.filesize();
+            }
+        }
+        st.dead_bytes = st.container_bytes.saturating_sub(st.live_bytes);
+        Ok(st)
+    }
+}
+
+/// The state a render is listed with.
+fn state_of(rec: &TitleRecord, r: &Render, policy: &Policy, now: i64) -> State {
+    if r.stamps.historical {
+        State::Historical
+    } else if rec.current_rev(policy, now) == Some(r.rev) {
+        State::Current
+    } else {
+        State::Recent
+    }
+}
+
+fn check_content_type(ct: &str) -> Result<()> {
+    if ct.is_empty() || ct.len() > 255 || ct.chars().any(|c| c.is_control()) {
+        return Err(Error::invalid(format!(
+            "content type {ct:?}: 1 to 255 bytes, no control characters"
+        )));
+    }
+    Ok(())
+}
+
+/// Puts made durable together by [`Batch::commit`] (group commit).
+#[derive(Debug)]
+pub struct Batch<'a> {
+    store: &'a mut Store,
+    puts: usize,
+}
+
+impl Batch<'_> {
+    /// Applies a put; it is durable once the batch commits.
+    pub fn put(&mut self, put: &Put<'_>) -> Result<Uuid> {
+        let tid = self.store.put_uncommitted(put)?;
+        self.puts += 1;
+        Ok(tid)
+    }
+
+    /// Reads through the batch's store (puts so far are visible).
+    pub fn store(&self) -> &Store {
+        self.store
+    }
+
+    /// Commits every put of the batch with one sync; returns how many there were.
+    pub fn commit(self) -> Result<usize> {
+        self.store.commit()?;
+        Ok(self.puts)
+    }
+}

@@ -1,0 +1,475 @@
+//! The title record: everything the store knows about one (domain, title), kept as one file of the
+//! meta filesys and rewritten whole on every change.
+//!
+//! | field            | size      | meaning                                                  |
+//! |------------------|-----------|----------------------------------------------------------|
+//! | magic            | 4         | `WTR1`                                                   |
+//! | flags            | 1         | bit 0: the whole title is taken down                     |
+//! | n_down           | 4         | revisions taken down, then n_down × rev (8)              |
+//! | n_types          | 2         | content types, then n_types × (len (2), UTF-8 bytes)     |
+//! | n_renders        | 4         | renders, newest first (revision, then tid precedence)    |
+//! | render           | 75 each   | see below                                                |
+//! | crc              | 4         | CRC-32 of every byte before it                           |
+//!
+//! Render: rev (8), tid (16), flags (1; bit 0 historical), type index (2), container (4), value
+//! offset (8), value length (8), value CRC-32 (4), arrival (8), superseded (8), pushed out (8);
+//! the last two are `i64::MIN` when not stamped. All integers big-endian.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use uuid::Uuid;
+
+use super::key::{cmp_tid, tid_unix_secs};
+use super::policy::{Policy, Renders, Stamps};
+use crate::error::{Error, Result};
+
+const MAGIC: &[u8; 4] = b"WTR1";
+const RENDER_SIZE: usize = 75;
+const NONE: i64 = i64::MIN;
+
+/// Where a value lives, and its checksum.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Location {
+    /// Container number.
+    pub container: u32,
+    /// Byte offset of the value in the container's datafile.
+    pub offset: u64,
+    pub len: u64,
+    /// CRC-32 of the value.
+    pub crc: u32,
+}
+
+/// One stored render.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Render {
+    pub rev: u64,
+    pub tid: Uuid,
+    pub content_type: String,
+    pub location: Location,
+    pub stamps: Stamps,
+}
+
+impl Render {
+    /// Newest first: revision, then tid precedence.
+    fn precedes(&self, other: &Render) -> std::cmp::Ordering {
+        other
+            .rev
+            .cmp(&self.rev)
+            .then_with(|| cmp_tid(other.tid, self.tid))
+    }
+}
+
+/// Why a put cannot be taken.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Refusal {
+    TakenDown,
+    HistoricalNewerThanCurrent { current: u64 },
+}
+
+/// All renders and take-downs of one title.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TitleRecord {
+    pub title_down: bool,
+    pub revs_down: BTreeSet<u64>,
+    /// Newest first.
+    pub renders: Vec<Render>,
+}
+
+impl TitleRecord {
+    /// The current revision: the newest non-historical revision readable at `now`.
+    pub fn current_rev(&self, policy: &Policy, now: i64) -> Option<u64> {
+        self.renders
+            .iter()
+            .find(|r| !r.stamps.historical && policy.readable(&r.stamps, now))
+            .map(|r| r.rev)
+    }
+
+    /// Whether a put of `rev` may be taken.
+    pub fn check_put(
+        &self,
+        rev: u64,
+        historical: bool,
+        policy: &Policy,
+        now: i64,
+    ) -> std::result::Result<(), Refusal> {
+        if self.title_down || self.revs_down.contains(&rev) {
+            return Err(Refusal::TakenDown);
+        }
+        if historical {
+            if let Some(current) = self.current_rev(policy, now) {
+                if rev > current {
+                    return Err(Refusal::HistoricalNewerThanCurrent { current });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Adds a render (or rewrites the same revision and tid) at `now`, stamping the events it
+    /// causes. Returns the location of the value it replaced, if any.
+    pub fn put(&mut self, render: Render, policy: &Policy, now: i64) -> Option<Location> {
+        let historical = render.stamps.historical;
+        let (rev, tid) = (render.rev, render.tid);
+        let fresh = Render {
+            stamps: Stamps {
+                arrival: now,
+                superseded: None,
+                pushed_out: None,
+                historical,
+            },
+            ..render
+        };
+        let replaced = match self
+            .renders
+            .iter()
+            .position(|r| r.rev == rev && r.tid == tid)
+        {
+            Some(i) => Some(std::mem::replace(&mut self.renders[i], fresh).location),
+            None => {
+                let at = self.renders.partition_point(|r| r.precedes(&fresh).is_lt());
+                self.renders.insert(at, fresh);
+                None
+            }
+        };
+        if !historical {
+            let newer_exists = self
+                .renders
+                .iter()
+                .any(|r| !r.stamps.historical && r.rev > rev);
+            for r in self.renders.iter_mut().filter(|r| !r.stamps.historical) {
+                if r.rev < rev && r.stamps.superseded.is_none() {
+                    r.stamps.superseded = Some(now);
+                }
+                if r.rev == rev && r.tid == tid && newer_exists {
+                    r.stamps.superseded = Some(now);
+                }
+            }
+            self.push_out(rev, policy, now);
+        }
+        replaced
+    }
+
+    /// Stamps renders of `rev` that fell out of the kept set.
+    fn push_out(&mut self, rev: u64, policy: &Policy, now: i64) {
+        let (count, bucket_secs) = match policy.renders {
+            Renders::Latest { count, .. } => (count as usize, None),
+            Renders::Interval { secs, count, .. } => (count as usize, Some(secs)),
+            Renders::All | Renders::Ttl { .. } => return,
+        };
+        let bucket = |tid: Uuid| bucket_secs.map(|s| tid_unix_secs(tid).div_euclid(s));
+        let mut seen: Vec<(Option<i64>, usize)> = Vec::new();
+        // Renders are newest first, so the first `count` met per bucket are the kept ones.
+        for r in self
+            .renders
+            .iter_mut()
+            .filter(|r| r.rev == rev && !r.stamps.historical)
+        {
+            let b = bucket(r.tid);
+            let n = match seen.iter_mut().find(|(k, _)| *k == b) {
+                Some((_, n)) => {
+                    *n += 1;
+                    *n
+                }
+                None => {
+                    seen.push((b, 1));
+                    1
+                }
+            };
+            if n > count && r.stamps.pushed_out.is_none() {
+                r.stamps.pushed_out = Some(now);
+            }
+        }
+    }
+
+    /// Drops renders past their deadline; returns them.
+    pub fn cull(&mut self, policy: &Policy, now: i64) -> Vec<Render> {
+        let (keep, gone): (Vec<Render>, Vec<Render>) = std::mem::take(&mut self.renders)
+            .into_iter()
+            .partition(|r| policy.readable(&r.stamps, now));
+        self.renders = keep;
+        gone
+    }
+
+    /// Takes a revision down (or the whole title with `None`); returns the renders removed.
+    pub fn take_down(&mut self, rev: Option<u64>) -> Vec<Render> {
+        match rev {
+            Some(rev) => {
+                self.revs_down.insert(rev);
+                let (gone, keep) = std::mem::take(&mut self.renders)
+                    .into_iter()
+                    .partition(|r| r.rev == rev);
+                self.renders = keep;
+                gone
+            }
+            None => {
+                self.title_down = true;
+                std::mem::take(&mut self.renders)
+            }
+        }
+    }
+
+    /// Lifts a take-down; returns false when there was none.
+    pub fn lift(&mut self, rev: Option<u64>) -> bool {
+        match rev {
+            Some(rev) => self.revs_down.remove(&rev),
+            None => std::mem::replace(&mut self.title_down, false),
+        }
+    }
+
+    /// True when the record holds nothing worth keeping.
+    pub fn is_empty(&self) -> bool {
+        !self.title_down && self.revs_down.is_empty() && self.renders.is_empty()
+    }
+
+    /// The record's bytes.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut types: Vec<&str> = Vec::new();
+        for r in &self.renders {
+            if !types.contains(&r.content_type.as_str()) {
+                types.push(&r.content_type);
+            }
+        }
+        let mut out = Vec::with_capacity(16 + self.renders.len() * RENDER_SIZE);
+        out.extend_from_slice(MAGIC);
+        out.push(u8::from(self.title_down));
+        out.extend_from_slice(&(self.revs_down.len() as u32).to_be_bytes());
+        for rev in &self.revs_down {
+            out.extend_from_slice(&rev.to_be_bytes());
+        }
+        out.extend_from_slice(&(types.len() as u16).to_be_bytes());
+        for t in &types {
+            out.extend_from_slice(&(t.len() as u16).to_be_bytes());
+            out.extend_from_slice(t.as_bytes());
+        }
+        out.extend_from_slice(&(self.renders.len() as u32).to_be_bytes());
+        for r in &self.renders {
+            let type_index = types.iter().position(|t| *t == r.content_type).unwrap_or(0) as u16;
+            out.extend_from_slice(&r.rev.to_be_bytes());
+            out.extend_from_slice(r.tid.as_bytes());
+            out.push(u8::from(r.stamps.historical));
+            out.extend_from_slice(&type_index.to_be_bytes());
+            out.extend_from_slice(&r.location.container.to_be_bytes());
+            out.extend_from_slice(&r.location.offset.to_be_bytes());
+            out.extend_from_slice(&r.location.len.to_be_bytes());
+            out.extend_from_slice(&r.location.crc.to_be_bytes());
+            for t in [
+                Some(r.stamps.arrival),
+                r.stamps.superseded,
+                r.stamps.pushed_out,
+            ] {
+                out.extend_from_slice(&t.unwrap_or(NONE).to_be_bytes());
+            }
+        }
+        let crc = crc32fast::hash(&out);
+        out.extend_from_slice(&crc.to_be_bytes());
+        out
+    }
+
+    /// Decodes a record read from `path`, whose bytes start at `offset` there (for messages).
+    pub fn decode(bytes: &[u8], path: &Path, offset: u64) -> Result<TitleRecord> {
+        let bad = |at: usize, what: &str| {
+            Error::corrupt(
+                path,
+                offset + at as u64,
+                format!("title record: {what}"),
+                "a well-formed record",
+                "damage",
+            )
+        };
+        if bytes.len() < 8 || &bytes[..4] != MAGIC {
+            return Err(bad(0, "magic"));
+        }
+        let (body, tail) = bytes.split_at(bytes.len() - 4);
+        let stored = u32::from_be_bytes(tail.try_into().expect("4 bytes"));
+        // The checksum covers every field; nothing is trusted before it holds.
+        if crc32fast::hash(body) != stored {
+            return Err(bad(body.len(), "CRC-32"));
+        }
+        let mut r = Reader {
+            bytes: body,
+            pos: 4,
+            path,
+            base: offset,
+        };
+        let flags = r.take(1)?[0];
+        let mut rec = TitleRecord {
+            title_down: flags & 1 == 1,
+            ..TitleRecord::default()
+        };
+        for _ in 0..r.u32()? {
+            rec.revs_down.insert(r.u64()?);
+        }
+        let mut types = Vec::new();
+        for _ in 0..r.u16()? {
+            let len = r.u16()? as usize;
+            let text = r.take(len)?.to_vec();
+            types.push(
+                String::from_utf8(text).map_err(|_| bad(r.pos, "content type is not UTF-8"))?,
+            );
+        }
+        let n = r.u32()? as usize;
+        // Bounded by the bytes actually present, not by the count field.
+        if n > (body.len() - r.pos) / RENDER_SIZE {
+            return Err(bad(r.pos, "render count"));
+        }
+        for _ in 0..n {
+            let at = r.pos;
+            let rev = r.u64()?;
+            let tid = Uuid::from_slice(r.take(16)?).map_err(|_| bad(at, "tid"))?;
+            let flags = r.take(1)?[0];
+            let type_index = r.u16()? as usize;
+            let content_type = types
+                .get(type_index)
+                .cloned()
+                .ok_or_else(|| bad(at, "content type index"))?;
+            let container = r.u32()?;
+            let (off, len, crc) = (r.u64()?, r.u64()?, r.u32()?);
+            let mut times = [0i64; 3];
+            for t in &mut times {
+                *t = r.u64()? as i64;
+            }
+            let opt = |t: i64| (t != NONE).then_some(t);
+            rec.renders.push(Render {
+                rev,
+                tid,
+                content_type,
+                location: Location {
+                    container,
+                    offset: off,
+                    len,
+                    crc,
+                },
+                stamps: Stamps {
+                    arrival: times[0],
+                    superseded: opt(times[1]),
+                    pushed_out: opt(times[2]),
+                    historical: flags & 1 == 1,
+                },
+            });
+        }
+        if r.pos != body.len() {
+            return Err(bad(r.pos, "trailing bytes"));
+        }
+        Ok(rec)
+    }
+}
+
+struct Reader<'a> {
+    bytes: &'a [u8],
+    pos: usize,
+    path: &'a Path,
+    base: u64,
+}
+
+impl Reader<'_> {
+    fn take(&mut self, n: usize) -> Result<&[u8]> {
+        let end = self.pos.checked_add(n).filter(|e| *e <= self.bytes.len());
+        let Some(end) = end else {
+            return Err(Error::corrupt(
+                self.path,
+                self.base + self.pos as u64,
+                "title record",
+                format!("{n} more bytes"),
+                "the end of the record",
+            ));
+        };
+        let out = &self.bytes[self.pos..end];
+        self.pos = end;
+        Ok(out)
+    }
+
+    fn u16(&mut self) -> Result<u16> {
+        Ok(u16::from_be_bytes(
+            self.take(2)?.try_into().expect("2 bytes"),
+        ))
+    }
+
+    fn u32(&mut self) -> Result<u32> {
+        Ok(u32::from_be_bytes(
+            self.take(4)?.try_into().expect("4 bytes"),
+        ))
+    }
+
+    fn u64(&mut self) -> Result<u64> {
+        Ok(u64::from_be_bytes(
+            self.take(8)?.try_into().expect("8 bytes"),
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::key::TidMaker;
+
+    fn render(rev: u64, tid: Uuid) -> Render {
+        Render {
+            rev,
+            tid,
+            content_type: "text/html".into(),
+            location: Location {
+                container: 1,
+                offset: 4096,
+                len: 10,
+                crc: 7,
+            },
+            stamps: Stamps::default(),
+        }
+    }
+
+    #[test]
+    fn precedence_never_depends_on_write_order() {
+        let maker = TidMaker::new();
+        let tids: Vec<Uuid> = (0..4).map(|i| maker.make(1000 + i)).collect();
+        let p = Policy {
+            renders: Renders::All,
+            ..Policy::default()
+        };
+        let mut a = TitleRecord::default();
+        let mut b = TitleRecord::default();
+        let puts = [(2, tids[0]), (3, tids[1]), (3, tids[2]), (1, tids[3])];
+        for (i, (rev, tid)) in puts.iter().enumerate() {
+            a.put(render(*rev, *tid), &p, i as i64);
+        }
+        for (i, (rev, tid)) in puts.iter().rev().enumerate() {
+            b.put(render(*rev, *tid), &p, i as i64);
+        }
+        let order = |r: &TitleRecord| r.renders.iter().map(|x| (x.rev, x.tid)).collect::<Vec<_>>();
+        assert_eq!(order(&a), order(&b));
+        assert_eq!(order(&a)[0], (3, tids[2]));
+    }
+
+    #[test]
+    fn stamps_and_roundtrip() {
+        let maker = TidMaker::new();
+        let p = Policy::default();
+        let mut rec = TitleRecord::default();
+        let (t1, t2, t3) = (maker.make(10), maker.make(20), maker.make(30));
+        rec.put(render(1, t1), &p, 100);
+        rec.put(render(1, t2), &p, 110); // pushes t1 out (latest:1)
+        rec.put(render(2, t3), &p, 120); // supersedes revision 1
+        let r1 = rec.renders.iter().find(|r| r.tid == t1).unwrap();
+        assert_eq!(r1.stamps.pushed_out, Some(110));
+        assert_eq!(r1.stamps.superseded, Some(120));
+        let late = maker.make(5);
+        rec.put(render(1, late), &p, 130); // arrives outside the kept set and after a newer rev
+        let l = rec.renders.iter().find(|r| r.tid == late).unwrap();
+        assert_eq!(
+            (l.stamps.pushed_out, l.stamps.superseded),
+            (Some(130), Some(130))
+        );
+        rec.take_down(Some(7));
+        let bytes = rec.encode();
+        assert_eq!(TitleRecord::decode(&bytes, Path::new("m"), 0).unwrap(), rec);
+        for i in 0..bytes.len() {
+            let mut bad = bytes.clone();
+            bad[i] ^= 0x10;
+            assert!(
+                TitleRecord::decode(&bad, Path::new("m"), 0).is_err(),
+                "flip at {i}"
+            );
+        }
+        assert!(TitleRecord::decode(&bytes[..bytes.len() - 1], Path::new("m"), 0).is_err());
+    }
+}

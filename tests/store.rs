@@ -1,0 +1,321 @@
+//! The render store through its public API: precedence, retention deadlines, take-down,
+//! historical puts, integrity, reopen, batches, bad input and the writer lock.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use wink::clock::{Clock, ManualClock};
+use wink::store::{Config, Page, Policy, Renders, Revisions, State, Store, StoreOptions, TidMaker};
+use wink::Error;
+
+const D: &str = "en.wikipedia.org";
+const HTML: &str = "text/html; charset=utf-8";
+
+fn open(dir: &Path, clock: &ManualClock, policy: Policy) -> Store {
+    let opts = StoreOptions {
+        clock: Arc::new(clock.clone()),
+        ..StoreOptions::writer()
+    };
+    if !dir.join("store").exists() {
+        Store::init(
+            dir,
+            &Config {
+                policy,
+                ..Config::default()
+            },
+            &opts,
+        )
+        .unwrap();
+    }
+    Store::open(dir, &opts).unwrap()
+}
+
+#[test]
+fn precedence_by_revision_then_tid_not_write_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(1_000_000);
+    let mut s = open(
+        dir.path(),
+        &clock,
+        Policy {
+            renders: Renders::All,
+            revisions: Revisions::All,
+            ..Policy::default()
+        },
+    );
+    let tids = TidMaker::new();
+    let (old, new) = (tids.make(100), tids.make(200));
+    s.put(D, "Page", 7, Some(new), HTML, b"rev 7 new render")
+        .unwrap();
+    s.put(D, "Page", 9, None, HTML, b"rev 9").unwrap();
+    s.put(D, "Page", 7, Some(old), HTML, b"rev 7 old render")
+        .unwrap();
+    s.put(D, "Page", 8, None, HTML, b"rev 8, arrived last")
+        .unwrap();
+    let latest = s.get_latest(D, "Page").unwrap().unwrap();
+    assert_eq!(
+        (latest.rev, latest.value.as_slice(), latest.state),
+        (9, &b"rev 9"[..], State::Current)
+    );
+    assert_eq!(
+        s.get_rev(D, "Page", 7).unwrap().unwrap().value,
+        b"rev 7 new render"
+    );
+    assert_eq!(
+        s.get_render(D, "Page", 7, old).unwrap().unwrap().value,
+        b"rev 7 old render"
+    );
+    let listed: Vec<(u64, State)> = s
+        .list(D, "Page", Page::default())
+        .unwrap()
+        .iter()
+        .map(|l| (l.rev, l.state))
+        .collect();
+    assert_eq!(
+        listed,
+        [
+            (9, State::Current),
+            (8, State::Recent),
+            (7, State::Recent),
+            (7, State::Recent)
+        ]
+    );
+    let page: Vec<u64> = s
+        .list(
+            D,
+            "Page",
+            Page {
+                offset: 1,
+                limit: 2,
+            },
+        )
+        .unwrap()
+        .iter()
+        .map(|l| l.rev)
+        .collect();
+    assert_eq!(page, [8, 7]);
+    // Writing the same (revision, tid) again replaces the value.
+    s.put(D, "Page", 7, Some(old), HTML, b"rewritten").unwrap();
+    assert_eq!(
+        s.get_render(D, "Page", 7, old).unwrap().unwrap().value,
+        b"rewritten"
+    );
+    assert!(s.get_latest(D, "Other").unwrap().is_none());
+}
+
+#[test]
+fn retention_deadlines_are_exact_whether_or_not_culling_ran() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(1_000_000);
+    let policy = Policy {
+        revisions: Revisions::Recent { ttl: 100 },
+        renders: Renders::Latest {
+            count: 1,
+            grace: 10,
+        },
+        historical_ttl: 50,
+    };
+    let mut s = open(dir.path(), &clock, policy);
+    let r1a = s.put(D, "T", 1, None, HTML, b"1a").unwrap();
+    clock.advance(5);
+    s.put(D, "T", 1, None, HTML, b"1b").unwrap(); // pushes 1a out at t+5
+    clock.advance(9);
+    assert!(
+        s.get_render(D, "T", 1, r1a).unwrap().is_some(),
+        "within its grace"
+    );
+    clock.advance(1);
+    assert!(
+        s.get_render(D, "T", 1, r1a).unwrap().is_none(),
+        "grace over: 10 s after it was pushed out"
+    );
+    s.put(D, "T", 2, None, HTML, b"2").unwrap(); // supersedes revision 1 now
+    let superseded_at = clock.now();
+    clock.set(superseded_at + 99);
+    assert_eq!(s.get_rev(D, "T", 1).unwrap().unwrap().value, b"1b");
+    clock.set(superseded_at + 100);
+    assert!(
+        s.get_rev(D, "T", 1).unwrap().is_none(),
+        "recent window over"
+    );
+    clock.advance(1_000_000);
+    assert_eq!(
+        s.get_latest(D, "T").unwrap().unwrap().value,
+        b"2",
+        "the current revision never expires"
+    );
+    // Historical: refused above the current revision, readable for its TTL.
+    assert!(matches!(
+        s.put_historical(D, "T", 3, None, HTML, b"h3"),
+        Err(Error::Invalid(_))
+    ));
+    s.put_historical(D, "T", 1, None, HTML, b"h1").unwrap();
+    let got = s.get_rev(D, "T", 1).unwrap().unwrap();
+    assert_eq!(
+        (got.value.as_slice(), got.state),
+        (&b"h1"[..], State::Historical)
+    );
+    clock.advance(50);
+    assert!(s.get_rev(D, "T", 1).unwrap().is_none());
+}
+
+#[test]
+fn take_down_persists_and_refuses_puts_until_lifted() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(1_000_000);
+    let mut s = open(dir.path(), &clock, Policy::default());
+    s.put(D, "T", 1, None, HTML, b"one").unwrap();
+    clock.advance(1);
+    s.put(D, "T", 2, None, HTML, b"two").unwrap();
+    assert_eq!(s.delete_revision(D, "T", 2).unwrap(), 1);
+    assert_eq!(
+        s.get_latest(D, "T").unwrap().unwrap().value,
+        b"one",
+        "the newest revision still retained"
+    );
+    let err = s.put(D, "T", 2, None, HTML, b"again").unwrap_err();
+    assert!(err.to_string().contains("taken down"), "{err}");
+    drop(s);
+    let mut s = open(dir.path(), &clock, Policy::default());
+    assert!(s.get_rev(D, "T", 2).unwrap().is_none());
+    assert!(s.lift(D, "T", Some(2)).unwrap());
+    s.put(D, "T", 2, None, HTML, b"two again").unwrap();
+    s.delete_title(D, "T").unwrap();
+    assert!(s.get_latest(D, "T").unwrap().is_none());
+    assert!(s.put(D, "T", 5, None, HTML, b"x").is_err());
+    assert!(s.list(D, "T", Page::default()).unwrap().is_empty());
+}
+
+#[test]
+fn damaged_values_are_reported_never_returned() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(1_000_000);
+    let mut s = open(dir.path(), &clock, Policy::default());
+    s.put(D, "T", 1, None, HTML, b"precious content").unwrap();
+    drop(s);
+    let data = dir.path().join("c000001.data");
+    let bytes = std::fs::read(&data).unwrap();
+    let at = bytes.windows(9).position(|w| w == b"precious ").unwrap();
+    let mut damaged = bytes.clone();
+    damaged[at] ^= 0x20;
+    std::fs::write(&data, damaged).unwrap();
+    let s = Store::open(dir.path(), &StoreOptions::read_only()).unwrap();
+    let err = s.get_latest(D, "T").unwrap_err();
+    assert!(matches!(err, Error::Corrupt { .. }), "{err}");
+    assert_eq!(err.exit_code(), 3);
+    let text = err.to_string();
+    assert!(
+        text.contains("c000001.data") && text.contains(&at.to_string()),
+        "{text}"
+    );
+}
+
+#[test]
+fn batches_reopen_and_one_writer() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(1_000_000);
+    let mut s = open(dir.path(), &clock, Policy::default());
+    let mut batch = s.batch();
+    for i in 0..200u64 {
+        let title = format!("Title {}", i % 20);
+        batch
+            .put(&wink::store::Put {
+                domain: D,
+                title: &title,
+                rev: i,
+                tid: None,
+                content_type: HTML,
+                value: format!("value {i}").as_bytes(),
+                historical: false,
+            })
+            .unwrap();
+    }
+    assert_eq!(batch.commit().unwrap(), 200);
+    assert!(matches!(
+        Store::open(dir.path(), &StoreOptions::writer()),
+        Err(Error::InUse { .. })
+    ));
+    let reader = Store::open(
+        dir.path(),
+        &StoreOptions {
+            clock: Arc::new(clock.clone()),
+            ..StoreOptions::read_only()
+        },
+    )
+    .unwrap();
+    assert_eq!(
+        reader.get_latest(D, "Title 3").unwrap().unwrap().value,
+        b"value 183"
+    );
+    let st = reader.stat().unwrap();
+    assert_eq!(st.titles, 20);
+    drop(s);
+    let s = open(dir.path(), &clock, Policy::default());
+    assert_eq!(
+        s.get_latest(D, "Title 19").unwrap().unwrap().value,
+        b"value 199"
+    );
+}
+
+#[test]
+fn bad_input_is_refused_and_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(1_000_000);
+    let mut s = open(dir.path(), &clock, Policy::default());
+    let before = std::fs::read(dir.path().join("meta.data")).unwrap();
+    for (domain, title) in [("", "T"), ("a/b", "T"), (D, ""), (D, &"t".repeat(1025)[..])] {
+        assert!(
+            matches!(
+                s.put(domain, title, 1, None, HTML, b"x"),
+                Err(Error::Invalid(_))
+            ),
+            "{domain:?} {title:?}"
+        );
+    }
+    let v4 = uuid::Uuid::from_u128(0x6ba7b810_9dad_41d1_80b4_00c04fd430c8);
+    assert!(matches!(
+        s.put(D, "T", 1, Some(v4), HTML, b"x"),
+        Err(Error::Invalid(_))
+    ));
+    assert!(matches!(
+        s.put(D, "T", 1, None, "", b"x"),
+        Err(Error::Invalid(_))
+    ));
+    let big = vec![0u8; (64 << 20) + 1];
+    assert!(matches!(
+        s.put(D, "T", 1, None, HTML, &big),
+        Err(Error::Invalid(_))
+    ));
+    assert_eq!(std::fs::read(dir.path().join("meta.data")).unwrap(), before);
+}
+
+#[test]
+fn containers_roll_over_at_their_size_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(1_000_000);
+    let opts = StoreOptions {
+        clock: Arc::new(clock.clone()),
+        ..StoreOptions::writer()
+    };
+    Store::init(
+        dir.path(),
+        &Config {
+            container_bytes: 1 << 20,
+            ..Config::default()
+        },
+        &opts,
+    )
+    .unwrap();
+    let mut s = Store::open(dir.path(), &opts).unwrap();
+    let value = vec![7u8; 100 << 10];
+    for i in 0..30u64 {
+        s.put(D, &format!("T{i}"), 1, None, HTML, &value).unwrap();
+    }
+    assert!(s.stat().unwrap().containers >= 3);
+    for i in 0..30u64 {
+        assert_eq!(
+            s.get_latest(D, &format!("T{i}")).unwrap().unwrap().value,
+            value
+        );
+    }
+}
