@@ -6,6 +6,7 @@
 
 mod check;
 mod dump;
+mod fs;
 mod kv;
 mod show;
 
@@ -22,7 +23,8 @@ const AFTER_HELP: &str = "\
 Exit status: 0 success; 1 not found, or `check` found problems; 2 bad usage or invalid input
 (nothing changed); 3 data could not be read (corruption or I/O error); 4 in use by another writer.
 
-Environment: WINK_NOW (seconds since the epoch), when set, is the clock for SYNCTIME.";
+Environment: WINK_NOW (seconds since the epoch), when set, is the clock for SYNCTIME and for the
+mtimes of filesys files.";
 
 /// Inspect, write and check Wink container files.
 #[derive(Parser)]
@@ -39,7 +41,10 @@ enum Command {
     /// Create, append to, read from and delete in a kvseq file.
     #[command(subcommand)]
     Kv(kv::Command),
-    /// Check Wink files for damage; exit 1 when a problem is found.
+    /// Create, write, read, list and rename files in a filesys (BASE.data, BASE.idx, ...).
+    #[command(subcommand)]
+    Fs(fs::Command),
+    /// Check Wink files and filesys bases for damage; exit 1 when a problem is found.
     Check(check::Args),
 }
 
@@ -54,6 +59,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Dump(args) => dump::run(&args),
         Command::Kv(command) => kv::run(command),
+        Command::Fs(command) => fs::run(command),
         Command::Check(args) => check::run(&args),
     };
     match result {
