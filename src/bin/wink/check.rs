@@ -1,8 +1,11 @@
-//! `wink check PATH... [--strict]`: validates Wink files, one report line per problem.
+//! `wink check PATH... [--strict]`: validates Wink files and filesys bases, one report line per
+//! problem.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use wink::check::{check_file, Report};
+use wink::filesys::check::check_filesys;
+use wink::filesys::file_path;
 use wink::Result;
 
 use crate::show::Out;
@@ -15,13 +18,17 @@ be read); warnings are bookkeeping that readers do not rely on (ENTRIES/AENTRIES
 past FILESIZE, trailing padding). A hindex or perm is checked against its datafile when one lies
 beside it: X.kvseq for X.hindex and X.perm, BASE.data for BASE.idx.
 
+A PATH that does not exist while PATH.data does names a filesys: its files are checked together
+(each file's structure, every live inode's checksum and data pointers, index against data, the
+size totals, and in the ao variant the mtime order and the time marks).
+
 Exit status: 0 when no file has an error (nor, with --strict, a warning); 1 otherwise.";
 
 /// Checks Wink files for damage and reports every problem with file and byte offset.
 #[derive(clap::Args)]
 #[command(after_help = AFTER_HELP)]
 pub struct Args {
-    /// Wink files (kvseq, hindex, perm).
+    /// Wink files (kvseq, hindex, perm), or filesys bases (BASE for BASE.data, BASE.idx, ...).
     #[arg(required = true)]
     paths: Vec<PathBuf>,
     /// Count warnings as problems too.
@@ -33,7 +40,11 @@ pub fn run(args: &Args) -> Result<Status> {
     let mut out = Out::new();
     let (mut errors, mut warnings, mut bad_files) = (0, 0, 0);
     for path in &args.paths {
-        let report = check_file(path);
+        let report = if is_filesys_base(path) {
+            check_filesys(path)
+        } else {
+            check_file(path)
+        };
         print(&mut out, &report, args.strict)?;
         errors += report.errors();
         warnings += report.warnings();
@@ -46,6 +57,11 @@ pub fn run(args: &Args) -> Result<Status> {
     let files = args.paths.len();
     eprintln!("wink: check: {errors} errors and {warnings} warnings; {bad_files} of {files} files not clean");
     Ok(1)
+}
+
+/// A path that is not there itself but has a datafile beside it is a filesys's base.
+fn is_filesys_base(path: &Path) -> bool {
+    path.symlink_metadata().is_err() && file_path(path, "data").symlink_metadata().is_ok()
 }
 
 fn print(out: &mut Out, report: &Report, strict: bool) -> Result<()> {
