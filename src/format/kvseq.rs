@@ -889,6 +889,7 @@ impl Iter<'_> {
         let kv = self.kv;
         let layout = kv.parse(&mut self.window, KvPointer(self.next))?;
         self.next = align_up(layout.end, kv.align);
+        self.check_gap(layout.end)?;
         let skip = self.live_only && layout.deleted;
         let key = if skip {
             Vec::new()
@@ -913,6 +914,33 @@ impl Iter<'_> {
             None
         };
         Ok(EntryInfo { layout, key, value })
+    }
+
+    /// The gap after an entry ending at `end` is zero, and the last entry ends at FILESIZE
+    /// (DESIGN.md §2): without this, a length field that shrank into the gap would go unseen.
+    fn check_gap(&mut self, end: u64) -> Result<()> {
+        let kv = self.kv;
+        if end == kv.filesize || self.next == end {
+            return Ok(());
+        }
+        if self.next > kv.filesize {
+            return Err(kv.corrupt(
+                end,
+                "last entry",
+                format!("to end at FILESIZE {}", kv.filesize),
+                format!("end at {end}"),
+            ));
+        }
+        let gap = self.window.get(end, self.next - end, "an alignment gap")?;
+        match gap.iter().position(|b| *b != 0) {
+            Some(i) => Err(kv.corrupt(
+                end + i as u64,
+                "alignment gap",
+                "zero bytes",
+                format!("0x{:02x}", gap[i]),
+            )),
+            None => Ok(()),
+        }
     }
 }
 
