@@ -125,7 +125,7 @@ impl Filesys {
         let mut out = Vec::with_capacity((end - start) as usize);
         let mut pos = 0u64;
         for (n, &(ptr, size)) in inode.data.iter().enumerate() {
-            let (lo, hi) = (pos, pos + size);
+            let (lo, hi) = (pos, pos.saturating_add(size));
             pos = hi;
             if hi <= start || lo >= end {
                 continue;
