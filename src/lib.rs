@@ -8,6 +8,7 @@
 //! - [`vfs`], [`sim`]: where multi-file structures get their files (real, or a simulated disk).
 //! - [`filesys`]: a flat filesystem on kvseq + hindex, with the append-only variant.
 //! - [`store`]: the render store — revisions and renders with precedence and retention.
+//! - [`synth`]: deterministic revision histories for the demo and benchmarks.
 //!
 //! ```
 //! use wink::format::kvseq::{KvSeq, KvSeqOptions};
@@ -28,6 +29,7 @@ pub mod format;
 pub mod sim;
 pub mod storage;
 pub mod store;
+pub mod synth;
 pub mod vfs;
 
 pub use error::{Error, Result};

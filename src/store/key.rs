@@ -94,6 +94,15 @@ pub fn cmp_tid(a: Uuid, b: Uuid) -> Ordering {
         .then_with(|| a.as_bytes()[8..].cmp(&b.as_bytes()[8..]))
 }
 
+/// A tid for a known time (seconds since the epoch), made deterministic by `node` and `counter`
+/// (imports give every document its own node, so tids never collide).
+pub fn tid_at(secs: i64, counter: u16, node: [u8; 6]) -> Uuid {
+    let ticks = (secs.max(0) as u64)
+        .saturating_mul(10_000_000)
+        .saturating_add(TICKS_TO_UNIX);
+    uuid::Builder::from_gregorian_timestamp(ticks, counter & 0x3fff, &node).into_uuid()
+}
+
 /// Makes tids from a clock: strictly increasing within this process even when the clock stands
 /// still or steps back (ticks continue from the last one issued).
 #[derive(Debug)]

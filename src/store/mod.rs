@@ -14,7 +14,9 @@
 //! bytes) and one pread of the value, verified against its CRC-32. Nothing per render is held in
 //! memory; opening reads only the configuration and the two filesys headers.
 
+pub mod check;
 pub mod config;
+pub mod import;
 pub mod key;
 pub mod policy;
 pub mod record;

@@ -452,7 +452,7 @@ mod tests {
         let r1 = rec.renders.iter().find(|r| r.tid == t1).unwrap();
         assert_eq!(r1.stamps.pushed_out, Some(110));
         assert_eq!(r1.stamps.superseded, Some(120));
-        let late = maker.make(5);
+        let late = crate::store::key::tid_at(5, 0, [1; 6]); // an older tid, arriving last
         rec.put(render(1, late), &p, 130); // arrives outside the kept set and after a newer rev
         let l = rec.renders.iter().find(|r| r.tid == late).unwrap();
         assert_eq!(

@@ -1,0 +1,144 @@
+//! `wink check DIR`: a whole store checked — configuration, the meta filesys and every container
+//! (each with [`crate::filesys::check::check_filesys`]), every title record (checksum, order), and
+//! every render's location (inside its container's datafile, inside a live data entry of exactly
+//! the value's length). Values themselves are verified by `wink scrub`.
+
+use std::path::Path;
+
+use crate::check::{Problem, Report, Severity};
+use crate::filesys::check::check_filesys;
+use crate::filesys::{file_path, Filesys};
+use crate::format::kvseq::KvSeq;
+use crate::store::record::{Render, TitleRecord};
+
+use super::{container_base, meta_base, Store, StoreOptions};
+
+/// Checks the store in `dir` (read-only).
+pub fn check_store(dir: &Path) -> Report {
+    let mut report = Report {
+        path: dir.to_path_buf(),
+        format: None,
+        summary: format!("store {}", dir.display()),
+        problems: Vec::new(),
+    };
+    report
+        .problems
+        .extend(crate::check::check_file(&dir.join("store")).problems);
+    report
+        .problems
+        .extend(check_filesys(&meta_base(dir)).problems);
+    let store = match Store::open(dir, &StoreOptions::read_only()) {
+        Ok(s) => s,
+        Err(e) => {
+            report
+                .problems
+                .push(Problem::from_error(&dir.join("store"), &e));
+            return report;
+        }
+    };
+    let last = store.current_container().unwrap_or(0);
+    let mut containers = Vec::new();
+    for id in 1..=last {
+        let base = container_base(dir, id);
+        if !file_path(&base, "data").exists() {
+            continue;
+        }
+        report.problems.extend(check_filesys(&base).problems);
+        containers.push((id, KvSeq::open_path(&file_path(&base, "data"), false).ok()));
+    }
+    let (mut titles, mut renders) = (0u64, 0u64);
+    for item in store.meta.iter() {
+        let file = match item {
+            Ok(f) => f,
+            Err(e) => {
+                report
+                    .problems
+                    .push(Problem::from_error(store.meta.data().path(), &e));
+                break;
+            }
+        };
+        let meta_path = store.meta.data().path().to_path_buf();
+        let rec = match store
+            .meta
+            .read_stat(&file)
+            .and_then(|b| TitleRecord::decode(&b, &meta_path, file.inode.0))
+        {
+            Ok(r) => r,
+            Err(e) => {
+                report.problems.push(Problem::from_error(&meta_path, &e));
+                continue;
+            }
+        };
+        titles += 1;
+        for (i, render) in rec.renders.iter().enumerate() {
+            renders += 1;
+            if i > 0 && precedes(render, &rec.renders[i - 1]) {
+                report.problems.push(Problem {
+                    path: meta_path.clone(),
+                    offset: Some(file.inode.0),
+                    severity: Severity::Error,
+                    what: format!(
+                        "title record {:?}: renders out of order at {i}",
+                        String::from_utf8_lossy(&file.name)
+                    ),
+                });
+            }
+            if let Some(what) = check_location(render, &containers) {
+                report.problems.push(Problem {
+                    path: meta_path.clone(),
+                    offset: Some(file.inode.0),
+                    severity: Severity::Error,
+                    what: format!(
+                        "title {:?} rev {} tid {}: {what}",
+                        String::from_utf8_lossy(&file.name),
+                        render.rev,
+                        render.tid
+                    ),
+                });
+            }
+        }
+    }
+    report.summary = format!(
+        "store {}: {titles} titles, {renders} renders, {} containers",
+        dir.display(),
+        containers.len()
+    );
+    report
+}
+
+/// True when `a` should come before `b` in a record (newest first).
+fn precedes(a: &Render, b: &Render) -> bool {
+    a.rev > b.rev || (a.rev == b.rev && super::key::cmp_tid(a.tid, b.tid).is_gt())
+}
+
+fn check_location(render: &Render, containers: &[(u32, Option<KvSeq>)]) -> Option<String> {
+    let loc = render.location;
+    if loc.len == 0 {
+        return None;
+    }
+    let Some((_, kv)) = containers.iter().find(|(id, _)| *id == loc.container) else {
+        return Some(format!(
+            "names container {} which does not exist",
+            loc.container
+        ));
+    };
+    let kv = kv.as_ref()?;
+    let end = loc.offset.checked_add(loc.len);
+    if end.is_none_or(|e| e > kv.filesize()) || loc.offset < kv.first().0 {
+        return Some(format!(
+            "value at {}..+{} lies outside container {}'s entries (FILESIZE {})",
+            loc.offset,
+            loc.len,
+            loc.container,
+            kv.filesize()
+        ));
+    }
+    None
+}
+
+impl Store {
+    /// The meta filesys (for maintenance tools).
+    pub fn meta(&self) -> &Filesys {
+        &self.meta
+    }
+}
