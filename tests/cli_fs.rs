@@ -839,3 +839,28 @@ fn a_forged_inode_with_huge_sizes_does_not_panic() {
     );
     assert!(check.contains(&at), "{check}");
 }
+
+/// An inode whose data size disagrees with its data entry is damage (exit 3, file and offset),
+/// whether the claimed size is small or large: no read of the claimed size is attempted, and
+/// the disagreement is never taken for a wrong argument.
+#[test]
+fn a_data_size_that_disagrees_with_its_entry_is_damage() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path().join("fs");
+    wink(&["fs", "create", s(&base)]).expect(0);
+    put(&base, "a", b"0123456789");
+    put(&base, "b", b"later commit");
+    let ptr = stat(&base, "a")["inode"].as_u64().unwrap();
+    let data = file(&base, "data");
+    for claimed in [11, 1 << 40] {
+        let forged = inode(1, claimed, 0, 1_700_000_000, &[(4096, claimed)], 120);
+        patch(&data, value_offset(ptr, b"a/I0"), &forged);
+        let run = wink(&["fs", "cat", s(&base), "a"]).expect(3);
+        assert!(run.stdout.is_empty(), "{claimed}");
+        assert!(
+            run.stderr.contains(s(&data)) && run.stderr.contains("byte 4096"),
+            "{claimed}: {}",
+            run.stderr
+        );
+    }
+}
