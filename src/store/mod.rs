@@ -321,6 +321,15 @@ impl Store {
         &self.cfg
     }
 
+    /// Commits of the title records made through this handle: by [`Store::commit`] (so by every
+    /// committed put, take-down and lift), and inside a put when the container rolls over or the
+    /// record index grows. After a power cut the store holds what the last completed one
+    /// committed (crash tests compare this counter around an operation to know which states may
+    /// have survived).
+    pub fn commits(&self) -> u64 {
+        self.meta.commits()
+    }
+
     /// Now, by the store's clock.
     pub fn now(&self) -> i64 {
         self.clock.now()
