@@ -561,7 +561,10 @@ impl KvSeq {
                 format!("0x{:02x}", padding[i]),
             ));
         }
-        Ok(data.to_vec())
+        let mut out = Vec::new();
+        reserve(&mut out, data.len(), self.storage.as_ref(), offset, what)?;
+        out.extend_from_slice(data);
+        Ok(out)
     }
 
     // ---- writing -------------------------------------------------------------------------
@@ -972,6 +975,10 @@ impl<'a> Window<'a> {
             let ahead = (self.limit.saturating_sub(offset)).min(self.capacity as u64);
             // `len` ≤ limit − offset ≤ the file's length, checked at open.
             let want = len.max(ahead) as usize;
+            if want > self.buf.capacity() {
+                self.buf.clear();
+                reserve(&mut self.buf, want, self.storage, offset, what)?;
+            }
             self.buf.resize(want, 0);
             read_exact_at(self.storage, &mut self.buf, offset, what)?;
             self.start = offset;
@@ -979,6 +986,19 @@ impl<'a> Window<'a> {
         let from = (offset - self.start) as usize;
         Ok(&self.buf[from..from + len as usize])
     }
+}
+
+/// Makes room for `n` bytes read at `offset`. Lengths are bounded by the file's length, but a
+/// sparse file can be far longer than memory: a length no allocation can hold is an error, not
+/// an abort.
+fn reserve(buf: &mut Vec<u8>, n: usize, s: &dyn Storage, offset: u64, what: &str) -> Result<()> {
+    buf.try_reserve_exact(n).map_err(|_| {
+        Error::unsupported(
+            s.path(),
+            offset,
+            format!("{what} of {n} bytes: more than this process can hold in memory"),
+        )
+    })
 }
 
 fn describe(repr: Repr) -> String {
