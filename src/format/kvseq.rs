@@ -153,6 +153,11 @@ impl KvSeq {
                 opts.align
             )));
         }
+        if zero_byte_entries(opts.keyrepr, opts.valrepr, opts.delflag) {
+            return Err(Error::invalid(
+                "KEYREPR 4 and VALREPR 4 without a delflag: entries of zero bytes",
+            ));
+        }
         let mut sb = Superblock::new(opts.sbsize, Format::KvSeq, opts.purpose)?;
         let sbsize = sb.sbsize() as i64;
         let mut vars = vec![
@@ -222,6 +227,14 @@ impl KvSeq {
         let keyrepr = repr(var::KEYREPR)?;
         let valrepr = repr(var::VALREPR)?;
         let delflag = sb.get(var::KVDELFL) == Some(1);
+        // Every entry must take a byte, or a walk never advances.
+        if zero_byte_entries(keyrepr, valrepr, delflag) {
+            return Err(Error::unsupported(
+                &path,
+                sb.value_offset(var::VALREPR).unwrap_or(0),
+                "KEYREPR 4 and VALREPR 4 without KVDELFL: entries of zero bytes",
+            ));
+        }
         let align = sb.get_u64(&path, var::ALIGN)?.unwrap_or(0);
         // ALIGN is used as a divisor and a gap size below: bounded and checked here once.
         if align > MAX_ALIGN {
@@ -1007,6 +1020,12 @@ fn describe(repr: Repr) -> String {
         Repr::Fixed { len } => format!("exactly {len} bytes"),
         Repr::Padded { max } => format!("padded, at most {max} bytes"),
     }
+}
+
+/// Keys and values of zero bytes and no delflag: entries that take no room at all.
+fn zero_byte_entries(keyrepr: Repr, valrepr: Repr, delflag: bool) -> bool {
+    let zero = Repr::Fixed { len: 0 };
+    !delflag && keyrepr == zero && valrepr == zero
 }
 
 /// `x` rounded up to a multiple of `align` (0 = no alignment). Saturates instead of wrapping.
