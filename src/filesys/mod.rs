@@ -248,6 +248,53 @@ impl Filesys {
     /// Opens a filesys in `vfs`. A writer's open replays a committed journal and reports what it
     /// repaired ([`Filesys::recovery`]); a read-only open never writes.
     pub fn open_in(vfs: Arc<dyn Vfs>, base: &Path, open: &OpenOptions) -> Result<Filesys> {
+        Filesys::open_inner(vfs, base, open, true)
+    }
+
+    /// Rebuilds `BASE.idx` from `BASE.data` and commits; works when the index is damaged (its
+    /// spot check is skipped; an index that cannot be opened at all is moved aside to
+    /// `BASE.idx.broken` and replaced). Returns the number of files indexed.
+    pub fn reindex_in(vfs: Arc<dyn Vfs>, base: &Path, open: &OpenOptions) -> Result<u64> {
+        let idx_path = file_path(base, "idx");
+        let mut fs = match Filesys::open_inner(vfs.clone(), base, open, false) {
+            Ok(fs) => fs,
+            Err(e) if e.is_corruption() && error_path(&e) == Some(idx_path.as_path()) => {
+                let broken = sibling(&idx_path, "broken");
+                vfs.rename(&idx_path, &broken)?;
+                // The failed open already replayed the journal into the other files; emptied
+                // now, it can never replay the old index's cells into the new one.
+                let jnl_path = file_path(base, "jnl");
+                let seq = journal::read(vfs.open(&jnl_path, false)?)?.map_or(0, |r| r.seq);
+                journal::write(vfs.open(&jnl_path, true)?.as_ref(), seq + 1, &[])?;
+                let opts = HIndexOptions {
+                    purpose: INDEX_PURPOSE,
+                    htsize: 16,
+                    cellsz: 2,
+                    time: open.clock.now(),
+                    ..HIndexOptions::default()
+                };
+                HIndex::create(vfs.create_new(&idx_path)?, &opts)?;
+                let mut fs = Filesys::open_inner(vfs, base, open, false)?;
+                fs.recovery.actions.push(format!(
+                    "{}: could not be opened ({e}); moved to {}",
+                    idx_path.display(),
+                    broken.display()
+                ));
+                fs
+            }
+            Err(e) => return Err(e),
+        };
+        let count = fs.reindex()?;
+        fs.sync()?;
+        Ok(count)
+    }
+
+    fn open_inner(
+        vfs: Arc<dyn Vfs>,
+        base: &Path,
+        open: &OpenOptions,
+        check_index: bool,
+    ) -> Result<Filesys> {
         let data_path = file_path(base, "data");
         let lock = if open.writable {
             vfs.lock(&data_path, open.wait)?
@@ -355,7 +402,9 @@ impl Filesys {
             recovery,
             commits: 0,
         };
-        fs.idx.spot_check(&fs.data)?;
+        if check_index {
+            fs.idx.spot_check(&fs.data)?;
+        }
         if fs.writable {
             fs.recover_tail()?;
             fs.ensure_next_fileid()?;
@@ -663,6 +712,16 @@ impl Drop for Filesys {
                 let _ = o.sync_data();
             }
         }
+    }
+}
+
+/// The file an error names, when it names one.
+fn error_path(e: &Error) -> Option<&Path> {
+    match e {
+        Error::Corrupt { path, .. } | Error::Unsupported { path, .. } | Error::Io { path, .. } => {
+            Some(path)
+        }
+        _ => None,
     }
 }
 

@@ -27,6 +27,9 @@ fn validate_name(name: &[u8]) -> Result<()> {
     Ok(())
 }
 
+/// The most a read reserves before the data entries confirm the sizes.
+const MAX_RESERVE: usize = 64 << 20;
+
 /// Data entries up to this size are read with the entry's header in one pread.
 const SMALL_ENTRY: u64 = 3 << 10;
 
@@ -122,7 +125,9 @@ impl Filesys {
     pub(super) fn read_inode(&self, inode: &Inode, offset: u64, len: u64) -> Result<Vec<u8>> {
         let start = offset.min(inode.lsize);
         let end = start.saturating_add(len).min(inode.lsize);
-        let mut out = Vec::with_capacity((end - start) as usize);
+        // The inode's sizes are checked entry by entry as they are read; reserve no more up front
+        // than a sane amount, so a forged LSIZE cannot ask for an absurd allocation.
+        let mut out = Vec::with_capacity(((end - start) as usize).min(MAX_RESERVE));
         let mut pos = 0u64;
         for (n, &(ptr, size)) in inode.data.iter().enumerate() {
             let (lo, hi) = (pos, pos.saturating_add(size));
@@ -404,6 +409,14 @@ impl Filesys {
             ));
         }
         validate_name(new)?;
+        // OLD must exist before anything is written (a growth of the index writes).
+        if self.locate(old)?.is_none() {
+            return Err(Error::NotFound(format!(
+                "{}: no file {:?}",
+                self.base.display(),
+                String::from_utf8_lossy(old)
+            )));
+        }
         self.ensure_index_room()?;
         let located = self.locate(old)?.ok_or_else(|| {
             Error::NotFound(format!(

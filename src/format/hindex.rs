@@ -37,6 +37,8 @@ const PROBE_BATCH: u64 = 8;
 const IN_MEMORY_REBUILD: u64 = 64 << 20;
 /// Used cells whose stored hash and probe path are verified on open.
 const SPOT_CHECKS: usize = 16;
+/// Cells scanned from each sample point for a used one.
+const SPOT_SCAN: u64 = 256;
 
 /// Reads the key of a kvseq entry (for comparisons and rebuilds).
 pub trait KeySource {
@@ -607,15 +609,29 @@ impl HIndex {
     /// bytes, and the key's probe from its home reaches the cell without passing a free cell. A
     /// wrong HTALGO or CELLSZ, or an index of another datafile, fails here at once.
     pub fn spot_check(&self, keys: &dyn KeySource) -> Result<()> {
-        let mut checked = 0;
-        let stride = (self.htsize / SPOT_CHECKS as u64).max(1);
-        let mut cell = 0;
-        while cell < self.htsize && checked < SPOT_CHECKS {
-            if let Cell::Used { ptr, .. } = self.get(cell)? {
-                self.verify_cell(cell, ptr, keys)?;
-                checked += 1;
+        let (mut buf, mut cells) = (Vec::new(), Vec::new());
+        let mut last_checked = None;
+        // From evenly spaced points, the next used cell (within a bounded scan) is verified, so
+        // a sparse table is checked as well as a full one.
+        for k in 0..SPOT_CHECKS as u64 {
+            let mut start = self.htsize * k / SPOT_CHECKS as u64;
+            let mut scanned = 0;
+            'scan: while scanned < SPOT_SCAN && start < self.htsize {
+                let n = PROBE_BATCH.min(self.htsize - start);
+                self.read_run(start, n, &mut buf, &mut cells)?;
+                for (i, c) in cells.iter().enumerate() {
+                    let cell = start + i as u64;
+                    if let Cell::Used { ptr, .. } = *c {
+                        if last_checked != Some(cell) {
+                            self.verify_cell(cell, ptr, keys)?;
+                            last_checked = Some(cell);
+                        }
+                        break 'scan;
+                    }
+                }
+                start += n;
+                scanned += n;
             }
-            cell += stride;
         }
         Ok(())
     }

@@ -24,9 +24,17 @@ pub struct Args {
 }
 
 pub fn run(args: &Args) -> Result<Status> {
-    let mut fs = super::open_writer(&args.base, &args.writing)?;
-    let count = fs.reindex()?;
-    fs.sync()?;
+    super::expect_filesys(&args.base)?;
+    let open = wink::filesys::OpenOptions {
+        wait: args.writing.wait,
+        clock: crate::clock_from_env()?,
+        ..wink::filesys::OpenOptions::writer()
+    };
+    let count = wink::filesys::Filesys::reindex_in(
+        std::sync::Arc::new(wink::vfs::RealFs),
+        &args.base,
+        &open,
+    )?;
     let mut out = Out::new();
     out.line(&count.to_string())?;
     out.finish()?;
