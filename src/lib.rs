@@ -26,6 +26,7 @@ pub mod clock;
 pub mod error;
 pub mod filesys;
 pub mod format;
+pub mod fuzzing;
 pub mod sim;
 pub mod storage;
 pub mod store;

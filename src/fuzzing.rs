@@ -1,0 +1,475 @@
+//! Fuzz harnesses: one function per cargo-fuzz target in `fuzz/`, shared with
+//! `tests/fuzz_replay.rs`, which replays the committed corpora through this same code.
+//!
+//! Each harness treats its input as an untrusted file and drives the format readers over it. It
+//! panics only when the library breaks a promise of DESIGN.md §6: a panic inside the library, an
+//! error that does not name the file (or names an offset past its end), or two read paths that
+//! disagree about the same bytes. Work per input is bounded by the input's length, so a hang is a
+//! library bug too (libFuzzer reports it as a timeout).
+
+use std::path::Path;
+use std::sync::OnceLock;
+
+use crate::error::Error;
+use crate::format::hindex::{Cell, HIndex, KeySource};
+use crate::format::kvseq::{EntryInfo, KvPointer, KvSeq, KvSeqOptions};
+use crate::format::perm::{Pair, Perm};
+use crate::format::superblock::{Purpose, Superblock};
+use crate::storage::MemStorage;
+
+/// The name every fuzz input goes by in error messages.
+pub const INPUT_PATH: &str = "fuzz-input";
+/// The name of the fixed kvseq whose keys the hindex and perm harnesses look up.
+pub const KEYS_PATH: &str = "fuzz-keys.kvseq";
+/// How many keys the fixed kvseq holds.
+pub const KEY_COUNT: usize = 24;
+/// Most pairs or cells a harness reads one by one (keeps an execution short).
+const ITEM_CAP: u64 = 1024;
+/// Most used cells verified one by one (each verification may probe the whole table).
+const VERIFY_CAP: usize = 16;
+/// Largest perm grouped (an external merge of tiny runs is quadratic).
+const GROUP_CAP: u64 = 256;
+
+/// Panics unless `err` is an error a reader may return for damaged input. Corruption must name
+/// one of `files` (path, length) and an offset within it; I/O errors must name one of them.
+/// `Full` and `InUse` never come from a read.
+pub fn check_error(err: &Error, files: &[(&Path, u64)]) {
+    let text = err.to_string();
+    let known = |path: &Path| files.iter().find(|(p, _)| *p == path).map(|(_, len)| *len);
+    match err {
+        Error::Corrupt { path, offset, .. } | Error::Unsupported { path, offset, .. } => {
+            let len = known(path).unwrap_or_else(|| panic!("error names an unknown file: {text}"));
+            assert!(
+                *offset <= len,
+                "offset past the end of the {len}-byte file: {text}"
+            );
+            assert!(
+                text.contains(&*path.to_string_lossy()),
+                "message lacks the path: {text}"
+            );
+        }
+        Error::Io { path, .. } => {
+            assert!(
+                known(path).is_some(),
+                "I/O error names an unknown file: {text}"
+            );
+        }
+        Error::NotFound(_) | Error::Invalid(_) => {}
+        other => panic!("a read returned {other:?}"),
+    }
+}
+
+fn input_files(len: usize) -> [(&'static Path, u64); 2] {
+    [
+        (Path::new(INPUT_PATH), len as u64),
+        (Path::new(KEYS_PATH), keys_bytes().len() as u64),
+    ]
+}
+
+/// Unwraps `r`, checking any error with [`check_error`] against the input (and the keys file).
+fn ok<T>(r: crate::Result<T>, len: usize) -> Option<T> {
+    r.map_err(|e| check_error(&e, &input_files(len))).ok()
+}
+
+/// Up to four integers from the input's last 32 bytes, to aim reads at input-chosen places.
+fn tail_numbers(data: &[u8]) -> Vec<u64> {
+    let tail = &data[data.len().saturating_sub(32)..];
+    tail.chunks_exact(8)
+        .map(|c| u64::from_be_bytes(c.try_into().expect("chunks_exact(8) gives 8 bytes")))
+        .collect()
+}
+
+// ---- superblock --------------------------------------------------------------------------
+
+/// Parses `data` as a superblock; a parsed one must re-encode to the bytes it came from.
+pub fn superblock(data: &[u8]) {
+    let path = Path::new(INPUT_PATH);
+    let parsed = Superblock::parse(path, data, data.len() as u64);
+    let read = Superblock::read(&MemStorage::from_bytes(INPUT_PATH, data.to_vec()));
+    match (&parsed, &read) {
+        (Ok(a), Ok(b)) => assert_eq!(a, b, "parse and read disagree"),
+        (Err(a), Err(b)) => assert_eq!(a.to_string(), b.to_string(), "parse and read disagree"),
+        _ => panic!("parse and read disagree: {parsed:?} / {read:?}"),
+    }
+    let sb = match parsed {
+        Ok(sb) => sb,
+        Err(e) => return check_error(&e, &input_files(data.len())),
+    };
+    let sbsize = sb.sbsize() as usize;
+    assert!(sbsize <= data.len() && sbsize % 8 == 0, "SBSIZE {sbsize}");
+    let vars = sb.encode_vars();
+    assert!(vars.len() <= sbsize, "variables run past SBSIZE");
+    assert_eq!(
+        &data[..vars.len()],
+        &vars[..],
+        "re-encoding changed the variables"
+    );
+    let again =
+        Superblock::parse(path, &sb.encode(), sb.sbsize()).expect("re-encoded superblock parses");
+    assert_eq!(again, sb);
+    for (name, value) in sb.vars() {
+        let at = sb
+            .value_offset(*name)
+            .expect("a listed variable has an offset") as usize;
+        assert_eq!(
+            &data[at..at + 8],
+            &value.to_be_bytes(),
+            "value of {name} at {at}"
+        );
+        if let Err(e) = sb.get_u64(path, *name) {
+            check_error(&e, &input_files(data.len()));
+        }
+    }
+}
+
+// ---- kvseq -------------------------------------------------------------------------------
+
+/// Opens `data` as a kvseq, walks every entry both ways (iteration and point reads) and reads at
+/// input-chosen pointers.
+pub fn kvseq_walk(data: &[u8]) {
+    let Some(kv) = ok(
+        KvSeq::open(
+            Box::new(MemStorage::from_bytes(INPUT_PATH, data.to_vec())),
+            false,
+        ),
+        data.len(),
+    ) else {
+        return;
+    };
+    let all = walk(&kv, kv.first(), false, true, data.len());
+    check_point_reads(&kv, &all, data.len());
+    let live = walk(&kv, kv.first(), true, false, data.len());
+    let expected_live: Vec<_> = all
+        .iter()
+        .filter(|e| !e.layout.deleted)
+        .map(|e| (e.layout, &e.key))
+        .collect();
+    let got_live: Vec<_> = live.iter().map(|e| (e.layout, &e.key)).collect();
+    // A walk that stopped at an error sees a prefix of the live entries.
+    assert!(
+        expected_live.starts_with(&got_live) || got_live.starts_with(&expected_live),
+        "live walk disagrees"
+    );
+    if let Some(second) = all.get(1) {
+        let rest = walk(&kv, second.layout.ptr, false, true, data.len());
+        assert_eq!(rest[..], all[1..], "walk from the second entry");
+    }
+    for n in tail_numbers(data) {
+        let ptr = KvPointer(n % (kv.filesize() + 64));
+        if let Some(entry) = ok(kv.read(ptr), data.len()) {
+            let (layout, key) = kv.read_key(ptr).expect("read succeeded, so read_key must");
+            assert_eq!((layout.deleted, &key), (entry.deleted, &entry.key));
+            assert_eq!(
+                kv.layout(ptr).expect("read succeeded, so layout must"),
+                layout
+            );
+        }
+        walk(&kv, ptr, n % 2 == 0, n % 3 == 0, data.len());
+    }
+}
+
+/// Collects the entries an iterator yields before its first error (checked).
+fn walk(kv: &KvSeq, from: KvPointer, live_only: bool, values: bool, len: usize) -> Vec<EntryInfo> {
+    let iter = if values {
+        kv.iter_entries(from, live_only)
+    } else {
+        kv.iter(from, live_only)
+    };
+    let mut out = Vec::new();
+    for item in iter {
+        match item {
+            Ok(info) => out.push(info),
+            Err(e) => {
+                check_error(&e, &input_files(len));
+                break;
+            }
+        }
+        // Every entry takes at least one byte: more entries than bytes means a walk that loops.
+        assert!(out.len() <= len, "more entries than bytes in the file");
+    }
+    out
+}
+
+/// Every entry met by a walk reads back the same through the point-read APIs.
+fn check_point_reads(kv: &KvSeq, all: &[EntryInfo], len: usize) {
+    for (i, info) in all.iter().enumerate() {
+        let ptr = info.layout.ptr;
+        let entry = kv
+            .read(ptr)
+            .unwrap_or_else(|e| panic!("walk read {ptr} but read fails: {e}"));
+        assert_eq!(
+            (entry.deleted, &entry.key),
+            (info.layout.deleted, &info.key)
+        );
+        assert_eq!(Some(&entry.value), info.value.as_ref());
+        assert_eq!(
+            kv.layout(ptr).expect("layout of a walked entry"),
+            info.layout
+        );
+        assert_eq!(
+            kv.read_key(ptr).expect("read_key of a walked entry").1,
+            info.key
+        );
+        assert_eq!(
+            kv.read_value(ptr).expect("read_value of a walked entry"),
+            entry.value
+        );
+        let half = info.layout.value_len / 2;
+        let mut buf = vec![0u8; (info.layout.value_len - half) as usize];
+        if let Some(()) = ok(kv.read_value_at(&info.layout, half, &mut buf), len) {
+            assert_eq!(&buf[..], &entry.value[half as usize..]);
+        }
+        if let Some(next) = all.get(i + 1) {
+            assert_eq!(kv.next_after(&info.layout), next.layout.ptr);
+        }
+    }
+}
+
+// ---- the fixed keys kvseq ----------------------------------------------------------------
+
+/// The `i`-th key of the fixed kvseq.
+pub fn fuzz_key(i: usize) -> Vec<u8> {
+    format!("fuzz-key-{i}").into_bytes()
+}
+
+/// The bytes of the fixed kvseq: [`KEY_COUNT`] entries `fuzz_key(i)` → `i`, in order, none
+/// deleted; SBSIZE 256 so seeds built against it stay small.
+pub fn keys_bytes() -> &'static [u8] {
+    static BYTES: OnceLock<Vec<u8>> = OnceLock::new();
+    BYTES.get_or_init(|| {
+        let storage = MemStorage::new(KEYS_PATH);
+        let opts = KvSeqOptions {
+            sbsize: 256,
+            purpose: Purpose(*b"FUZZKEYS"),
+            fileincr: 0,
+            clock: std::sync::Arc::new(crate::clock::ManualClock::new(0)),
+            ..KvSeqOptions::default()
+        };
+        let mut kv = KvSeq::create(Box::new(storage.clone()), &opts).expect("in-memory create");
+        for i in 0..KEY_COUNT {
+            kv.append(&fuzz_key(i), i.to_string().as_bytes())
+                .expect("in-memory append");
+        }
+        kv.sync().expect("in-memory sync");
+        storage.to_vec()
+    })
+}
+
+/// The fixed kvseq, open read-only.
+pub fn keys_kvseq() -> &'static KvSeq {
+    static KV: OnceLock<KvSeq> = OnceLock::new();
+    KV.get_or_init(|| {
+        let storage = MemStorage::from_bytes(KEYS_PATH, keys_bytes().to_vec());
+        KvSeq::open(Box::new(storage), false).expect("the fixed kvseq opens")
+    })
+}
+
+/// Pointers of the fixed kvseq's entries, in order.
+pub fn key_pointers() -> Vec<KvPointer> {
+    let kv = keys_kvseq();
+    kv.iter(kv.first(), false)
+        .map(|e| e.expect("the fixed kvseq reads").layout.ptr)
+        .collect()
+}
+
+// ---- hindex ------------------------------------------------------------------------------
+
+/// Opens `data` as a hindex over the fixed kvseq: lookups of every fixed key and of keys taken
+/// from the input, the used cells, counts, spot checks; then an insert and a removal on a copy.
+pub fn hindex_lookup(data: &[u8]) {
+    let len = data.len();
+    let Some(index) = ok(
+        HIndex::open(
+            Box::new(MemStorage::from_bytes(INPUT_PATH, data.to_vec())),
+            false,
+        ),
+        len,
+    ) else {
+        return;
+    };
+    let kv = keys_kvseq();
+    let mut keys: Vec<Vec<u8>> = (0..KEY_COUNT).map(fuzz_key).collect();
+    keys.push(data[len.saturating_sub(8)..].to_vec());
+    keys.push(data[..len.min(12)].to_vec());
+    for key in &keys {
+        assert!(index.home(key) < index.htsize());
+        check_lookup(&index, key, len);
+    }
+    let used: Vec<(u64, KvPointer)> = index.used_cells().map_while(|c| ok(c, len)).collect();
+    for (k, &(cell, ptr)) in used.iter().enumerate().take(ITEM_CAP as usize) {
+        match index.get(cell).expect("a listed used cell reads") {
+            Cell::Used { ptr: p, .. } => assert_eq!(p, ptr, "cell {cell}"),
+            other => panic!("used_cells listed cell {cell}, which reads {other:?}"),
+        }
+        if k < VERIFY_CAP {
+            ok(index.verify_cell(cell, ptr, kv), len);
+        }
+    }
+    if let Some((_, live)) = ok(index.count(), len) {
+        assert_eq!(live, used.len() as u64, "count and used_cells disagree");
+    }
+    for cell in 0..index.htsize().min(ITEM_CAP) {
+        ok(index.get(cell), len);
+    }
+    ok(index.spot_check(kv), len);
+    drop(index);
+    insert_and_remove(data);
+}
+
+/// A lookup that finds something found the right key, in a used cell holding that pointer.
+fn check_lookup(index: &HIndex, key: &[u8], len: usize) {
+    let Some(Some(found)) = ok(index.lookup(key, keys_kvseq()), len) else {
+        return;
+    };
+    assert_eq!(
+        keys_kvseq()
+            .key_at(found.ptr)
+            .expect("lookup read this key"),
+        key
+    );
+    match index.get(found.cell).expect("the found cell reads") {
+        Cell::Used { ptr, .. } => assert_eq!(ptr, found.ptr),
+        other => panic!("lookup found cell {}, which reads {other:?}", found.cell),
+    }
+}
+
+/// On a writable copy: insert the first fixed key the table lacks, find it, remove it.
+fn insert_and_remove(data: &[u8]) {
+    let len = data.len();
+    let Some(mut index) = ok(
+        HIndex::open(
+            Box::new(MemStorage::from_bytes(INPUT_PATH, data.to_vec())),
+            true,
+        ),
+        len,
+    ) else {
+        return;
+    };
+    let kv = keys_kvseq();
+    let ptrs = key_pointers();
+    let Some(i) = (0..KEY_COUNT).find(|i| matches!(index.lookup(&fuzz_key(*i), kv), Ok(None)))
+    else {
+        return;
+    };
+    let key = fuzz_key(i);
+    match index.insert(&key, ptrs[i], kv) {
+        Ok(cell) => {
+            // The new cell lies before any free cell of the key's probe, so a lookup reaches it
+            // (or fails on damage it meets on the way).
+            if let Some(found) = ok(index.lookup(&key, kv), len) {
+                let found = found.expect("an inserted key is found");
+                assert_eq!(found, crate::format::hindex::Found { cell, ptr: ptrs[i] });
+            }
+            ok(index.remove(&key, kv), len);
+        }
+        Err(Error::Full { .. }) => {}
+        Err(e) => check_error(&e, &input_files(len)),
+    }
+}
+
+// ---- perm --------------------------------------------------------------------------------
+
+/// Opens `data` as a perm: every pair one by one and in ranges, then a group on a copy, with an
+/// in-memory or an external merge and a tie comparison that may fail.
+pub fn perm_read(data: &[u8]) {
+    let len = data.len();
+    let Some(perm) = ok(
+        Perm::open(
+            Box::new(MemStorage::from_bytes(INPUT_PATH, data.to_vec())),
+            false,
+        ),
+        len,
+    ) else {
+        return;
+    };
+    let n = perm.len().min(ITEM_CAP);
+    let singles: Vec<Option<Pair>> = (0..n).map(|i| ok(perm.get(i), len)).collect();
+    assert!(perm.get(perm.len()).is_err(), "a pair past PERMSIZE");
+    if let Some(range) = ok(perm.read_range(0, n), len) {
+        let singles: Vec<Pair> = singles
+            .iter()
+            .map(|p| p.expect("range read, so every pair reads"))
+            .collect();
+        assert_eq!(range, singles, "read_range and get disagree");
+        let bound = perm.htsize().unwrap_or(1 << 63);
+        assert!(
+            range.iter().all(|p| p.hash < bound),
+            "a hash past its bound was returned"
+        );
+    }
+    for x in tail_numbers(data) {
+        let (start, count) = (x % (perm.len() + 2), (x >> 32) % 5);
+        if let Some(range) = ok(perm.read_range(start, count), len) {
+            assert_eq!(range.len() as u64, count);
+        }
+    }
+    drop(perm);
+    group_copy(data);
+}
+
+/// Groups a writable copy; the result must be the stable sort of the pairs by (hash, ptr), or,
+/// when the tie comparison fails, the pairs unchanged.
+fn group_copy(data: &[u8]) {
+    let len = data.len();
+    let Some(mut perm) = ok(
+        Perm::open(
+            Box::new(MemStorage::from_bytes(INPUT_PATH, data.to_vec())),
+            true,
+        ),
+        len,
+    ) else {
+        return;
+    };
+    if perm.len() > GROUP_CAP {
+        return;
+    }
+    let Some(before) = ok(perm.read_range(0, perm.len()), len) else {
+        return;
+    };
+    let last = data.last().copied().unwrap_or(0);
+    perm.set_run_pairs(u64::from(last % 8) + 2);
+    // A tie comparison that fails on its k-th call (k from the input; 0 = never).
+    let fail_at = u64::from(last >> 4);
+    let mut calls = 0u64;
+    let result = perm.group(|a, b| {
+        calls += 1;
+        if calls == fail_at {
+            return Err(Error::invalid("tie comparison failed"));
+        }
+        Ok(a.ptr.cmp(&b.ptr))
+    });
+    let after = perm
+        .read_range(0, perm.len())
+        .expect("a perm that read before grouping reads after");
+    match result {
+        Ok(()) => {
+            let mut expected = before;
+            expected.sort_by(|a, b| a.hash.cmp(&b.hash).then(a.ptr.cmp(&b.ptr)));
+            assert_eq!(after, expected, "group did not sort");
+        }
+        Err(Error::Invalid(_)) => assert_eq!(after, before, "a failed group changed the perm"),
+        Err(e) => check_error(&e, &input_files(len)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fixed_keys_are_all_there() {
+        let ptrs = key_pointers();
+        assert_eq!(ptrs.len(), KEY_COUNT);
+        assert_eq!(keys_kvseq().key_at(ptrs[3]).unwrap(), fuzz_key(3));
+    }
+
+    #[test]
+    fn harnesses_take_empty_and_tiny_inputs() {
+        for data in [&b""[..], b"#!WINKME", &[0xff; 40]] {
+            superblock(data);
+            kvseq_walk(data);
+            hindex_lookup(data);
+            perm_read(data);
+        }
+    }
+}
