@@ -1,11 +1,12 @@
-//! `wink check PATH... [--strict]`: validates Wink files and filesys bases, one report line per
-//! problem.
+//! `wink check PATH... [--strict]`: validates Wink files, filesys bases and render stores, one
+//! report line per problem.
 
 use std::path::{Path, PathBuf};
 
 use wink::check::{check_file, Report};
 use wink::filesys::check::check_filesys;
 use wink::filesys::file_path;
+use wink::store::check::check_store;
 use wink::Result;
 
 use crate::show::Out;
@@ -22,13 +23,19 @@ A PATH that does not exist while PATH.data does names a filesys: its files are c
 (each file's structure, every live inode's checksum and data pointers, index against data, the
 size totals, and in the ao variant the mtime order and the time marks).
 
+A PATH that is a directory holding a `store` file names a render store: its configuration, the
+title records' filesys and every container are checked as above, then every title record
+(checksum, render order) and every render's location in its container. Values themselves are
+verified against their CRC-32 by every read (`wink get` exits 3 on a damaged one).
+
 Exit status: 0 when no file has an error (nor, with --strict, a warning); 1 otherwise.";
 
 /// Checks Wink files for damage and reports every problem with file and byte offset.
 #[derive(clap::Args)]
 #[command(after_help = AFTER_HELP)]
 pub struct Args {
-    /// Wink files (kvseq, hindex, perm), or filesys bases (BASE for BASE.data, BASE.idx, ...).
+    /// Wink files (kvseq, hindex, perm), filesys bases (BASE for BASE.data, BASE.idx, ...), or
+    /// store directories.
     #[arg(required = true)]
     paths: Vec<PathBuf>,
     /// Count warnings as problems too.
@@ -40,7 +47,9 @@ pub fn run(args: &Args) -> Result<Status> {
     let mut out = Out::new();
     let (mut errors, mut warnings, mut bad_files) = (0, 0, 0);
     for path in &args.paths {
-        let report = if is_filesys_base(path) {
+        let report = if is_store_dir(path) {
+            check_store(path)
+        } else if is_filesys_base(path) {
             check_filesys(path)
         } else {
             check_file(path)
@@ -57,6 +66,11 @@ pub fn run(args: &Args) -> Result<Status> {
     let files = args.paths.len();
     eprintln!("wink: check: {errors} errors and {warnings} warnings; {bad_files} of {files} files not clean");
     Ok(1)
+}
+
+/// A directory with the store's configuration file in it is a store.
+fn is_store_dir(path: &Path) -> bool {
+    path.is_dir() && path.join("store").is_file()
 }
 
 /// A path that is not there itself but has a datafile beside it is a filesys's base.

@@ -9,6 +9,7 @@ mod dump;
 mod fs;
 mod kv;
 mod show;
+mod store;
 
 use std::io;
 use std::process::ExitCode;
@@ -23,10 +24,10 @@ const AFTER_HELP: &str = "\
 Exit status: 0 success; 1 not found, or `check` found problems; 2 bad usage or invalid input
 (nothing changed); 3 data could not be read (corruption or I/O error); 4 in use by another writer.
 
-Environment: WINK_NOW (seconds since the epoch), when set, is the clock for SYNCTIME and for the
-mtimes of filesys files.";
+Environment: WINK_NOW (seconds since the epoch), when set, is the clock for SYNCTIME, for the
+mtimes of filesys files, and for the render store (arrival times, generated tids, retention).";
 
-/// Inspect, write and check Wink container files.
+/// Store and read revisioned web documents; inspect, write and check Wink container files.
 #[derive(Parser)]
 #[command(name = "wink", version, after_help = AFTER_HELP)]
 struct Cli {
@@ -44,8 +45,22 @@ enum Command {
     /// Create, write, read, list and rename files in a filesys (BASE.data, BASE.idx, ...).
     #[command(subcommand)]
     Fs(fs::Command),
-    /// Check Wink files and filesys bases for damage; exit 1 when a problem is found.
+    /// Check Wink files, filesys bases and stores for damage; exit 1 when a problem is found.
     Check(check::Args),
+    /// Create a render store in a new directory, with its retention policy and limits.
+    Init(store::init::Args),
+    /// Store a render of a page revision; print its tid once it is durable.
+    Put(store::put::Args),
+    /// Write a render (the latest, of a revision, or one tid) to stdout, or its metadata.
+    Get(store::get::Args),
+    /// List a title's readable renders, newest first, with their states.
+    Ls(store::ls::Args),
+    /// Take a revision or a whole title down (or lift a take-down).
+    Rm(store::rm::Args),
+    /// Load a corpus (manifest.tsv and DOC/REV.html files) into a store.
+    Import(store::import::Args),
+    /// Print a store's counts, sizes and policy.
+    Stat(store::stat::Args),
 }
 
 /// What a command that did not fail reports: 0, or 1 when `check` found problems.
@@ -61,6 +76,13 @@ fn main() -> ExitCode {
         Command::Kv(command) => kv::run(command),
         Command::Fs(command) => fs::run(command),
         Command::Check(args) => check::run(&args),
+        Command::Init(args) => store::init::run(&args),
+        Command::Put(args) => store::put::run(&args),
+        Command::Get(args) => store::get::run(&args),
+        Command::Ls(args) => store::ls::run(&args),
+        Command::Rm(args) => store::rm::run(&args),
+        Command::Import(args) => store::import::run(&args),
+        Command::Stat(args) => store::stat::run(&args),
     };
     match result {
         Ok(status) => ExitCode::from(status),

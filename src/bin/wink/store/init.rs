@@ -1,0 +1,216 @@
+//! `wink init DIR [--revisions P] [--renders P] [--historical-ttl S] [--container-bytes N]
+//! [--max-value N]`.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use wink::filesys::MAX_DATA_ENTRY;
+use wink::storage::Storage;
+use wink::store::{Config, Policy, Renders, Revisions, Store, StoreOptions};
+use wink::vfs::{RealFs, Vfs, WriterLock};
+use wink::{Error, Result};
+
+use crate::Status;
+
+const AFTER_HELP: &str = "\
+Creates DIR (and its parents) with the configuration file DIR/store, the title records
+(DIR/meta.*) and the first container (DIR/c000001.*), and syncs them. The policy is fixed for the
+store's life.
+
+Revision policy: `all` keeps every revision; `recent:TTL` keeps a superseded revision readable
+for TTL seconds after a newer one arrived (the current revision never expires).
+Render policy: `all`; `latest:COUNT:GRACE` keeps the newest COUNT renders of a revision and the
+others for GRACE seconds after they were pushed out; `interval:SECS:COUNT:GRACE` the newest COUNT
+per SECS of tid time; `ttl:TTL` every render for TTL seconds after its arrival (a stash).
+
+Exit status 2 when an option is invalid, when DIR holds a store already, or when DIR is a file
+or a directory that is not empty: nothing is created then. When creating fails midway, what this
+run created is removed again.";
+
+/// Smallest container: the store treats anything smaller as this.
+const MIN_CONTAINER: u64 = 1 << 20;
+/// Largest container: compaction needs free space for one container.
+const MAX_CONTAINER: u64 = 1 << 40;
+
+/// Creates a new, empty render store.
+#[derive(clap::Args)]
+#[command(after_help = AFTER_HELP)]
+pub struct Args {
+    /// The directory to create the store in (absent, or empty).
+    dir: PathBuf,
+    /// Revision retention: all, or recent:TTL.
+    #[arg(long, value_name = "POLICY", default_value_t = Policy::default().revisions.to_string())]
+    revisions: String,
+    /// Render retention: all, latest:COUNT:GRACE, interval:SECS:COUNT:GRACE or ttl:TTL.
+    #[arg(long, value_name = "POLICY", default_value_t = Policy::default().renders.to_string())]
+    renders: String,
+    /// Seconds a historical render (an old revision regenerated on request) stays readable.
+    #[arg(long, value_name = "S", allow_negative_numbers = true,
+          default_value_t = Policy::default().historical_ttl)]
+    historical_ttl: i64,
+    /// A container is sealed, and the next one started, past this many bytes (1 MiB .. 1 TiB).
+    #[arg(long, value_name = "N", default_value_t = Config::default().container_bytes)]
+    container_bytes: u64,
+    /// The largest value a put accepts, in bytes (1 .. 256 MiB).
+    #[arg(long, value_name = "N", default_value_t = Config::default().max_value)]
+    max_value: u64,
+}
+
+pub fn run(args: &Args) -> Result<Status> {
+    let cfg = config(args)?;
+    let clock = crate::clock_from_env()?;
+    refuse_existing(&args.dir)?;
+    let vfs = Arc::new(Recording::default());
+    let opts = StoreOptions {
+        clock,
+        vfs: vfs.clone(),
+        ..StoreOptions::writer()
+    };
+    let result = Store::init(&args.dir, &cfg, &opts);
+    if result.is_err() {
+        vfs.remove_created();
+    }
+    result.map(|()| 0)
+}
+
+/// The configuration, every value checked before anything is created.
+fn config(args: &Args) -> Result<Config> {
+    let revisions: Revisions = args.revisions.parse()?;
+    let renders: Renders = args.renders.parse()?;
+    if args.historical_ttl < 0 {
+        return Err(Error::invalid(format!(
+            "--historical-ttl {}: a number of seconds ≥ 0",
+            args.historical_ttl
+        )));
+    }
+    if !(MIN_CONTAINER..=MAX_CONTAINER).contains(&args.container_bytes) {
+        return Err(Error::invalid(format!(
+            "--container-bytes {}: {MIN_CONTAINER}..={MAX_CONTAINER} bytes",
+            args.container_bytes
+        )));
+    }
+    // The store reads a value as one contiguous range, which a filesys guarantees only up to one
+    // data entry; a larger value would be split across entries and could not be read back.
+    if !(1..=MAX_DATA_ENTRY).contains(&args.max_value) {
+        return Err(Error::invalid(format!(
+            "--max-value {}: 1..={MAX_DATA_ENTRY} bytes",
+            args.max_value
+        )));
+    }
+    Ok(Config {
+        policy: Policy {
+            revisions,
+            renders,
+            historical_ttl: args.historical_ttl,
+        },
+        container_bytes: args.container_bytes,
+        max_value: args.max_value,
+    })
+}
+
+/// DIR must be absent or an empty directory: a store is never mixed with other files, and an
+/// interrupted init (files but no DIR/store) is left for the operator to look at and remove.
+pub(crate) fn refuse_existing(dir: &Path) -> Result<()> {
+    let Ok(meta) = dir.symlink_metadata() else {
+        return Ok(());
+    };
+    let shown = dir.display();
+    if !meta.is_dir() {
+        return Err(Error::invalid(format!(
+            "{shown} exists and is not a directory"
+        )));
+    }
+    if dir.join("store").symlink_metadata().is_ok() {
+        return Err(Error::invalid(format!("{shown} holds a store already")));
+    }
+    let mut entries = std::fs::read_dir(dir).map_err(|e| Error::io(dir, None, e))?;
+    if entries.next().is_some() {
+        return Err(Error::invalid(format!(
+            "{shown} is not empty (a store gets a directory of its own; an interrupted \
+             `wink init` leaves files without {shown}/store: remove them first)"
+        )));
+    }
+    Ok(())
+}
+
+/// The real file system, remembering the files and directories it created, so that an init that
+/// fails midway removes exactly those.
+#[derive(Debug, Default)]
+struct Recording {
+    files: Mutex<Vec<PathBuf>>,
+    dirs: Mutex<Vec<PathBuf>>,
+}
+
+impl Recording {
+    fn remove_created(&self) {
+        let files = self.files.lock().unwrap_or_else(|p| p.into_inner());
+        for path in files.iter() {
+            if let Err(e) = std::fs::remove_file(path) {
+                eprintln!("wink: could not remove {}: {e}", path.display());
+            }
+        }
+        let dirs = self.dirs.lock().unwrap_or_else(|p| p.into_inner());
+        // Innermost first; remove_dir refuses a directory someone else put files in meanwhile.
+        for path in dirs.iter().rev() {
+            if let Err(e) = std::fs::remove_dir(path) {
+                eprintln!("wink: could not remove {}: {e}", path.display());
+            }
+        }
+    }
+}
+
+impl Vfs for Recording {
+    fn open(&self, path: &Path, writable: bool) -> Result<Box<dyn Storage>> {
+        RealFs.open(path, writable)
+    }
+
+    fn create_new(&self, path: &Path) -> Result<Box<dyn Storage>> {
+        let storage = RealFs.create_new(path)?;
+        let mut files = self.files.lock().unwrap_or_else(|p| p.into_inner());
+        files.push(path.to_path_buf());
+        Ok(storage)
+    }
+
+    fn exists(&self, path: &Path) -> bool {
+        RealFs.exists(path)
+    }
+
+    fn remove(&self, path: &Path) -> Result<()> {
+        RealFs.remove(path)?;
+        let mut files = self.files.lock().unwrap_or_else(|p| p.into_inner());
+        files.retain(|p| p != path);
+        Ok(())
+    }
+
+    fn create_dir_all(&self, path: &Path) -> Result<()> {
+        // Outermost first, so that removal can go innermost first.
+        let missing: Vec<PathBuf> = path
+            .ancestors()
+            .filter(|p| !p.as_os_str().is_empty() && p.symlink_metadata().is_err())
+            .map(Path::to_path_buf)
+            .collect();
+        RealFs.create_dir_all(path)?;
+        let mut dirs = self.dirs.lock().unwrap_or_else(|p| p.into_inner());
+        dirs.extend(missing.into_iter().rev());
+        Ok(())
+    }
+
+    fn rename(&self, from: &Path, to: &Path) -> Result<()> {
+        RealFs.rename(from, to)?;
+        let mut files = self.files.lock().unwrap_or_else(|p| p.into_inner());
+        for path in files.iter_mut() {
+            if path == from {
+                *path = to.to_path_buf();
+            }
+        }
+        Ok(())
+    }
+
+    fn sync_dir(&self, path: &Path) -> Result<()> {
+        RealFs.sync_dir(path)
+    }
+
+    fn lock(&self, path: &Path, wait: bool) -> Result<Option<WriterLock>> {
+        RealFs.lock(path, wait)
+    }
+}

@@ -1,0 +1,81 @@
+//! `wink ls DIR DOMAIN TITLE [--offset N] [--limit N] [--json]`.
+
+use std::path::PathBuf;
+
+use wink::store::{Listed, Page};
+use wink::{Error, Result};
+
+use super::{RenderJson, Title};
+use crate::show::Out;
+use crate::Status;
+
+const AFTER_HELP: &str = "\
+Lists the title's readable renders (retention at WINK_NOW when set; take-downs excluded), newest
+first: by revision, then by tid time. Text output: one tab-separated line per render: rev, tid,
+size, content type, state (current, recent, historical or archived). With --json: one JSON array
+of objects with rev, tid, size, content_type and state.
+
+Exit status 1, with nothing printed, when the title has no readable render.";
+
+/// Lists a title's renders, newest first.
+#[derive(clap::Args)]
+#[command(after_help = AFTER_HELP)]
+pub struct Args {
+    /// The store's directory.
+    dir: PathBuf,
+    #[command(flatten)]
+    title: Title,
+    /// Skip the first N renders.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    offset: usize,
+    /// List at most N renders.
+    #[arg(long, value_name = "N")]
+    limit: Option<usize>,
+    /// One JSON array instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(args: &Args) -> Result<Status> {
+    args.title.check()?;
+    let store = super::open_reader(&args.dir)?;
+    let page = Page {
+        offset: args.offset,
+        limit: args.limit.unwrap_or(usize::MAX),
+    };
+    let listed = store.list(&args.title.domain, &args.title.title, page)?;
+    if listed.is_empty() {
+        return Err(Error::NotFound(format!(
+            "{}: no readable render in {}{}",
+            args.title.display(),
+            args.dir.display(),
+            if args.offset > 0 {
+                " at that offset"
+            } else {
+                ""
+            }
+        )));
+    }
+    let mut out = Out::new();
+    if args.json {
+        let json: Vec<RenderJson> = listed.iter().map(json).collect();
+        out.json(&json)?;
+    } else {
+        for l in &listed {
+            out.line(&format!(
+                "{}\t{}\t{}\t{}\t{}",
+                l.rev,
+                l.tid,
+                l.size,
+                l.content_type,
+                l.state.as_str()
+            ))?;
+        }
+    }
+    out.finish()?;
+    Ok(0)
+}
+
+fn json(l: &Listed) -> RenderJson<'_> {
+    RenderJson::new(l.rev, l.tid, l.size, &l.content_type, l.state)
+}

@@ -1,0 +1,159 @@
+//! The render store's verbs: `wink init`, `put`, `get`, `ls`, `rm`, `import`, `stat`, all taking
+//! the store's directory first.
+//!
+//! Every argument is validated before the store is opened, so that bad input (exit 2) never
+//! takes the writer lock or touches a file. Writing verbs take the store's writer lock (`--wait`
+//! waits for it instead of exit 4) and succeed only after their commit is durable. Every verb
+//! reads the clock from `WINK_NOW` when set: it stamps arrivals and generated tids, and decides
+//! which renders retention still lets through.
+
+pub mod get;
+pub mod import;
+pub mod init;
+pub mod ls;
+pub mod put;
+pub mod rm;
+pub mod stat;
+
+use std::io::{self, Read};
+use std::path::Path;
+
+use serde::Serialize;
+use uuid::Uuid;
+use wink::store::{key, State, Store, StoreOptions};
+use wink::{Error, Result};
+
+/// The option every writing verb takes.
+#[derive(clap::Args)]
+pub struct Writing {
+    /// Wait for another writer's lock instead of exiting with status 4.
+    #[arg(long)]
+    wait: bool,
+}
+
+/// A title as given on the command line: `DOMAIN TITLE`.
+#[derive(clap::Args)]
+pub struct Title {
+    /// The domain, e.g. en.wikipedia.org: 1 to 255 bytes, no `/`.
+    domain: String,
+    /// The page title: 1 to 1024 bytes.
+    title: String,
+}
+
+impl Title {
+    /// Refuses an empty or over-long domain or title, or a domain with `/`.
+    fn check(&self) -> Result<()> {
+        key::check_domain(&self.domain)?;
+        key::check_title(&self.title)
+    }
+
+    /// "DOMAIN/TITLE" for messages.
+    fn display(&self) -> String {
+        format!("{}/{}", self.domain, self.title)
+    }
+}
+
+/// A revision argument: a non-negative decimal integer.
+fn parse_rev(text: &str) -> Result<u64> {
+    key::parse_rev(text)
+}
+
+/// A tid argument: a version-1 UUID.
+fn parse_tid(text: &str) -> Result<Uuid> {
+    key::parse_tid(text)
+}
+
+/// Opens the store in `dir` read-only, with the `WINK_NOW` clock (retention depends on it).
+fn open_reader(dir: &Path) -> Result<Store> {
+    let clock = crate::clock_from_env()?;
+    expect_store(dir)?;
+    Store::open(
+        dir,
+        &StoreOptions {
+            clock,
+            ..StoreOptions::read_only()
+        },
+    )
+}
+
+/// Opens the store in `dir` for writing, and reports what the open repaired.
+fn open_writer(dir: &Path, writing: &Writing) -> Result<Store> {
+    let clock = crate::clock_from_env()?;
+    expect_store(dir)?;
+    let store = Store::open(
+        dir,
+        &StoreOptions {
+            wait: writing.wait,
+            clock,
+            ..StoreOptions::writer()
+        },
+    )?;
+    for action in &store.meta().recovery().actions {
+        eprintln!("wink: recovered: {}", action.replace('\n', " "));
+    }
+    Ok(store)
+}
+
+/// A directory that holds no store is a usage mistake (exit 2), as a base that names no filesys
+/// is for `wink fs`, not a missing render (exit 1).
+fn expect_store(dir: &Path) -> Result<()> {
+    let config = dir.join("store");
+    if config.symlink_metadata().is_err() {
+        return Err(Error::invalid(format!(
+            "{}: no store there ({} does not exist; create one with `wink init`)",
+            dir.display(),
+            config.display()
+        )));
+    }
+    Ok(())
+}
+
+/// A render's content: the bytes of `file`, or of stdin when it is `-` or absent. Read whole
+/// before the store is locked, so that a slow producer never holds the writer lock.
+fn read_input(file: Option<&Path>) -> Result<Vec<u8>> {
+    let mut content = Vec::new();
+    match file {
+        Some(path) if path != Path::new("-") => {
+            content = std::fs::read(path).map_err(|e| input_error(path, e))?;
+        }
+        _ => {
+            io::stdin()
+                .lock()
+                .read_to_end(&mut content)
+                .map_err(|e| Error::io(Path::new("<stdin>"), None, e))?;
+        }
+    }
+    Ok(content)
+}
+
+/// A missing or unreadable input file is a wrong argument (exit 2), not damage in the store.
+fn input_error(path: &Path, e: io::Error) -> Error {
+    match e.kind() {
+        io::ErrorKind::NotFound | io::ErrorKind::PermissionDenied | io::ErrorKind::IsADirectory => {
+            Error::invalid(format!("{}: cannot read it: {e}", path.display()))
+        }
+        _ => Error::io(path, None, e),
+    }
+}
+
+/// A render as JSON, for `get --meta` and `ls --json`.
+#[derive(Serialize)]
+struct RenderJson<'a> {
+    rev: u64,
+    tid: String,
+    size: u64,
+    content_type: &'a str,
+    state: &'static str,
+}
+
+impl<'a> RenderJson<'a> {
+    fn new(rev: u64, tid: Uuid, size: u64, content_type: &'a str, state: State) -> Self {
+        RenderJson {
+            rev,
+            tid: tid.to_string(),
+            size,
+            content_type,
+            state: state.as_str(),
+        }
+    }
+}

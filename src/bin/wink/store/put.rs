@@ -1,0 +1,94 @@
+//! `wink put DIR DOMAIN TITLE REV [--tid UUID] [--type CT] [--historical] [--wait] [FILE | -]`.
+
+use std::path::PathBuf;
+
+use wink::store::{Config, Store};
+use wink::vfs::RealFs;
+use wink::{Error, Result};
+
+use super::{Title, Writing};
+use crate::show::Out;
+use crate::Status;
+
+/// The content type of a render unless `--type` says otherwise.
+pub const DEFAULT_TYPE: &str = "text/html; charset=utf-8";
+
+const AFTER_HELP: &str = "\
+Prints the render's tid once the render is durable. Without --tid the tid is made from the clock
+(WINK_NOW when set). Writing the same REV and TID again replaces the value. Which render is the
+latest depends on the revision, then the tid's time, never on the order puts arrive in.
+
+--historical stores an old revision regenerated on request: it stays readable for the store's
+historical TTL, and is refused for a revision newer than the current one.
+
+Exit status 2, with nothing written, for an empty or over-long domain or title, a domain with
+`/`, a revision that is not a non-negative integer, a tid that is not a version-1 UUID, a value
+over the store's maximum, a revision that is taken down, or a FILE that cannot be read.";
+
+/// Stores a render from FILE or stdin, and commits it.
+#[derive(clap::Args)]
+#[command(after_help = AFTER_HELP)]
+pub struct Args {
+    /// The store's directory.
+    dir: PathBuf,
+    #[command(flatten)]
+    title: Title,
+    /// The revision: a non-negative integer.
+    #[arg(allow_negative_numbers = true)]
+    rev: String,
+    /// Where the content comes from; `-` or none: stdin.
+    file: Option<PathBuf>,
+    /// The render's tid (a version-1 time UUID) instead of one made from the clock.
+    #[arg(long, value_name = "UUID")]
+    tid: Option<String>,
+    /// The content type stored with the render.
+    #[arg(long = "type", value_name = "CONTENT_TYPE", default_value = DEFAULT_TYPE)]
+    content_type: String,
+    /// A historical render (an old revision regenerated on request).
+    #[arg(long)]
+    historical: bool,
+    #[command(flatten)]
+    writing: Writing,
+}
+
+pub fn run(args: &Args) -> Result<Status> {
+    args.title.check()?;
+    let rev = super::parse_rev(&args.rev)?;
+    let tid = args.tid.as_deref().map(super::parse_tid).transpose()?;
+    let content = super::read_input(args.file.as_deref())?;
+    super::expect_store(&args.dir)?;
+    check_size(&args.dir, content.len())?;
+    let mut store = super::open_writer(&args.dir, &args.writing)?;
+    let put = if args.historical {
+        Store::put_historical
+    } else {
+        Store::put
+    };
+    let (domain, title) = (&args.title.domain, &args.title.title);
+    let tid = put(
+        &mut store,
+        domain,
+        title,
+        rev,
+        tid,
+        &args.content_type,
+        &content,
+    )?;
+    let mut out = Out::new();
+    out.line(&tid.to_string())?;
+    out.finish()?;
+    Ok(0)
+}
+
+/// Refuses a value over the store's maximum before the writer lock is taken, so that a second
+/// writer's presence does not hide the usage error (the store refuses it again).
+fn check_size(dir: &std::path::Path, len: usize) -> Result<()> {
+    let cfg = Config::read(&RealFs, &dir.join("store"))?;
+    if len as u64 > cfg.max_value {
+        return Err(Error::invalid(format!(
+            "a value of {len} bytes is over this store's maximum of {} (--max-value at init)",
+            cfg.max_value
+        )));
+    }
+    Ok(())
+}
