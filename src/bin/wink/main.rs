@@ -5,6 +5,7 @@
 //! use by another writer. Errors go to stderr as one line starting with `wink: `.
 
 mod check;
+mod demo;
 mod dump;
 mod fs;
 mod kv;
@@ -61,6 +62,8 @@ enum Command {
     Import(store::import::Args),
     /// Print a store's counts, sizes and policy.
     Stat(store::stat::Args),
+    /// Run the render store end to end on generated pages and print what it measured.
+    Demo(demo::Args),
 }
 
 /// What a command that did not fail reports: 0, or 1 when `check` found problems.
@@ -83,6 +86,7 @@ fn main() -> ExitCode {
         Command::Rm(args) => store::rm::run(&args),
         Command::Import(args) => store::import::run(&args),
         Command::Stat(args) => store::stat::run(&args),
+        Command::Demo(args) => demo::run(&args),
     };
     match result {
         Ok(status) => ExitCode::from(status),
