@@ -641,31 +641,46 @@ impl HIndex {
         let key = keys.key_at(ptr)?;
         let hash = KeyHash::of(&key);
         if let Cell::Used { stored_hash, .. } = self.get(cell)? {
-            if self.cellsz >= 2 && stored_hash != hash.stored() {
-                return Err(Error::corrupt(
-                    self.path(),
-                    self.cell_offset(cell) + 8,
-                    format!("stored hash of cell {cell} (key at {ptr})"),
-                    format!("0x{:016x}", hash.stored()),
-                    format!("0x{stored_hash:016x}"),
-                ));
-            }
+            self.check_stored_hash(cell, ptr, stored_hash, hash)?;
         }
         let home = hash.home(self.htsize);
         let mut c = home;
         while c != cell {
             if self.get(c)? == Cell::Free {
-                return Err(Error::corrupt(
-                    self.path(),
-                    self.cell_offset(cell),
-                    format!("cell {cell} (key at {ptr}) unreachable from its home {home}"),
-                    "no free cell on the probe path",
-                    format!("free cell {c}"),
-                ));
+                return Err(self.unreachable(cell, ptr, home, c));
             }
             c = (c + 1) % self.htsize;
         }
         Ok(())
+    }
+
+    fn check_stored_hash(
+        &self,
+        cell: u64,
+        ptr: KvPointer,
+        stored: u64,
+        hash: KeyHash,
+    ) -> Result<()> {
+        if self.cellsz >= 2 && stored != hash.stored() {
+            return Err(Error::corrupt(
+                self.path(),
+                self.cell_offset(cell) + 8,
+                format!("stored hash of cell {cell} (key at {ptr})"),
+                format!("0x{:016x}", hash.stored()),
+                format!("0x{stored:016x}"),
+            ));
+        }
+        Ok(())
+    }
+
+    fn unreachable(&self, cell: u64, ptr: KvPointer, home: u64, free: u64) -> Error {
+        Error::corrupt(
+            self.path(),
+            self.cell_offset(cell),
+            format!("cell {cell} (key at {ptr}) unreachable from its home {home}"),
+            "no free cell on the probe path",
+            format!("free cell {free}"),
+        )
     }
 
     /// Rebuilds at a size that brings the load to half the limit, and swaps it in atomically.
@@ -751,9 +766,22 @@ impl HIndex {
             None
         };
         let mut count = 0;
-        for item in self.used_cells() {
-            let (_, ptr) = item?;
+        let mut reach = Reach::default();
+        let (mut buf, mut cells) = (Vec::new(), Vec::new());
+        for old in 0..self.htsize {
+            if old % 4096 == 0 {
+                self.read_run(old, 4096.min(self.htsize - old), &mut buf, &mut cells)?;
+            }
+            let (ptr, stored) = match cells[(old % 4096) as usize] {
+                Cell::Free => {
+                    reach.last_free = Some(old);
+                    continue;
+                }
+                Cell::Deleted => continue,
+                Cell::Used { ptr, stored_hash } => (ptr, stored_hash),
+            };
             let hash = KeyHash::of(&keys.key_at(ptr)?);
+            self.check_carried(old, ptr, stored, hash, &mut reach)?;
             let mut cell = hash.home(htsize);
             let mut cell_bytes = [0u8; 16];
             cell_bytes[..8].copy_from_slice(&(ptr.0 as i64).to_be_bytes());
@@ -782,10 +810,44 @@ impl HIndex {
             }
             count += 1;
         }
+        if let Some((home, cell, ptr)) = reach.wrapped {
+            // A probe that wrapped past the end crossed no free cell at or after its home.
+            if let Some(free) = reach.last_free.filter(|f| *f >= home) {
+                return Err(self.unreachable(cell, ptr, home, free));
+            }
+        }
         if let Some(t) = table {
             write_all_at(temp, &t, sbsize)?;
         }
         Ok(count)
+    }
+
+    /// A rebuild carries over only cells a lookup can find: a used cell with a wrong stored hash,
+    /// or behind a free cell on its probe path, is damage that rehashing would bring back as a
+    /// valid (possibly duplicate) entry. Cells come in order, so a cell at or after its home
+    /// is checked against the last free cell seen, and a wrapped one at the end of the sweep.
+    fn check_carried(
+        &self,
+        old: u64,
+        ptr: KvPointer,
+        stored: u64,
+        hash: KeyHash,
+        reach: &mut Reach,
+    ) -> Result<()> {
+        self.check_stored_hash(old, ptr, stored, hash)?;
+        let home = hash.home(self.htsize);
+        let blocking = if home <= old {
+            reach.last_free.filter(|f| *f >= home)
+        } else {
+            if reach.wrapped.is_none_or(|(h, _, _)| home < h) {
+                reach.wrapped = Some((home, old, ptr));
+            }
+            reach.last_free
+        };
+        match blocking {
+            Some(free) => Err(self.unreachable(old, ptr, home, free)),
+            None => Ok(()),
+        }
     }
 
     /// Writes ENTRIES and AENTRIES (no fsync).
@@ -830,6 +892,15 @@ impl Drop for HIndex {
             let _ = self.flush();
         }
     }
+}
+
+/// What a rebuild's sweep knows of the old table's free cells (see [`HIndex::check_carried`]).
+#[derive(Default)]
+struct Reach {
+    /// The last free cell met so far.
+    last_free: Option<u64>,
+    /// The wrapped cell with the smallest home: (home, cell, pointer).
+    wrapped: Option<(u64, u64, KvPointer)>,
 }
 
 /// Iterator over the used cells of a table: `(cell, pointer)`.
