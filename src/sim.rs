@@ -121,6 +121,15 @@ impl SimDisk {
     }
 }
 
+/// Writes `bytes` at `offset`, extending with zeros like a file.
+fn write_at_vec(file: &mut Vec<u8>, offset: u64, bytes: &[u8]) {
+    let end = offset as usize + bytes.len();
+    if file.len() < end {
+        file.resize(end, 0);
+    }
+    file[offset as usize..end].copy_from_slice(bytes);
+}
+
 fn write_torn(durable: &mut Vec<u8>, offset: u64, bytes: &[u8], rng: &mut Rng) {
     let start = offset as usize;
     // Sectors of the write reach the disk independently.
@@ -206,11 +215,7 @@ impl Storage for SimStorage {
 
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
         self.with_file(|f| {
-            let end = offset as usize + buf.len();
-            if f.live.len() < end {
-                f.live.resize(end, 0);
-            }
-            f.live[offset as usize..end].copy_from_slice(buf);
+            write_at_vec(&mut f.live, offset, buf);
             f.unsynced.push(Op::Write(offset, buf.to_vec()));
         })
     }
@@ -236,8 +241,16 @@ impl Storage for SimStorage {
             .files
             .get_mut(&self.path)
             .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?;
-        f.durable = f.live.clone();
-        f.unsynced.clear();
+        // The live image is the durable one with the unsynced writes applied in order: replaying
+        // them costs what they wrote, where copying the live image costs the whole (preallocated)
+        // file at every sync.
+        for op in std::mem::take(&mut f.unsynced) {
+            match op {
+                Op::SetLen(len) => f.durable.resize(len as usize, 0),
+                Op::Write(offset, bytes) => write_at_vec(&mut f.durable, offset, &bytes),
+            }
+        }
+        debug_assert!(f.durable.len() == f.live.len());
         Ok(())
     }
 
