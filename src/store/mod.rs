@@ -487,15 +487,21 @@ impl Store {
     }
 
     /// Takes a revision (or, with `None`, the whole title) down: its renders are never returned
-    /// again, and puts of it are refused until the take-down is lifted. Returns the renders
-    /// removed. Committed.
+    /// again, and puts of it are refused until the take-down is lifted. Returns the readable
+    /// renders removed (expired ones that no put has culled yet are not counted: the answer does
+    /// not depend on whether culling ran). Committed.
     pub fn take_down(&mut self, domain: &str, title: &str, rev: Option<u64>) -> Result<usize> {
         self.writer()?;
         key::check_domain(domain)?;
         key::check_title(title)?;
         let name = record_name(domain, title);
         let mut rec = self.load(&name)?.unwrap_or_default();
-        let removed = rec.take_down(rev).len();
+        let (policy, now) = (self.cfg.policy, self.clock.now());
+        let removed = rec
+            .take_down(rev)
+            .iter()
+            .filter(|r| policy.readable(&r.stamps, now))
+            .count();
         self.save(&name, &rec)?;
         self.commit()?;
         Ok(removed)
