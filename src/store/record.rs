@@ -133,10 +133,12 @@ impl TitleRecord {
             }
         };
         if !historical {
+            // Only a newer revision still readable supersedes a late arrival: one that expired
+            // may or may not have been culled yet, and culling must not change what reads return.
             let newer_exists = self
                 .renders
                 .iter()
-                .any(|r| !r.stamps.historical && r.rev > rev);
+                .any(|r| !r.stamps.historical && r.rev > rev && policy.readable(&r.stamps, now));
             for r in self.renders.iter_mut().filter(|r| !r.stamps.historical) {
                 if r.rev < rev && r.stamps.superseded.is_none() {
                     r.stamps.superseded = Some(now);
@@ -159,11 +161,12 @@ impl TitleRecord {
         };
         let bucket = |tid: Uuid| bucket_secs.map(|s| tid_unix_secs(tid).div_euclid(s));
         let mut seen: Vec<(Option<i64>, usize)> = Vec::new();
-        // Renders are newest first, so the first `count` met per bucket are the kept ones.
+        // Renders are newest first, so the first `count` readable ones met per bucket are the kept
+        // ones. An expired render holds no place: it may or may not have been culled yet.
         for r in self
             .renders
             .iter_mut()
-            .filter(|r| r.rev == rev && !r.stamps.historical)
+            .filter(|r| r.rev == rev && !r.stamps.historical && policy.readable(&r.stamps, now))
         {
             let b = bucket(r.tid);
             let n = match seen.iter_mut().find(|(k, _)| *k == b) {
