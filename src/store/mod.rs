@@ -534,6 +534,13 @@ impl Store {
         if rec.is_empty() {
             self.meta.delete(name)?;
         } else {
+            // Before growing its index the meta filesys commits on its own, records of puts not
+            // yet committed included: the values they point to must be durable by then.
+            if self.meta.index().needs_growth() {
+                if let Some(w) = self.writer.as_mut() {
+                    w.fs.sync()?;
+                }
+            }
             self.meta.put(name, 0, &rec.encode())?;
         }
         Ok(())
