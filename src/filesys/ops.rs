@@ -154,7 +154,27 @@ impl Filesys {
                 out.extend_from_slice(&entry.value[from as usize..to as usize]);
                 continue;
             }
-            let (layout, key) = self.data.read_key(ptr)?;
+            // The value first: its first page holds the header too, so a cold read costs one
+            // disk read, not two. Nothing is returned unless the header checks out, and nothing
+            // is allocated for a size no entry of this datafile can have.
+            if ptr.0.saturating_add(to - from) > self.data.filesize() {
+                let (layout, key) = self.data.read_key(ptr)?;
+                self.check_data_entry(
+                    ptr,
+                    n,
+                    inode,
+                    &expected,
+                    size,
+                    layout.deleted,
+                    &key,
+                    layout.value_len,
+                )?;
+            }
+            let at = out.len();
+            out.resize(at + (to - from) as usize, 0);
+            let (layout, key) =
+                self.data
+                    .read_value_then_key(ptr, expected.len() as u64, from, &mut out[at..])?;
             self.check_data_entry(
                 ptr,
                 n,
@@ -165,9 +185,6 @@ impl Filesys {
                 &key,
                 layout.value_len,
             )?;
-            let at = out.len();
-            out.resize(at + (to - from) as usize, 0);
-            self.data.read_value_at(&layout, from, &mut out[at..])?;
         }
         Ok(out)
     }

@@ -436,6 +436,56 @@ impl KvSeq {
         )
     }
 
+    /// Reads `buf.len()` bytes of the value of the entry at `ptr`, `offset` bytes into it, and
+    /// returns the entry's layout and key for the caller to check against what it expected
+    /// (`key_len` is the expected key's length). `buf` holds that entry's value bytes when this
+    /// returns `Ok`, whatever the entry turns out to be.
+    ///
+    /// The value is read first, at the place an entry with such a key would have it, and the
+    /// header after it: on a cold page cache the header lies on the page where the value begins,
+    /// so one disk read brings both, where reading the header first costs a second one.
+    pub fn read_value_then_key(
+        &self,
+        ptr: KvPointer,
+        key_len: u64,
+        offset: u64,
+        buf: &mut [u8],
+    ) -> Result<(EntryLayout, Vec<u8>)> {
+        let header = self
+            .keyrepr
+            .encoded_len(key_len)
+            .map(|k| u64::from(self.delflag) + k + self.valrepr.header_len());
+        let guess = header
+            .filter(|_| ptr.0 >= self.data_start)
+            .and_then(|h| ptr.0.checked_add(h));
+        // Only a range inside the entries is read ahead of the header; the header decides.
+        let early = guess.and_then(|v| v.checked_add(offset)).filter(|&r| {
+            r.checked_add(buf.len() as u64)
+                .is_some_and(|end| end <= self.filesize)
+        });
+        if let Some(at) = early {
+            read_exact_at(self.storage.as_ref(), buf, at, "a value")?;
+        }
+        let window = header.map_or(64, |h| h.clamp(1, 512) as usize);
+        let mut w = Window::new(self.storage.as_ref(), self.filesize, window);
+        let layout = self.parse(&mut w, ptr)?;
+        let key = self.field_bytes(
+            &mut w,
+            layout.key_offset,
+            layout.key_len,
+            self.keyrepr,
+            "key",
+        )?;
+        let fits = offset
+            .checked_add(buf.len() as u64)
+            .is_some_and(|e| e <= layout.value_len);
+        if early.is_none() || guess != Some(layout.value_offset) || !fits {
+            // Read ahead at the wrong place (or not at all): read (or refuse) as the header says.
+            self.read_value_at(&layout, offset, buf)?;
+        }
+        Ok((layout, key))
+    }
+
     /// Iterates entries in file order from `from` (usually [`KvSeq::first`]).
     pub fn iter(&self, from: KvPointer, live_only: bool) -> Iter<'_> {
         Iter {
@@ -1077,6 +1127,35 @@ mod tests {
             kv.superblock().get(var::SYNCSIZE),
             Some(kv.filesize() as i64)
         );
+    }
+
+    #[test]
+    fn read_value_then_key_returns_the_entrys_own_bytes() {
+        let opts = KvSeqOptions {
+            keyrepr: Repr::Padded { max: 20 },
+            align: 8,
+            ..KvSeqOptions::default()
+        };
+        let (_, mut kv) = mem(&opts);
+        let a = kv.append(b"ab", b"0123456789").unwrap();
+        let b = kv.append(b"abcd", b"short").unwrap();
+        let mut buf = [0u8; 4];
+        // Right key length: the value read ahead is kept.
+        let (l, key) = kv.read_value_then_key(a, 2, 3, &mut buf).unwrap();
+        assert_eq!(
+            (key.as_slice(), &buf, l.value_len),
+            (&b"ab"[..], b"3456", 10)
+        );
+        // A wrong key length guesses the wrong place; the bytes are still the entry's own.
+        let mut buf = [0u8; 5];
+        let (l, key) = kv.read_value_then_key(b, 9, 0, &mut buf).unwrap();
+        assert_eq!((key.as_slice(), &buf, l.ptr), (&b"abcd"[..], b"short", b));
+        // Past the entry's value (though inside the file): refused.
+        let mut buf = [0u8; 8];
+        assert!(kv.read_value_then_key(a, 2, 5, &mut buf).is_err());
+        assert!(kv
+            .read_value_then_key(KvPointer(5), 2, 0, &mut buf)
+            .is_err());
     }
 
     #[test]
