@@ -1,0 +1,295 @@
+//! One contender's whole run, inside its own child process (so VmHWM is its own): create, import
+//! the corpus, load the renders, measure, read cold and warm. And the open-time probe.
+
+use std::path::Path;
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+use wink::storage::residency;
+
+use crate::contender::{Contender, Files, Res};
+use crate::measure::{self, Latencies};
+use crate::workload::{read_keys, Corpus, PutBuf, Renders, RENDER_DOMAIN};
+use crate::Settings;
+
+/// Durability modes: one commit at the end of each phase, or one per `n` puts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Mode {
+    AtEnd,
+    Every(u64),
+}
+
+impl Mode {
+    pub fn parse(s: &str) -> Res<Mode> {
+        match s {
+            "end" => Ok(Mode::AtEnd),
+            n => Ok(Mode::Every(n.parse()?)),
+        }
+    }
+
+    pub fn name(self) -> String {
+        match self {
+            Mode::AtEnd => "end".into(),
+            Mode::Every(n) => n.to_string(),
+        }
+    }
+
+    fn batch(self, total: u64) -> u64 {
+        match self {
+            Mode::AtEnd => total.max(1),
+            Mode::Every(n) => n.max(1),
+        }
+    }
+}
+
+/// A read phase's figures (µs).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct ReadFigures {
+    pub p50: f64,
+    pub p99: f64,
+    pub mean: f64,
+}
+
+/// Everything one load child reports.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct LoadResult {
+    pub contender: String,
+    pub mode: String,
+    pub import_puts: u64,
+    pub import_bytes: u64,
+    pub import_secs: f64,
+    pub render_puts: u64,
+    pub render_bytes: u64,
+    pub render_secs: f64,
+    pub commits: u64,
+    /// VmHWM over the render load (reset just before it).
+    pub peak_rss_load: u64,
+    /// VmHWM of the whole child (the corpus buffer included).
+    pub peak_rss_all: u64,
+    /// /proc/meminfo Cached after the load minus before the import.
+    pub cached_growth: i64,
+    /// Bytes of the data files resident right after the load (mincore), and their size.
+    pub data_resident: u64,
+    pub data_bytes: u64,
+    pub disk_bytes: u64,
+    pub latest_cold: ReadFigures,
+    pub latest_warm: ReadFigures,
+    pub render_cold: ReadFigures,
+    pub render_warm: ReadFigures,
+    /// Bytes read back per phase of gets (values), for the record.
+    pub read_bytes: u64,
+}
+
+/// What the open probe reports.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct OpenResult {
+    pub open_ms: f64,
+    pub open_and_get_ms: f64,
+}
+
+fn step(what: &str) {
+    static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    let start = START.get_or_init(Instant::now);
+    eprintln!("  [{:7.1} s] {what}", start.elapsed().as_secs_f64());
+}
+
+/// Runs `n` puts through `c` in batches of the mode; returns (seconds, bytes, commits).
+fn load<C: Contender>(
+    c: &mut C,
+    n: u64,
+    mode: Mode,
+    fill: &mut dyn FnMut(u64, &mut PutBuf),
+) -> Res<(f64, u64, u64)> {
+    let batch = mode.batch(n);
+    let mut bytes = 0u64;
+    let mut commits = 0;
+    let start = Instant::now();
+    let mut done = 0;
+    while done < n {
+        let this = batch.min(n - done);
+        c.write_batch(this, &mut |i, buf| {
+            fill(done + i, buf);
+            bytes += buf.value.len() as u64;
+        })?;
+        done += this;
+        commits += 1;
+    }
+    Ok((start.elapsed().as_secs_f64(), bytes, commits))
+}
+
+fn figures(lat: &mut Latencies) -> ReadFigures {
+    let mean = lat.0.iter().sum::<u64>() as f64 / lat.0.len().max(1) as f64 / 1000.0;
+    ReadFigures {
+        p50: lat.quantile_us(0.5),
+        p99: lat.quantile_us(0.99),
+        mean,
+    }
+}
+
+/// Drops the data files' pages, makes the index files resident, reopens the contender (so an
+/// in-process cache starts empty too).
+fn go_cold<C: Contender>(c: C, dir: &Path) -> Res<C> {
+    drop(c);
+    let mut err = Ok(());
+    C::visit(dir, Files::Data, &mut |p| {
+        if err.is_ok() {
+            err = measure::drop_cache(p);
+        }
+    })?;
+    err?;
+    let mut index_bytes = 0;
+    let mut err = Ok(());
+    C::visit(
+        dir,
+        Files::Index,
+        &mut |p| match measure::make_resident(p) {
+            Ok(n) => index_bytes += n,
+            Err(e) => err = Err(e),
+        },
+    )?;
+    err?;
+    step(&format!(
+        "cold: data pages dropped, {index_bytes} index bytes resident"
+    ));
+    C::open(dir)
+}
+
+/// Checks a value read back against the render it should be.
+struct Checker {
+    header: Vec<u8>,
+    failures: u64,
+}
+
+impl Checker {
+    fn check(&mut self, t: u64, k: u64, rev: u64, tid: uuid::Uuid, value: &[u8]) {
+        let ok = rev == Renders::rev(t, k)
+            && tid == Renders::tid(t, k)
+            && value.len() == Renders::value_len(t, k)
+            && value.starts_with(&self.header);
+        self.failures += u64::from(!ok);
+    }
+}
+
+/// Times one get per key; `latest` picks get_latest, else get_render. Returns bytes read.
+fn read_phase<C: Contender>(c: &C, keys: &[(u64, u64)], latest: bool) -> Res<(Latencies, u64)> {
+    let mut lat = Latencies(Vec::with_capacity(keys.len()));
+    let mut chk = Checker {
+        header: Vec::new(),
+        failures: 0,
+    };
+    let mut bytes = 0u64;
+    for &(t, k) in keys {
+        let title = Renders::title(t);
+        let (rev, tid) = (Renders::rev(t, k), Renders::tid(t, k));
+        Renders::header(t, k, &mut chk.header);
+        let mut seen = |r: u64, id: uuid::Uuid, v: &[u8]| {
+            bytes += v.len() as u64;
+            chk.check(t, k, r, id, v);
+        };
+        let start = Instant::now();
+        let found = if latest {
+            c.get_latest(RENDER_DOMAIN, &title, &mut seen)?
+        } else {
+            c.get_render(RENDER_DOMAIN, &title, rev, tid, &mut seen)?
+        };
+        lat.0.push(start.elapsed().as_nanos() as u64);
+        if !found {
+            return Err(format!("render {t}/{k} ({title} rev {rev}) not found").into());
+        }
+    }
+    if chk.failures > 0 {
+        return Err(format!("{} reads returned the wrong render or bytes", chk.failures).into());
+    }
+    Ok((lat, bytes))
+}
+
+/// The whole run of one contender in one mode; the store is made in `dir`.
+pub fn run_load<C: Contender>(name: &str, mode: Mode, dir: &Path, s: &Settings) -> Res<LoadResult> {
+    let mut r = LoadResult {
+        contender: name.into(),
+        mode: mode.name(),
+        ..LoadResult::default()
+    };
+    let corpus = match &s.corpus {
+        Some(path) => Some(Corpus::load(path)?),
+        None => None,
+    };
+    let w = Renders::new(s.renders, s.titles);
+    let mut c = C::create(dir)?;
+    let cached0 = measure::meminfo("Cached")?;
+    if let Some(corpus) = corpus {
+        step(&format!("import: {} revisions", corpus.entries.len()));
+        let n = corpus.entries.len() as u64;
+        let (secs, bytes, commits) =
+            load(&mut c, n, mode, &mut |i, buf| corpus.fill(i as usize, buf))?;
+        (r.import_puts, r.import_bytes, r.import_secs) = (n, bytes, secs);
+        r.commits += commits;
+    }
+    // The corpus buffer is gone before the render load, so the load's peak is the store's.
+    // SAFETY: malloc_trim only returns free heap memory to the kernel.
+    unsafe { libc::malloc_trim(0) };
+    measure::reset_peak_rss()?;
+    step(&format!("renders: {} over {} titles", w.total(), w.titles));
+    let (secs, bytes, commits) = load(&mut c, w.total(), mode, &mut |i, buf| {
+        let (t, k) = w.put_key(i);
+        w.fill(t, k, buf)
+    })?;
+    (r.render_puts, r.render_bytes, r.render_secs) = (w.total(), bytes, secs);
+    r.commits += commits;
+    r.peak_rss_load = measure::status("VmHWM")?;
+    r.cached_growth = measure::meminfo("Cached")? as i64 - cached0 as i64;
+    step(&format!(
+        "loaded in {secs:.1} s; measuring residency and disk"
+    ));
+    let mut err = Ok(());
+    C::visit(dir, Files::Data, &mut |p| match residency(p) {
+        Ok((res, len)) => {
+            r.data_resident += res;
+            r.data_bytes += len;
+        }
+        Err(e) => err = Err(e),
+    })?;
+    err?;
+    r.disk_bytes = measure::disk_bytes(dir)?;
+    let latest_keys = read_keys(&w, s.reads, 1, true);
+    let render_keys = read_keys(&w, s.reads, 2, false);
+    for (latest, keys) in [(true, &latest_keys), (false, &render_keys)] {
+        c = go_cold(c, dir)?;
+        let what = if latest { "get_latest" } else { "get_render" };
+        step(&format!("{what}: {} cold", keys.len()));
+        let (mut cold, bytes) = read_phase(&c, keys, latest)?;
+        step(&format!(
+            "{what}: {} warm (the same keys again)",
+            keys.len()
+        ));
+        let (mut warm, _) = read_phase(&c, keys, latest)?;
+        r.read_bytes += bytes;
+        let (cold, warm) = (figures(&mut cold), figures(&mut warm));
+        if latest {
+            (r.latest_cold, r.latest_warm) = (cold, warm);
+        } else {
+            (r.render_cold, r.render_warm) = (cold, warm);
+        }
+    }
+    r.peak_rss_all = measure::status("VmHWM")?;
+    Ok(r)
+}
+
+/// A fresh process opens the full store and reads one title's latest render.
+pub fn run_open<C: Contender>(dir: &Path, s: &Settings) -> Res<OpenResult> {
+    let w_titles = Renders::new(s.renders, s.titles);
+    let (t, _) = read_keys(&w_titles, 1, 3, true)[0];
+    let title = Renders::title(t);
+    let start = Instant::now();
+    let c = C::open(dir)?;
+    let open = start.elapsed();
+    let found = c.get_latest(RENDER_DOMAIN, &title, &mut |_, _, _| {})?;
+    let total = start.elapsed();
+    if !found {
+        return Err(format!("{title}: no latest render after reopening").into());
+    }
+    Ok(OpenResult {
+        open_ms: open.as_secs_f64() * 1e3,
+        open_and_get_ms: total.as_secs_f64() * 1e3,
+    })
+}

@@ -1,0 +1,94 @@
+//! wink's render store through its public API: `Store::put_uncommitted` per put, `Store::commit`
+//! per batch, `Store::get_latest` / `Store::get_render` per read (each returns a fresh `Vec`,
+//! verified against its CRC-32). Retention keeps everything (revisions `all`, renders `all`), as
+//! the other contenders do.
+
+use std::path::Path;
+
+use uuid::Uuid;
+use wink::store::{Config, Policy, Put, Renders, Revisions, Store, StoreOptions};
+
+use crate::contender::{files_in, Contender, Files, Res, Seen};
+use crate::workload::{PutBuf, CONTENT_TYPE};
+
+pub struct Wink {
+    store: Store,
+}
+
+impl Contender for Wink {
+    fn create(dir: &Path) -> Res<Self> {
+        let cfg = Config {
+            policy: Policy {
+                revisions: Revisions::All,
+                renders: Renders::All,
+                ..Policy::default()
+            },
+            ..Config::default()
+        };
+        Store::init(dir, &cfg, &StoreOptions::writer())?;
+        Wink::open(dir)
+    }
+
+    fn open(dir: &Path) -> Res<Self> {
+        Ok(Wink {
+            store: Store::open(dir, &StoreOptions::writer())?,
+        })
+    }
+
+    fn write_batch(&mut self, n: u64, fill: &mut dyn FnMut(u64, &mut PutBuf)) -> Res<()> {
+        let mut buf = PutBuf::default();
+        for i in 0..n {
+            fill(i, &mut buf);
+            self.store.put_uncommitted(&Put {
+                domain: buf.domain,
+                title: &buf.title,
+                rev: buf.rev,
+                tid: Some(buf.tid),
+                content_type: CONTENT_TYPE,
+                value: &buf.value,
+                historical: false,
+            })?;
+        }
+        self.store.commit()?;
+        Ok(())
+    }
+
+    fn get_latest(&self, domain: &str, title: &str, seen: Seen<'_>) -> Res<bool> {
+        Ok(match self.store.get_latest(domain, title)? {
+            Some(got) => {
+                seen(got.rev, got.tid, &got.value);
+                true
+            }
+            None => false,
+        })
+    }
+
+    fn get_render(
+        &self,
+        domain: &str,
+        title: &str,
+        rev: u64,
+        tid: Uuid,
+        seen: Seen<'_>,
+    ) -> Res<bool> {
+        Ok(match self.store.get_render(domain, title, rev, tid)? {
+            Some(got) => {
+                seen(got.rev, got.tid, &got.value);
+                true
+            }
+            None => false,
+        })
+    }
+
+    /// Data: the containers `cNNNNNN.*`. Index: the title records, `meta.*`.
+    fn visit(dir: &Path, kind: Files, f: &mut dyn FnMut(&Path)) -> Res<()> {
+        let prefix = match kind {
+            Files::Data => "c",
+            Files::Index => "meta.",
+        };
+        for path in files_in(dir, |name| name.starts_with(prefix))? {
+            f(&path);
+        }
+        Ok(())
+    }
+}
