@@ -1,0 +1,394 @@
+//! Replays the committed fuzz corpora (`fuzz/corpus/<target>/`) and the inputs of past crashes
+//! (`fuzz/regressions/<target>/`) through the harnesses in `wink::fuzzing`, the same code the
+//! cargo-fuzz targets run, so the corpora keep guarding in every `cargo test`.
+//!
+//! `cargo test --test fuzz_replay -- --ignored write_seeds` rewrites the `seed-*` files of each
+//! corpus from the library (valid files of every shape the targets read) and the fixtures in
+//! `../shared/fixtures`.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use wink::clock::ManualClock;
+use wink::format::hindex::{Cell, HIndex, HIndexOptions};
+use wink::format::kvseq::{KvSeq, KvSeqOptions};
+use wink::format::perm::{Pair, Perm, PermOptions};
+use wink::format::repr::Repr;
+use wink::format::superblock::{var, Superblock};
+use wink::fuzzing::{self, fuzz_key, key_pointers, keys_kvseq, KEY_COUNT};
+use wink::storage::MemStorage;
+use wink::Error;
+
+const TARGETS: [&str; 4] = ["superblock", "kvseq_walk", "hindex_lookup", "perm_read"];
+
+fn fuzz_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz")
+}
+
+/// Names the input being replayed when a harness panics (the panic message alone does not).
+struct Replaying<'a>(&'a Path);
+
+impl Drop for Replaying<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("harness panicked on {}", self.0.display());
+        }
+    }
+}
+
+/// Runs `harness` over every file of `fuzz/<kind>/<target>/`; returns how many there were.
+fn replay(kind: &str, target: &str, harness: fn(&[u8])) -> usize {
+    let dir = fuzz_dir().join(kind).join(target);
+    let Ok(listing) = fs::read_dir(&dir) else {
+        return 0;
+    };
+    let mut files: Vec<PathBuf> = listing.map(|e| e.expect("corpus entry").path()).collect();
+    files.sort();
+    for file in &files {
+        let data = fs::read(file).expect("corpus file reads");
+        let _guard = Replaying(file);
+        harness(&data);
+    }
+    files.len()
+}
+
+fn replay_target(target: &str, harness: fn(&[u8])) {
+    let n = replay("corpus", target, harness);
+    assert!(n > 0, "fuzz/corpus/{target} is empty or missing");
+    replay("regressions", target, harness);
+}
+
+#[test]
+fn superblock_corpus() {
+    replay_target("superblock", fuzzing::superblock);
+}
+
+#[test]
+fn kvseq_walk_corpus() {
+    replay_target("kvseq_walk", fuzzing::kvseq_walk);
+}
+
+#[test]
+fn hindex_lookup_corpus() {
+    replay_target("hindex_lookup", fuzzing::hindex_lookup);
+}
+
+#[test]
+fn perm_read_corpus() {
+    replay_target("perm_read", fuzzing::perm_read);
+}
+
+// ---- seeds -------------------------------------------------------------------------------
+
+fn clock() -> Arc<ManualClock> {
+    Arc::new(ManualClock::new(1_700_000_000))
+}
+
+/// Small kvseqs, one per representation family, with and without KVDELFL and ALIGN.
+fn kvseq_seeds() -> Vec<(String, Vec<u8>)> {
+    let prefixed = |w| Repr::Prefixed { width: w };
+    let shapes = [
+        ("p1-p2-del", prefixed(1), prefixed(2), true, 0),
+        ("p2-p4", prefixed(2), prefixed(4), false, 0),
+        ("p4-p8-del-a16", prefixed(4), prefixed(8), true, 16),
+        ("p8-p1", prefixed(8), prefixed(1), false, 0),
+        (
+            "fixed8-fixed3-del",
+            Repr::Fixed { len: 8 },
+            Repr::Fixed { len: 3 },
+            true,
+            0,
+        ),
+        (
+            "fixed8-fixed0",
+            Repr::Fixed { len: 8 },
+            Repr::Fixed { len: 0 },
+            false,
+            0,
+        ),
+        (
+            "pad12-pad20-del-a8",
+            Repr::Padded { max: 12 },
+            Repr::Padded { max: 20 },
+            true,
+            8,
+        ),
+        (
+            "pad12-p2-a4",
+            Repr::Padded { max: 12 },
+            prefixed(2),
+            false,
+            4,
+        ),
+    ];
+    shapes
+        .iter()
+        .map(|&(name, keyrepr, valrepr, delflag, align)| {
+            let storage = MemStorage::new("seed");
+            let opts = KvSeqOptions {
+                sbsize: 256,
+                keyrepr,
+                valrepr,
+                delflag,
+                align,
+                fileincr: 0,
+                clock: clock(),
+                ..KvSeqOptions::default()
+            };
+            let mut kv = KvSeq::create(Box::new(storage.clone()), &opts).expect("create");
+            let mut ptrs = Vec::new();
+            for i in 0..5u8 {
+                let key = fit(keyrepr, &[b'k', b'0' + i]);
+                let value = fit(valrepr, &vec![b'v'; usize::from(i) * 2]);
+                ptrs.push(kv.append(&key, &value).expect("append"));
+            }
+            if delflag {
+                kv.delete(ptrs[1]).expect("delete");
+            }
+            kv.sync().expect("sync");
+            (format!("seed-{name}"), storage.to_vec())
+        })
+        .collect()
+}
+
+/// `data` cut or zero-padded to what `repr` holds.
+fn fit(repr: Repr, data: &[u8]) -> Vec<u8> {
+    let mut out = data.to_vec();
+    match repr {
+        Repr::Fixed { len } => out.resize(usize::from(len), b'.'),
+        _ => out.truncate(repr.max_len().min(data.len() as u64) as usize),
+    }
+    out
+}
+
+/// Hindexes over the fixed keys kvseq: CELLSZ 1 and 2, small tables (wrap-around likely), some
+/// keys removed (HTDEL cells on probe paths), one grown from 4 cells.
+fn hindex_seeds() -> Vec<(String, Vec<u8>)> {
+    let kv = keys_kvseq();
+    let ptrs = key_pointers();
+    let mut seeds = Vec::new();
+    for (htsize, cellsz, keys) in [(16, 2, 10), (16, 1, 10), (32, 2, 20), (4, 2, KEY_COUNT)] {
+        let storage = MemStorage::new("seed");
+        let opts = HIndexOptions {
+            sbsize: 256,
+            htsize,
+            cellsz,
+            time: 1_700_000_000,
+            ..HIndexOptions::default()
+        };
+        let mut index = HIndex::create(Box::new(storage.clone()), &opts).expect("create");
+        for (i, ptr) in ptrs.iter().enumerate().take(keys) {
+            index.insert(&fuzz_key(i), *ptr, kv).expect("insert");
+        }
+        for i in (0..keys).step_by(4) {
+            index.remove(&fuzz_key(i), kv).expect("remove");
+        }
+        index.sync(1_700_000_000).expect("sync");
+        drop(index);
+        seeds.push((
+            format!("seed-h{htsize}-c{cellsz}-k{keys}"),
+            storage.to_vec(),
+        ));
+    }
+    seeds
+}
+
+/// Perms of the fixed keys' entries: with and without HTSIZE, in file order and grouped.
+fn perm_seeds() -> Vec<(String, Vec<u8>)> {
+    let kv = keys_kvseq();
+    let ptrs = key_pointers();
+    let mut seeds = Vec::new();
+    for (htsize, grouped) in [
+        (None, false),
+        (Some(16), false),
+        (Some(16), true),
+        (Some(4), true),
+    ] {
+        let storage = MemStorage::new("seed");
+        let opts = PermOptions {
+            sbsize: 256,
+            htsize,
+            fileincr: 0,
+            ..PermOptions::default()
+        };
+        let mut perm = Perm::create(Box::new(storage.clone()), &opts).expect("create");
+        for (i, ptr) in ptrs.iter().enumerate().take(12) {
+            let hash = perm.hash_key(&fuzz_key(i));
+            perm.append(Pair { ptr: *ptr, hash }).expect("append");
+        }
+        perm.sync().expect("sync");
+        if grouped {
+            perm.group(|a, b| Ok(kv.read_key(a.ptr)?.1.cmp(&kv.read_key(b.ptr)?.1)))
+                .expect("group");
+        }
+        drop(perm);
+        let name = format!(
+            "seed-{}-{}",
+            htsize.map_or("h63".into(), |n| format!("h{n}")),
+            if grouped { "grouped" } else { "unsorted" }
+        );
+        seeds.push((name, storage.to_vec()));
+    }
+    seeds
+}
+
+/// Fixture files (from an independent implementation) that each target can read.
+fn fixture_seeds(target: &str) -> Vec<(String, Vec<u8>)> {
+    let names: &[&str] = match target {
+        "kvseq_walk" => &[
+            "kv_var.kvseq",
+            "kv_fixed.kvseq",
+            "kv_padded.kvseq",
+            "fs_normal.data",
+            "fs_ao.data",
+            "fs_ao.time",
+        ],
+        "hindex_lookup" => &["kv_var.hindex", "fs_normal.idx", "fs_ao.idx"],
+        "perm_read" => &["kv_var.perm"],
+        _ => &["kv_fixed.kvseq", "kv_var.hindex", "kv_var.perm"],
+    };
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures");
+    names
+        .iter()
+        .map(|n| {
+            (
+                format!("seed-fixture-{n}"),
+                fs::read(dir.join(n)).expect("fixture reads"),
+            )
+        })
+        .collect()
+}
+
+fn seeds(target: &str) -> Vec<(String, Vec<u8>)> {
+    let mut seeds = match target {
+        "kvseq_walk" => kvseq_seeds(),
+        "hindex_lookup" => hindex_seeds(),
+        "perm_read" => perm_seeds(),
+        _ => {
+            // The superblock target parses only the header: one of each format's.
+            let mut all = kvseq_seeds();
+            all.truncate(2);
+            all.extend(hindex_seeds().into_iter().take(1));
+            all.extend(perm_seeds().into_iter().take(1));
+            all
+        }
+    };
+    seeds.extend(fixture_seeds(target));
+    seeds
+}
+
+#[test]
+fn seeds_pass_their_harness() {
+    let harnesses: [fn(&[u8]); 4] = [
+        fuzzing::superblock,
+        fuzzing::kvseq_walk,
+        fuzzing::hindex_lookup,
+        fuzzing::perm_read,
+    ];
+    for (target, harness) in TARGETS.iter().zip(harnesses) {
+        for (name, data) in seeds(target) {
+            let _guard = Replaying(Path::new(&name));
+            harness(&data);
+        }
+    }
+}
+
+#[test]
+fn seeds_are_valid_files() {
+    for (name, data) in kvseq_seeds() {
+        let kv = KvSeq::open(Box::new(MemStorage::from_bytes(&name, data)), false)
+            .expect("seed kvseq opens");
+        assert_eq!(
+            kv.iter(kv.first(), false).filter(|e| e.is_ok()).count(),
+            5,
+            "{name}"
+        );
+    }
+    let kv = keys_kvseq();
+    for (name, data) in hindex_seeds() {
+        let index = HIndex::open(Box::new(MemStorage::from_bytes(&name, data)), false)
+            .expect("seed hindex opens");
+        index.spot_check(kv).expect("seed hindex is consistent");
+        assert!(
+            index.lookup(&fuzz_key(1), kv).expect("lookup").is_some(),
+            "{name}"
+        );
+    }
+    for (name, data) in perm_seeds() {
+        let perm = Perm::open(Box::new(MemStorage::from_bytes(&name, data)), false)
+            .expect("seed perm opens");
+        assert_eq!(perm.len(), 12, "{name}");
+    }
+}
+
+#[test]
+#[ignore = "writes fuzz/corpus/*/seed-*; run by hand when the seeds change"]
+fn write_seeds() {
+    for target in TARGETS {
+        let dir = fuzz_dir().join("corpus").join(target);
+        fs::create_dir_all(&dir).expect("corpus dir");
+        for (name, data) in seeds(target) {
+            fs::write(dir.join(name), data).expect("seed writes");
+        }
+    }
+}
+
+// ---- regressions -------------------------------------------------------------------------
+
+fn regression(target: &str, name: &str) -> Vec<u8> {
+    fs::read(fuzz_dir().join("regressions").join(target).join(name)).expect("regression input")
+}
+
+fn corrupt_at(r: wink::Result<impl std::fmt::Debug>) -> u64 {
+    match r {
+        Err(Error::Corrupt { offset, .. }) => offset,
+        other => panic!("expected corruption, got {other:?}"),
+    }
+}
+
+/// A hindex whose ENTRIES and AENTRIES said 2,490,378 and 2^35 (of 16 cells) made the first
+/// insert of a writable open grow the table to hold 2^35 keys: a 1 TiB allocation, and an abort
+/// under the fuzzer. Open now rejects ENTRIES or AENTRIES above HTSIZE as corruption at the
+/// variable's value (ENTRIES, the first of the two).
+#[test]
+fn regression_counts_above_htsize_are_refused() {
+    let data = regression("hindex_lookup", "aentries-2pow35-sizes-growth");
+    let sb = Superblock::parse(Path::new("r"), &data, data.len() as u64).expect("superblock");
+    for writable in [false, true] {
+        let r = HIndex::open(
+            Box::new(MemStorage::from_bytes("r", data.clone())),
+            writable,
+        );
+        assert_eq!(Some(corrupt_at(r)), sb.value_offset(var::ENTRIES));
+    }
+}
+
+/// A hindex (CELLSZ 1) whose one used cell, fuzz key 0's, lay behind a free cell on its probe
+/// path: lookups could not see the key, so a caller inserted it, and the insert's growth
+/// rehashed the unreachable cell back to life — the key was in the table twice, and removing
+/// it left the other copy answering. A rebuild now carries over only cells a lookup can reach
+/// and reports any other as corruption at that cell.
+#[test]
+fn regression_growth_does_not_resurrect_unreachable_cells() {
+    let data = regression("hindex_lookup", "unreachable-cell-resurrected-by-growth");
+    let storage = MemStorage::from_bytes("r", data);
+    let mut index = HIndex::open(Box::new(storage.clone()), true).expect("opens");
+    let (kv, ptrs) = (keys_kvseq(), key_pointers());
+    assert_eq!(
+        index.get(3).expect("cell 3"),
+        Cell::Used {
+            ptr: ptrs[0],
+            stored_hash: 0
+        }
+    );
+    assert_eq!(index.lookup(&fuzz_key(0), kv).expect("lookup"), None);
+    let before = storage.to_vec();
+    let r = index.insert(&fuzz_key(0), ptrs[0], kv);
+    assert_eq!(corrupt_at(r), index.superblock().sbsize() + 3 * 8);
+    assert_eq!(
+        storage.to_vec(),
+        before,
+        "a failed growth changed the table"
+    );
+}
