@@ -707,9 +707,13 @@ impl Drop for Filesys {
     fn drop(&mut self) {
         if self.writable && self.applied_unsynced {
             // Not needed for correctness (the journal replays), but a clean close leaves the
-            // files complete on their own.
-            for (_, o) in &self.overlays {
-                let _ = o.sync_data();
+            // files complete on their own. Then the journal can be emptied: the next open has
+            // nothing to read back and replay (the last commit's journal holds up to
+            // CHECKPOINT_BYTES of in-place writes, read one entry per pread and compared one
+            // write per pread: 80 ms of every open of a 50,000-render store).
+            let synced = self.overlays.iter().all(|(_, o)| o.sync_data().is_ok());
+            if let (true, Some(jnl)) = (synced, &self.journal) {
+                let _ = journal::write(jnl.as_ref(), self.seq + 1, &[]);
             }
         }
     }
