@@ -24,6 +24,7 @@ pub mod timeindex;
 
 mod iter;
 mod ops;
+mod prefetch;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -588,7 +589,11 @@ impl Filesys {
     fn ensure_index_room(&mut self) -> Result<()> {
         if self.idx.needs_growth() {
             self.quiesce()?;
-            self.idx.grow(&self.data)?;
+            // The growth rehashes every key: read them ahead, several at a time, from a
+            // read-only view of the same table (nothing is held back after the commit).
+            let view = HIndex::open(Box::new(self.overlays[1].1.clone()), false)?;
+            self.idx
+                .grow(&prefetch::BatchKeys::new(&self.data, &view))?;
         }
         Ok(())
     }

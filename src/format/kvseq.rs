@@ -307,6 +307,11 @@ impl KvSeq {
         self.writeback.submitted_to = self.filesize;
     }
 
+    /// The writer's page-cache policy.
+    pub fn drop_behind(&self) -> Option<DropBehind> {
+        self.drop_behind
+    }
+
     /// The path, for messages.
     pub fn path(&self) -> &Path {
         self.storage.path()
