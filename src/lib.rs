@@ -21,6 +21,7 @@
 //! # Ok::<(), wink::Error>(())
 //! ```
 
+pub mod archive;
 pub mod check;
 pub mod clock;
 pub mod error;

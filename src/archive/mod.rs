@@ -1,0 +1,838 @@
+//! The archive: old revisions of a title packed into compressed blocks, stored as files in an ao
+//! filesys (`BASE.*`), with a per-title map from (revision, tid) to (block, position) and a CRC-32
+//! per revision. It knows titles only as opaque keys and nothing of the store above it.
+//!
+//! | file in the filesys | content                                                          |
+//! |---------------------|------------------------------------------------------------------|
+//! | `m/KEY`             | the title's [`map::TitleMap`], rewritten as a new version per run  |
+//! | `b/KEY#N`           | block N: concatenated zstd frames of the title's revisions, in order |
+//!
+//! A title's revisions form one logical stream, cut into blocks of about `block_bytes` raw. Each
+//! frame is compressed with a raw-content dictionary: for a block's first frame, the last revision
+//! of the previous block (none for a key block); for later frames, the block's content so far.
+//! So every revision is compressed against its predecessor, which is what makes revision histories
+//! tiny. An archive run appends one frame to the title's open block (rewriting that small file);
+//! a block that reaches `block_bytes` is sealed and recompressed as one frame.
+//!
+//! Reading a revision decompresses its block up to the revision and, for the block's dictionary,
+//! the preceding blocks back to the last key block; `key_every` bounds that chain (a key block
+//! every N blocks; 1 = every block stands alone). Decompressed blocks are kept in a bounded cache.
+
+pub mod map;
+
+use std::collections::{HashMap, VecDeque};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use crate::check::{Problem, Severity};
+use crate::clock::Clock;
+use crate::error::{Error, Result};
+use crate::filesys::{self, Filesys, FsOptions};
+use crate::storage;
+use crate::vfs::Vfs;
+
+use map::{Block, Delta, Entry, Frame, TitleMap};
+
+/// Frames (and map records) a file holds: the capacity of the archive filesys's fixed inodes.
+const MAX_FRAMES: u64 = 16;
+
+/// Archive settings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ArchiveOptions {
+    /// A block is sealed once its raw content reaches this many bytes.
+    pub block_bytes: u64,
+    /// zstd level.
+    pub level: i32,
+    /// A key block (needing no earlier block) every this many blocks; 0 = only the first.
+    pub key_every: u32,
+    /// Bytes of decompressed blocks kept in memory.
+    pub cache_bytes: u64,
+}
+
+impl Default for ArchiveOptions {
+    fn default() -> Self {
+        ArchiveOptions {
+            block_bytes: 4 << 20,
+            level: 12,
+            key_every: 0,
+            cache_bytes: 64 << 20,
+        }
+    }
+}
+
+/// A revision to archive.
+#[derive(Clone, Copy, Debug)]
+pub struct Item<'a> {
+    pub rev: u64,
+    pub tid: [u8; 16],
+    pub content_type: &'a str,
+    pub value: &'a [u8],
+}
+
+/// Counts over the whole archive.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ArchiveStats {
+    pub titles: u64,
+    pub blocks: u64,
+    /// Revisions held (not taken down).
+    pub revisions: u64,
+    /// Their bytes, uncompressed.
+    pub raw_bytes: u64,
+    /// Every byte of the archive's files.
+    pub stored_bytes: u64,
+}
+
+#[derive(Debug, Default)]
+struct Cache {
+    blocks: HashMap<(Vec<u8>, u32), Arc<Vec<u8>>>,
+    order: VecDeque<(Vec<u8>, u32)>,
+    bytes: u64,
+}
+
+/// An open archive.
+#[derive(Debug)]
+pub struct Archive {
+    vfs: Arc<dyn Vfs>,
+    base: PathBuf,
+    fs: Filesys,
+    opts: ArchiveOptions,
+    cache: Mutex<Cache>,
+}
+
+fn map_name(key: &[u8]) -> Vec<u8> {
+    [b"m/".as_slice(), key].concat()
+}
+
+fn block_name(key: &[u8], n: u32) -> Vec<u8> {
+    [b"b/".as_slice(), key, format!("#{n}").as_bytes()].concat()
+}
+
+fn archive_fs_options() -> FsOptions {
+    FsOptions {
+        ao: true,
+        dups: true,
+        isz: 56 + 16 * MAX_FRAMES,
+        timemp: 3600,
+        htsize: 64,
+        fileincr: 64 << 10,
+    }
+}
+
+impl Archive {
+    /// Creates an empty archive at `base`.
+    pub fn create_in(vfs: Arc<dyn Vfs>, base: &Path, clock: Arc<dyn Clock>) -> Result<()> {
+        let open = filesys::OpenOptions {
+            clock,
+            ..filesys::OpenOptions::writer()
+        };
+        Filesys::create_in(vfs, base, &archive_fs_options(), &open)?.sync()
+    }
+
+    /// Opens the archive at `base`.
+    pub fn open_in(
+        vfs: Arc<dyn Vfs>,
+        base: &Path,
+        open: &filesys::OpenOptions,
+        opts: ArchiveOptions,
+    ) -> Result<Archive> {
+        let fs = Filesys::open_in(vfs.clone(), base, open)?;
+        Ok(Archive {
+            vfs,
+            base: base.to_path_buf(),
+            fs,
+            opts,
+            cache: Mutex::new(Cache::default()),
+        })
+    }
+
+    /// The options in force.
+    pub fn options(&self) -> ArchiveOptions {
+        self.opts
+    }
+
+    /// Sets how many bytes of decompressed blocks are cached (0: none).
+    pub fn set_cache_bytes(&mut self, bytes: u64) {
+        self.opts.cache_bytes = bytes;
+        self.clear_cache();
+    }
+
+    /// Forgets every cached block (for cold-read measurements).
+    pub fn clear_cache(&self) {
+        *self.cache.lock().unwrap_or_else(|p| p.into_inner()) = Cache::default();
+    }
+
+    /// The filesys holding the archive.
+    pub fn filesys(&self) -> &Filesys {
+        &self.fs
+    }
+
+    /// The title's map, if it has archived anything.
+    pub fn map(&self, key: &[u8]) -> Result<Option<TitleMap>> {
+        match self.fs.read_located(&map_name(key))? {
+            Some((stat, bytes)) => {
+                TitleMap::decode_log(&bytes, self.fs.data().path(), stat.inode.0).map(Some)
+            }
+            None => Ok(None),
+        }
+    }
+
+    /// Writes what a run changed: a delta appended to the map log, or the whole map as a new
+    /// snapshot when the log is new or its inode is full.
+    fn write_map(&mut self, key: &[u8], map: &TitleMap, delta: &Delta) -> Result<()> {
+        let name = map_name(key);
+        match self.fs.stat(&name)? {
+            Some(stat) if stat.data_entries < MAX_FRAMES => {
+                self.fs.append(&name, &delta.record())?;
+            }
+            _ => {
+                self.fs.put(&name, 0, &map.snapshot_record())?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The title's archived revisions that are not taken down.
+    pub fn entries(&self, key: &[u8]) -> Result<Vec<Entry>> {
+        Ok(self
+            .map(key)?
+            .map(|m| m.entries.into_iter().filter(|e| !e.taken_down).collect())
+            .unwrap_or_default())
+    }
+
+    /// Reads one archived revision, verified against its CRC-32.
+    pub fn read(&self, key: &[u8], entry: &Entry) -> Result<Vec<u8>> {
+        let map = self.map(key)?.ok_or_else(|| {
+            Error::NotFound(format!(
+                "archive: no title {:?}",
+                String::from_utf8_lossy(key)
+            ))
+        })?;
+        self.read_in(key, &map, entry)
+    }
+
+    fn read_in(&self, key: &[u8], map: &TitleMap, entry: &Entry) -> Result<Vec<u8>> {
+        let content = self.block_content(key, map, entry.block, entry.offset + entry.len)?;
+        let value = content[entry.offset as usize..(entry.offset + entry.len) as usize].to_vec();
+        let crc = crc32fast::hash(&value);
+        if crc != entry.crc {
+            let name = block_name(key, entry.block);
+            return Err(Error::corrupt(
+                self.fs.data().path(),
+                self.block_offset(&name),
+                format!(
+                    "archive block {} of title {:?}: revision {} checksum",
+                    String::from_utf8_lossy(&name),
+                    String::from_utf8_lossy(key),
+                    entry.rev
+                ),
+                format!("0x{:08x}", entry.crc),
+                format!("0x{crc:08x}"),
+            ));
+        }
+        Ok(value)
+    }
+
+    fn block_offset(&self, name: &[u8]) -> u64 {
+        self.fs.stat(name).ok().flatten().map_or(0, |s| s.inode.0)
+    }
+
+    /// The raw content of block `n` of a title, at least up to `upto` bytes.
+    fn block_content(&self, key: &[u8], map: &TitleMap, n: u32, upto: u64) -> Result<Arc<Vec<u8>>> {
+        if let Some(hit) = self.cached(key, n, upto) {
+            return Ok(hit);
+        }
+        let block = map
+            .blocks
+            .get(n as usize)
+            .ok_or_else(|| self.damaged(key, n, "the map names a block that does not exist"))?;
+        let dict0 = self.first_dictionary(key, map, n)?;
+        let name = block_name(key, n);
+        let (stat, stored) = self
+            .fs
+            .read_located(&name)?
+            .ok_or_else(|| self.damaged(key, n, "block file missing"))?;
+        if stored.len() as u64 != block.stored_len() {
+            return Err(self.damaged(
+                key,
+                n,
+                &format!(
+                    "block file of {} bytes, map says {}",
+                    stored.len(),
+                    block.stored_len()
+                ),
+            ));
+        }
+        let mut content: Vec<u8> = Vec::with_capacity(upto.min(block.raw_len()) as usize);
+        let mut at = 0usize;
+        for frame in &block.frames {
+            if content.len() as u64 >= upto {
+                break;
+            }
+            let data = &stored[at..at + frame.stored as usize];
+            at += frame.stored as usize;
+            let dict: &[u8] = if content.is_empty() { &dict0 } else { &content };
+            let out = decompress(data, dict, frame.raw).map_err(|e| {
+                Error::corrupt(
+                    self.fs.data().path(),
+                    stat.inode.0,
+                    format!(
+                        "archive block {} of title {:?}",
+                        String::from_utf8_lossy(&name),
+                        String::from_utf8_lossy(key)
+                    ),
+                    "a zstd frame that decompresses",
+                    e,
+                )
+            })?;
+            content.extend_from_slice(&out);
+        }
+        let content = Arc::new(content);
+        self.remember(key, n, content.clone());
+        Ok(content)
+    }
+
+    /// The dictionary of a block's first frame: the last revision of the block before it.
+    fn first_dictionary(&self, key: &[u8], map: &TitleMap, n: u32) -> Result<Vec<u8>> {
+        let block = &map.blocks[n as usize];
+        if block.key || n == 0 {
+            return Ok(Vec::new());
+        }
+        let prev = &map.blocks[n as usize - 1];
+        let content = self.block_content(key, map, n - 1, prev.raw_len())?;
+        let start = content.len().saturating_sub(prev.last_len as usize);
+        Ok(content[start..].to_vec())
+    }
+
+    fn damaged(&self, key: &[u8], n: u32, what: &str) -> Error {
+        let name = block_name(key, n);
+        Error::corrupt(
+            self.fs.data().path(),
+            self.block_offset(&name),
+            format!(
+                "archive block {} of title {:?}",
+                String::from_utf8_lossy(&name),
+                String::from_utf8_lossy(key)
+            ),
+            "a block that matches its map",
+            what,
+        )
+    }
+
+    fn cached(&self, key: &[u8], n: u32, upto: u64) -> Option<Arc<Vec<u8>>> {
+        let cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+        cache
+            .blocks
+            .get(&(key.to_vec(), n))
+            .filter(|c| c.len() as u64 >= upto)
+            .cloned()
+    }
+
+    fn remember(&self, key: &[u8], n: u32, content: Arc<Vec<u8>>) {
+        let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+        let len = content.len() as u64;
+        if len > self.opts.cache_bytes {
+            return;
+        }
+        if let Some(old) = cache.blocks.insert((key.to_vec(), n), content) {
+            cache.bytes -= old.len() as u64;
+        } else {
+            cache.order.push_back((key.to_vec(), n));
+        }
+        cache.bytes += len;
+        while cache.bytes > self.opts.cache_bytes {
+            let Some(oldest) = cache.order.pop_front() else {
+                break;
+            };
+            if let Some(gone) = cache.blocks.remove(&oldest) {
+                cache.bytes -= gone.len() as u64;
+            }
+        }
+    }
+
+    fn forget(&self, key: &[u8], n: u32) {
+        let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(gone) = cache.blocks.remove(&(key.to_vec(), n)) {
+            cache.bytes -= gone.len() as u64;
+            cache.order.retain(|k| k != &(key.to_vec(), n));
+        }
+    }
+
+    /// Archives revisions of one title (uncommitted until [`Archive::commit`]). A revision already
+    /// there (same revision and tid) is skipped, so a rerun after a crash finishes the job; bytes
+    /// identical to an archived revision are stored once. Returns how many were added.
+    pub fn add(&mut self, key: &[u8], items: &[Item<'_>]) -> Result<usize> {
+        let mut map = self.map(key)?.unwrap_or_default();
+        let mut delta = Delta::default();
+        let mut fresh: Vec<(Item<'_>, u32)> = Vec::new();
+        for item in items {
+            let seen = map
+                .entries
+                .iter()
+                .chain(&delta.entries)
+                .any(|e| e.rev == item.rev && e.tid == item.tid);
+            if seen
+                || fresh
+                    .iter()
+                    .any(|(i, _)| i.rev == item.rev && i.tid == item.tid)
+            {
+                continue;
+            }
+            let crc = crc32fast::hash(item.value);
+            if let Some(same) = self.identical(key, &map, item.value, crc)? {
+                delta.entries.push(Entry {
+                    rev: item.rev,
+                    tid: item.tid,
+                    content_type: item.content_type.to_string(),
+                    taken_down: false,
+                    ..same
+                });
+                continue;
+            }
+            fresh.push((*item, crc));
+        }
+        if !fresh.is_empty() {
+            let first_new_block = map.blocks.len();
+            let touched = self.append(key, &mut map, &fresh, &mut delta.entries)?;
+            let mut touched: Vec<u32> = touched
+                .into_iter()
+                .chain(first_new_block as u32..map.blocks.len() as u32)
+                .collect();
+            touched.sort_unstable();
+            touched.dedup();
+            delta.blocks = touched
+                .into_iter()
+                .map(|n| (n, map.blocks[n as usize].clone()))
+                .collect();
+        }
+        let added = delta.entries.len();
+        if !delta.is_empty() {
+            map.entries.extend(delta.entries.iter().cloned());
+            self.write_map(key, &map, &delta)?;
+        }
+        Ok(added)
+    }
+
+    /// An archived revision with exactly these bytes, if any.
+    fn identical(
+        &self,
+        key: &[u8],
+        map: &TitleMap,
+        value: &[u8],
+        crc: u32,
+    ) -> Result<Option<Entry>> {
+        for e in map
+            .entries
+            .iter()
+            .filter(|e| !e.taken_down && e.crc == crc && e.len == value.len() as u64)
+        {
+            if self.read_in(key, map, e)? == value {
+                return Ok(Some(e.clone()));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Appends new revisions to the title's stream: into the open block, sealing it when the
+    /// next revision does not fit or its file is full, and starting blocks as needed. New entries
+    /// go to `entries`; returns the indexes of the existing blocks it changed.
+    fn append(
+        &mut self,
+        key: &[u8],
+        map: &mut TitleMap,
+        fresh: &[(Item<'_>, u32)],
+        entries: &mut Vec<Entry>,
+    ) -> Result<Vec<u32>> {
+        let mut touched = Vec::new();
+        let existing = map.blocks.len() as u32;
+        let mut rest = fresh;
+        while !rest.is_empty() {
+            let open = match map.blocks.last() {
+                Some(b) if !b.sealed => map.blocks.len() as u32 - 1,
+                _ => {
+                    let n = map.blocks.len() as u32;
+                    let key_block =
+                        n == 0 || (self.opts.key_every > 0 && n % self.opts.key_every == 0);
+                    map.blocks.push(Block {
+                        sealed: false,
+                        key: key_block,
+                        last_len: 0,
+                        frames: Vec::new(),
+                    });
+                    n
+                }
+            };
+            let block = &map.blocks[open as usize];
+            let room = self.opts.block_bytes.saturating_sub(block.raw_len());
+            let mut take = 0;
+            let mut size = 0u64;
+            while take < rest.len() && size + rest[take].0.value.len() as u64 <= room {
+                size += rest[take].0.value.len() as u64;
+                take += 1;
+            }
+            if take == 0 && block.raw_len() > 0 {
+                // The next revision does not fit: this block is done.
+                map.blocks[open as usize].sealed = true;
+                touched.push(open);
+                continue;
+            }
+            // A revision larger than a whole block gets a block of its own.
+            let take = take.max(1);
+            let (now, later) = rest.split_at(take);
+            self.append_frame(key, map, open, now, entries)?;
+            if open < existing {
+                touched.push(open);
+            }
+            let block = &mut map.blocks[open as usize];
+            if block.raw_len() >= self.opts.block_bytes || block.frames.len() as u64 >= MAX_FRAMES {
+                block.sealed = true;
+            }
+            rest = later;
+        }
+        Ok(touched)
+    }
+
+    fn append_frame(
+        &mut self,
+        key: &[u8],
+        map: &mut TitleMap,
+        n: u32,
+        items: &[(Item<'_>, u32)],
+        entries: &mut Vec<Entry>,
+    ) -> Result<()> {
+        let name = block_name(key, n);
+        let before = map.blocks[n as usize].raw_len();
+        let dict = if before == 0 {
+            self.first_dictionary(key, map, n)?
+        } else {
+            self.block_content(key, map, n, before)?.to_vec()
+        };
+        let raw: Vec<u8> = items
+            .iter()
+            .flat_map(|(i, _)| i.value.iter().copied())
+            .collect();
+        let compressed = compress(&raw, &dict, self.opts.level)
+            .map_err(|e| Error::io(self.fs.data().path(), None, e))?;
+        if before == 0 {
+            self.fs.put(&name, 0, &compressed)?;
+        } else {
+            // An appended frame: the block file grows, nothing is rewritten.
+            self.fs.append(&name, &compressed)?;
+        }
+        let mut offset = before;
+        for (item, crc) in items {
+            entries.push(Entry {
+                rev: item.rev,
+                tid: item.tid,
+                content_type: item.content_type.to_string(),
+                block: n,
+                offset,
+                len: item.value.len() as u64,
+                crc: *crc,
+                taken_down: false,
+            });
+            offset += item.value.len() as u64;
+        }
+        let block = &mut map.blocks[n as usize];
+        block.frames.push(Frame {
+            stored: compressed.len() as u64,
+            raw: raw.len() as u64,
+        });
+        block.last_len = items
+            .last()
+            .map_or(block.last_len, |(i, _)| i.value.len() as u64);
+        self.forget(key, n);
+        Ok(())
+    }
+
+    /// Marks a revision (or all, with `None`) of a title taken down: never returned again; the
+    /// bytes stay in their block until a compaction rewrites it. Returns how many were marked.
+    pub fn take_down(&mut self, key: &[u8], rev: Option<u64>) -> Result<usize> {
+        let Some(mut map) = self.map(key)? else {
+            return Ok(0);
+        };
+        let down: Vec<(u64, [u8; 16])> = map
+            .entries
+            .iter()
+            .filter(|e| !e.taken_down && rev.is_none_or(|r| e.rev == r))
+            .map(|e| (e.rev, e.tid))
+            .collect();
+        if down.is_empty() {
+            return Ok(0);
+        }
+        let delta = Delta {
+            down: down.clone(),
+            ..Delta::default()
+        };
+        map.apply(&delta);
+        self.write_map(key, &map, &delta)?;
+        Ok(down.len())
+    }
+
+    /// Makes everything archived so far durable.
+    pub fn commit(&mut self) -> Result<()> {
+        self.fs.sync()
+    }
+
+    /// Every title key with a map.
+    pub fn titles(&self) -> Result<Vec<Vec<u8>>> {
+        let mut out = Vec::new();
+        for stat in self.fs.iter() {
+            let stat = stat?;
+            if let Some(key) = stat.name.strip_prefix(b"m/") {
+                out.push(key.to_vec());
+            }
+        }
+        Ok(out)
+    }
+
+    /// Counts over the whole archive.
+    pub fn stats(&self) -> Result<ArchiveStats> {
+        let mut st = ArchiveStats::default();
+        for key in self.titles()? {
+            let Some(map) = self.map(&key)? else { continue };
+            st.titles += 1;
+            st.blocks += map.blocks.len() as u64;
+            for e in map.entries.iter().filter(|e| !e.taken_down) {
+                st.revisions += 1;
+                st.raw_bytes += e.len;
+            }
+        }
+        for ext in ["data", "idx", "time", "jnl"] {
+            let path = filesys::file_path(&self.base, ext);
+            if self.vfs.exists(&path) {
+                st.stored_bytes += storage::length(self.vfs.open(&path, false)?.as_ref())?;
+            }
+        }
+        Ok(st)
+    }
+
+    /// Verifies every block decompresses and every revision matches its map entry and CRC.
+    pub fn verify(&self) -> Vec<Problem> {
+        let mut problems = Vec::new();
+        let path = self.fs.data().path().to_path_buf();
+        let titles = match self.titles() {
+            Ok(t) => t,
+            Err(e) => return vec![Problem::from_error(&path, &e)],
+        };
+        for key in titles {
+            let map = match self.map(&key) {
+                Ok(Some(m)) => m,
+                Ok(None) => continue,
+                Err(e) => {
+                    problems.push(Problem::from_error(&path, &e));
+                    continue;
+                }
+            };
+            for e in map.entries.iter().filter(|e| !e.taken_down) {
+                if let Err(err) = self.read_in(&key, &map, e) {
+                    let mut p = Problem::from_error(&path, &err);
+                    p.severity = Severity::Error;
+                    problems.push(p);
+                    break;
+                }
+            }
+        }
+        problems
+    }
+}
+
+fn window_log(len: usize) -> u32 {
+    (usize::BITS - len.max(1).leading_zeros()).clamp(20, 30)
+}
+
+/// Compresses `data` as one zstd frame with `prefix` as its single-use dictionary: the prefix is
+/// treated as the bytes right before `data` (the previous revisions), so matches reach into it.
+pub fn compress(data: &[u8], prefix: &[u8], level: i32) -> std::io::Result<Vec<u8>> {
+    use zstd::zstd_safe::{CCtx, CParameter};
+    let fail = |code: usize| std::io::Error::other(zstd::zstd_safe::get_error_name(code));
+    let mut cctx = CCtx::create();
+    cctx.set_parameter(CParameter::CompressionLevel(level))
+        .map_err(fail)?;
+    cctx.set_parameter(CParameter::WindowLog(window_log(data.len() + prefix.len())))
+        .map_err(fail)?;
+    cctx.set_parameter(CParameter::ContentSizeFlag(true))
+        .map_err(fail)?;
+    cctx.ref_prefix(prefix).map_err(fail)?;
+    let mut out = Vec::with_capacity(zstd::zstd_safe::compress_bound(data.len()));
+    cctx.compress2(&mut out, data).map_err(fail)?;
+    Ok(out)
+}
+
+/// Decompresses one frame of known raw length made by [`compress`] with the same prefix.
+pub fn decompress(data: &[u8], prefix: &[u8], raw: u64) -> std::result::Result<Vec<u8>, String> {
+    use zstd::zstd_safe::{DCtx, DParameter};
+    let fail = |code: usize| zstd::zstd_safe::get_error_name(code).to_string();
+    let mut dctx = DCtx::create();
+    dctx.set_parameter(DParameter::WindowLogMax(31))
+        .map_err(fail)?;
+    dctx.ref_prefix(prefix).map_err(fail)?;
+    // `raw` comes from a CRC-checked map and is bounded by MAX_BLOCK_RAW there.
+    let mut out = Vec::with_capacity(raw as usize);
+    dctx.decompress(&mut out, data).map_err(fail)?;
+    if out.len() as u64 != raw {
+        return Err(format!("{} bytes, the map says {raw}", out.len()));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::ManualClock;
+    use crate::sim::SimDisk;
+
+    fn open(disk: &SimDisk, opts: ArchiveOptions) -> Archive {
+        let vfs: Arc<dyn Vfs> = Arc::new(disk.clone());
+        let clock: Arc<dyn Clock> = Arc::new(ManualClock::new(1000));
+        let base = Path::new("/a/archive");
+        if !vfs.exists(&filesys::file_path(base, "data")) {
+            Archive::create_in(vfs.clone(), base, clock.clone()).unwrap();
+        }
+        let open = filesys::OpenOptions {
+            clock,
+            drop_behind: None,
+            ..filesys::OpenOptions::writer()
+        };
+        Archive::open_in(vfs, base, &open, opts).unwrap()
+    }
+
+    fn revisions(n: usize) -> Vec<Vec<u8>> {
+        crate::synth::histories(3, 1, n, 30)
+            .map(|r| r.html)
+            .collect()
+    }
+
+    #[test]
+    fn incremental_runs_blocks_and_reads() {
+        let disk = SimDisk::new();
+        let opts = ArchiveOptions {
+            block_bytes: 64 << 10,
+            key_every: 3,
+            ..ArchiveOptions::default()
+        };
+        let mut a = open(&disk, opts);
+        let revs = revisions(60);
+        for chunk in revs.chunks(7).enumerate() {
+            let items: Vec<Item> = chunk
+                .1
+                .iter()
+                .enumerate()
+                .map(|(i, v)| Item {
+                    rev: (chunk.0 * 7 + i) as u64,
+                    tid: [1; 16],
+                    content_type: "text/html",
+                    value: v,
+                })
+                .collect();
+            a.add(b"wiki/Page", &items).unwrap();
+            a.commit().unwrap();
+        }
+        let map = a.map(b"wiki/Page").unwrap().unwrap();
+        assert!(map.blocks.len() >= 3, "{} blocks", map.blocks.len());
+        assert!(map.blocks.iter().rev().skip(1).all(|b| b.sealed));
+        assert!(
+            map.blocks.iter().any(|b| b.frames.len() > 1),
+            "incremental runs append frames"
+        );
+        drop(a);
+        let a = open(&disk, opts);
+        for e in a.entries(b"wiki/Page").unwrap() {
+            a.clear_cache();
+            assert_eq!(
+                a.read(b"wiki/Page", &e).unwrap(),
+                revs[e.rev as usize],
+                "rev {}",
+                e.rev
+            );
+        }
+        let st = a.stats().unwrap();
+        assert_eq!((st.titles, st.revisions), (1, 60));
+        assert_eq!(
+            st.raw_bytes,
+            revs.iter().map(|r| r.len() as u64).sum::<u64>()
+        );
+        assert!(a.verify().is_empty());
+    }
+
+    #[test]
+    fn rerun_dedupe_and_take_down() {
+        let disk = SimDisk::new();
+        let mut a = open(&disk, ArchiveOptions::default());
+        let revs = revisions(3);
+        let items: Vec<Item> = revs
+            .iter()
+            .enumerate()
+            .map(|(i, v)| Item {
+                rev: i as u64,
+                tid: [i as u8; 16],
+                content_type: "text/html",
+                value: v,
+            })
+            .collect();
+        assert_eq!(a.add(b"k", &items).unwrap(), 3);
+        assert_eq!(a.add(b"k", &items).unwrap(), 0, "a rerun adds nothing");
+        let copy = Item {
+            rev: 9,
+            tid: [9; 16],
+            content_type: "text/html",
+            value: &revs[1],
+        };
+        assert_eq!(a.add(b"k", &[copy]).unwrap(), 1);
+        let map = a.map(b"k").unwrap().unwrap();
+        let e9 = map.entries.iter().find(|e| e.rev == 9).unwrap();
+        let e1 = map.entries.iter().find(|e| e.rev == 1).unwrap();
+        assert_eq!(
+            (e9.block, e9.offset),
+            (e1.block, e1.offset),
+            "identical bytes stored once"
+        );
+        assert_eq!(a.take_down(b"k", Some(1)).unwrap(), 1);
+        assert!(a.entries(b"k").unwrap().iter().all(|e| e.rev != 1));
+        assert_eq!(a.read(b"k", e9).unwrap(), revs[1]);
+    }
+
+    #[test]
+    fn a_damaged_block_names_block_and_title_and_spares_others() {
+        let disk = SimDisk::new();
+        let mut a = open(&disk, ArchiveOptions::default());
+        let revs = revisions(4);
+        for key in [b"t/one".as_slice(), b"t/two"] {
+            let items: Vec<Item> = revs
+                .iter()
+                .enumerate()
+                .map(|(i, v)| Item {
+                    rev: i as u64,
+                    tid: [0; 16],
+                    content_type: "text/html",
+                    value: v,
+                })
+                .collect();
+            a.add(key, &items).unwrap();
+        }
+        a.commit().unwrap();
+        let name = block_name(b"t/one", 0);
+        let stat = a.filesys().stat(&name).unwrap().unwrap();
+        let entry = a.filesys().data().read(stat.inode).unwrap();
+        let inode = crate::filesys::inode::Inode::decode(&entry.value, Path::new("x"), 0).unwrap();
+        let data_ptr = inode.data[0].0;
+        let layout = a.filesys().data().layout(data_ptr).unwrap();
+        let at = layout.value_offset + layout.value_len / 2;
+        let path = filesys::file_path(Path::new("/a/archive"), "data");
+        let s = disk.open(&path, true).unwrap();
+        let mut b = [0u8; 1];
+        s.read_at(&mut b, at).unwrap();
+        s.write_at(&[b[0] ^ 0x55], at).unwrap();
+        a.clear_cache();
+        let e = a.entries(b"t/one").unwrap().pop().unwrap();
+        let err = a.read(b"t/one", &e).unwrap_err();
+        let text = err.to_string();
+        assert!(
+            err.is_corruption() && text.contains("t/one") && text.contains("b/t/one#0"),
+            "{text}"
+        );
+        for e in a.entries(b"t/two").unwrap() {
+            assert_eq!(a.read(b"t/two", &e).unwrap(), revs[e.rev as usize]);
+        }
+        assert!(!a.verify().is_empty());
+    }
+}
