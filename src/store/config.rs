@@ -8,7 +8,10 @@
 //! | `renders`        | `all` \| `latest:C:G` \| …    | render retention                         |
 //! | `historical_ttl` | seconds                      | retention of historical puts             |
 //! | `container_bytes`| bytes                        | a container is sealed past this size     |
-//! | `max_value`      | bytes                        | the largest value a put accepts          |
+//! | `max_value`      | bytes                        | the largest value a put accepts (≤ 256 MiB) |
+//! | `archive`        | `none` \| `first` \| `newest` \| `every:SECS` | the archive tier      |
+//! | `archive_block_bytes` | bytes                   | raw bytes per archive block              |
+//! | `archive_level`  | 1..=22                       | zstd level of the archive                |
 
 use std::path::Path;
 
@@ -18,7 +21,10 @@ use crate::format::repr::Repr;
 use crate::format::superblock::Purpose;
 use crate::vfs::Vfs;
 
-use super::policy::Policy;
+use super::policy::{ArchivePolicy, Policy};
+
+/// The largest value a store accepts: one filesys data entry.
+pub const MAX_VALUE: u64 = crate::filesys::MAX_DATA_ENTRY;
 
 pub const PURPOSE: Purpose = Purpose(*b"WINKSTOR");
 const VERSION: &str = "1";
@@ -29,6 +35,12 @@ pub struct Config {
     pub policy: Policy,
     pub container_bytes: u64,
     pub max_value: u64,
+    /// The archive tier, when enabled: which render of a leaving revision it keeps.
+    pub archive: Option<ArchivePolicy>,
+    /// Raw bytes per archive block.
+    pub archive_block_bytes: u64,
+    /// zstd level of the archive.
+    pub archive_level: i32,
 }
 
 impl Default for Config {
@@ -37,6 +49,9 @@ impl Default for Config {
             policy: Policy::default(),
             container_bytes: 1 << 30,
             max_value: 64 << 20,
+            archive: None,
+            archive_block_bytes: crate::archive::ArchiveOptions::default().block_bytes,
+            archive_level: crate::archive::ArchiveOptions::default().level,
         }
     }
 }
@@ -50,6 +65,12 @@ impl Config {
             ("historical_ttl", self.policy.historical_ttl.to_string()),
             ("container_bytes", self.container_bytes.to_string()),
             ("max_value", self.max_value.to_string()),
+            (
+                "archive",
+                self.archive.map_or("none".to_string(), |a| a.to_string()),
+            ),
+            ("archive_block_bytes", self.archive_block_bytes.to_string()),
+            ("archive_level", self.archive_level.to_string()),
         ]
     }
 
@@ -106,9 +127,27 @@ impl Config {
                     cfg.policy.revisions = value.parse().map_err(|_| bad("revisions"))?
                 }
                 b"renders" => cfg.policy.renders = value.parse().map_err(|_| bad("renders"))?,
-                b"historical_ttl" => cfg.policy.historical_ttl = number(&value)? as i64,
+                b"historical_ttl" => {
+                    cfg.policy.historical_ttl = value
+                        .parse::<i64>()
+                        .ok()
+                        .filter(|v| *v >= 0)
+                        .ok_or_else(|| bad("historical_ttl"))?
+                }
                 b"container_bytes" => cfg.container_bytes = number(&value)?.max(1 << 20),
-                b"max_value" => cfg.max_value = number(&value)?,
+                b"max_value" => cfg.max_value = number(&value)?.min(MAX_VALUE),
+                b"archive" if value == "none" => cfg.archive = None,
+                b"archive" => cfg.archive = Some(value.parse().map_err(|_| bad("archive"))?),
+                b"archive_block_bytes" => {
+                    cfg.archive_block_bytes = number(&value)?.clamp(64 << 10, 1 << 30)
+                }
+                b"archive_level" => {
+                    cfg.archive_level = value
+                        .parse::<i32>()
+                        .ok()
+                        .filter(|l| (1..=22).contains(l))
+                        .ok_or_else(|| bad("archive_level"))?
+                }
                 // Settings of later versions are kept by not rewriting the file.
                 _ => {}
             }

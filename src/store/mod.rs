@@ -20,6 +20,7 @@ pub mod import;
 pub mod key;
 pub mod policy;
 pub mod record;
+pub mod tiers;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -27,6 +28,7 @@ use std::sync::{Arc, Mutex};
 
 use uuid::Uuid;
 
+use crate::archive::{Archive, ArchiveOptions};
 use crate::clock::{self, Clock};
 use crate::error::{Error, Result};
 use crate::filesys::{self, Filesys, FsOptions};
@@ -38,6 +40,7 @@ pub use config::Config;
 pub use key::TidMaker;
 pub use policy::{Policy, Renders, Revisions};
 use record::{Location, Refusal, Render, TitleRecord};
+pub use tiers::ArchiveReport;
 
 /// Meta datafile variable: the number of the container new values go to.
 pub const CURCONT: VarName = VarName::new(b"CURCONT");
@@ -152,6 +155,8 @@ pub struct StoreStat {
     pub dead_bytes: u64,
     pub containers: u64,
     pub container_bytes: u64,
+    /// The archive tier's counts, when the store has one.
+    pub archive: Option<crate::archive::ArchiveStats>,
 }
 
 #[derive(Debug)]
@@ -171,6 +176,11 @@ pub struct Store {
     readers: Mutex<HashMap<u32, Arc<dyn Storage>>>,
     clock: Arc<dyn Clock>,
     tids: TidMaker,
+    archive: Option<Archive>,
+}
+
+fn archive_base(dir: &Path) -> PathBuf {
+    dir.join("archive")
 }
 
 fn meta_base(dir: &Path) -> PathBuf {
@@ -239,6 +249,9 @@ impl Store {
         meta.set_var(CURCONT, 1)?;
         meta.sync()?;
         drop(meta);
+        if cfg.archive.is_some() {
+            Archive::create_in(opts.vfs.clone(), &archive_base(dir), opts.clock.clone())?;
+        }
         // The configuration appears last: a directory without it holds no store.
         let kv = crate::format::kvseq::KvSeqOptions {
             clock: opts.clock.clone(),
@@ -266,6 +279,26 @@ impl Store {
             drop_behind: None,
         };
         let meta = Filesys::open_in(vfs.clone(), &meta_base(dir), &fs_open)?;
+        let archive = match cfg.archive {
+            Some(_) => {
+                let aopts = ArchiveOptions {
+                    block_bytes: cfg.archive_block_bytes,
+                    level: cfg.archive_level,
+                    ..ArchiveOptions::default()
+                };
+                let open = filesys::OpenOptions {
+                    drop_behind: Some(8 << 20),
+                    ..fs_open.clone()
+                };
+                Some(Archive::open_in(
+                    vfs.clone(),
+                    &archive_base(dir),
+                    &open,
+                    aopts,
+                )?)
+            }
+            None => None,
+        };
         let mut store = Store {
             vfs,
             dir: dir.to_path_buf(),
@@ -275,6 +308,7 @@ impl Store {
             readers: Mutex::new(HashMap::new()),
             clock: opts.clock.clone(),
             tids: TidMaker::new(),
+            archive,
         };
         if opts.writable {
             let id = store.current_container()?;
@@ -460,7 +494,7 @@ impl Store {
             &policy,
             now,
         );
-        rec.cull(&policy, now);
+        rec.cull_keeping(&policy, now, self.cfg.archive);
         self.save(&name, &rec)?;
         Ok(tid)
     }
@@ -514,9 +548,19 @@ impl Store {
             .iter()
             .filter(|r| policy.readable(&r.stamps, now))
             .count();
+        // The archive first: a crash in between leaves the hot tombstone missing, never an
+        // archived copy of a taken-down revision that reads could still find.
+        let archived = match self.archive.as_mut() {
+            Some(archive) => {
+                let n = archive.take_down(&name, rev)?;
+                archive.commit()?;
+                n
+            }
+            None => 0,
+        };
         self.save(&name, &rec)?;
         self.commit()?;
-        Ok(removed)
+        Ok(removed + archived)
     }
 
     /// [`Store::take_down`] of one revision.
@@ -626,35 +670,14 @@ impl Store {
         })
     }
 
-    fn find(
-        &self,
-        domain: &str,
-        title: &str,
-        pick: impl Fn(&Render) -> bool,
-    ) -> Result<Option<Got>> {
-        let Some(rec) = self.title_record(domain, title)? else {
-            return Ok(None);
-        };
-        let now = self.clock.now();
-        let policy = self.cfg.policy;
-        match rec
-            .renders
-            .iter()
-            .find(|r| pick(r) && policy.readable(&r.stamps, now))
-        {
-            Some(render) => self.got(&rec, render, now).map(Some),
-            None => Ok(None),
-        }
-    }
-
     /// The latest render of the latest revision.
     pub fn get_latest(&self, domain: &str, title: &str) -> Result<Option<Got>> {
-        self.find(domain, title, |_| true)
+        self.find(domain, title, |_, _| true)
     }
 
     /// The latest render of a revision.
     pub fn get_rev(&self, domain: &str, title: &str, rev: u64) -> Result<Option<Got>> {
-        self.find(domain, title, |r| r.rev == rev)
+        self.find(domain, title, |r, _| r == rev)
     }
 
     /// One specific render.
@@ -665,30 +688,12 @@ impl Store {
         rev: u64,
         tid: Uuid,
     ) -> Result<Option<Got>> {
-        self.find(domain, title, |r| r.rev == rev && r.tid == tid)
+        self.find(domain, title, |r, t| r == rev && t == tid)
     }
 
-    /// A title's readable renders, newest first.
+    /// A title's readable renders in both tiers, newest first.
     pub fn list(&self, domain: &str, title: &str, page: Page) -> Result<Vec<Listed>> {
-        let Some(rec) = self.title_record(domain, title)? else {
-            return Ok(Vec::new());
-        };
-        let now = self.clock.now();
-        let policy = self.cfg.policy;
-        Ok(rec
-            .renders
-            .iter()
-            .filter(|r| policy.readable(&r.stamps, now))
-            .skip(page.offset)
-            .take(page.limit)
-            .map(|r| Listed {
-                rev: r.rev,
-                tid: r.tid,
-                size: r.location.len,
-                content_type: r.content_type.clone(),
-                state: state_of(&rec, r, &policy, now),
-            })
-            .collect())
+        self.list_tiers(domain, title, page)
     }
 
     /// Counts over the whole store (reads every title record).
@@ -725,6 +730,7 @@ impl Store {
             }
         }
         st.dead_bytes = st.container_bytes.saturating_sub(st.live_bytes);
+        st.archive = self.archive.as_ref().map(|a| a.stats()).transpose()?;
         Ok(st)
     }
 }

@@ -71,6 +71,8 @@ pub struct Stamps {
     pub superseded: Option<i64>,
     pub pushed_out: Option<i64>,
     pub historical: bool,
+    /// The first render of its revision to arrive (the archive's `first` policy keeps it).
+    pub first: bool,
 }
 
 impl Policy {
@@ -96,6 +98,45 @@ impl Policy {
     /// True while the render is returned by reads.
     pub fn readable(&self, s: &Stamps, now: i64) -> bool {
         now < self.deadline(s)
+    }
+}
+
+/// Which render of a revision leaving the hot tier the archive keeps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ArchivePolicy {
+    /// The first render of the revision to arrive.
+    First,
+    /// The newest render (tid precedence) when the revision leaves the hot tier.
+    Newest,
+    /// One render per `secs` of tid time: oldest first, each at least `secs` after the last kept.
+    Every { secs: i64 },
+}
+
+impl FromStr for ArchivePolicy {
+    type Err = Error;
+
+    fn from_str(text: &str) -> Result<Self> {
+        match text.split(':').collect::<Vec<_>>().as_slice() {
+            ["first"] => Ok(ArchivePolicy::First),
+            ["newest"] => Ok(ArchivePolicy::Newest),
+            ["every", s] => match secs(s, "interval")? {
+                0 => Err(Error::invalid("an archive interval of 0 seconds")),
+                secs => Ok(ArchivePolicy::Every { secs }),
+            },
+            _ => Err(Error::invalid(format!(
+                "archive policy {text:?}: first, newest or every:SECS"
+            ))),
+        }
+    }
+}
+
+impl fmt::Display for ArchivePolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ArchivePolicy::First => write!(f, "first"),
+            ArchivePolicy::Newest => write!(f, "newest"),
+            ArchivePolicy::Every { secs } => write!(f, "every:{secs}"),
+        }
     }
 }
 

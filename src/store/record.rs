@@ -21,7 +21,7 @@ use std::path::Path;
 use uuid::Uuid;
 
 use super::key::{cmp_tid, tid_unix_secs};
-use super::policy::{Policy, Renders, Stamps};
+use super::policy::{ArchivePolicy, Policy, Renders, Stamps};
 use crate::error::{Error, Result};
 
 const MAGIC: &[u8; 4] = b"WTR1";
@@ -111,20 +111,32 @@ impl TitleRecord {
     pub fn put(&mut self, render: Render, policy: &Policy, now: i64) -> Option<Location> {
         let historical = render.stamps.historical;
         let (rev, tid) = (render.rev, render.tid);
+        let existing = self
+            .renders
+            .iter()
+            .position(|r| r.rev == rev && r.tid == tid);
+        // The first render of a revision to arrive stays first through rewrites.
+        let first = match existing {
+            Some(i) => self.renders[i].stamps.first,
+            None => {
+                !historical
+                    && !self
+                        .renders
+                        .iter()
+                        .any(|r| r.rev == rev && !r.stamps.historical)
+            }
+        };
         let fresh = Render {
             stamps: Stamps {
                 arrival: now,
                 superseded: None,
                 pushed_out: None,
                 historical,
+                first,
             },
             ..render
         };
-        let replaced = match self
-            .renders
-            .iter()
-            .position(|r| r.rev == rev && r.tid == tid)
-        {
+        let replaced = match existing {
             Some(i) => Some(std::mem::replace(&mut self.renders[i], fresh).location),
             None => {
                 let at = self.renders.partition_point(|r| r.precedes(&fresh).is_lt());
@@ -187,11 +199,63 @@ impl TitleRecord {
 
     /// Drops renders past their deadline; returns them.
     pub fn cull(&mut self, policy: &Policy, now: i64) -> Vec<Render> {
+        self.cull_keeping(policy, now, None)
+    }
+
+    /// Drops renders past their deadline, except the archive's candidates (which stay until they
+    /// are archived); returns the renders dropped.
+    pub fn cull_keeping(
+        &mut self,
+        policy: &Policy,
+        now: i64,
+        archive: Option<ArchivePolicy>,
+    ) -> Vec<Render> {
+        let keep_set = archive.map(|a| self.candidates(a)).unwrap_or_default();
         let (keep, gone): (Vec<Render>, Vec<Render>) = std::mem::take(&mut self.renders)
             .into_iter()
-            .partition(|r| policy.readable(&r.stamps, now));
+            .partition(|r| policy.readable(&r.stamps, now) || keep_set.contains(&(r.rev, r.tid)));
         self.renders = keep;
         gone
+    }
+
+    /// The renders the archive will keep, per revision, by its policy: (rev, tid) pairs.
+    pub fn candidates(&self, archive: ArchivePolicy) -> Vec<(u64, Uuid)> {
+        let mut out = Vec::new();
+        let mut revs: Vec<u64> = self
+            .renders
+            .iter()
+            .filter(|r| !r.stamps.historical)
+            .map(|r| r.rev)
+            .collect();
+        revs.dedup();
+        for rev in revs {
+            // Renders are newest first; the oldest-first walk is the reverse.
+            let of_rev: Vec<&Render> = self
+                .renders
+                .iter()
+                .filter(|r| r.rev == rev && !r.stamps.historical)
+                .collect();
+            match archive {
+                ArchivePolicy::First => out.extend(
+                    of_rev
+                        .iter()
+                        .filter(|r| r.stamps.first)
+                        .map(|r| (r.rev, r.tid)),
+                ),
+                ArchivePolicy::Newest => out.extend(of_rev.first().map(|r| (r.rev, r.tid))),
+                ArchivePolicy::Every { secs } => {
+                    let mut last: Option<i64> = None;
+                    for r in of_rev.iter().rev() {
+                        let t = tid_unix_secs(r.tid);
+                        if last.is_none_or(|l| t >= l.saturating_add(secs)) {
+                            out.push((r.rev, r.tid));
+                            last = Some(t);
+                        }
+                    }
+                }
+            }
+        }
+        out
     }
 
     /// Takes a revision down (or the whole title with `None`); returns the renders removed.
@@ -250,7 +314,7 @@ impl TitleRecord {
             let type_index = types.iter().position(|t| *t == r.content_type).unwrap_or(0) as u16;
             out.extend_from_slice(&r.rev.to_be_bytes());
             out.extend_from_slice(r.tid.as_bytes());
-            out.push(u8::from(r.stamps.historical));
+            out.push(u8::from(r.stamps.historical) | (u8::from(r.stamps.first) << 1));
             out.extend_from_slice(&type_index.to_be_bytes());
             out.extend_from_slice(&r.location.container.to_be_bytes());
             out.extend_from_slice(&r.location.offset.to_be_bytes());
@@ -348,6 +412,7 @@ impl TitleRecord {
                     superseded: opt(times[1]),
                     pushed_out: opt(times[2]),
                     historical: flags & 1 == 1,
+                    first: flags & 2 == 2,
                 },
             });
         }

@@ -1,5 +1,5 @@
 //! `wink init DIR [--revisions P] [--renders P] [--historical-ttl S] [--container-bytes N]
-//! [--max-value N]`.
+//! [--max-value N] [--archive first|newest|every:SECS]`.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -54,6 +54,16 @@ pub struct Args {
     /// The largest value a put accepts, in bytes (1 .. 256 MiB).
     #[arg(long, value_name = "N", default_value_t = Config::default().max_value)]
     max_value: u64,
+    /// Enable the archive tier: which render of a revision leaving the hot tier it keeps —
+    /// first, newest, or every:SECS (one per SECS of tid time).
+    #[arg(long, value_name = "POLICY")]
+    archive: Option<String>,
+    /// Raw bytes per archive block (64 KiB .. 1 GiB).
+    #[arg(long, value_name = "N", default_value_t = Config::default().archive_block_bytes)]
+    archive_block_bytes: u64,
+    /// zstd level of the archive (1 .. 22; higher is smaller and slower to archive).
+    #[arg(long, value_name = "L", default_value_t = Config::default().archive_level)]
+    archive_level: i32,
 }
 
 pub fn run(args: &Args) -> Result<Status> {
@@ -97,6 +107,19 @@ fn config(args: &Args) -> Result<Config> {
             args.max_value
         )));
     }
+    let archive = args.archive.as_deref().map(str::parse).transpose()?;
+    if !((64 << 10)..=(1 << 30)).contains(&args.archive_block_bytes) {
+        return Err(Error::invalid(format!(
+            "--archive-block-bytes {}: 65536..=1073741824",
+            args.archive_block_bytes
+        )));
+    }
+    if !(1..=22).contains(&args.archive_level) {
+        return Err(Error::invalid(format!(
+            "--archive-level {}: 1..=22",
+            args.archive_level
+        )));
+    }
     Ok(Config {
         policy: Policy {
             revisions,
@@ -105,6 +128,9 @@ fn config(args: &Args) -> Result<Config> {
         },
         container_bytes: args.container_bytes,
         max_value: args.max_value,
+        archive,
+        archive_block_bytes: args.archive_block_bytes,
+        archive_level: args.archive_level,
     })
 }
 

@@ -1,0 +1,253 @@
+//! Reads through the tiers — hot (title records and containers), then the archive — and the
+//! archive run that moves revisions leaving the hot tier into the archive.
+//!
+//! With the archive enabled, the renders the archive policy picks ("candidates") stay readable in
+//! the hot tier past their deadline until they are archived; a run archives the candidates of every
+//! revision whose recent window has passed, makes the archive durable, and only then removes them
+//! from the hot tier. A crash anywhere leaves each render in one tier or both, and a rerun finishes
+//! the job (the archive skips what it already holds).
+
+use uuid::Uuid;
+
+use crate::archive::{map::Entry as ArchiveEntry, Item};
+use crate::error::{Error, Result};
+
+use super::key::cmp_tid;
+use super::policy::Revisions;
+use super::record::{Render, TitleRecord};
+use super::{record_name, Got, Listed, Page, State, Store};
+
+/// What an archive run did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ArchiveReport {
+    pub titles: u64,
+    pub revisions: u64,
+    pub bytes: u64,
+}
+
+/// A render found in either tier.
+enum Hit<'a> {
+    Hot(&'a Render),
+    Archived(ArchiveEntry),
+}
+
+impl Hit<'_> {
+    fn key(&self) -> (u64, Uuid) {
+        match self {
+            Hit::Hot(r) => (r.rev, r.tid),
+            Hit::Archived(e) => (e.rev, Uuid::from_bytes(e.tid)),
+        }
+    }
+}
+
+fn newer(a: (u64, Uuid), b: (u64, Uuid)) -> bool {
+    a.0 > b.0 || (a.0 == b.0 && cmp_tid(a.1, b.1).is_gt())
+}
+
+impl Store {
+    /// Hot renders a read may return now: readable by the policy, or archive candidates that
+    /// are not archived yet.
+    pub(super) fn visible<'r>(&self, rec: &'r TitleRecord, now: i64) -> Vec<&'r Render> {
+        let keep = self
+            .cfg
+            .archive
+            .map(|a| rec.candidates(a))
+            .unwrap_or_default();
+        let policy = self.cfg.policy;
+        rec.renders
+            .iter()
+            .filter(|r| policy.readable(&r.stamps, now) || keep.contains(&(r.rev, r.tid)))
+            .collect()
+    }
+
+    /// Archived renders of a title that may be returned (not taken down in either tier).
+    fn archived(&self, name: &[u8], rec: Option<&TitleRecord>) -> Result<Vec<ArchiveEntry>> {
+        let Some(archive) = &self.archive else {
+            return Ok(Vec::new());
+        };
+        if rec.is_some_and(|r| r.title_down) {
+            return Ok(Vec::new());
+        }
+        let mut entries = archive.entries(name)?;
+        if let Some(rec) = rec {
+            entries.retain(|e| !rec.revs_down.contains(&e.rev));
+        }
+        Ok(entries)
+    }
+
+    /// The newest render in either tier that `pick` accepts.
+    pub(super) fn find(
+        &self,
+        domain: &str,
+        title: &str,
+        pick: impl Fn(u64, Uuid) -> bool,
+    ) -> Result<Option<Got>> {
+        let rec = self.title_record(domain, title)?;
+        let name = record_name(domain, title);
+        let now = self.clock.now();
+        let hot = rec.as_ref().and_then(|rec| {
+            self.visible(rec, now)
+                .into_iter()
+                .find(|r| pick(r.rev, r.tid))
+        });
+        // The archive holds only revisions that left the hot tier: a render of the current
+        // revision in the hot tier is the answer without a look at the archive.
+        let current = rec
+            .as_ref()
+            .and_then(|rec| rec.current_rev(&self.cfg.policy, now));
+        let settled = hot.is_some_and(|r| Some(r.rev) == current);
+        let mut best = hot.map(Hit::Hot);
+        if !settled {
+            for e in self.archived(&name, rec.as_ref())? {
+                let k = (e.rev, Uuid::from_bytes(e.tid));
+                if pick(k.0, k.1) && best.as_ref().is_none_or(|b| newer(k, b.key())) {
+                    best = Some(Hit::Archived(e));
+                }
+            }
+        }
+        match (best, &rec) {
+            (Some(Hit::Hot(r)), Some(rec)) => self.got(rec, r, now).map(Some),
+            (Some(Hit::Archived(e)), _) => {
+                let archive = self
+                    .archive
+                    .as_ref()
+                    .ok_or_else(|| Error::invalid("no archive"))?;
+                let value = archive.read(&name, &e)?;
+                Ok(Some(Got {
+                    rev: e.rev,
+                    tid: Uuid::from_bytes(e.tid),
+                    content_type: e.content_type,
+                    state: State::Archived,
+                    value,
+                }))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// A title's renders in both tiers, newest first.
+    pub(super) fn list_tiers(&self, domain: &str, title: &str, page: Page) -> Result<Vec<Listed>> {
+        let rec = self.title_record(domain, title)?;
+        let now = self.clock.now();
+        let policy = self.cfg.policy;
+        let mut out: Vec<Listed> = match &rec {
+            Some(rec) => self
+                .visible(rec, now)
+                .into_iter()
+                .map(|r| Listed {
+                    rev: r.rev,
+                    tid: r.tid,
+                    size: r.location.len,
+                    content_type: r.content_type.clone(),
+                    state: super::state_of(rec, r, &policy, now),
+                })
+                .collect(),
+            None => Vec::new(),
+        };
+        for e in self.archived(&record_name(domain, title), rec.as_ref())? {
+            let tid = Uuid::from_bytes(e.tid);
+            if !out.iter().any(|l| l.rev == e.rev && l.tid == tid) {
+                out.push(Listed {
+                    rev: e.rev,
+                    tid,
+                    size: e.len,
+                    content_type: e.content_type,
+                    state: State::Archived,
+                });
+            }
+        }
+        out.sort_by(|a, b| b.rev.cmp(&a.rev).then_with(|| cmp_tid(b.tid, a.tid)));
+        Ok(out.into_iter().skip(page.offset).take(page.limit).collect())
+    }
+
+    /// Archives the candidates of every revision that has left the hot tier, then removes them
+    /// from the hot tier. `progress(done, total)` counts titles.
+    pub fn archive_due(&mut self, mut progress: impl FnMut(u64, u64)) -> Result<ArchiveReport> {
+        let Some(policy) = self.cfg.archive else {
+            return Err(Error::invalid(format!(
+                "{}: this store has no archive (wink init --archive)",
+                self.dir.display()
+            )));
+        };
+        self.writer()?;
+        let Revisions::Recent { ttl } = self.cfg.policy.revisions else {
+            // With every revision retained, no revision ever leaves the hot tier.
+            return Ok(ArchiveReport::default());
+        };
+        let now = self.clock.now();
+        let names: Vec<Vec<u8>> = self
+            .meta
+            .iter()
+            .map(|s| s.map(|s| s.name))
+            .collect::<Result<_>>()?;
+        let total = names.len() as u64;
+        let mut report = ArchiveReport::default();
+        for (i, chunk) in names.chunks(256).enumerate() {
+            let mut moved: Vec<(&[u8], Vec<(u64, Uuid)>)> = Vec::new();
+            for name in chunk {
+                let Some(rec) = self.load(name)? else {
+                    continue;
+                };
+                let left = |r: &Render| {
+                    r.stamps
+                        .superseded
+                        .is_some_and(|s| s.saturating_add(ttl) <= now)
+                };
+                let due: Vec<&Render> = rec
+                    .candidates(policy)
+                    .into_iter()
+                    .filter_map(|(rev, tid)| {
+                        rec.renders.iter().find(|r| r.rev == rev && r.tid == tid)
+                    })
+                    .filter(|r| left(r))
+                    .collect();
+                if due.is_empty() {
+                    continue;
+                }
+                let values: Vec<Vec<u8>> = due
+                    .iter()
+                    .map(|r| self.read_value(&r.location))
+                    .collect::<Result<_>>()?;
+                let items: Vec<Item<'_>> = due
+                    .iter()
+                    .zip(&values)
+                    .map(|(r, v)| Item {
+                        rev: r.rev,
+                        tid: *r.tid.as_bytes(),
+                        content_type: &r.content_type,
+                        value: v,
+                    })
+                    .collect();
+                let archive = self
+                    .archive
+                    .as_mut()
+                    .ok_or_else(|| Error::invalid("no archive"))?;
+                archive.add(name, &items)?;
+                report.titles += 1;
+                report.revisions += items.len() as u64;
+                report.bytes += values.iter().map(|v| v.len() as u64).sum::<u64>();
+                moved.push((name, due.iter().map(|r| (r.rev, r.tid)).collect()));
+            }
+            // The archive is durable before anything leaves the hot tier.
+            if let Some(archive) = self.archive.as_mut() {
+                archive.commit()?;
+            }
+            for (name, gone) in moved {
+                let Some(mut rec) = self.load(name)? else {
+                    continue;
+                };
+                rec.renders.retain(|r| !gone.contains(&(r.rev, r.tid)));
+                rec.cull_keeping(&self.cfg.policy, now, Some(policy));
+                self.save(name, &rec)?;
+            }
+            self.commit()?;
+            progress(((i + 1) * 256).min(names.len()) as u64, total);
+        }
+        Ok(report)
+    }
+
+    /// The archive tier, when the store has one.
+    pub fn archive(&self) -> Option<&crate::archive::Archive> {
+        self.archive.as_ref()
+    }
+}

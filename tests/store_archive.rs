@@ -1,0 +1,138 @@
+//! The archive tier through the store: revisions leaving the hot tier stay readable, from the
+//! archive after a run; listings show them `archived`; take-down reaches the archive; a rerun
+//! adds nothing; stores without an archive keep the hot-tier semantics.
+
+use std::sync::Arc;
+
+use wink::clock::ManualClock;
+use wink::store::policy::ArchivePolicy;
+use wink::store::{Config, Page, Policy, Renders, Revisions, State, Store, StoreOptions};
+
+const D: &str = "en.wikipedia.org";
+const HTML: &str = "text/html";
+
+fn store(dir: &std::path::Path, clock: &ManualClock, archive: Option<ArchivePolicy>) -> Store {
+    let opts = StoreOptions {
+        clock: Arc::new(clock.clone()),
+        ..StoreOptions::writer()
+    };
+    let policy = Policy {
+        revisions: Revisions::Recent { ttl: 100 },
+        renders: Renders::Latest {
+            count: 1,
+            grace: 10,
+        },
+        historical_ttl: 50,
+    };
+    Store::init(
+        dir,
+        &Config {
+            policy,
+            archive,
+            ..Config::default()
+        },
+        &opts,
+    )
+    .unwrap();
+    Store::open(dir, &opts).unwrap()
+}
+
+fn page(rev: u64, render: u32) -> Vec<u8> {
+    format!(
+        "<html><body>revision {rev} render {render} {}</body></html>",
+        "common text ".repeat(200)
+    )
+    .into_bytes()
+}
+
+#[test]
+fn revisions_leaving_the_hot_tier_are_archived_and_stay_readable() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(1_000_000);
+    let mut s = store(dir.path(), &clock, Some(ArchivePolicy::Newest));
+    let mut tids = Vec::new();
+    for rev in 1..=20u64 {
+        for render in 0..2 {
+            clock.advance(5);
+            tids.push(
+                s.put(D, "Page", rev, None, HTML, &page(rev, render))
+                    .unwrap(),
+            );
+        }
+    }
+    clock.advance(1000); // every revision but the current one has left its recent window
+                         // Before archiving, the candidates (newest render of each revision) are still readable.
+    assert_eq!(s.get_rev(D, "Page", 3).unwrap().unwrap().value, page(3, 1));
+    assert!(
+        s.get_render(D, "Page", 3, tids[4]).unwrap().is_none(),
+        "a non-candidate render expired"
+    );
+    let report = s.archive_due(|_, _| {}).unwrap();
+    assert_eq!(report.revisions, 19);
+    for rev in 1..20u64 {
+        let got = s.get_rev(D, "Page", rev).unwrap().unwrap();
+        assert_eq!(
+            (got.value, got.state),
+            (page(rev, 1), State::Archived),
+            "rev {rev}"
+        );
+    }
+    let latest = s.get_latest(D, "Page").unwrap().unwrap();
+    assert_eq!((latest.rev, latest.state), (20, State::Current));
+    let listed = s.list(D, "Page", Page::default()).unwrap();
+    assert_eq!(
+        listed.iter().filter(|l| l.state == State::Archived).count(),
+        19
+    );
+    assert!(listed.windows(2).all(|w| w[0].rev >= w[1].rev));
+    // A rerun finds nothing to do; stats count what the archive holds.
+    assert_eq!(s.archive_due(|_, _| {}).unwrap().revisions, 0);
+    let st = s.stat().unwrap().archive.unwrap();
+    assert_eq!(st.revisions, 19);
+    assert_eq!(
+        st.raw_bytes,
+        (1..20u64).map(|r| page(r, 1).len() as u64).sum::<u64>()
+    );
+    assert!(st.stored_bytes > 0);
+    // Take-down reaches the archive and persists.
+    s.delete_revision(D, "Page", 7).unwrap();
+    assert!(s.get_rev(D, "Page", 7).unwrap().is_none());
+    drop(s);
+    let s = Store::open(
+        dir.path(),
+        &StoreOptions {
+            clock: Arc::new(clock.clone()),
+            ..StoreOptions::read_only()
+        },
+    )
+    .unwrap();
+    assert!(s.get_rev(D, "Page", 7).unwrap().is_none());
+    assert_eq!(s.get_rev(D, "Page", 8).unwrap().unwrap().value, page(8, 1));
+}
+
+#[test]
+fn first_policy_keeps_the_first_render_and_no_archive_keeps_hot_semantics() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(1_000_000);
+    let mut s = store(dir.path(), &clock, Some(ArchivePolicy::First));
+    for rev in 1..=3u64 {
+        for render in 0..3 {
+            clock.advance(5);
+            s.put(D, "T", rev, None, HTML, &page(rev, render)).unwrap();
+        }
+    }
+    clock.advance(1000);
+    s.archive_due(|_, _| {}).unwrap();
+    assert_eq!(s.get_rev(D, "T", 1).unwrap().unwrap().value, page(1, 0));
+    let plain = tempfile::tempdir().unwrap();
+    let mut p = store(plain.path(), &clock, None);
+    p.put(D, "T", 1, None, HTML, b"one").unwrap();
+    clock.advance(5);
+    p.put(D, "T", 2, None, HTML, b"two").unwrap();
+    clock.advance(100);
+    assert!(
+        p.get_rev(D, "T", 1).unwrap().is_none(),
+        "without an archive, expired is gone"
+    );
+    assert!(p.archive_due(|_, _| {}).is_err());
+}
