@@ -32,6 +32,9 @@ const MAX_RESERVE: usize = 64 << 20;
 
 /// Data entries up to this size are read with the entry's header in one pread.
 const SMALL_ENTRY: u64 = 3 << 10;
+/// Bytes of a datafile entry besides its key and value: delflag, the two length prefixes, and
+/// room for alignment padding (a read-size hint only).
+const ENTRY_HEADER: usize = 16;
 
 /// Where a piece of a file's content lies in the datafile.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -50,7 +53,10 @@ impl Filesys {
         validate_name(name)?;
         let key = inode_key(name);
         let mut hit = None;
-        let found = self.idx.find(&key, |ptr| match self.data.read(ptr) {
+        // Header, key and an inode of ISZ bytes: one small read (a larger inode reads on).
+        let isz = self.data.var(super::ISZ).unwrap_or(0).max(0) as usize;
+        let hint = ENTRY_HEADER + key.len() + isz;
+        let found = self.idx.find(&key, |ptr| match self.data.read_sized(ptr, hint) {
             Ok(e) if e.key == key => {
                 let live = !e.deleted;
                 hit = Some(e);
@@ -140,7 +146,9 @@ impl Filesys {
             let expected = data_key(inode.fileid, n as u64);
             if size <= SMALL_ENTRY {
                 // One pread brings header, key and value of a small entry.
-                let entry = self.data.read(ptr)?;
+                let entry = self
+                    .data
+                    .read_sized(ptr, ENTRY_HEADER + expected.len() + size as usize)?;
                 self.check_data_entry(
                     ptr,
                     n,
