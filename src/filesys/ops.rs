@@ -56,17 +56,19 @@ impl Filesys {
         // Header, key and an inode of ISZ bytes: one small read (a larger inode reads on).
         let isz = self.data.var(super::ISZ).unwrap_or(0).max(0) as usize;
         let hint = ENTRY_HEADER + key.len() + isz;
-        let found = self.idx.find(&key, |ptr| match self.data.read_sized(ptr, hint) {
-            Ok(e) if e.key == key => {
-                let live = !e.deleted;
-                hit = Some(e);
-                Ok(live)
-            }
-            Ok(_) => Ok(false),
-            // A cell naming an entry past this handle's FILESIZE: a commit it has not seen.
-            Err(Error::NotFound(_)) => Ok(false),
-            Err(e) => Err(e),
-        })?;
+        let found = self
+            .idx
+            .find(&key, |ptr| match self.data.read_sized(ptr, hint) {
+                Ok(e) if e.key == key => {
+                    let live = !e.deleted;
+                    hit = Some(e);
+                    Ok(live)
+                }
+                Ok(_) => Ok(false),
+                // A cell naming an entry past this handle's FILESIZE: a commit it has not seen.
+                Err(Error::NotFound(_)) => Ok(false),
+                Err(e) => Err(e),
+            })?;
         let (Some(found), Some(entry)) = (found, hit) else {
             return Ok(None);
         };
