@@ -5,7 +5,8 @@
 //! lost; with [`CrashMode::Reorder`] a random subset of them reaches the disk, in random order,
 //! each possibly torn at a 512-byte sector boundary — what a real disk with a volatile cache may
 //! do. [`SimDisk::fail_after_syncs`] makes the N-th sync and everything after it fail, to cut the
-//! power in the middle of a multi-step commit.
+//! power in the middle of a multi-step commit. [`SimDisk::set_capacity`] makes it a small disk:
+//! writes that would grow it past its capacity fail with ENOSPC.
 
 use std::collections::HashMap;
 use std::io;
@@ -37,6 +38,16 @@ struct State {
     syncs: u64,
     fail_at: Option<u64>,
     failed: bool,
+    /// Bytes the files' live images may hold together (`None`: no limit).
+    capacity: Option<u64>,
+}
+
+impl State {
+    /// Bytes the files may still grow by.
+    fn room(&self) -> u64 {
+        let used: u64 = self.files.values().map(|f| f.live.len() as u64).sum();
+        self.capacity.map_or(u64::MAX, |c| c.saturating_sub(used))
+    }
 }
 
 /// How a power cut treats unsynced writes.
@@ -66,6 +77,20 @@ impl SimDisk {
     pub fn fail_after_syncs(&self, n: u64) {
         let mut s = self.state();
         s.fail_at = Some(s.syncs + n);
+    }
+
+    /// Makes the disk hold at most `bytes` (the files' lengths together; `u64::MAX`: no limit).
+    /// A write that would grow it past that writes the bytes that fit and fails with ENOSPC, like
+    /// a short write on a full file system; a `set_len` that would (it stands for fallocate here)
+    /// fails whole. Lowering the capacity below what is used removes nothing.
+    pub fn set_capacity(&self, bytes: u64) {
+        self.state().capacity = (bytes != u64::MAX).then_some(bytes);
+    }
+
+    /// Bytes in use: the files' lengths together.
+    pub fn used(&self) -> u64 {
+        let s = self.state();
+        s.files.values().map(|f| f.live.len() as u64).sum()
     }
 
     /// Syncs completed so far.
@@ -177,6 +202,10 @@ fn power_out() -> io::Error {
     io::Error::other("simulated power loss")
 }
 
+fn no_space() -> io::Error {
+    io::Error::from_raw_os_error(libc::ENOSPC)
+}
+
 impl SimStorage {
     fn with_file<T>(&self, f: impl FnOnce(&mut SimFile) -> T) -> io::Result<T> {
         let mut s = self.disk.state();
@@ -214,17 +243,37 @@ impl Storage for SimStorage {
     }
 
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
-        self.with_file(|f| {
-            write_at_vec(&mut f.live, offset, buf);
-            f.unsynced.push(Op::Write(offset, buf.to_vec()));
-        })
+        let room = self.disk.state().room();
+        let fits = self.with_file(|f| {
+            let limit = (f.live.len() as u64).saturating_add(room);
+            let fits = if offset.saturating_add(buf.len() as u64) <= limit {
+                buf.len()
+            } else {
+                // `limit` is below offset + buf.len() here, so this is less than buf.len().
+                limit.saturating_sub(offset) as usize
+            };
+            if fits > 0 {
+                write_at_vec(&mut f.live, offset, &buf[..fits]);
+                f.unsynced.push(Op::Write(offset, buf[..fits].to_vec()));
+            }
+            fits
+        })?;
+        if fits < buf.len() {
+            return Err(no_space());
+        }
+        Ok(())
     }
 
     fn set_len(&self, len: u64) -> io::Result<()> {
+        let room = self.disk.state().room();
         self.with_file(|f| {
+            if len.saturating_sub(f.live.len() as u64) > room {
+                return Err(no_space());
+            }
             f.live.resize(len as usize, 0);
             f.unsynced.push(Op::SetLen(len));
-        })
+            Ok(())
+        })?
     }
 
     fn sync_data(&self) -> io::Result<()> {
@@ -366,6 +415,38 @@ mod tests {
             f.sync_data().unwrap();
         }
         assert!(seen.contains(&b"synced"[..]) && seen.contains(&b"XXXXXX"[..]));
+    }
+
+    #[test]
+    fn capacity_limits_growth_not_rewrites() {
+        let disk = SimDisk::new();
+        let a = disk.create_new(Path::new("a")).unwrap();
+        let b = disk.create_new(Path::new("b")).unwrap();
+        a.write_at(&[1; 60], 0).unwrap();
+        disk.set_capacity(100);
+        let err = b.write_at(&[2; 50], 0).unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::ENOSPC));
+        assert_eq!(
+            disk.bytes(Path::new("b")).unwrap(),
+            [2; 40],
+            "what fits is written"
+        );
+        assert_eq!(disk.used(), 100);
+        a.write_at(&[3; 60], 0).unwrap(); // in place: no growth
+        assert_eq!(
+            a.set_len(61).unwrap_err().raw_os_error(),
+            Some(libc::ENOSPC)
+        );
+        assert_eq!(
+            disk.bytes(Path::new("a")).unwrap().len(),
+            60,
+            "a failed set_len changes nothing"
+        );
+        b.set_len(10).unwrap();
+        a.set_len(90).unwrap();
+        disk.set_capacity(u64::MAX);
+        b.write_at(&[4; 1000], 0).unwrap();
+        assert_eq!(disk.used(), 1090);
     }
 
     #[test]
