@@ -686,7 +686,7 @@ impl HIndex {
     /// Rebuilds at a size that brings the load to half the limit, and swaps it in atomically.
     pub fn grow(&mut self, keys: &dyn KeySource) -> Result<()> {
         let mut size = self.htsize;
-        while (self.live + 1) as f64 > size as f64 * self.max_load * 0.5 {
+        while self.live as f64 > size as f64 * self.max_load * 0.5 {
             size = size.saturating_mul(2);
         }
         self.rebuild(size, keys)
