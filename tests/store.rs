@@ -312,6 +312,11 @@ fn containers_roll_over_at_their_size_limit() {
         s.put(D, &format!("T{i}"), 1, None, HTML, &value).unwrap();
     }
     assert!(s.stat().unwrap().containers >= 3);
+    // A sealed container gives back its preallocated room (16 MiB steps).
+    let sealed = std::fs::metadata(dir.path().join("c000001.data"))
+        .unwrap()
+        .len();
+    assert!(sealed < 2 << 20, "sealed container is {sealed} bytes");
     for i in 0..30u64 {
         assert_eq!(
             s.get_latest(D, &format!("T{i}")).unwrap().unwrap().value,

@@ -416,6 +416,13 @@ impl Filesys {
         Ok(fs)
     }
 
+    /// Commits, then gives back the datafile's preallocated space: for a filesys that is sealed
+    /// (a full store container). Appending later simply allocates again.
+    pub fn seal(&mut self) -> Result<()> {
+        self.sync()?;
+        self.data.trim()
+    }
+
     /// Moves a read-only handle to the latest commit.
     ///
     /// A reader's view is the commit that was current when it opened. A writer's later commits

@@ -900,6 +900,16 @@ impl KvSeq {
         Ok(())
     }
 
+    /// Gives back the space preallocated past FILESIZE (for a file that is done growing).
+    pub fn trim(&mut self) -> Result<()> {
+        self.check_writable()?;
+        self.storage
+            .set_len(self.filesize)
+            .map_err(|e| Error::io(self.storage.path(), Some(self.filesize), e))?;
+        self.allocated = self.filesize;
+        Ok(())
+    }
+
     /// Sets FILESIZE back to `filesize` (dropping a torn tail). The bytes stay but mean nothing.
     pub fn truncate_logical(&mut self, filesize: u64, entries: u64, live: u64) -> Result<()> {
         self.check_writable()?;

@@ -519,6 +519,8 @@ impl Store {
     /// Seals the current container and starts the next.
     fn rotate(&mut self) -> Result<()> {
         self.commit()?;
+        // A sealed container keeps no preallocated room.
+        self.writer()?.fs.seal()?;
         let next = self.writer()?.id + 1;
         self.writer = None;
         self.open_writer(next, false)?;
