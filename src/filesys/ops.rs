@@ -27,6 +27,9 @@ fn validate_name(name: &[u8]) -> Result<()> {
     Ok(())
 }
 
+/// An inode's (kv_pointer, data_size) pairs.
+type Pairs = Vec<(KvPointer, u64)>;
+
 /// The most a read reserves before the data entries confirm the sizes.
 const MAX_RESERVE: usize = 64 << 20;
 
@@ -253,7 +256,7 @@ impl Filesys {
         fileid: u64,
         first: u64,
         content: &[u8],
-    ) -> Result<(Vec<(KvPointer, u64)>, Vec<Extent>)> {
+    ) -> Result<(Pairs, Vec<Extent>)> {
         let (mut pairs, mut extents) = (Vec::new(), Vec::new());
         for (i, piece) in content.chunks(MAX_DATA_ENTRY as usize).enumerate() {
             let layout = self

@@ -25,6 +25,9 @@ pub struct ArchiveReport {
     pub bytes: u64,
 }
 
+/// A title and the (rev, tid) of its renders an archive run moved.
+type Moved<'a> = (&'a [u8], Vec<(u64, Uuid)>);
+
 /// A render found in either tier.
 enum Hit<'a> {
     Hot(&'a Render),
@@ -183,7 +186,7 @@ impl Store {
         let total = names.len() as u64;
         let mut report = ArchiveReport::default();
         for (i, chunk) in names.chunks(256).enumerate() {
-            let mut moved: Vec<(&[u8], Vec<(u64, Uuid)>)> = Vec::new();
+            let mut moved: Vec<Moved<'_>> = Vec::new();
             for name in chunk {
                 let Some(rec) = self.load(name)? else {
                     continue;
