@@ -26,7 +26,8 @@
 //! Stores live in `WINK_BENCH_DIR` (default `target/wink-compare` of the project: a disk, not a
 //! tmpfs) and are removed after each contender (`WINK_BENCH_KEEP=1` keeps them).
 //! `WINK_BENCH_ONLY=wink,redb` and `WINK_BENCH_MODES=end` select; `WINK_CORPUS` moves the corpus.
-//! `table FILE.json` reprints the table of a saved run.
+//! `table FILE.json` reprints the table of a saved run; `reads NAME DIR` times warm reads of a
+//! store kept with `WINK_BENCH_KEEP=1` (for profiling).
 
 mod contender;
 mod measure;
@@ -189,6 +190,17 @@ fn main() -> Res<()> {
         }
         Some("open") => {
             let r = dispatch_open(arg(1)?, Path::new(arg(2)?), &s)?;
+            println!("RESULT {}", serde_json::to_string(&r)?);
+            Ok(())
+        }
+        Some("reads") => {
+            let dir = Path::new(arg(2)?);
+            let r = match arg(1)? {
+                "wink" => run::run_reads::<wink_store::Wink>(dir, &s)?,
+                "redb" => run::run_reads::<redb_store::Redb>(dir, &s)?,
+                "tree" => run::run_reads::<tree::Tree>(dir, &s)?,
+                other => return Err(format!("unknown contender {other}").into()),
+            };
             println!("RESULT {}", serde_json::to_string(&r)?);
             Ok(())
         }

@@ -32,6 +32,28 @@ pub fn status(field: &str) -> Res<u64> {
     Err(format!("/proc/self/status has no {field}").into())
 }
 
+/// User + system CPU seconds of this process so far.
+pub fn cpu_secs() -> f64 {
+    // SAFETY: getrusage fills the struct we pass; a zeroed rusage is a valid initial value.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: RUSAGE_SELF with a valid out pointer.
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    secs(ru.ru_utime) + secs(ru.ru_stime)
+}
+
+/// Seconds this thread has spent runnable but waiting for a CPU (/proc/thread-self/schedstat):
+/// on a shared machine, the part of a wall time that other processes took.
+pub fn runqueue_secs() -> Res<f64> {
+    let text = fs::read_to_string("/proc/thread-self/schedstat")?;
+    let ns: u64 = text
+        .split_whitespace()
+        .nth(1)
+        .ok_or("schedstat has no run delay")?
+        .parse()?;
+    Ok(ns as f64 / 1e9)
+}
+
 /// Resets VmHWM to the current RSS (proc(5), clear_refs "5"), so the peak of one phase can be read.
 pub fn reset_peak_rss() -> Res<()> {
     fs::write("/proc/self/clear_refs", "5")?;

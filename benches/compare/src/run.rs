@@ -58,9 +58,19 @@ pub struct LoadResult {
     pub import_puts: u64,
     pub import_bytes: u64,
     pub import_secs: f64,
+    /// CPU seconds (user + system) of the import.
+    #[serde(default)]
+    pub import_cpu: f64,
+    /// Seconds of the import spent waiting for a CPU (other processes running).
+    #[serde(default)]
+    pub import_runq: f64,
     pub render_puts: u64,
     pub render_bytes: u64,
     pub render_secs: f64,
+    #[serde(default)]
+    pub render_cpu: f64,
+    #[serde(default)]
+    pub render_runq: f64,
     pub commits: u64,
     /// VmHWM over the render load (reset just before it).
     pub peak_rss_load: u64,
@@ -72,6 +82,10 @@ pub struct LoadResult {
     pub data_resident: u64,
     pub data_bytes: u64,
     pub disk_bytes: u64,
+    /// The disk's floor at the time: random 1–16 KiB preads, page cache dropped, of the
+    /// largest data file (when it has at least 64 MiB; not for the tree's small files).
+    #[serde(default)]
+    pub raw_cold: Option<ReadFigures>,
     pub latest_cold: ReadFigures,
     pub latest_warm: ReadFigures,
     pub render_cold: ReadFigures,
@@ -93,17 +107,30 @@ fn step(what: &str) {
     eprintln!("  [{:7.1} s] {what}", start.elapsed().as_secs_f64());
 }
 
-/// Runs `n` puts through `c` in batches of the mode; returns (seconds, bytes, commits).
+/// What a load phase took.
+struct Loaded {
+    secs: f64,
+    cpu: f64,
+    runq: f64,
+    bytes: u64,
+    commits: u64,
+}
+
+/// Runs `n` puts through `c` in batches of the mode.
 fn load<C: Contender>(
     c: &mut C,
     n: u64,
     mode: Mode,
     fill: &mut dyn FnMut(u64, &mut PutBuf),
-) -> Res<(f64, u64, u64)> {
+) -> Res<Loaded> {
     let batch = mode.batch(n);
     let mut bytes = 0u64;
     let mut commits = 0;
-    let start = Instant::now();
+    let (start, cpu0, runq0) = (
+        Instant::now(),
+        measure::cpu_secs(),
+        measure::runqueue_secs()?,
+    );
     let mut done = 0;
     while done < n {
         let this = batch.min(n - done);
@@ -114,7 +141,13 @@ fn load<C: Contender>(
         done += this;
         commits += 1;
     }
-    Ok((start.elapsed().as_secs_f64(), bytes, commits))
+    Ok(Loaded {
+        secs: start.elapsed().as_secs_f64(),
+        cpu: measure::cpu_secs() - cpu0,
+        runq: measure::runqueue_secs()? - runq0,
+        bytes,
+        commits,
+    })
 }
 
 fn figures(lat: &mut Latencies) -> ReadFigures {
@@ -152,6 +185,40 @@ fn go_cold<C: Contender>(c: C, dir: &Path) -> Res<C> {
         "cold: data pages dropped, {index_bytes} index bytes resident"
     ));
     C::open(dir)
+}
+
+/// Random cold preads of 1–16 KiB (4096-aligned buffer) from the largest data file: what the
+/// disk gives at the moment, for reading the cold figures beside.
+fn raw_cold_reads<C: Contender>(dir: &Path, n: usize) -> Res<Option<ReadFigures>> {
+    use std::os::unix::fs::FileExt;
+    let mut largest: Option<(u64, std::path::PathBuf)> = None;
+    C::visit(dir, Files::Data, &mut |p| {
+        let len = std::fs::metadata(p).map_or(0, |m| m.len());
+        if largest.as_ref().is_none_or(|(l, _)| len > *l) {
+            largest = Some((len, p.to_path_buf()));
+        }
+    })?;
+    let Some((len, path)) = largest.filter(|(l, _)| *l >= 64 << 20) else {
+        return Ok(None);
+    };
+    measure::drop_cache(&path)?;
+    let file = std::fs::File::open(&path)?;
+    let mut rng = wink::synth::Rng::new(5);
+    let mut buf = vec![0u8; (32 << 10) + 4096];
+    let skip = (4096 - buf.as_ptr() as usize % 4096) % 4096;
+    let mut lat = Latencies(Vec::with_capacity(n));
+    for _ in 0..n {
+        let size = 1024 + rng.below(15 << 10) as usize;
+        let at = rng.below(len - size as u64);
+        let start = Instant::now();
+        file.read_exact_at(&mut buf[skip..skip + size], at)?;
+        lat.0.push(start.elapsed().as_nanos() as u64);
+    }
+    step(&format!(
+        "disk floor: {n} raw cold reads of {}",
+        path.display()
+    ));
+    Ok(Some(figures(&mut lat)))
 }
 
 /// Checks a value read back against the render it should be.
@@ -220,26 +287,29 @@ pub fn run_load<C: Contender>(name: &str, mode: Mode, dir: &Path, s: &Settings) 
     if let Some(corpus) = corpus {
         step(&format!("import: {} revisions", corpus.entries.len()));
         let n = corpus.entries.len() as u64;
-        let (secs, bytes, commits) =
-            load(&mut c, n, mode, &mut |i, buf| corpus.fill(i as usize, buf))?;
-        (r.import_puts, r.import_bytes, r.import_secs) = (n, bytes, secs);
-        r.commits += commits;
+        let l = load(&mut c, n, mode, &mut |i, buf| corpus.fill(i as usize, buf))?;
+        (r.import_puts, r.import_bytes, r.import_secs) = (n, l.bytes, l.secs);
+        (r.import_cpu, r.import_runq) = (l.cpu, l.runq);
+        r.commits += l.commits;
     }
     // The corpus buffer is gone before the render load, so the load's peak is the store's.
     // SAFETY: malloc_trim only returns free heap memory to the kernel.
     unsafe { libc::malloc_trim(0) };
     measure::reset_peak_rss()?;
     step(&format!("renders: {} over {} titles", w.total(), w.titles));
-    let (secs, bytes, commits) = load(&mut c, w.total(), mode, &mut |i, buf| {
+    let l = load(&mut c, w.total(), mode, &mut |i, buf| {
         let (t, k) = w.put_key(i);
         w.fill(t, k, buf)
     })?;
-    (r.render_puts, r.render_bytes, r.render_secs) = (w.total(), bytes, secs);
-    r.commits += commits;
+    (r.render_puts, r.render_bytes, r.render_secs, r.render_cpu) =
+        (w.total(), l.bytes, l.secs, l.cpu);
+    r.render_runq = l.runq;
+    r.commits += l.commits;
     r.peak_rss_load = measure::status("VmHWM")?;
     r.cached_growth = measure::meminfo("Cached")? as i64 - cached0 as i64;
     step(&format!(
-        "loaded in {secs:.1} s; measuring residency and disk"
+        "loaded in {:.1} s ({:.1} s CPU, {:.1} s waiting for a CPU); measuring residency and disk",
+        l.secs, l.cpu, l.runq
     ));
     let mut err = Ok(());
     C::visit(dir, Files::Data, &mut |p| match residency(p) {
@@ -251,6 +321,7 @@ pub fn run_load<C: Contender>(name: &str, mode: Mode, dir: &Path, s: &Settings) 
     })?;
     err?;
     r.disk_bytes = measure::disk_bytes(dir)?;
+    r.raw_cold = raw_cold_reads::<C>(dir, s.reads.min(5000))?;
     let latest_keys = read_keys(&w, s.reads, 1, true);
     let render_keys = read_keys(&w, s.reads, 2, false);
     for (latest, keys) in [(true, &latest_keys), (false, &render_keys)] {
@@ -292,4 +363,17 @@ pub fn run_open<C: Contender>(dir: &Path, s: &Settings) -> Res<OpenResult> {
         open_ms: open.as_secs_f64() * 1e3,
         open_and_get_ms: total.as_secs_f64() * 1e3,
     })
+}
+
+/// Warm reads of an existing store (for profiling): the keys once to warm, then timed.
+pub fn run_reads<C: Contender>(dir: &Path, s: &Settings) -> Res<(ReadFigures, ReadFigures)> {
+    let w = Renders::new(s.renders, s.titles);
+    let c = C::open(dir)?;
+    let latest_keys = read_keys(&w, s.reads, 1, true);
+    let render_keys = read_keys(&w, s.reads, 2, false);
+    read_phase(&c, &latest_keys, true)?;
+    let (mut latest, _) = read_phase(&c, &latest_keys, true)?;
+    read_phase(&c, &render_keys, false)?;
+    let (mut render, _) = read_phase(&c, &render_keys, false)?;
+    Ok((figures(&mut latest), figures(&mut render)))
 }
