@@ -399,7 +399,7 @@ impl Store {
         content_type: &str,
         value: &[u8],
     ) -> Result<Uuid> {
-        let tid = self.put_uncommitted(&Put {
+        self.put_committed(&Put {
             domain,
             title,
             rev,
@@ -407,9 +407,7 @@ impl Store {
             content_type,
             value,
             historical: false,
-        })?;
-        self.commit()?;
-        Ok(tid)
+        })
     }
 
     /// Stores a historical render (an old revision regenerated on request) and commits it.
@@ -422,7 +420,7 @@ impl Store {
         content_type: &str,
         value: &[u8],
     ) -> Result<Uuid> {
-        let tid = self.put_uncommitted(&Put {
+        self.put_committed(&Put {
             domain,
             title,
             rev,
@@ -430,7 +428,12 @@ impl Store {
             content_type,
             value,
             historical: true,
-        })?;
+        })
+    }
+
+    /// One put, committed.
+    pub fn put_committed(&mut self, put: &Put<'_>) -> Result<Uuid> {
+        let tid = self.put_uncommitted(put)?;
         self.commit()?;
         Ok(tid)
     }

@@ -8,7 +8,9 @@ mod check;
 mod demo;
 mod dump;
 mod fs;
+mod input;
 mod kv;
+mod recording;
 mod show;
 mod store;
 

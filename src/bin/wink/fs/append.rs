@@ -27,7 +27,7 @@ pub struct Args {
 }
 
 pub fn run(args: &Args) -> Result<Status> {
-    let bytes = super::read_input(args.file.as_deref())?;
+    let bytes = crate::input::read_input(args.file.as_deref())?;
     let mut fs = super::open_writer(&args.base, &args.writing)?;
     fs.append(super::name_bytes(&args.name), &bytes)?;
     fs.sync()?;

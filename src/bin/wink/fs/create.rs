@@ -2,14 +2,14 @@
 
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use wink::filesys::{file_path, inode, Filesys, FsOptions, OpenOptions};
-use wink::storage::Storage;
-use wink::vfs::{RealFs, Vfs, WriterLock};
+
 use wink::{Error, Result};
 
 use super::Writing;
+use crate::recording::Recording;
 use crate::Status;
 
 const AFTER_HELP: &str = "\
@@ -125,66 +125,4 @@ fn create(vfs: Arc<Recording>, base: &Path, opts: &FsOptions, open: &OpenOptions
     })?;
     super::report_recovery(&fs);
     fs.sync()
-}
-
-/// The real file system, remembering which files it created, so that a creation that fails
-/// midway can remove exactly those (and never a file someone else made meanwhile).
-#[derive(Debug, Default)]
-struct Recording {
-    created: Mutex<Vec<PathBuf>>,
-}
-
-impl Recording {
-    fn remove_created(&self) {
-        let created = self.created.lock().unwrap_or_else(|p| p.into_inner());
-        for path in created.iter() {
-            if let Err(e) = std::fs::remove_file(path) {
-                eprintln!("wink: could not remove {}: {e}", path.display());
-            }
-        }
-    }
-}
-
-impl Vfs for Recording {
-    fn open(&self, path: &Path, writable: bool) -> Result<Box<dyn Storage>> {
-        RealFs.open(path, writable)
-    }
-
-    fn create_new(&self, path: &Path) -> Result<Box<dyn Storage>> {
-        let storage = RealFs.create_new(path)?;
-        let mut created = self.created.lock().unwrap_or_else(|p| p.into_inner());
-        created.push(path.to_path_buf());
-        Ok(storage)
-    }
-
-    fn exists(&self, path: &Path) -> bool {
-        RealFs.exists(path)
-    }
-
-    fn remove(&self, path: &Path) -> Result<()> {
-        RealFs.remove(path)?;
-        let mut created = self.created.lock().unwrap_or_else(|p| p.into_inner());
-        created.retain(|p| p != path);
-        Ok(())
-    }
-
-    fn rename(&self, from: &Path, to: &Path) -> Result<()> {
-        RealFs.rename(from, to)?;
-        // The library builds the datafile under a scratch name and renames it into place last.
-        let mut created = self.created.lock().unwrap_or_else(|p| p.into_inner());
-        for path in created.iter_mut() {
-            if path == from {
-                *path = to.to_path_buf();
-            }
-        }
-        Ok(())
-    }
-
-    fn sync_dir(&self, path: &Path) -> Result<()> {
-        RealFs.sync_dir(path)
-    }
-
-    fn lock(&self, path: &Path, wait: bool) -> Result<Option<WriterLock>> {
-        RealFs.lock(path, wait)
-    }
 }

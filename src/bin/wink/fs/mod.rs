@@ -15,7 +15,6 @@ mod rm;
 mod stat;
 
 use std::ffi::OsStr;
-use std::io::{self, Read};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
@@ -132,33 +131,6 @@ fn name_bytes(name: &OsStr) -> &[u8] {
 /// "Not found" for a name that has no live file.
 fn no_file(base: &Path, name: &[u8]) -> Error {
     Error::NotFound(format!("{}: no file {}", base.display(), show::text(name)))
-}
-
-/// New content: the bytes of `file`, or of stdin when it is `-` or absent.
-fn read_input(file: Option<&Path>) -> Result<Vec<u8>> {
-    let mut content = Vec::new();
-    match file {
-        Some(path) if path != Path::new("-") => {
-            content = std::fs::read(path).map_err(|e| input_error(path, e))?;
-        }
-        _ => {
-            io::stdin()
-                .lock()
-                .read_to_end(&mut content)
-                .map_err(|e| Error::io(Path::new("<stdin>"), None, e))?;
-        }
-    }
-    Ok(content)
-}
-
-/// A missing or unreadable input file is a wrong argument (exit 2), not damage in the filesys.
-fn input_error(path: &Path, e: io::Error) -> Error {
-    match e.kind() {
-        io::ErrorKind::NotFound | io::ErrorKind::PermissionDenied | io::ErrorKind::IsADirectory => {
-            Error::invalid(format!("{}: cannot read it: {e}", path.display()))
-        }
-        _ => Error::io(path, None, e),
-    }
 }
 
 /// One file as JSON, for `stat --json` and `ls --json`. `name` is null when the name is not

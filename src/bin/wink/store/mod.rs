@@ -15,7 +15,6 @@ pub mod put;
 pub mod rm;
 pub mod stat;
 
-use std::io::{self, Read};
 use std::path::Path;
 
 use serde::Serialize;
@@ -106,34 +105,6 @@ fn expect_store(dir: &Path) -> Result<()> {
         )));
     }
     Ok(())
-}
-
-/// A render's content: the bytes of `file`, or of stdin when it is `-` or absent. Read whole
-/// before the store is locked, so that a slow producer never holds the writer lock.
-fn read_input(file: Option<&Path>) -> Result<Vec<u8>> {
-    let mut content = Vec::new();
-    match file {
-        Some(path) if path != Path::new("-") => {
-            content = std::fs::read(path).map_err(|e| input_error(path, e))?;
-        }
-        _ => {
-            io::stdin()
-                .lock()
-                .read_to_end(&mut content)
-                .map_err(|e| Error::io(Path::new("<stdin>"), None, e))?;
-        }
-    }
-    Ok(content)
-}
-
-/// A missing or unreadable input file is a wrong argument (exit 2), not damage in the store.
-fn input_error(path: &Path, e: io::Error) -> Error {
-    match e.kind() {
-        io::ErrorKind::NotFound | io::ErrorKind::PermissionDenied | io::ErrorKind::IsADirectory => {
-            Error::invalid(format!("{}: cannot read it: {e}", path.display()))
-        }
-        _ => Error::io(path, None, e),
-    }
 }
 
 /// A render as JSON, for `get --meta` and `ls --json`.

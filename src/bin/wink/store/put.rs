@@ -55,7 +55,7 @@ pub fn run(args: &Args) -> Result<Status> {
     args.title.check()?;
     let rev = super::parse_rev(&args.rev)?;
     let tid = args.tid.as_deref().map(super::parse_tid).transpose()?;
-    let content = super::read_input(args.file.as_deref())?;
+    let content = crate::input::read_input(args.file.as_deref())?;
     super::expect_store(&args.dir)?;
     check_size(&args.dir, content.len())?;
     let mut store = super::open_writer(&args.dir, &args.writing)?;
