@@ -64,6 +64,8 @@ enum Command {
     Import(store::import::Args),
     /// Print a store's counts, sizes and policy.
     Stat(store::stat::Args),
+    /// Move the revisions that have left the hot tier into the store's archive.
+    Archive(store::archive::Args),
     /// Run the render store end to end on generated pages and print what it measured.
     Demo(demo::Args),
 }
@@ -88,6 +90,7 @@ fn main() -> ExitCode {
         Command::Rm(args) => store::rm::run(&args),
         Command::Import(args) => store::import::run(&args),
         Command::Stat(args) => store::stat::run(&args),
+        Command::Archive(args) => store::archive::run(&args),
         Command::Demo(args) => demo::run(&args),
     };
     match result {

@@ -1,5 +1,5 @@
-//! The render store's verbs: `wink init`, `put`, `get`, `ls`, `rm`, `import`, `stat`, all taking
-//! the store's directory first.
+//! The render store's verbs: `wink init`, `put`, `get`, `ls`, `rm`, `import`, `stat`, `archive`,
+//! all taking the store's directory first.
 //!
 //! Every argument is validated before the store is opened, so that bad input (exit 2) never
 //! takes the writer lock or touches a file. Writing verbs take the store's writer lock (`--wait`
@@ -7,6 +7,7 @@
 //! reads the clock from `WINK_NOW` when set: it stamps arrivals and generated tids, and decides
 //! which renders retention still lets through.
 
+pub mod archive;
 pub mod get;
 pub mod import;
 pub mod init;

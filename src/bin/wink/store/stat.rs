@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use serde::Serialize;
+use wink::archive::ArchiveStats;
 use wink::store::{Config, StoreStat};
 use wink::Result;
 
@@ -17,9 +18,15 @@ past retention or taken down, and the containers' own bookkeeping), which compac
 Then the store's configuration: the policy, container_bytes (the size past which a container is
 sealed) and max_value.
 
+When the store has an archive (`wink init --archive`), its counts follow: titles, blocks,
+revisions (archived, not taken down), raw_bytes (their bytes uncompressed) and stored_bytes (every
+byte of the archive's files), and its settings: policy, block_bytes and level. A store without an
+archive has no archive fields at all (no `archive` key in JSON, no `archive.` lines in text).
+
 Text output: one `FIELD<TAB>VALUE` line each, the policy's fields as policy.revisions,
-policy.renders and policy.historical_ttl. With --json: one object with the same fields, the
-policy as an object. Reads every title record.";
+policy.renders and policy.historical_ttl, the archive's as archive.titles, archive.revisions, ...
+With --json: one object with the same fields, the policy and the archive as objects. Reads every
+title record and every archive map.";
 
 /// Prints a store's counts, sizes and policy.
 #[derive(clap::Args)]
@@ -51,6 +58,49 @@ struct StatJson {
     policy: PolicyJson,
     container_bytes: u64,
     max_value: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    archive: Option<ArchiveJson>,
+}
+
+/// The archive tier's counts and settings.
+#[derive(Serialize)]
+struct ArchiveJson {
+    titles: u64,
+    blocks: u64,
+    revisions: u64,
+    raw_bytes: u64,
+    stored_bytes: u64,
+    policy: String,
+    block_bytes: u64,
+    level: i32,
+}
+
+impl ArchiveJson {
+    fn new(st: &ArchiveStats, cfg: &Config) -> Option<Self> {
+        Some(ArchiveJson {
+            titles: st.titles,
+            blocks: st.blocks,
+            revisions: st.revisions,
+            raw_bytes: st.raw_bytes,
+            stored_bytes: st.stored_bytes,
+            policy: cfg.archive?.to_string(),
+            block_bytes: cfg.archive_block_bytes,
+            level: cfg.archive_level,
+        })
+    }
+
+    fn fields(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("archive.titles", self.titles.to_string()),
+            ("archive.blocks", self.blocks.to_string()),
+            ("archive.revisions", self.revisions.to_string()),
+            ("archive.raw_bytes", self.raw_bytes.to_string()),
+            ("archive.stored_bytes", self.stored_bytes.to_string()),
+            ("archive.policy", self.policy.clone()),
+            ("archive.block_bytes", self.block_bytes.to_string()),
+            ("archive.level", self.level.to_string()),
+        ]
+    }
 }
 
 impl StatJson {
@@ -70,11 +120,12 @@ impl StatJson {
             },
             container_bytes: cfg.container_bytes,
             max_value: cfg.max_value,
+            archive: st.archive.as_ref().and_then(|a| ArchiveJson::new(a, cfg)),
         }
     }
 
     fn fields(&self) -> Vec<(&'static str, String)> {
-        vec![
+        let mut fields = vec![
             ("titles", self.titles.to_string()),
             ("revisions", self.revisions.to_string()),
             ("renders", self.renders.to_string()),
@@ -93,7 +144,9 @@ impl StatJson {
             ),
             ("container_bytes", self.container_bytes.to_string()),
             ("max_value", self.max_value.to_string()),
-        ]
+        ];
+        fields.extend(self.archive.iter().flat_map(ArchiveJson::fields));
+        fields
     }
 }
 

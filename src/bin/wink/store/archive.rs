@@ -1,0 +1,126 @@
+//! `wink archive DIR [--wait]`: the maintenance run that moves revisions leaving the hot tier
+//! into the archive.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use wink::archive::ArchiveStats;
+use wink::store::{ArchiveReport, Config};
+use wink::vfs::RealFs;
+use wink::{Error, Result};
+
+use super::Writing;
+use crate::show::Out;
+use crate::Status;
+
+const AFTER_HELP: &str = "\
+Archives, for every title, the render the archive policy keeps (`wink init --archive`) of each
+revision whose recent window has passed (at WINK_NOW when set), makes the archive durable, and
+only then removes those renders from the hot tier. Reads of them keep working, from the archive
+(state `archived`). A run interrupted anywhere loses nothing; the next run finishes the job, and
+a run with nothing due archives 0. With the revision policy `all` no revision ever leaves the hot
+tier, so there is never anything to archive.
+
+A progress bar over titles goes to stderr when it is a terminal. At the end, a summary on stdout,
+one `FIELD<TAB>VALUE` line each: what this run archived — titles, revisions, bytes (raw),
+seconds, mb_per_s (10^6 bytes per second) — then the whole archive's totals: archive.titles,
+archive.blocks, archive.revisions, archive.raw_bytes (uncompressed), archive.stored_bytes (every
+byte of the archive's files) and archive.stored_pct (stored_bytes as a % of raw_bytes).
+
+Exit status 2 when the store has no archive (nothing is opened for writing then), 3 when data
+cannot be read, 4 when another writer holds the store (unless --wait).";
+
+/// Moves revisions leaving the hot tier into the archive.
+#[derive(clap::Args)]
+#[command(after_help = AFTER_HELP)]
+pub struct Args {
+    /// The store's directory.
+    dir: PathBuf,
+    #[command(flatten)]
+    writing: Writing,
+}
+
+pub fn run(args: &Args) -> Result<Status> {
+    super::expect_store(&args.dir)?;
+    // Refused before the writer lock is taken or anything is recovered: a store without an
+    // archive is a wrong argument, and bad input changes nothing.
+    let cfg = Config::read(&RealFs, &args.dir.join("store"))?;
+    if cfg.archive.is_none() {
+        return Err(no_archive(args));
+    }
+    let mut store = super::open_writer(&args.dir, &args.writing)?;
+    let bar = progress_bar();
+    let started = Instant::now();
+    let result = store.archive_due(|done, total| {
+        bar.set_length(total);
+        bar.set_position(done);
+    });
+    bar.finish_and_clear();
+    let report = result?;
+    let seconds = started.elapsed().as_secs_f64();
+    let totals = store.archive().ok_or_else(|| no_archive(args))?.stats()?;
+    summary(&report, seconds, &totals)?;
+    Ok(0)
+}
+
+fn no_archive(args: &Args) -> Error {
+    Error::invalid(format!(
+        "{}: this store has no archive (it is enabled when the store is created: \
+         `wink init --archive first|newest|every:SECS`)",
+        args.dir.display()
+    ))
+}
+
+/// A bar over the titles on stderr when it is a terminal; hidden otherwise, so that logs and
+/// pipes get only the summary.
+fn progress_bar() -> ProgressBar {
+    if !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
+    let template = "{bar:40} {pos}/{len} titles, eta {eta}";
+    // The template is a constant that names only indicatif's own keys.
+    if let Ok(style) = ProgressStyle::with_template(template) {
+        bar.set_style(style);
+    }
+    bar
+}
+
+/// `part` as a percentage of `whole`, with `-` when there is no whole to divide by.
+fn percent(part: u64, whole: u64) -> String {
+    if whole == 0 {
+        "-".to_string()
+    } else {
+        format!("{:.3}", 100.0 * part as f64 / whole as f64)
+    }
+}
+
+fn summary(report: &ArchiveReport, seconds: f64, totals: &ArchiveStats) -> Result<()> {
+    let rate = if seconds > 0.0 {
+        report.bytes as f64 / 1e6 / seconds
+    } else {
+        0.0
+    };
+    let mut out = Out::new();
+    for (field, value) in [
+        ("titles", report.titles.to_string()),
+        ("revisions", report.revisions.to_string()),
+        ("bytes", report.bytes.to_string()),
+        ("seconds", format!("{seconds:.3}")),
+        ("mb_per_s", format!("{rate:.1}")),
+        ("archive.titles", totals.titles.to_string()),
+        ("archive.blocks", totals.blocks.to_string()),
+        ("archive.revisions", totals.revisions.to_string()),
+        ("archive.raw_bytes", totals.raw_bytes.to_string()),
+        ("archive.stored_bytes", totals.stored_bytes.to_string()),
+        (
+            "archive.stored_pct",
+            percent(totals.stored_bytes, totals.raw_bytes),
+        ),
+    ] {
+        out.line(&format!("{field}\t{value}"))?;
+    }
+    out.finish()
+}
