@@ -471,3 +471,52 @@ fn a_damaged_block_fails_its_title_with_exit_3_and_spares_the_others() {
     let latest = get(T + 500, &dir, "Alpha", &[]).expect(0);
     assert!(latest.stdout == page("Alpha", 6));
 }
+
+#[test]
+fn the_demo_archives_all_but_the_current_revisions_and_reads_them_back() {
+    let run = wink(T, &["demo", "--pages", "3", "--revisions", "4"]).expect(0);
+    let out = run.out();
+    assert!(out.contains("archive newest)"), "{out}");
+    assert!(out.contains("] archive\n"), "{out}");
+    assert!(
+        out.contains("9 revisions of 3 pages left the hot tier"),
+        "{out}"
+    );
+    assert!(out.contains("archive: 9 revisions in 3 blocks"), "{out}");
+    assert!(
+        out.contains("9 archived renders of 1 pages read back by revision and by tid: every byte as generated, state archived")
+            || out.contains("3 archived renders of 1 pages read back by revision and by tid: every byte as generated, state archived"),
+        "{out}"
+    );
+    assert!(out.contains("% of raw") && out.contains(" MB/s"), "{out}");
+    assert!(out.contains("all verifications passed"), "{out}");
+
+    // The store it keeps reads the archived revisions back at any later time.
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("demo");
+    let args = ["demo", "--dir", s(&dir), "--pages", "2", "--revisions", "3"];
+    wink(T, &args).expect(0);
+    let listed = wink(
+        T,
+        &["ls", s(&dir), "demo.wikipedia.org", "Page 1", "--json"],
+    )
+    .expect(0)
+    .json();
+    let states: Vec<&str> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["state"].as_str().unwrap())
+        .collect();
+    assert_eq!(states, ["current", "archived", "archived"]);
+    let st = wink(T, &["stat", s(&dir), "--json"]).expect(0).json();
+    assert_eq!(st["archive"]["revisions"], 4);
+    // One revision per page: nothing leaves the hot tier, and nothing fails.
+    let run = wink(T, &["demo", "--pages", "2", "--revisions", "1"]).expect(0);
+    assert!(
+        run.out()
+            .contains("0 revisions of 0 pages left the hot tier"),
+        "{}",
+        run.out()
+    );
+}

@@ -3,15 +3,19 @@
 //!
 //! The demo is a sequence of steps over one shared state ([`Demo`]); each step prints one line
 //! (and maybe a few indented ones) and records any verification failure instead of stopping, so
-//! that one run shows everything that is wrong. Later steps (archive, compaction) slot into
-//! [`STEPS`].
+//! that one run shows everything that is wrong. Later steps (compaction) slot into [`STEPS`].
+//!
+//! The demo runs on its own manual clock, starting at WINK_NOW (or the system's time): the
+//! archive step moves it past the recent window instead of waiting.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use uuid::Uuid;
+use wink::clock::{Clock, ManualClock};
 use wink::store::check::check_store;
-use wink::store::{key, Config, Page, Put, State, Store, StoreOptions};
+use wink::store::policy::ArchivePolicy;
+use wink::store::{key, Config, Page, Put, Revisions, State, Store, StoreOptions};
 use wink::synth::{histories, Revision};
 use wink::{Error, Result};
 
@@ -22,12 +26,18 @@ const AFTER_HELP: &str = "\
 Generates deterministic revision histories of PAGES wiki-like pages (REVISIONS revisions each,
 every revision a complete HTML page with a few edits), stores them in a new store in batches,
 reads the latest render of every page and every revision of some pages (by number and by tid)
-back and compares the bytes with what was generated, lists one page, checks the whole store, and
-prints what it measured: puts/s, MB/s (10^6 bytes), the get_latest latency, raw bytes and bytes
-on disk (the sum of the store's file sizes, preallocation included).
+back and compares the bytes with what was generated, and lists one page. Then it moves its clock
+past the recent window, so that every revision but the current one of each page leaves the hot
+tier, archives them (the store has an archive keeping the newest render of each revision), and
+reads the same revisions back again, now from the archive (state archived). It checks the whole
+store, and prints what it measured: puts/s, MB/s (10^6 bytes), the get_latest latency, archiving
+MB/s, the archive's size as a % of the raw bytes it holds, the latency of reading one archived
+revision with the archive's block cache empty (the OS page cache is not dropped), raw bytes and
+bytes on disk (the sum of the store's file sizes, preallocation included).
 
 The store goes to a new temporary directory that is removed at the end, or to --dir (created like
-`wink init DIR`, and kept). The clock is WINK_NOW when set, else the system's. Exit status 1 when
+`wink init DIR --archive newest`, and kept). The clock starts at WINK_NOW when set, else at the
+system's time, and stands still but for the archive step's jump of the recent TTL plus 1 s. Exit status 1 when
 a verification fails (the temporary store is then kept for inspection), 2 for bad options.";
 
 /// The domain of the generated pages.
@@ -54,7 +64,8 @@ const MAX_REVISIONS: usize = 1_000;
 #[derive(clap::Args)]
 #[command(after_help = AFTER_HELP)]
 pub struct Args {
-    /// Put the store here (created like `wink init DIR`, and kept) instead of a temporary dir.
+    /// Put the store here (created like `wink init DIR --archive newest`, and kept) instead of a
+    /// temporary directory.
     #[arg(long)]
     dir: Option<PathBuf>,
     /// How many pages to generate.
@@ -78,6 +89,8 @@ struct Expected {
 struct Demo {
     out: Out,
     store: Store,
+    /// The store's clock, which the archive step moves on.
+    clock: ManualClock,
     dir: PathBuf,
     pages: usize,
     revisions: usize,
@@ -89,6 +102,9 @@ struct Demo {
     renders: u64,
     put_time: Duration,
     latencies: Vec<Duration>,
+    /// What the archive step moved out of the hot tier: revisions and their raw bytes.
+    archived: u64,
+    archived_bytes: u64,
     failures: Vec<String>,
 }
 
@@ -110,6 +126,10 @@ const STEPS: &[Step] = &[
     Step {
         name: "list",
         run: list_one,
+    },
+    Step {
+        name: "archive",
+        run: archive,
     },
     Step {
         name: "check",
@@ -190,30 +210,35 @@ fn remove(dir: &Path) {
     }
 }
 
-/// Creates the store and opens it for writing.
-fn start(args: &Args, dir: &Path, clock: std::sync::Arc<dyn wink::clock::Clock>) -> Result<Demo> {
+/// Creates the store, with an archive, and opens it for writing on a manual clock that starts
+/// at `clock`'s now.
+fn start(args: &Args, dir: &Path, clock: std::sync::Arc<dyn Clock>) -> Result<Demo> {
+    let clock = ManualClock::new(clock.now());
     let opts = StoreOptions {
-        clock,
+        clock: std::sync::Arc::new(clock.clone()),
         ..StoreOptions::writer()
     };
     let cfg = Config {
         container_bytes: CONTAINER_BYTES,
+        archive: Some(ArchivePolicy::Newest),
         ..Config::default()
     };
     Store::init(dir, &cfg, &opts)?;
     let store = Store::open(dir, &opts)?;
     let mut out = Out::new();
     out.line(&format!(
-        "wink demo: {} pages × {} revisions, store in {} (policy: revisions {}, renders {})",
+        "wink demo: {} pages × {} revisions, store in {} (policy: revisions {}, renders {}, archive {})",
         args.pages,
         args.revisions,
         dir.display(),
         cfg.policy.revisions,
-        cfg.policy.renders
+        cfg.policy.renders,
+        ArchivePolicy::Newest,
     ))?;
     Ok(Demo {
         out,
         store,
+        clock,
         dir: dir.to_path_buf(),
         pages: args.pages,
         revisions: args.revisions,
@@ -223,6 +248,8 @@ fn start(args: &Args, dir: &Path, clock: std::sync::Arc<dyn wink::clock::Clock>)
         renders: 0,
         put_time: Duration::ZERO,
         latencies: Vec::with_capacity(args.pages),
+        archived: 0,
+        archived_bytes: 0,
         failures: Vec::new(),
     })
 }
@@ -450,6 +477,152 @@ fn list_one(demo: &mut Demo) -> Result<()> {
     Ok(())
 }
 
+/// Moves the clock past the recent window, so that every revision but the current one of each
+/// page leaves the hot tier, and archives them (timed). Then reads every render of the sampled
+/// pages back by revision and by tid — the old ones from the archive, with its block cache emptied
+/// before each (timed), the latest from the hot tier — and checks states, a listing and that a
+/// rerun finds nothing to do.
+fn archive(demo: &mut Demo) -> Result<()> {
+    let Revisions::Recent { ttl } = demo.store.config().policy.revisions else {
+        return Err(Error::invalid(
+            "the demo's store keeps every revision: none would leave the hot tier",
+        ));
+    };
+    demo.clock
+        .set(demo.clock.now().saturating_add(ttl).saturating_add(1));
+    let started = Instant::now();
+    let report = demo.store.archive_due(|_, _| {})?;
+    let secs = started.elapsed().as_secs_f64().max(1e-9);
+    demo.archived = report.revisions;
+    demo.archived_bytes = report.bytes;
+    let latest_bytes: u64 = demo.latest.iter().map(|e| e.html.len() as u64).sum();
+    let due = demo.renders - demo.latest.len() as u64;
+    if (report.revisions, report.bytes) != (due, demo.raw_bytes - latest_bytes) {
+        demo.failures.push(format!(
+            "archive run: {} revisions of {} bytes archived; {due} of {} had left the hot tier",
+            report.revisions,
+            report.bytes,
+            demo.raw_bytes - latest_bytes
+        ));
+    }
+    let times = read_archived(demo)?;
+    list_archived(demo)?;
+    if demo.store.archive_due(|_, _| {})?.revisions != 0 {
+        demo.failures
+            .push("a second archive run archived something".to_string());
+    }
+    let st = demo
+        .store
+        .archive()
+        .ok_or_else(|| Error::invalid("the demo's store has no archive"))?
+        .stats()?;
+    demo.out.line(&format!(
+        "  clock +{ttl} s: {} revisions of {} pages left the hot tier, {} archived in {secs:.2} s, {:.1} MB/s",
+        report.revisions,
+        report.titles,
+        mb(report.bytes),
+        report.bytes as f64 / 1e6 / secs
+    ))?;
+    demo.out.line(&format!(
+        "  archive: {} revisions in {} blocks, raw {}, stored {} = {} of raw",
+        st.revisions,
+        st.blocks,
+        mb(st.raw_bytes),
+        mb(st.stored_bytes),
+        percent(st.stored_bytes, st.raw_bytes)
+    ))?;
+    demo.out.line(&format!(
+        "  {} archived renders of {} pages read back by revision and by tid: {}",
+        times.len(),
+        demo.pages.div_ceil(SAMPLE_EVERY),
+        if demo.failures.is_empty() {
+            "every byte as generated, state archived"
+        } else {
+            "MISMATCHES"
+        }
+    ))?;
+    demo.out.line(&format!(
+        "  archived get_rev, block cache empty (page cache warm): p50 {} µs, p99 {} µs",
+        percentile(&times, 50).as_micros(),
+        percentile(&times, 99).as_micros()
+    ))
+}
+
+/// Reads every sampled render back by revision (timed, after emptying the archive's block
+/// cache) and by tid; all but each page's latest must come from the archive. Returns the times
+/// of the archived reads by revision.
+fn read_archived(demo: &mut Demo) -> Result<Vec<Duration>> {
+    let archive = demo
+        .store
+        .archive()
+        .ok_or_else(|| Error::invalid("the demo's store has no archive"))?;
+    let mut times = Vec::with_capacity(demo.sampled.len());
+    for e in &demo.sampled {
+        let latest = demo
+            .latest
+            .iter()
+            .any(|l| l.title == e.title && l.rev == e.rev);
+        let want = if latest {
+            State::Current
+        } else {
+            State::Archived
+        };
+        archive.clear_cache();
+        let started = Instant::now();
+        let got = demo.store.get_rev(DOMAIN, &e.title, e.rev)?;
+        if !latest {
+            times.push(started.elapsed());
+        }
+        let by_rev = got.as_ref().map(|g| (g.rev, g.tid, &g.value));
+        let mut failure = compare("by revision, after archiving", e, by_rev);
+        if let Some(g) = got.filter(|g| g.state != want) {
+            failure = failure.or(Some(format!(
+                "{} revision {}: state {}, expected {}",
+                e.title,
+                e.rev,
+                g.state.as_str(),
+                want.as_str()
+            )));
+        }
+        let got = demo.store.get_render(DOMAIN, &e.title, e.rev, e.tid)?;
+        let by_tid = got.as_ref().map(|g| (g.rev, g.tid, &g.value));
+        demo.failures
+            .extend(failure.or(compare("by tid, after archiving", e, by_tid)));
+    }
+    Ok(times)
+}
+
+/// The first page's listing after archiving: every revision, newest first, the newest current
+/// and the others archived.
+fn list_archived(demo: &mut Demo) -> Result<()> {
+    let title = "Page 0";
+    let listed = demo.store.list(DOMAIN, title, Page::default())?;
+    let states_ok = listed.iter().enumerate().all(|(i, l)| {
+        l.state
+            == if i == 0 {
+                State::Current
+            } else {
+                State::Archived
+            }
+    });
+    if listed.len() != demo.revisions || !states_ok {
+        demo.failures.push(format!(
+            "{title} after archiving: not {} renders, the first current and the rest archived",
+            demo.revisions
+        ));
+    }
+    Ok(())
+}
+
+/// `part` as a percentage of `whole`.
+fn percent(part: u64, whole: u64) -> String {
+    if whole == 0 {
+        "-".to_string()
+    } else {
+        format!("{:.2}%", 100.0 * part as f64 / whole as f64)
+    }
+}
+
 /// Checks the whole store's structure, as `wink check DIR` does.
 fn check(demo: &mut Demo) -> Result<()> {
     demo.store.commit()?;
@@ -475,16 +648,33 @@ fn summary(demo: &mut Demo) -> Result<()> {
         mb(on_disk),
         on_disk as f64 / demo.raw_bytes.max(1) as f64,
     ))?;
+    let archive = stat.archive.clone().unwrap_or_default();
     demo.out.line(&format!(
-        "  {} containers holding {} of entries ({} of them live values), plus indexes and the title records",
+        "  {} containers holding {} of entries ({} of them live values; the archived values stay \
+         until a compaction), an archive of {}, plus indexes and the title records",
         stat.containers,
         mb(stat.container_bytes),
         mb(stat.live_bytes),
+        mb(archive.stored_bytes),
     ))?;
-    if stat.renders != demo.renders || stat.live_bytes != demo.raw_bytes {
+    let hot_and_archived = (
+        stat.renders + archive.revisions,
+        stat.live_bytes + archive.raw_bytes,
+    );
+    if hot_and_archived != (demo.renders, demo.raw_bytes)
+        || (archive.revisions, archive.raw_bytes) != (demo.archived, demo.archived_bytes)
+    {
         demo.failures.push(format!(
-            "stat counts {} renders of {} bytes; {} of {} were stored",
-            stat.renders, stat.live_bytes, demo.renders, demo.raw_bytes
+            "stat counts {} hot renders of {} bytes and {} archived of {}; {} of {} were stored, \
+             {} of {} archived",
+            stat.renders,
+            stat.live_bytes,
+            archive.revisions,
+            archive.raw_bytes,
+            demo.renders,
+            demo.raw_bytes,
+            demo.archived,
+            demo.archived_bytes
         ));
     }
     Ok(())
