@@ -12,6 +12,7 @@
 //! | `archive`        | `none` \| `first` \| `newest` \| `every:SECS` | the archive tier      |
 //! | `archive_block_bytes` | bytes                   | raw bytes per archive block              |
 //! | `archive_level`  | 1..=22                       | zstd level of the archive                |
+//! | `archive_key_every` | N                         | a self-contained block every N blocks (0: first only) |
 
 use std::path::Path;
 
@@ -41,6 +42,8 @@ pub struct Config {
     pub archive_block_bytes: u64,
     /// zstd level of the archive.
     pub archive_level: i32,
+    /// A self-contained archive block every this many blocks (0: only the first).
+    pub archive_key_every: u32,
 }
 
 impl Default for Config {
@@ -52,6 +55,7 @@ impl Default for Config {
             archive: None,
             archive_block_bytes: crate::archive::ArchiveOptions::default().block_bytes,
             archive_level: crate::archive::ArchiveOptions::default().level,
+            archive_key_every: crate::archive::ArchiveOptions::default().key_every,
         }
     }
 }
@@ -71,6 +75,7 @@ impl Config {
             ),
             ("archive_block_bytes", self.archive_block_bytes.to_string()),
             ("archive_level", self.archive_level.to_string()),
+            ("archive_key_every", self.archive_key_every.to_string()),
         ]
     }
 
@@ -140,6 +145,10 @@ impl Config {
                 b"archive" => cfg.archive = Some(value.parse().map_err(|_| bad("archive"))?),
                 b"archive_block_bytes" => {
                     cfg.archive_block_bytes = number(&value)?.clamp(64 << 10, 1 << 30)
+                }
+                b"archive_key_every" => {
+                    cfg.archive_key_every =
+                        value.parse::<u32>().map_err(|_| bad("archive_key_every"))?
                 }
                 b"archive_level" => {
                     cfg.archive_level = value

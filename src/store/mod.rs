@@ -284,6 +284,7 @@ impl Store {
                 let aopts = ArchiveOptions {
                     block_bytes: cfg.archive_block_bytes,
                     level: cfg.archive_level,
+                    key_every: cfg.archive_key_every,
                     ..ArchiveOptions::default()
                 };
                 let open = filesys::OpenOptions {
