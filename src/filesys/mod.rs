@@ -580,8 +580,16 @@ impl Filesys {
         journal::write(jnl.as_ref(), self.seq, &[])
     }
 
-    fn pending_bytes(&self) -> u64 {
+    /// In-place writes held for the next commit, in bytes.
+    pub fn pending_bytes(&self) -> u64 {
         self.overlays.iter().map(|(_, o)| o.pending_bytes()).sum()
+    }
+
+    /// True when the next write could make the filesys commit on its own (an index rebuild, or
+    /// `extra` more held bytes past [`CHECKPOINT_BYTES`]): a layer above that orders its commits
+    /// across files must make what it depends on durable first.
+    pub fn may_commit_on_its_own(&self, extra: u64) -> bool {
+        self.idx.needs_growth() || self.pending_bytes() + extra > CHECKPOINT_BYTES
     }
 
     /// Commits on its own when too many in-place writes are held in memory.

@@ -596,14 +596,17 @@ impl Store {
         if rec.is_empty() {
             self.meta.delete(name)?;
         } else {
-            // Before growing its index the meta filesys commits on its own, records of puts not
-            // yet committed included: the values they point to must be durable by then.
-            if self.meta.index().needs_growth() {
+            // The meta filesys commits on its own before growing its index or when too many
+            // in-place writes are held, records of puts not yet committed included: the values
+            // they point to must be durable by then. (A record rewrite holds its inode, delete
+            // flags and index cell: a few KiB at most besides the record.)
+            let record = rec.encode();
+            if self.meta.may_commit_on_its_own(record.len() as u64 + 8192) {
                 if let Some(w) = self.writer.as_mut() {
                     w.fs.sync()?;
                 }
             }
-            self.meta.put(name, 0, &rec.encode())?;
+            self.meta.put(name, 0, &record)?;
         }
         Ok(())
     }
