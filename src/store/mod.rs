@@ -20,6 +20,9 @@ pub mod import;
 pub mod key;
 pub mod policy;
 pub mod record;
+pub mod scrub;
+pub mod snapshot;
+pub mod space;
 pub mod tiers;
 
 use std::collections::HashMap;

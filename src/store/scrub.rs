@@ -1,0 +1,324 @@
+//! Scrub: every value the store can return, read back and verified against its CRC-32 — the hot
+//! renders of every title record and every archived revision.
+//!
+//! Hot values are read container by container in offset order (sequential I/O on a file opened
+//! with sequential advice, not through the store's random-advised readers), and a container's
+//! pages are dropped from the page cache once its values are read, so a scrub does not evict the
+//! node's hot data. The locations to read are gathered by a scan of the title records for a group
+//! of containers at a time, whose datafiles add up to at most [`PASS_BYTES`]: memory stays bounded
+//! by that, not by the size of the store.
+
+use std::path::{Path, PathBuf};
+
+use uuid::Uuid;
+
+use crate::error::{Error, Result};
+use crate::filesys;
+use crate::storage::{read_exact_at, Storage};
+
+use super::record::{Location, TitleRecord};
+use super::{container_base, Store};
+
+/// Container bytes one scan of the title records gathers locations for.
+const PASS_BYTES: u64 = 4 << 30;
+
+/// Which tier a damaged value is in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Tier {
+    Hot,
+    Archive,
+}
+
+impl Tier {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Tier::Hot => "hot",
+            Tier::Archive => "archive",
+        }
+    }
+}
+
+/// A value that could not be read back intact.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Damage {
+    pub tier: Tier,
+    pub domain: String,
+    pub title: String,
+    pub rev: u64,
+    pub tid: Uuid,
+    /// The file holding the damaged bytes, and where.
+    pub file: PathBuf,
+    pub offset: u64,
+    /// What was wrong (the error's message).
+    pub what: String,
+}
+
+/// What a scrub read and found.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ScrubReport {
+    /// Hot values read, and their bytes.
+    pub values: u64,
+    pub bytes: u64,
+    /// Archived revisions read.
+    pub archived: u64,
+    pub damaged: Vec<Damage>,
+}
+
+impl ScrubReport {
+    pub fn is_clean(&self) -> bool {
+        self.damaged.is_empty()
+    }
+}
+
+/// Where a scrub is: `done` of `total` units, `what` they are ("bytes" of hot values, then
+/// "revisions" of the archive).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ScrubProgress {
+    pub what: &'static str,
+    pub done: u64,
+    pub total: u64,
+}
+
+/// One hot value to verify; `title` indexes the pass's title names.
+struct Job {
+    loc: Location,
+    title: usize,
+    rev: u64,
+    tid: Uuid,
+}
+
+/// The locations in a group of containers, and the names of the titles they belong to.
+#[derive(Default)]
+struct Pass {
+    jobs: Vec<Job>,
+    titles: Vec<Vec<u8>>,
+}
+
+/// "domain/title" split at its first `/` (a domain has none).
+fn split_name(name: &[u8]) -> (String, String) {
+    let text = String::from_utf8_lossy(name);
+    match text.split_once('/') {
+        Some((d, t)) => (d.to_string(), t.to_string()),
+        None => (String::new(), text.into_owned()),
+    }
+}
+
+/// The file and offset an error names, or the fallbacks.
+fn located(e: &Error, file: &Path, offset: u64) -> (PathBuf, u64) {
+    match e {
+        Error::Corrupt { path, offset, .. } | Error::Unsupported { path, offset, .. } => {
+            (path.clone(), *offset)
+        }
+        Error::Io {
+            path, offset: o, ..
+        } => (path.clone(), o.unwrap_or(offset)),
+        _ => (file.to_path_buf(), offset),
+    }
+}
+
+impl Store {
+    /// Reads every readable hot value and every archived revision and verifies their checksums.
+    /// Damaged values are reported, not errors; an error means the store itself (its title
+    /// records, the archive's maps) could not be read. `progress` is called as work is done.
+    pub fn scrub(&self, mut progress: impl FnMut(ScrubProgress)) -> Result<ScrubReport> {
+        let mut report = ScrubReport::default();
+        let sizes = self.container_sizes()?;
+        let total: u64 = sizes.iter().map(|(_, s)| s).sum();
+        let mut done = 0u64;
+        for group in groups(&sizes) {
+            let pass = self.gather(&group)?;
+            for id in group {
+                let jobs: Vec<&Job> = pass.jobs.iter().filter(|j| j.loc.container == id).collect();
+                self.scrub_container(id, &jobs, &pass.titles, &mut report);
+                done += sizes.iter().find(|(i, _)| *i == id).map_or(0, |(_, s)| *s);
+                progress(ScrubProgress {
+                    what: "bytes",
+                    done,
+                    total,
+                });
+            }
+        }
+        self.scrub_archive(&mut report, &mut progress)?;
+        Ok(report)
+    }
+
+    /// The containers that exist, with their datafile sizes.
+    fn container_sizes(&self) -> Result<Vec<(u32, u64)>> {
+        let mut out = Vec::new();
+        for id in 1..=self.current_container()? {
+            let path = filesys::file_path(&container_base(&self.dir, id), "data");
+            if self.vfs.exists(&path) {
+                out.push((
+                    id,
+                    crate::storage::length(self.vfs.open(&path, false)?.as_ref())?,
+                ));
+            }
+        }
+        Ok(out)
+    }
+
+    /// The visible hot renders stored in `group`'s containers, sorted by container and offset.
+    fn gather(&self, group: &[u32]) -> Result<Pass> {
+        let now = self.clock.now();
+        let mut pass = Pass::default();
+        for item in self.meta.iter() {
+            let file = item?;
+            let bytes = self.meta.read_stat(&file)?;
+            let rec = TitleRecord::decode(&bytes, self.meta.data().path(), file.inode.0)?;
+            let title = pass.titles.len();
+            let before = pass.jobs.len();
+            pass.jobs.extend(
+                self.visible(&rec, now)
+                    .into_iter()
+                    .filter(|r| group.contains(&r.location.container))
+                    .map(|r| Job {
+                        loc: r.location,
+                        title,
+                        rev: r.rev,
+                        tid: r.tid,
+                    }),
+            );
+            if pass.jobs.len() > before {
+                pass.titles.push(file.name);
+            }
+        }
+        pass.jobs
+            .sort_by_key(|j| (j.loc.container, j.loc.offset, j.loc.len));
+        Ok(pass)
+    }
+
+    /// Verifies one container's values in offset order, then drops its pages from the cache.
+    fn scrub_container(
+        &self,
+        id: u32,
+        jobs: &[&Job],
+        titles: &[Vec<u8>],
+        report: &mut ScrubReport,
+    ) {
+        let path = filesys::file_path(&container_base(&self.dir, id), "data");
+        let storage = self.vfs.open(&path, false);
+        if let Ok(s) = &storage {
+            let _ = s.advise_sequential();
+        }
+        let mut buf = Vec::new();
+        for job in jobs {
+            let checked = match &storage {
+                Ok(s) => self
+                    .verify_value(s.as_ref(), &job.loc, &mut buf)
+                    .map_err(|e| (located(&e, &path, job.loc.offset), e.to_string())),
+                // A container that cannot be opened damages every value in it.
+                Err(e) => Err(((path.clone(), job.loc.offset), e.to_string())),
+            };
+            report.values += 1;
+            report.bytes += job.loc.len;
+            if let Err(((file, offset), what)) = checked {
+                let (domain, title) = split_name(&titles[job.title]);
+                report.damaged.push(Damage {
+                    tier: Tier::Hot,
+                    domain,
+                    title,
+                    rev: job.rev,
+                    tid: job.tid,
+                    file,
+                    offset,
+                    what,
+                });
+            }
+        }
+        if let Ok(s) = &storage {
+            // Politeness only: a failed drop leaves pages the kernel will evict anyway.
+            let _ = s.drop_cache(0, s.len().unwrap_or(0));
+        }
+    }
+
+    /// Reads one value into `buf` and checks its length bound and CRC-32.
+    fn verify_value(&self, s: &dyn Storage, loc: &Location, buf: &mut Vec<u8>) -> Result<()> {
+        // The length comes from a checksummed record, but a record is still untrusted input:
+        // nothing the store accepted is over max_value, so nothing over it is allocated.
+        if loc.len > self.cfg.max_value {
+            return Err(Error::corrupt(
+                s.path(),
+                loc.offset,
+                "value length",
+                format!("at most max_value {}", self.cfg.max_value),
+                loc.len,
+            ));
+        }
+        buf.resize(loc.len as usize, 0);
+        read_exact_at(s, buf, loc.offset, "a value")?;
+        let crc = crc32fast::hash(buf);
+        if crc != loc.crc {
+            return Err(Error::corrupt(
+                s.path(),
+                loc.offset,
+                "value checksum (CRC-32)",
+                format!("0x{:08x}", loc.crc),
+                format!("0x{crc:08x}"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Reads every archived revision that is not taken down, verified against its CRC-32.
+    fn scrub_archive(
+        &self,
+        report: &mut ScrubReport,
+        progress: &mut impl FnMut(ScrubProgress),
+    ) -> Result<()> {
+        let Some(archive) = &self.archive else {
+            return Ok(());
+        };
+        let path = archive.filesys().data().path().to_path_buf();
+        let keys = archive.titles()?;
+        let total = keys.len() as u64;
+        for (i, key) in keys.iter().enumerate() {
+            for entry in archive.entries(key)? {
+                report.archived += 1;
+                if let Err(e) = archive.read(key, &entry) {
+                    let (domain, title) = split_name(key);
+                    let (file, offset) = located(&e, &path, 0);
+                    report.damaged.push(Damage {
+                        tier: Tier::Archive,
+                        domain,
+                        title,
+                        rev: entry.rev,
+                        tid: Uuid::from_bytes(entry.tid),
+                        file,
+                        offset,
+                        what: e.to_string(),
+                    });
+                }
+            }
+            progress(ScrubProgress {
+                what: "revisions",
+                done: i as u64 + 1,
+                total,
+            });
+        }
+        // Blocks decompressed for the scrub are no use to later reads.
+        archive.clear_cache();
+        if let Ok(s) = self.vfs.open(&path, false) {
+            let _ = s.drop_cache(0, s.len().unwrap_or(0));
+        }
+        Ok(())
+    }
+}
+
+/// Containers in groups whose datafiles add up to at most [`PASS_BYTES`] (one container at least).
+fn groups(sizes: &[(u32, u64)]) -> Vec<Vec<u32>> {
+    let mut out: Vec<Vec<u32>> = Vec::new();
+    let mut bytes = 0u64;
+    for &(id, size) in sizes {
+        match out.last_mut() {
+            Some(g) if bytes.saturating_add(size) <= PASS_BYTES => {
+                g.push(id);
+                bytes += size;
+            }
+            _ => {
+                out.push(vec![id]);
+                bytes = size;
+            }
+        }
+    }
+    out
+}

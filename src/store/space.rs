@@ -1,0 +1,95 @@
+//! Where a store's bytes are: per container, its datafile's size, the bytes of readable values in
+//! it (live) and the rest (dead: values past retention, taken down or replaced, and the
+//! container's own bookkeeping — what compaction reclaims), and how much of each file the page
+//! cache holds (mincore), the figure the page-cache policy of DESIGN.md §5 is judged by.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use crate::error::Result;
+use crate::filesys;
+use crate::format::kvseq::KvSeq;
+use crate::storage::residency;
+
+use super::record::TitleRecord;
+use super::{container_base, meta_base, Store};
+
+/// One container's space.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ContainerSpace {
+    pub id: u32,
+    /// The datafile's logical size (FILESIZE).
+    pub bytes: u64,
+    pub live_bytes: u64,
+    pub dead_bytes: u64,
+    /// Bytes of the datafile in the page cache.
+    pub resident_bytes: u64,
+}
+
+/// A file's page-cache residency.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Residency {
+    pub path: PathBuf,
+    /// The file's length on disk (preallocation included).
+    pub bytes: u64,
+    pub resident_bytes: u64,
+}
+
+/// Space by container, and the meta files' residency.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Space {
+    pub containers: Vec<ContainerSpace>,
+    pub meta: Vec<Residency>,
+}
+
+impl Store {
+    /// Space by container (a scan of the title records, the same readability rule as
+    /// [`Store::stat`]: the containers' live bytes add up to its `live_bytes`) and the page-cache
+    /// residency of the containers and the meta files. Residency is asked of the kernel without
+    /// touching a page, so asking does not change it.
+    pub fn space(&self) -> Result<Space> {
+        let now = self.clock.now();
+        let policy = self.cfg.policy;
+        let mut live: BTreeMap<u32, u64> = BTreeMap::new();
+        for item in self.meta.iter() {
+            let file = item?;
+            let bytes = self.meta.read_stat(&file)?;
+            let rec = TitleRecord::decode(&bytes, self.meta.data().path(), file.inode.0)?;
+            for r in rec
+                .renders
+                .iter()
+                .filter(|r| policy.readable(&r.stamps, now))
+            {
+                *live.entry(r.location.container).or_default() += r.location.len;
+            }
+        }
+        let mut space = Space::default();
+        for id in 1..=self.current_container()? {
+            let path = filesys::file_path(&container_base(&self.dir, id), "data");
+            if !self.vfs.exists(&path) {
+                continue;
+            }
+            let bytes = KvSeq::open(self.vfs.open(&path, false)?, false)?.filesize();
+            let live_bytes = live.get(&id).copied().unwrap_or(0);
+            space.containers.push(ContainerSpace {
+                id,
+                bytes,
+                live_bytes,
+                dead_bytes: bytes.saturating_sub(live_bytes),
+                resident_bytes: residency(&path)?.0,
+            });
+        }
+        for ext in ["data", "idx", "time", "jnl"] {
+            let path = filesys::file_path(&meta_base(&self.dir), ext);
+            if self.vfs.exists(&path) {
+                let (resident_bytes, bytes) = residency(&path)?;
+                space.meta.push(Residency {
+                    path,
+                    bytes,
+                    resident_bytes,
+                });
+            }
+        }
+        Ok(space)
+    }
+}
