@@ -66,6 +66,10 @@ enum Command {
     Stat(store::stat::Args),
     /// Move the revisions that have left the hot tier into the store's archive.
     Archive(store::archive::Args),
+    /// Read every value of a store and verify its checksum; exit 1 when one is damaged.
+    Scrub(store::scrub::Args),
+    /// Copy a live store consistently to a new directory (a backup that opens on its own).
+    Snapshot(store::snapshot::Args),
     /// Run the render store end to end on generated pages and print what it measured.
     Demo(demo::Args),
 }
@@ -91,6 +95,8 @@ fn main() -> ExitCode {
         Command::Import(args) => store::import::run(&args),
         Command::Stat(args) => store::stat::run(&args),
         Command::Archive(args) => store::archive::run(&args),
+        Command::Scrub(args) => store::scrub::run(&args),
+        Command::Snapshot(args) => store::snapshot::run(&args),
         Command::Demo(args) => demo::run(&args),
     };
     match result {

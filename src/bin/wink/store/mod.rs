@@ -14,6 +14,8 @@ pub mod init;
 pub mod ls;
 pub mod put;
 pub mod rm;
+pub mod scrub;
+pub mod snapshot;
 pub mod stat;
 
 use std::path::Path;

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 use wink::archive::ArchiveStats;
+use wink::store::space::Space;
 use wink::store::{Config, StoreStat};
 use wink::Result;
 
@@ -26,7 +27,15 @@ archive has no archive fields at all (no `archive` key in JSON, no `archive.` li
 Text output: one `FIELD<TAB>VALUE` line each, the policy's fields as policy.revisions,
 policy.renders and policy.historical_ttl, the archive's as archive.titles, archive.revisions, ...
 With --json: one object with the same fields, the policy and the archive as objects. Reads every
-title record and every archive map.";
+title record and every archive map.
+
+Last, space by container and page-cache residency (mincore; asking does not change it): for each
+container N, container.N.bytes (its datafile's FILESIZE; they add up to container_files_bytes),
+container.N.live_bytes, container.N.dead_bytes and container.N.resident_bytes (bytes of the
+datafile in the page cache); for each meta file (meta.data, meta.idx, ...), FILE.bytes (on disk)
+and FILE.resident_bytes. With --json: `per_container`, a list of objects with number, bytes,
+live_bytes, dead_bytes and resident_bytes, and `meta_files`, a list of objects with file, bytes and
+resident_bytes.";
 
 /// Prints a store's counts, sizes and policy.
 #[derive(clap::Args)]
@@ -60,6 +69,78 @@ struct StatJson {
     max_value: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     archive: Option<ArchiveJson>,
+    per_container: Vec<ContainerJson>,
+    meta_files: Vec<ResidencyJson>,
+}
+
+/// One container's space and page-cache residency.
+#[derive(Serialize)]
+struct ContainerJson {
+    number: u32,
+    bytes: u64,
+    live_bytes: u64,
+    dead_bytes: u64,
+    resident_bytes: u64,
+}
+
+/// A meta file's size on disk and page-cache residency.
+#[derive(Serialize)]
+struct ResidencyJson {
+    file: String,
+    bytes: u64,
+    resident_bytes: u64,
+}
+
+impl StatJson {
+    /// Adds the space by container and the meta files' residency, as objects and text fields.
+    fn with_space(mut self, space: &Space) -> Self {
+        self.per_container = space
+            .containers
+            .iter()
+            .map(|c| ContainerJson {
+                number: c.id,
+                bytes: c.bytes,
+                live_bytes: c.live_bytes,
+                dead_bytes: c.dead_bytes,
+                resident_bytes: c.resident_bytes,
+            })
+            .collect();
+        self.meta_files = space
+            .meta
+            .iter()
+            .map(|m| ResidencyJson {
+                file: m.path.file_name().map_or_else(
+                    || m.path.display().to_string(),
+                    |n| n.to_string_lossy().into_owned(),
+                ),
+                bytes: m.bytes,
+                resident_bytes: m.resident_bytes,
+            })
+            .collect();
+        self
+    }
+
+    fn space_fields(&self) -> Vec<(String, String)> {
+        let mut fields = Vec::new();
+        for c in &self.per_container {
+            for (k, v) in [
+                ("bytes", c.bytes),
+                ("live_bytes", c.live_bytes),
+                ("dead_bytes", c.dead_bytes),
+                ("resident_bytes", c.resident_bytes),
+            ] {
+                fields.push((format!("container.{}.{k}", c.number), v.to_string()));
+            }
+        }
+        for m in &self.meta_files {
+            fields.push((format!("{}.bytes", m.file), m.bytes.to_string()));
+            fields.push((
+                format!("{}.resident_bytes", m.file),
+                m.resident_bytes.to_string(),
+            ));
+        }
+        fields
+    }
 }
 
 /// The archive tier's counts and settings.
@@ -121,6 +202,8 @@ impl StatJson {
             container_bytes: cfg.container_bytes,
             max_value: cfg.max_value,
             archive: st.archive.as_ref().and_then(|a| ArchiveJson::new(a, cfg)),
+            per_container: Vec::new(),
+            meta_files: Vec::new(),
         }
     }
 
@@ -152,12 +235,15 @@ impl StatJson {
 
 pub fn run(args: &Args) -> Result<Status> {
     let store = super::open_reader(&args.dir)?;
-    let stat = StatJson::new(&store.stat()?, store.config());
+    let stat = StatJson::new(&store.stat()?, store.config()).with_space(&store.space()?);
     let mut out = Out::new();
     if args.json {
         out.json(&stat)?;
     } else {
         for (field, value) in stat.fields() {
+            out.line(&format!("{field}\t{value}"))?;
+        }
+        for (field, value) in stat.space_fields() {
             out.line(&format!("{field}\t{value}"))?;
         }
     }
