@@ -16,6 +16,7 @@ use std::time::Duration;
 use serde_json::Value;
 use uuid::Uuid;
 use wink::clock::ManualClock;
+use wink::storage::residency;
 use wink::store::policy::ArchivePolicy;
 use wink::store::scrub::Tier;
 use wink::store::{Config, Page, Policy, Revisions, Store, StoreOptions};
@@ -96,8 +97,14 @@ fn opts(now: i64, writable: bool) -> StoreOptions {
     }
 }
 
+/// A writer. It waits for the lock: another test's child process, between its fork and its exec,
+/// holds a copy of every descriptor of this process, locked ones included, for a moment.
 fn open(dir: &Path, now: i64) -> Store {
-    Store::open(dir, &opts(now, true)).unwrap()
+    let wait = StoreOptions {
+        wait: true,
+        ..opts(now, true)
+    };
+    Store::open(dir, &wait).unwrap()
 }
 
 /// Bytes no compressor shrinks (xorshift from `seed`), so that they appear verbatim in an
@@ -192,6 +199,9 @@ fn scrub_reports_exactly_the_damaged_values_by_title_revision_and_tid() {
         .unwrap();
     assert!(clean.is_clean(), "{:?}", clean.damaged);
     assert_eq!((clean.values, clean.bytes, clean.archived), (3, 9000, 3));
+    // Page-cache polite: the pages the scrub read are dropped again (all clean, as committed).
+    let container = dir.join("c000001.data");
+    assert_eq!(residency(&container).unwrap().0, 0);
     let run = wink(LATER, &["scrub", s(&dir)]).expect(0);
     assert_eq!(
         run.stdout,
@@ -202,7 +212,6 @@ fn scrub_reports_exactly_the_damaged_values_by_title_revision_and_tid() {
     );
 
     // A byte in the middle of title 0's hot revision 2, and one in title 1's archived revision 1.
-    let container = dir.join("c000001.data");
     let hot = value(0, 2, 3000);
     let hot_at = find_once(&container, &hot);
     flip(&container, hot_at + 1500);
@@ -310,7 +319,7 @@ fn snapshot_copies_a_live_store_that_opens_on_its_own() {
     assert!(current.exists(), "the values fill several containers");
 
     let dest = tmp.path().join("copy");
-    let run = wink(LATER, &["snapshot", s(&dir), s(&dest)]).expect(0);
+    let run = wink(LATER, &["snapshot", s(&dir), s(&dest), "--wait"]).expect(0);
     let fields = run.fields();
     // Containers 1..3 are sealed: their data, idx and time files are linked.
     assert!(fields["linked"] >= 9, "{fields:?}");
