@@ -22,7 +22,8 @@
 //!    directories, whose blocks stay cached); redb: one file, so cold = everything dropped,
 //!    its in-process cache emptied by the reopen.
 //!
-//! Then a fresh process (`open NAME DIR`) times opening the store plus one get_latest.
+//! Then fresh processes (`open NAME DIR`) time opening the store plus one get_latest (the median
+//! of five is reported).
 //! Stores live in `WINK_BENCH_DIR` (default `target/wink-compare` of the project: a disk, not a
 //! tmpfs) and are removed after each contender (`WINK_BENCH_KEEP=1` keeps them).
 //! `WINK_BENCH_ONLY=wink,redb` and `WINK_BENCH_MODES=end` select; `WINK_CORPUS` moves the corpus.
@@ -128,6 +129,19 @@ fn child(args: &[&str]) -> Res<String> {
         .ok_or_else(|| format!("child {args:?} printed no result").into())
 }
 
+/// Open probes in fresh processes: the median of five (one probe alone is at the mercy of
+/// whatever else the machine does in those milliseconds).
+fn median_open(name: &str, dir: &str) -> Res<OpenResult> {
+    let mut runs = Vec::new();
+    for _ in 0..5 {
+        runs.push(serde_json::from_str::<OpenResult>(&child(&[
+            "open", name, dir,
+        ])?)?);
+    }
+    runs.sort_by(|a, b| a.open_and_get_ms.total_cmp(&b.open_and_get_ms));
+    Ok(runs.swap_remove(2))
+}
+
 fn orchestrate(s: &Settings) -> Res<()> {
     let only = std::env::var("WINK_BENCH_ONLY").unwrap_or_else(|_| CONTENDERS.join(","));
     let modes = std::env::var("WINK_BENCH_MODES").unwrap_or_else(|_| "end,1000".into());
@@ -153,7 +167,7 @@ fn orchestrate(s: &Settings) -> Res<()> {
             eprintln!("== {name}, commit {mode}");
             let dir_s = dir.to_str().ok_or("store path is not UTF-8")?;
             let load: LoadResult = serde_json::from_str(&child(&["load", name, mode, dir_s])?)?;
-            let open: OpenResult = serde_json::from_str(&child(&["open", name, dir_s])?)?;
+            let open = median_open(name, dir_s)?;
             if !s.keep {
                 std::fs::remove_dir_all(&dir)?;
             }

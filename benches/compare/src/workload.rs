@@ -189,8 +189,9 @@ impl Corpus {
     }
 }
 
-/// Random read keys, the same for every contender: distinct titles (`latest`, with the title's
-/// last render) or distinct renders, in random order; past the number there are, they repeat.
+/// Random read keys, the same for every contender: `n` distinct titles (`latest`, with the
+/// title's last render) or distinct renders, in random order — fewer when there are fewer (a
+/// repeated key would be read warm in a cold phase).
 pub fn read_keys(w: &Renders, n: usize, seed: u64, latest: bool) -> Vec<(u64, u64)> {
     let count = if latest { w.titles } else { w.total() };
     let mut rng = Rng::new(seed);
@@ -201,9 +202,9 @@ pub fn read_keys(w: &Renders, n: usize, seed: u64, latest: bool) -> Vec<(u64, u6
         let j = i + rng.below((ids.len() - i) as u64) as usize;
         ids.swap(i, j);
     }
-    (0..n)
+    (0..take)
         .map(|i| {
-            let id = ids[i % take.max(1)];
+            let id = ids[i];
             if latest {
                 (id, w.per_title - 1)
             } else {
