@@ -377,11 +377,13 @@ impl Archive {
         let mut delta = Delta::default();
         let mut fresh: Vec<(Item<'_>, u32)> = Vec::new();
         for item in items {
+            // A taken-down copy does not count: after a lift, the same render put again must be
+            // archived anew, or the run would drop it from the hot tier with no copy anywhere.
             let seen = map
                 .entries
                 .iter()
                 .chain(&delta.entries)
-                .any(|e| e.rev == item.rev && e.tid == item.tid);
+                .any(|e| !e.taken_down && e.rev == item.rev && e.tid == item.tid);
             if seen
                 || fresh
                     .iter()
