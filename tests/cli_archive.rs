@@ -520,3 +520,38 @@ fn the_demo_archives_all_but_the_current_revisions_and_reads_them_back() {
         run.out()
     );
 }
+
+#[test]
+fn a_render_put_again_after_a_lifted_take_down_is_archived_anew() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("store");
+    init_archived(&dir);
+    put_revisions(&dir, 1..=2, T);
+    assert_eq!(num(&archive(&dir, T + 200), "revisions"), 3);
+    let tid = meta(T + 200, &dir, "Alpha", 1)["tid"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    wink(T + 200, &["rm", s(&dir), D, "Alpha", "1"]).expect(0);
+    wink(T + 200, &["rm", "--lift", s(&dir), D, "Alpha", "1"]).expect(0);
+    // The same revision and tid again (as a re-import would put it), with other bytes.
+    let again = tmp.path().join("again");
+    fs::write(&again, b"<p>revision 1, put again</p>").unwrap();
+    let args = ["put", s(&dir), D, "Alpha", "1", s(&again), "--tid", &tid];
+    wink(T + 210, &args).expect(0);
+    assert_eq!(meta(T + 210, &dir, "Alpha", 1)["state"], "recent");
+    let run = archive(&dir, T + 500);
+    assert_eq!(num(&run, "revisions"), 1);
+    assert_eq!(
+        num(&run, "archive.revisions"),
+        3,
+        "2 of Beta and Gamma, Alpha's again"
+    );
+    let m = meta(T + 500, &dir, "Alpha", 1);
+    assert_eq!(
+        (&m["state"], &m["tid"]),
+        (&"archived".into(), &tid.clone().into())
+    );
+    let got = get(T + 500, &dir, "Alpha", &["1"]).expect(0).stdout;
+    assert_eq!(got, b"<p>revision 1, put again</p>");
+}
