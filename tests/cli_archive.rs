@@ -470,6 +470,13 @@ fn a_damaged_block_fails_its_title_with_exit_3_and_spares_the_others() {
     }
     let latest = get(T + 500, &dir, "Alpha", &[]).expect(0);
     assert!(latest.stdout == page("Alpha", 6));
+    // `wink check DIR` decompresses every archive block and finds the damage.
+    let check = wink(T + 500, &["check", s(&dir)]).expect(1);
+    assert!(
+        check.out().contains("b/") && check.out().contains("Alpha"),
+        "{}",
+        check.out()
+    );
 }
 
 #[test]

@@ -278,7 +278,8 @@ impl TitleMap {
                 self.blocks[n] = block.clone();
             }
         }
-        self.entries.extend(d.entries.iter().cloned());
+        // Take-downs name entries from before the delta (a rewritten render's new entry carries
+        // the same revision and tid, and stays).
         for (rev, tid) in &d.down {
             for e in self
                 .entries
@@ -288,6 +289,7 @@ impl TitleMap {
                 e.taken_down = true;
             }
         }
+        self.entries.extend(d.entries.iter().cloned());
     }
 
     /// Reads a map log: a snapshot and the deltas after it.
@@ -520,14 +522,17 @@ mod tests {
         };
         let delta = Delta {
             blocks: vec![(1, map.blocks[1].clone())],
-            entries: vec![Entry {
-                taken_down: false,
-                ..map.entries[1].clone()
-            }],
-            down: vec![(2, [2; 16])],
+            entries: vec![map.entries[1].clone()],
+            down: vec![(1, [1; 16])],
         };
+        // The delta takes down an entry from before it; its own entries stay as they are.
+        let mut expected = map.clone();
+        expected.entries[0].taken_down = true;
         let log = [first.snapshot_record(), delta.record()].concat();
-        assert_eq!(TitleMap::decode_log(&log, Path::new("a"), 0).unwrap(), map);
+        assert_eq!(
+            TitleMap::decode_log(&log, Path::new("a"), 0).unwrap(),
+            expected
+        );
         for i in 0..log.len() {
             let mut bad = log.clone();
             bad[i] ^= 0x08;

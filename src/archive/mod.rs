@@ -12,7 +12,8 @@
 //! of the previous block (none for a key block); for later frames, the block's content so far.
 //! So every revision is compressed against its predecessor, which is what makes revision histories
 //! tiny. An archive run appends one frame to the title's open block (rewriting that small file);
-//! a block that reaches `block_bytes` is sealed and recompressed as one frame.
+//! a block that reaches `block_bytes` (or holds as many frames as its file can) is sealed, as it
+//! is: nothing is recompressed, so nothing is left behind as a superseded copy.
 //!
 //! Reading a revision decompresses its block up to the revision and, for the block's dictionary,
 //! the preceding blocks back to the last key block; `key_every` bounds that chain (a key block
@@ -377,21 +378,27 @@ impl Archive {
         let mut delta = Delta::default();
         let mut fresh: Vec<(Item<'_>, u32)> = Vec::new();
         for item in items {
+            let crc = crc32fast::hash(item.value);
             // A taken-down copy does not count: after a lift, the same render put again must be
             // archived anew, or the run would drop it from the hot tier with no copy anywhere.
-            let seen = map
+            let archived = map
                 .entries
                 .iter()
                 .chain(&delta.entries)
-                .any(|e| !e.taken_down && e.rev == item.rev && e.tid == item.tid);
-            if seen
-                || fresh
-                    .iter()
-                    .any(|(i, _)| i.rev == item.rev && i.tid == item.tid)
+                .find(|e| !e.taken_down && e.rev == item.rev && e.tid == item.tid);
+            match archived {
+                // The same bytes: a rerun after a crash; nothing to do.
+                Some(e) if e.crc == crc && e.len == item.value.len() as u64 => continue,
+                // The render was rewritten since: the new bytes replace the archived ones.
+                Some(e) => delta.down.push((e.rev, e.tid)),
+                None => {}
+            }
+            if fresh
+                .iter()
+                .any(|(i, _)| i.rev == item.rev && i.tid == item.tid)
             {
                 continue;
             }
-            let crc = crc32fast::hash(item.value);
             if let Some(same) = self.identical(key, &map, item.value, crc)? {
                 delta.entries.push(Entry {
                     rev: item.rev,
@@ -420,7 +427,12 @@ impl Archive {
         }
         let added = delta.entries.len();
         if !delta.is_empty() {
-            map.entries.extend(delta.entries.iter().cloned());
+            // The blocks are already grown in `map`; the entries change as the delta says.
+            map.apply(&Delta {
+                blocks: Vec::new(),
+                entries: delta.entries.clone(),
+                down: delta.down.clone(),
+            });
             self.write_map(key, &map, &delta)?;
         }
         Ok(added)
@@ -803,6 +815,42 @@ mod tests {
                 e.rev
             );
         }
+    }
+
+    #[test]
+    fn a_rewritten_render_replaces_its_archived_bytes() {
+        let disk = SimDisk::new();
+        let mut a = open(&disk, ArchiveOptions::default());
+        let old = Item {
+            rev: 1,
+            tid: [1; 16],
+            content_type: "text/html",
+            value: b"first bytes",
+        };
+        let new = Item {
+            rev: 1,
+            tid: [1; 16],
+            content_type: "text/html",
+            value: b"rewritten bytes",
+        };
+        a.add(b"k", &[old]).unwrap();
+        assert_eq!(
+            a.add(b"k", &[old]).unwrap(),
+            0,
+            "the same bytes again: nothing to do"
+        );
+        assert_eq!(a.add(b"k", &[new]).unwrap(), 1);
+        let live = a.entries(b"k").unwrap();
+        assert_eq!(live.len(), 1);
+        assert_eq!(a.read(b"k", &live[0]).unwrap(), b"rewritten bytes");
+        a.commit().unwrap();
+        drop(a);
+        let a = open(&disk, ArchiveOptions::default());
+        let live = a.entries(b"k").unwrap();
+        assert_eq!(
+            (live.len(), a.read(b"k", &live[0]).unwrap()),
+            (1, b"rewritten bytes".to_vec())
+        );
     }
 
     #[test]

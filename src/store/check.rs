@@ -98,6 +98,13 @@ pub fn check_store(dir: &Path) -> Report {
             }
         }
     }
+    if let Some(archive) = store.archive() {
+        report
+            .problems
+            .extend(check_filesys(&super::archive_base(dir)).problems);
+        // Every block decompresses and every revision matches its map entry and CRC-32.
+        report.problems.extend(archive.verify());
+    }
     report.summary = format!(
         "store {}: {titles} titles, {renders} renders, {} containers",
         dir.display(),
