@@ -32,6 +32,18 @@ pub fn status(field: &str) -> Res<u64> {
     Err(format!("/proc/self/status has no {field}").into())
 }
 
+/// How many times any process has dropped the whole page cache (`echo 1|3 > drop_caches`) since
+/// boot (/proc/vmstat drop_pagecache). Benchmarks of other developers on a shared machine do.
+pub fn global_drops() -> Res<u64> {
+    let text = fs::read_to_string("/proc/vmstat")?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("drop_pagecache "))
+        .ok_or("/proc/vmstat has no drop_pagecache")?
+        .trim()
+        .parse()
+        .map_err(Into::into)
+}
+
 /// User + system CPU seconds of this process so far.
 pub fn cpu_secs() -> f64 {
     // SAFETY: getrusage fills the struct we pass; a zeroed rusage is a valid initial value.

@@ -78,6 +78,12 @@ fn figures() -> Vec<Figure> {
         ("peak RSS, whole child MiB", |r| {
             r.load.peak_rss_all as f64 / MIB
         }),
+        ("global cache drops by others during load", |r| {
+            r.load.load_drops as f64
+        }),
+        ("read phases repeated (cache dropped by others)", |r| {
+            r.load.read_retries as f64
+        }),
         ("open ms", |r| r.open.open_ms),
         ("open + first get ms", |r| r.open.open_and_get_ms),
     ]
