@@ -36,6 +36,7 @@
 //!
 //! Other settings: `WINK_BENCH_HTSIZE` (initial index cells of (a), default the library's),
 //! `WINK_BENCH_FILEINCR` (preallocation step of (a)'s datafile, default the library's),
+//! `WINK_BENCH_DROP=3` (cold reads after `echo 3`: dentries and inodes dropped as well),
 //! `WINK_BENCH_TREE_SYNC=fsync` ((b) ends with an fsync of every file and directory instead of
 //! syncfs), `WINK_BENCH_ONLY=a,c` (run some contenders only), `WINK_CORPUS` (another corpus
 //! directory).
@@ -383,9 +384,15 @@ fn drop_caches(level: u8) -> bool {
 }
 
 /// Drops the page cache of `files` (for the cold reads), by drop_caches or, failing that, fadvise.
+/// `WINK_BENCH_DROP=3` drops dentries and inodes too (a node whose file metadata is not cached).
 fn make_cold(files: &[PathBuf]) {
     step("dropping the page cache for cold reads");
-    if drop_caches(1) {
+    let level = if env("WINK_BENCH_DROP").is_some_and(|v| v == "3") {
+        3
+    } else {
+        1
+    };
+    if drop_caches(level) {
         return;
     }
     for f in files {
