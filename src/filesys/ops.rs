@@ -115,6 +115,35 @@ impl Filesys {
         )))
     }
 
+    /// Where a file's content lies: one extent per data entry, in order; `None` when there is no
+    /// such file. (A layer above that keeps its own pointers finds a value again after a crash.)
+    pub fn extents(&self, name: &[u8]) -> Result<Option<Vec<Extent>>> {
+        let Some(located) = self.locate(name)? else {
+            return Ok(None);
+        };
+        let inode = &located.inode;
+        let mut out = Vec::with_capacity(inode.data.len());
+        for (n, &(ptr, size)) in inode.data.iter().enumerate() {
+            let (layout, key) = self.data.read_key(ptr)?;
+            let expected = data_key(inode.fileid, n as u64);
+            self.check_data_entry(
+                ptr,
+                n,
+                inode,
+                &expected,
+                size,
+                layout.deleted,
+                &key,
+                layout.value_len,
+            )?;
+            out.push(Extent {
+                offset: layout.value_offset,
+                len: size,
+            });
+        }
+        Ok(Some(out))
+    }
+
     /// A whole file.
     pub fn read(&self, name: &[u8]) -> Result<Vec<u8>> {
         self.read_range(name, 0, u64::MAX)

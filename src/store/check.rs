@@ -36,13 +36,9 @@ pub fn check_store(dir: &Path) -> Report {
             return report;
         }
     };
-    let last = store.current_container().unwrap_or(0);
     let mut containers = Vec::new();
-    for id in 1..=last {
+    for id in store.container_ids().unwrap_or_default() {
         let base = container_base(dir, id);
-        if !file_path(&base, "data").exists() {
-            continue;
-        }
         report.problems.extend(check_filesys(&base).problems);
         containers.push((id, KvSeq::open_path(&file_path(&base, "data"), false).ok()));
     }
@@ -101,7 +97,7 @@ pub fn check_store(dir: &Path) -> Report {
     if let Some(archive) = store.archive() {
         report
             .problems
-            .extend(check_filesys(&super::archive_base(dir)).problems);
+            .extend(check_filesys(store.archive_base()).problems);
         // Every block decompresses and every revision matches its map entry and CRC-32.
         report.problems.extend(archive.verify());
     }

@@ -15,7 +15,9 @@
 //! memory; opening reads only the configuration and the two filesys headers.
 
 pub mod check;
+pub mod compact;
 pub mod config;
+pub mod generation;
 pub mod import;
 pub mod key;
 pub mod policy;
@@ -47,8 +49,11 @@ pub use tiers::ArchiveReport;
 
 /// Meta datafile variable: the number of the container new values go to.
 pub const CURCONT: VarName = VarName::new(b"CURCONT");
-/// Open container files kept for reads.
-const READER_CACHE: usize = 64;
+/// Meta datafile variable: the next container number to allocate (absent: CURCONT + 1).
+pub const NEXTCONT: VarName = VarName::new(b"NEXTCONT");
+/// Open container files kept for reads. Every container is opened when the store is, so a
+/// reader keeps reading the generation it opened while a compaction removes its containers.
+const READER_CACHE: usize = 4096;
 
 /// The state of a listed render.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -180,10 +185,10 @@ pub struct Store {
     clock: Arc<dyn Clock>,
     tids: TidMaker,
     archive: Option<Archive>,
-}
-
-fn archive_base(dir: &Path) -> PathBuf {
-    dir.join("archive")
+    /// What the writer's open repaired (for the log).
+    recovery: Vec<String>,
+    /// The archive filesys's base (named by the generation file).
+    archive_base: PathBuf,
 }
 
 fn meta_base(dir: &Path) -> PathBuf {
@@ -196,6 +201,16 @@ fn container_base(dir: &Path, id: u32) -> PathBuf {
 
 fn record_name(domain: &str, title: &str) -> Vec<u8> {
     format!("{domain}/{title}").into_bytes()
+}
+
+/// Reads and decodes a title record from the meta filesys.
+fn read_record(meta: &Filesys, name: &[u8]) -> Result<Option<TitleRecord>> {
+    match meta.read_located(name)? {
+        Some((stat, bytes)) => {
+            TitleRecord::decode(&bytes, meta.data().path(), stat.inode.0).map(Some)
+        }
+        None => Ok(None),
+    }
 }
 
 /// Bytes of `container_bytes` per container index cell: one cell per 4 KiB holds a full container
@@ -253,7 +268,8 @@ impl Store {
         meta.sync()?;
         drop(meta);
         if cfg.archive.is_some() {
-            Archive::create_in(opts.vfs.clone(), &archive_base(dir), opts.clock.clone())?;
+            let base = generation::Generation::default().archive_base(dir);
+            Archive::create_in(opts.vfs.clone(), &base, opts.clock.clone())?;
         }
         // The configuration appears last: a directory without it holds no store.
         let kv = crate::format::kvseq::KvSeqOptions {
@@ -282,6 +298,7 @@ impl Store {
             drop_behind: None,
         };
         let meta = Filesys::open_in(vfs.clone(), &meta_base(dir), &fs_open)?;
+        let generation = generation::Generation::read(vfs.as_ref(), dir)?;
         let archive = match cfg.archive {
             Some(_) => {
                 let aopts = ArchiveOptions {
@@ -296,7 +313,7 @@ impl Store {
                 };
                 Some(Archive::open_in(
                     vfs.clone(),
-                    &archive_base(dir),
+                    &generation.archive_base(dir),
                     &open,
                     aopts,
                 )?)
@@ -313,10 +330,17 @@ impl Store {
             clock: opts.clock.clone(),
             tids: TidMaker::new(),
             archive,
+            recovery: Vec::new(),
+            archive_base: generation.archive_base(dir),
         };
         if opts.writable {
             let id = store.current_container()?;
             store.open_writer(id, opts.wait)?;
+            store.recovery = store.recover_generation()?;
+        }
+        for id in store.container_ids()? {
+            // A container that cannot be opened now is reported by the read that needs it.
+            let _ = store.container(id);
         }
         Ok(store)
     }
@@ -338,6 +362,76 @@ impl Store {
                 id,
             )
         })
+    }
+
+    /// Containers that exist, oldest first.
+    pub fn container_ids(&self) -> Result<Vec<u32>> {
+        let last = self
+            .current_container()?
+            .max(self.next_container()?.saturating_sub(1));
+        Ok((1..=last)
+            .filter(|id| {
+                self.vfs
+                    .exists(&filesys::file_path(&container_base(&self.dir, *id), "data"))
+            })
+            .collect())
+    }
+
+    fn next_container(&self) -> Result<u32> {
+        let current = self.current_container()?;
+        match self.meta.var(NEXTCONT) {
+            None => Ok(current + 1),
+            Some(n) => u32::try_from(n)
+                .ok()
+                .filter(|n| *n > current)
+                .ok_or_else(|| {
+                    let at = self
+                        .meta
+                        .data()
+                        .superblock()
+                        .value_offset(NEXTCONT)
+                        .unwrap_or(0);
+                    Error::corrupt(
+                        self.meta.data().path(),
+                        at,
+                        "NEXTCONT",
+                        format!("a container number above CURCONT {current}"),
+                        n,
+                    )
+                }),
+        }
+    }
+
+    /// A container number never used before (durable with the next commit; numbers whose files
+    /// exist are skipped, so a crash before that commit cannot hand one out twice).
+    fn allocate_container(&mut self) -> Result<u32> {
+        let mut id = self.next_container()?;
+        while self
+            .vfs
+            .exists(&filesys::file_path(&container_base(&self.dir, id), "data"))
+        {
+            id = id
+                .checked_add(1)
+                .ok_or_else(|| Error::invalid("container numbers exhausted"))?;
+        }
+        self.meta.set_var(NEXTCONT, i64::from(id) + 1)?;
+        Ok(id)
+    }
+
+    /// Closes this handle's reader of a container (before it is removed).
+    fn forget_reader(&self, id: u32) {
+        let mut cache = self.readers.lock().unwrap_or_else(|p| p.into_inner());
+        cache.remove(&id);
+    }
+
+    /// The archive filesys's base path (whether or not the store has an archive).
+    pub fn archive_base(&self) -> &Path {
+        &self.archive_base
+    }
+
+    /// What the writer's open repaired: unfinished compactions completed or undone.
+    pub fn recovery(&self) -> &[String] {
+        &self.recovery
     }
 
     fn open_writer(&mut self, id: u32, wait: bool) -> Result<()> {
@@ -528,7 +622,8 @@ impl Store {
         self.commit()?;
         // A sealed container keeps no preallocated room.
         self.writer()?.fs.seal()?;
-        let next = self.writer()?.id + 1;
+        self.writer()?;
+        let next = self.allocate_container()?;
         self.writer = None;
         self.open_writer(next, false)?;
         self.meta.set_var(CURCONT, i64::from(next))?;
@@ -617,12 +712,7 @@ impl Store {
     // ---- reads -----------------------------------------------------------------------------
 
     fn load(&self, name: &[u8]) -> Result<Option<TitleRecord>> {
-        match self.meta.read_located(name)? {
-            Some((stat, bytes)) => {
-                TitleRecord::decode(&bytes, self.meta.data().path(), stat.inode.0).map(Some)
-            }
-            None => Ok(None),
-        }
+        read_record(&self.meta, name)
     }
 
     fn title_record(&self, domain: &str, title: &str) -> Result<Option<TitleRecord>> {
@@ -732,14 +822,11 @@ impl Store {
             st.revisions += revs.len() as u64;
             st.live_bytes += readable.iter().map(|r| r.location.len).sum::<u64>();
         }
-        let last = self.current_container()?;
-        for id in 1..=last {
+        for id in self.container_ids()? {
             let path = filesys::file_path(&container_base(&self.dir, id), "data");
-            if self.vfs.exists(&path) {
-                st.containers += 1;
-                let kv = crate::format::kvseq::KvSeq::open(self.vfs.open(&path, false)?, false)?;
-                st.container_bytes += kv.filesize();
-            }
+            st.containers += 1;
+            let kv = crate::format::kvseq::KvSeq::open(self.vfs.open(&path, false)?, false)?;
+            st.container_bytes += kv.filesize();
         }
         st.dead_bytes = st.container_bytes.saturating_sub(st.live_bytes);
         st.archive = self.archive.as_ref().map(|a| a.stats()).transpose()?;

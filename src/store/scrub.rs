@@ -145,9 +145,9 @@ impl Store {
     /// The containers that exist, with their datafile sizes.
     fn container_sizes(&self) -> Result<Vec<(u32, u64)>> {
         let mut out = Vec::new();
-        for id in 1..=self.current_container()? {
+        for id in self.container_ids()? {
             let path = filesys::file_path(&container_base(&self.dir, id), "data");
-            if self.vfs.exists(&path) {
+            {
                 out.push((
                     id,
                     crate::storage::length(self.vfs.open(&path, false)?.as_ref())?,

@@ -17,7 +17,7 @@ use crate::error::{Error, Result};
 use crate::filesys;
 use crate::storage::{FileStorage, Storage};
 
-use super::{archive_base, container_base, meta_base, Store};
+use super::{container_base, generation, meta_base, Store};
 
 /// The files of a filesys.
 const EXTS: [&str; 4] = ["data", "idx", "time", "jnl"];
@@ -48,20 +48,24 @@ impl Store {
         })?;
         let mut report = SnapshotReport::default();
         let current = self.current_container()?;
-        for id in 1..=current {
-            let sealed = id < current;
+        for id in self.container_ids()? {
+            let sealed = id != current;
             for src in existing(&container_base(&self.dir, id)) {
                 place(&src, dest, sealed, &mut report)?;
             }
         }
         let mut bases = vec![meta_base(&self.dir)];
         if self.archive.is_some() {
-            bases.push(archive_base(&self.dir));
+            bases.push(self.archive_base.clone());
         }
         for base in bases {
             for src in existing(&base) {
                 place(&src, dest, false, &mut report)?;
             }
+        }
+        let generation = generation::path(&self.dir);
+        if generation.exists() {
+            place(&generation, dest, false, &mut report)?;
         }
         place(&self.dir.join("store"), dest, false, &mut report)?;
         sync_dir(dest)?;

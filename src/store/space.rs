@@ -64,11 +64,8 @@ impl Store {
             }
         }
         let mut space = Space::default();
-        for id in 1..=self.current_container()? {
+        for id in self.container_ids()? {
             let path = filesys::file_path(&container_base(&self.dir, id), "data");
-            if !self.vfs.exists(&path) {
-                continue;
-            }
             let bytes = KvSeq::open(self.vfs.open(&path, false)?, false)?.filesize();
             let live_bytes = live.get(&id).copied().unwrap_or(0);
             space.containers.push(ContainerSpace {

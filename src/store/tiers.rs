@@ -43,6 +43,20 @@ impl Hit<'_> {
     }
 }
 
+/// [`Store::visible`] for a store with configuration `cfg`: also the renders a compaction keeps.
+pub(super) fn visible_in<'r>(
+    cfg: &super::Config,
+    rec: &'r TitleRecord,
+    now: i64,
+) -> Vec<&'r Render> {
+    let keep = cfg.archive.map(|a| rec.candidates(a)).unwrap_or_default();
+    let policy = cfg.policy;
+    rec.renders
+        .iter()
+        .filter(|r| policy.readable(&r.stamps, now) || keep.contains(&(r.rev, r.tid)))
+        .collect()
+}
+
 fn newer(a: (u64, Uuid), b: (u64, Uuid)) -> bool {
     a.0 > b.0 || (a.0 == b.0 && cmp_tid(a.1, b.1).is_gt())
 }
@@ -51,16 +65,7 @@ impl Store {
     /// Hot renders a read may return now: readable by the policy, or archive candidates that
     /// are not archived yet.
     pub(super) fn visible<'r>(&self, rec: &'r TitleRecord, now: i64) -> Vec<&'r Render> {
-        let keep = self
-            .cfg
-            .archive
-            .map(|a| rec.candidates(a))
-            .unwrap_or_default();
-        let policy = self.cfg.policy;
-        rec.renders
-            .iter()
-            .filter(|r| policy.readable(&r.stamps, now) || keep.contains(&(r.rev, r.tid)))
-            .collect()
+        visible_in(&self.cfg, rec, now)
     }
 
     /// Archived renders of a title that may be returned (not taken down in either tier).

@@ -68,6 +68,10 @@ enum Command {
     Archive(store::archive::Args),
     /// Read every value of a store and verify its checksum; exit 1 when one is damaged.
     Scrub(store::scrub::Args),
+    /// Reclaim the space of expired, taken-down and replaced values (container by container).
+    Compact(store::compact::Args),
+    /// Repair what a crash left (as a writer's open does) and check the store.
+    Recover(store::recover::Args),
     /// Copy a live store consistently to a new directory (a backup that opens on its own).
     Snapshot(store::snapshot::Args),
     /// Run the render store end to end on generated pages and print what it measured.
@@ -97,6 +101,8 @@ fn main() -> ExitCode {
         Command::Archive(args) => store::archive::run(&args),
         Command::Scrub(args) => store::scrub::run(&args),
         Command::Snapshot(args) => store::snapshot::run(&args),
+        Command::Compact(args) => store::compact::run(&args),
+        Command::Recover(args) => store::recover::run(&args),
         Command::Demo(args) => demo::run(&args),
     };
     match result {

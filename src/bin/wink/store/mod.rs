@@ -8,11 +8,13 @@
 //! which renders retention still lets through.
 
 pub mod archive;
+pub mod compact;
 pub mod get;
 pub mod import;
 pub mod init;
 pub mod ls;
 pub mod put;
+pub mod recover;
 pub mod rm;
 pub mod scrub;
 pub mod snapshot;
@@ -91,6 +93,9 @@ fn open_writer(dir: &Path, writing: &Writing) -> Result<Store> {
         },
     )?;
     for action in &store.meta().recovery().actions {
+        eprintln!("wink: recovered: {}", action.replace('\n', " "));
+    }
+    for action in store.recovery() {
         eprintln!("wink: recovered: {}", action.replace('\n', " "));
     }
     Ok(store)

@@ -1,0 +1,225 @@
+//! `wink compact DIR [--dry-run] [--max-mbps N] [--min-dead PCT] [--json] [--wait]`.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use serde::Serialize;
+use wink::store::compact::{Action, CompactOptions, CompactReport};
+use wink::{Error, Result};
+
+use super::Writing;
+use crate::show::Out;
+use crate::Status;
+
+const AFTER_HELP: &str = "\
+Rewrites the store's sealed containers one at a time: the values no read can return any more are
+dropped (expired: past their retention deadline; taken down: `wink rm`; replaced: written again;
+archived: moved into the archive; deleted: their title is gone), the rest are copied into a new
+container with each title's renders together, and the switch is atomic (the generation file).
+A container with no live value is removed whole. A container is rewritten when at least
+--min-dead percent of its bytes are dead, and always when it holds a taken-down value. The
+current container is sealed first when it holds values to drop, so that after `wink rm` and
+`wink compact` no file of the store holds the removed bytes. Free space for one container's live
+bytes is checked before it is copied. Reads and writes are dropped from the page cache after use.
+
+A crash (or kill) at any moment leaves the store as it was before the container being compacted,
+or after it; the next writer's open finishes or undoes the step and says so on stderr.
+
+Output: one line per container, `container N: ACTION, BYTES bytes, live VALUES values (BYTES
+bytes), dropped REASON VALUES values (BYTES bytes), ...` (ACTION: keep, rewrite, drop), then
+`reclaimed BYTES bytes` and `generation G`. --dry-run prints the same report and changes
+nothing (it takes no lock). --json: one object with the same fields.
+
+Exit status: 0 on success; 2 on bad options or a disk too full to start (nothing changed); 3 on
+a read or write error (the store stays at the last completed step); 4 when another writer holds
+the store (unless --wait).";
+
+/// Reclaims the space of values no read can return any more.
+#[derive(clap::Args)]
+#[command(after_help = AFTER_HELP)]
+pub struct Args {
+    /// The store's directory.
+    dir: PathBuf,
+    /// Report what would be dropped and reclaimed, change nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// Limit compaction's reads plus writes to this many MB/s.
+    #[arg(long, value_name = "N")]
+    max_mbps: Option<f64>,
+    /// Rewrite a container once this percentage of its bytes is dead.
+    #[arg(long, value_name = "PCT", default_value_t = 25.0)]
+    min_dead: f64,
+    /// One JSON object instead of text.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    writing: Writing,
+}
+
+#[derive(Serialize)]
+struct TallyJson {
+    reason: &'static str,
+    values: u64,
+    bytes: u64,
+}
+
+#[derive(Serialize)]
+struct ContainerJson {
+    number: u32,
+    action: &'static str,
+    bytes: u64,
+    live_values: u64,
+    live_bytes: u64,
+    dropped: Vec<TallyJson>,
+    into: Option<u32>,
+    reclaimed_bytes: u64,
+    note: Option<String>,
+}
+
+#[derive(Serialize)]
+struct ReportJson {
+    dry_run: bool,
+    generation_before: u64,
+    generation_after: u64,
+    reclaimed_bytes: u64,
+    read_bytes: u64,
+    written_bytes: u64,
+    seconds: f64,
+    dropped: Vec<TallyJson>,
+    containers: Vec<ContainerJson>,
+}
+
+pub fn run(args: &Args) -> Result<Status> {
+    if !(0.0..=100.0).contains(&args.min_dead) {
+        return Err(Error::invalid(format!(
+            "--min-dead {}: a percentage, 0 to 100",
+            args.min_dead
+        )));
+    }
+    if args.max_mbps.is_some_and(|m| !(m > 0.0 && m.is_finite())) {
+        return Err(Error::invalid("--max-mbps: a positive number of MB/s"));
+    }
+    let opts = CompactOptions {
+        min_dead: args.min_dead / 100.0,
+        max_mbps: args.max_mbps,
+        seal_current: true,
+        dry_run: args.dry_run,
+    };
+    let report = if args.dry_run {
+        super::open_reader(&args.dir)?.plan_compaction(&opts)?
+    } else {
+        let mut store = super::open_writer(&args.dir, &args.writing)?;
+        let bar = progress_bar();
+        let report = store.compact(&opts, |done, total| {
+            bar.set_length(total);
+            bar.set_position(done);
+        });
+        bar.finish_and_clear();
+        report?
+    };
+    if args.json {
+        let mut out = Out::new();
+        out.line(
+            &serde_json::to_string(&to_json(&report)).map_err(|e| Error::invalid(e.to_string()))?,
+        )?;
+        out.finish()?;
+    } else {
+        print(&report)?;
+    }
+    Ok(0)
+}
+
+fn tallies(
+    t: &std::collections::BTreeMap<wink::store::compact::Reason, wink::store::compact::Tally>,
+) -> Vec<TallyJson> {
+    t.iter()
+        .map(|(r, t)| TallyJson {
+            reason: r.as_str(),
+            values: t.values,
+            bytes: t.bytes,
+        })
+        .collect()
+}
+
+fn to_json(report: &CompactReport) -> ReportJson {
+    ReportJson {
+        dry_run: report.dry_run,
+        generation_before: report.generation_before,
+        generation_after: report.generation_after,
+        reclaimed_bytes: report.reclaimed(),
+        read_bytes: report.read_bytes,
+        written_bytes: report.written_bytes,
+        seconds: report.seconds,
+        dropped: tallies(&report.dropped()),
+        containers: report
+            .containers
+            .iter()
+            .map(|c| ContainerJson {
+                number: c.id,
+                action: c.action.as_str(),
+                bytes: c.bytes,
+                live_values: c.live.values,
+                live_bytes: c.live.bytes,
+                dropped: tallies(&c.dropped),
+                into: c.into,
+                reclaimed_bytes: c.reclaimed(),
+                note: c.note.clone(),
+            })
+            .collect(),
+    }
+}
+
+fn print(report: &CompactReport) -> Result<()> {
+    let mut out = Out::new();
+    for c in &report.containers {
+        let mut line = format!(
+            "container {}: {}, {} bytes, live {} values ({} bytes)",
+            c.id,
+            c.action.as_str(),
+            c.bytes,
+            c.live.values,
+            c.live.bytes
+        );
+        for (reason, t) in &c.dropped {
+            line.push_str(&format!(
+                ", dropped {} {} values ({} bytes)",
+                reason.as_str(),
+                t.values,
+                t.bytes
+            ));
+        }
+        if let Some(into) = c.into {
+            line.push_str(&format!(", into container {into}"));
+        }
+        if c.action == Action::Abandoned {
+            if let Some(note) = &c.note {
+                line.push_str(&format!(" ({note})"));
+            }
+        }
+        out.line(&line)?;
+    }
+    let verb = if report.dry_run {
+        "would reclaim"
+    } else {
+        "reclaimed"
+    };
+    out.line(&format!("{verb} {} bytes", report.reclaimed()))?;
+    out.line(&format!("generation {}", report.generation_after))?;
+    out.finish()
+}
+
+/// A bar on stderr when it is a terminal.
+fn progress_bar() -> ProgressBar {
+    if !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
+    // The template is a constant that names only indicatif's own keys.
+    if let Ok(style) =
+        ProgressStyle::with_template("compacting {bar:40} {pos}/{len} containers, eta {eta}")
+    {
+        bar.set_style(style);
+    }
+    bar
+}

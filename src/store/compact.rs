@@ -1,0 +1,993 @@
+//! Compaction (DESIGN.md §5): container by container, the values no read can return any more are
+//! dropped and the rest copied into a new container, and the switch is made by the generation file
+//! ([`super::generation`]).
+//!
+//! One step, for a sealed container N:
+//!
+//! | phase    | what happens                                                          | after a crash here      |
+//! |----------|-----------------------------------------------------------------------|-------------------------|
+//! | survey   | N's files, each classified against its title's record: live, or dropped as expired / taken down / replaced / archived / deleted | nothing changed |
+//! | pending  | the generation file names the new container M as `pending`             | M removed at open       |
+//! | build    | live values copied into M, grouped by title with a perm, verified against their CRC-32, M synced and sealed | M removed at open |
+//! | validate | every title with a file in N re-read: each render in N a read could still return must have been copied | (M removed, N kept)     |
+//! | switch   | the generation file: generation + 1, `move N M`                        | records rolled forward at open |
+//! | forward  | the records' renders in N pointed into M (or dropped, when not live); committed | rolled forward at open |
+//! | remove   | N's files removed, the directory synced, the move cleared              | removal finished at open |
+//!
+//! A container with no live value is dropped whole (`move N 0`), without a copy. Free space
+//! needed: one container's live bytes (checked before the build). Only sealed containers are
+//! compacted; [`CompactOptions::seal_current`] rotates the current one first when it holds dead
+//! values (so that a take-down can be verified at once).
+//!
+//! The survey and the build need no writer: [`CompactJob::run`] works on its own read-only handles
+//! and can run on another thread while the writer keeps taking puts; the validation, switch and
+//! roll-forward ([`Store::adopt`]) take the writer's handle for as long as it takes to rewrite the
+//! records of N's titles. A render that became live again after the survey (it cannot, by the
+//! retention rules — deadlines only move earlier — but a survey may race a commit) fails the
+//! validation, and the step is abandoned with N intact.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use uuid::Uuid;
+
+use crate::archive::Archive;
+use crate::clock::Clock;
+use crate::error::{Error, Result};
+use crate::filesys::{self, Filesys};
+use crate::format::kvseq::KvSeqOptions;
+use crate::format::perm::{Pair, Perm, PermOptions};
+use crate::storage::{read_exact_at, Storage};
+use crate::vfs::Vfs;
+
+use super::generation::Generation;
+use super::record::{Location, Render, TitleRecord};
+use super::tiers::visible_in;
+use super::{container_base, container_options, read_record, Config, Store};
+
+/// The files of a filesys, data first (a container whose datafile is gone is gone).
+pub(super) const FILESYS_EXTS: [&str; 4] = ["data", "idx", "time", "jnl"];
+
+/// How to compact.
+#[derive(Clone, Debug)]
+pub struct CompactOptions {
+    /// Rewrite a sealed container once this fraction of its bytes is dead. A container holding a
+    /// taken-down value is always rewritten, and one with no live value always dropped.
+    pub min_dead: f64,
+    /// Limit on compaction I/O (bytes read plus written), in MB/s.
+    pub max_mbps: Option<f64>,
+    /// Seal the current container first when it holds dead values.
+    pub seal_current: bool,
+    /// Report what would be done, change nothing.
+    pub dry_run: bool,
+}
+
+impl Default for CompactOptions {
+    fn default() -> Self {
+        CompactOptions {
+            min_dead: 0.25,
+            max_mbps: None,
+            seal_current: true,
+            dry_run: false,
+        }
+    }
+}
+
+/// Why a stored value is dropped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Reason {
+    /// Past its retention deadline (whether or not culling removed it from its record yet).
+    Expired,
+    /// Its revision or title is taken down.
+    TakenDown,
+    /// The same (revision, tid) was written again; the record points at the newer copy.
+    Replaced,
+    /// Moved into the archive tier.
+    Archived,
+    /// No record knows its title any more, or its name is not a render's.
+    Deleted,
+}
+
+impl Reason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reason::Expired => "expired",
+            Reason::TakenDown => "taken down",
+            Reason::Replaced => "replaced",
+            Reason::Archived => "archived",
+            Reason::Deleted => "deleted",
+        }
+    }
+}
+
+/// A count of values and their bytes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Tally {
+    pub values: u64,
+    pub bytes: u64,
+}
+
+impl Tally {
+    fn add(&mut self, bytes: u64) {
+        self.values += 1;
+        self.bytes += bytes;
+    }
+}
+
+/// What a compaction does with a container.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// Too little to reclaim.
+    Keep,
+    /// Live values copied into a new container, the old one removed.
+    Rewrite,
+    /// No live value: removed whole.
+    Drop,
+    /// Left as it was: it changed while it was compacted (see the module doc), or failed.
+    Abandoned,
+}
+
+impl Action {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Action::Keep => "keep",
+            Action::Rewrite => "rewrite",
+            Action::Drop => "drop",
+            Action::Abandoned => "abandoned",
+        }
+    }
+}
+
+/// One container's survey, and what became of it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ContainerPlan {
+    pub id: u32,
+    /// Bytes of its files.
+    pub bytes: u64,
+    pub live: Tally,
+    pub dropped: BTreeMap<Reason, Tally>,
+    pub action: Action,
+    /// The container its live values went to.
+    pub into: Option<u32>,
+    /// Bytes of the new container's files.
+    pub new_bytes: u64,
+    /// Why a step was abandoned.
+    pub note: Option<String>,
+}
+
+impl ContainerPlan {
+    /// Bytes freed (estimated from the live bytes before a rewrite is done).
+    pub fn reclaimed(&self) -> u64 {
+        match self.action {
+            Action::Keep | Action::Abandoned => 0,
+            Action::Drop => self.bytes,
+            Action::Rewrite if self.new_bytes > 0 => self.bytes.saturating_sub(self.new_bytes),
+            Action::Rewrite => self.bytes.saturating_sub(self.live.bytes),
+        }
+    }
+
+    fn dead_bytes(&self) -> u64 {
+        self.bytes.saturating_sub(self.live.bytes)
+    }
+}
+
+/// What a compaction run did (or, dry, would do).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CompactReport {
+    pub dry_run: bool,
+    pub generation_before: u64,
+    pub generation_after: u64,
+    pub containers: Vec<ContainerPlan>,
+    /// Bytes read from old containers and written to new ones.
+    pub read_bytes: u64,
+    pub written_bytes: u64,
+    pub seconds: f64,
+}
+
+impl CompactReport {
+    pub fn reclaimed(&self) -> u64 {
+        self.containers.iter().map(ContainerPlan::reclaimed).sum()
+    }
+
+    /// Values dropped, by reason, over every container acted on.
+    pub fn dropped(&self) -> BTreeMap<Reason, Tally> {
+        let mut out: BTreeMap<Reason, Tally> = BTreeMap::new();
+        for c in self
+            .containers
+            .iter()
+            .filter(|c| matches!(c.action, Action::Rewrite | Action::Drop))
+        {
+            for (reason, t) in &c.dropped {
+                let e = out.entry(*reason).or_default();
+                e.values += t.values;
+                e.bytes += t.bytes;
+            }
+        }
+        out
+    }
+}
+
+/// A live value found by the survey.
+#[derive(Clone, Debug)]
+struct LiveValue {
+    /// The file's name in the container: `DOMAIN/TITLE/REV/TID`.
+    name: Vec<u8>,
+    /// The title record's name: `DOMAIN/TITLE`.
+    record: Vec<u8>,
+    rev: u64,
+    tid: Uuid,
+    loc: Location,
+    /// The file's inode entry in the old container (its kv_pointer in the perm).
+    inode: u64,
+}
+
+/// A survey: the plan and what a build needs.
+#[derive(Debug)]
+struct Survey {
+    plan: ContainerPlan,
+    live: Vec<LiveValue>,
+    /// Every title with a file in the container.
+    titles: BTreeSet<Vec<u8>>,
+}
+
+/// `DOMAIN/TITLE/REV/TID` → (`DOMAIN/TITLE`, rev, tid); titles may hold `/`.
+fn parse_value_name(name: &[u8]) -> Option<(Vec<u8>, u64, Uuid)> {
+    let text = std::str::from_utf8(name).ok()?;
+    let mut parts = text.rsplitn(3, '/');
+    let tid = Uuid::parse_str(parts.next()?).ok()?;
+    let rev = parts.next()?.parse().ok()?;
+    let record = parts.next()?;
+    record
+        .contains('/')
+        .then(|| (record.as_bytes().to_vec(), rev, tid))
+}
+
+/// Bytes of a filesys's files: the datafile up to FILESIZE (room preallocated past it is given
+/// back when a container is sealed), the others whole.
+pub(super) fn filesys_bytes(vfs: &dyn Vfs, base: &Path, filesize: u64) -> Result<u64> {
+    let mut total = filesize;
+    for ext in &FILESYS_EXTS[1..] {
+        let path = filesys::file_path(base, ext);
+        if vfs.exists(&path) {
+            total += vfs
+                .open(&path, false)?
+                .len()
+                .map_err(|e| Error::io(&path, None, e))?;
+        }
+    }
+    Ok(total)
+}
+
+/// Removes a filesys's files, the datafile first, then syncs the directory.
+pub(super) fn remove_filesys(vfs: &dyn Vfs, base: &Path) -> Result<()> {
+    let mut any = None;
+    for ext in FILESYS_EXTS
+        .iter()
+        .copied()
+        .chain(["idx.grow", "data.tmp", "idx.tmp"])
+    {
+        let path = filesys::file_path(base, ext);
+        if vfs.exists(&path) {
+            vfs.remove(&path)?;
+            any = Some(path);
+        }
+    }
+    match any {
+        Some(path) => vfs.sync_dir(&path),
+        None => Ok(()),
+    }
+}
+
+/// Classifies every file of container `id` against the title records.
+struct Surveyor<'a> {
+    cfg: &'a Config,
+    meta: &'a Filesys,
+    archive: Option<&'a Archive>,
+    now: i64,
+    /// The last title's record (files of one title often follow each other).
+    cached: Option<(Vec<u8>, Option<TitleRecord>)>,
+}
+
+impl Surveyor<'_> {
+    fn record(&mut self, name: &[u8]) -> Result<Option<TitleRecord>> {
+        if let Some((n, rec)) = &self.cached {
+            if n == name {
+                return Ok(rec.clone());
+            }
+        }
+        let rec = read_record(self.meta, name)?;
+        self.cached = Some((name.to_vec(), rec.clone()));
+        Ok(rec)
+    }
+
+    fn survey(&mut self, vfs: &Arc<dyn Vfs>, dir: &Path, id: u32) -> Result<Survey> {
+        let base = container_base(dir, id);
+        let fs = Filesys::open_in(vfs.clone(), &base, &filesys::OpenOptions::read_only())?;
+        let mut plan = ContainerPlan {
+            id,
+            bytes: filesys_bytes(vfs.as_ref(), &base, fs.data().filesize())?,
+            live: Tally::default(),
+            dropped: BTreeMap::new(),
+            action: Action::Keep,
+            into: None,
+            new_bytes: 0,
+            note: None,
+        };
+        let mut live = Vec::new();
+        let mut titles = BTreeSet::new();
+        for file in fs.iter() {
+            let file = file?;
+            let Some((record, rev, tid)) = parse_value_name(&file.name) else {
+                plan.dropped
+                    .entry(Reason::Deleted)
+                    .or_default()
+                    .add(file.size);
+                continue;
+            };
+            titles.insert(record.clone());
+            let rec = self.record(&record)?;
+            match self.classify(rec.as_ref(), &record, rev, tid, id)? {
+                Ok(render) => {
+                    plan.live.add(render.location.len);
+                    live.push(LiveValue {
+                        name: file.name.clone(),
+                        record,
+                        rev,
+                        tid,
+                        loc: render.location,
+                        inode: file.inode.0,
+                    });
+                }
+                Err(reason) => plan.dropped.entry(reason).or_default().add(file.size),
+            }
+        }
+        let _ = fs.data().storage().drop_cache(0, 0);
+        Ok(Survey { plan, live, titles })
+    }
+
+    /// The live render a file holds, or why it is dead.
+    fn classify(
+        &self,
+        rec: Option<&TitleRecord>,
+        record: &[u8],
+        rev: u64,
+        tid: Uuid,
+        id: u32,
+    ) -> Result<std::result::Result<Render, Reason>> {
+        let Some(rec) = rec else {
+            return Ok(Err(Reason::Deleted));
+        };
+        if let Some(r) = rec.renders.iter().find(|r| r.rev == rev && r.tid == tid) {
+            if r.location.container != id {
+                return Ok(Err(Reason::Replaced));
+            }
+            let live = visible_in(self.cfg, rec, self.now)
+                .iter()
+                .any(|v| v.rev == rev && v.tid == tid);
+            return Ok(if live {
+                Ok(r.clone())
+            } else {
+                Err(Reason::Expired)
+            });
+        }
+        if rec.title_down || rec.revs_down.contains(&rev) {
+            return Ok(Err(Reason::TakenDown));
+        }
+        if let Some(archive) = self.archive {
+            let held = archive.map(record)?.is_some_and(|m| {
+                m.entries
+                    .iter()
+                    .any(|e| e.rev == rev && e.tid == *tid.as_bytes())
+            });
+            if held {
+                return Ok(Err(Reason::Archived));
+            }
+        }
+        Ok(Err(Reason::Expired))
+    }
+}
+
+/// Decides a surveyed container's action.
+fn decide(plan: &mut ContainerPlan, opts: &CompactOptions) {
+    // A container without files (a fresh current one) has nothing to reclaim.
+    let empty = plan.live.values == 0 && plan.dropped.is_empty();
+    plan.action = if empty {
+        Action::Keep
+    } else if plan.live.values == 0 {
+        Action::Drop
+    } else if plan.dropped.contains_key(&Reason::TakenDown)
+        || plan.dead_bytes() as f64 >= opts.min_dead * plan.bytes as f64
+    {
+        Action::Rewrite
+    } else {
+        Action::Keep
+    };
+}
+
+/// Limits I/O to a rate.
+struct Throttle {
+    bytes_per_sec: Option<f64>,
+    start: Instant,
+    bytes: u64,
+}
+
+impl Throttle {
+    fn new(max_mbps: Option<f64>) -> Throttle {
+        Throttle {
+            bytes_per_sec: max_mbps.filter(|m| *m > 0.0).map(|m| m * 1e6),
+            start: Instant::now(),
+            bytes: 0,
+        }
+    }
+
+    fn account(&mut self, bytes: u64) {
+        self.bytes += bytes;
+        if let Some(rate) = self.bytes_per_sec {
+            let due = Duration::from_secs_f64(self.bytes as f64 / rate);
+            let elapsed = self.start.elapsed();
+            if due > elapsed {
+                std::thread::sleep(due - elapsed);
+            }
+        }
+    }
+}
+
+/// One container's compaction, to run on any thread; [`Store::adopt`] finishes it.
+#[derive(Debug)]
+pub struct CompactJob {
+    vfs: Arc<dyn Vfs>,
+    dir: PathBuf,
+    cfg: Config,
+    clock: Arc<dyn Clock>,
+    archive_base: Option<PathBuf>,
+    opts: CompactOptions,
+    source: u32,
+    target: u32,
+}
+
+/// A finished build, for [`Store::adopt`].
+#[derive(Debug)]
+pub struct Built {
+    plan: ContainerPlan,
+    titles: BTreeSet<Vec<u8>>,
+    /// (record, rev, tid) → (old location, new location).
+    remap: HashMap<(Vec<u8>, u64, Uuid), (Location, Location)>,
+    read_bytes: u64,
+    written_bytes: u64,
+}
+
+impl Built {
+    pub fn plan(&self) -> &ContainerPlan {
+        &self.plan
+    }
+}
+
+impl CompactJob {
+    /// The container this job compacts.
+    pub fn source(&self) -> u32 {
+        self.source
+    }
+
+    /// Surveys the container and, when it is worth it, copies its live values into the target.
+    pub fn run(&self) -> Result<Built> {
+        let meta = Filesys::open_in(
+            self.vfs.clone(),
+            &super::meta_base(&self.dir),
+            &filesys::OpenOptions::read_only(),
+        )?;
+        let archive = match &self.archive_base {
+            Some(base) => Some(Archive::open_in(
+                self.vfs.clone(),
+                base,
+                &filesys::OpenOptions::read_only(),
+                crate::archive::ArchiveOptions::default(),
+            )?),
+            None => None,
+        };
+        let mut surveyor = Surveyor {
+            cfg: &self.cfg,
+            meta: &meta,
+            archive: archive.as_ref(),
+            now: self.clock.now(),
+            cached: None,
+        };
+        let survey = surveyor.survey(&self.vfs, &self.dir, self.source)?;
+        let Survey {
+            mut plan,
+            live,
+            titles,
+        } = survey;
+        decide(&mut plan, &self.opts);
+        let mut built = Built {
+            plan,
+            titles,
+            remap: HashMap::new(),
+            read_bytes: 0,
+            written_bytes: 0,
+        };
+        if built.plan.action == Action::Rewrite {
+            self.check_space(built.plan.live.bytes)?;
+            // Named before it exists: a crash from here on leaves it to be removed at open.
+            let mut g = Generation::read(self.vfs.as_ref(), &self.dir)?;
+            g.pending = self.target;
+            let kv = KvSeqOptions {
+                clock: self.clock.clone(),
+                ..KvSeqOptions::default()
+            };
+            g.write(self.vfs.as_ref(), &self.dir, &kv)?;
+            self.copy(live, &mut built)?;
+        }
+        Ok(built)
+    }
+
+    fn check_space(&self, live_bytes: u64) -> Result<()> {
+        // Values, their inodes and headers, the index: a tenth more than the values is ample.
+        let need = live_bytes + live_bytes / 10 + (16 << 20);
+        if let Some(free) = free_bytes(&self.dir) {
+            if free < need {
+                return Err(Error::Full {
+                    path: self.dir.clone(),
+                    what: format!(
+                        "compacting container {} needs {need} bytes free, {free} are",
+                        self.source
+                    ),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Copies the live values into the target, a title's values together (grouped with a perm).
+    fn copy(&self, live: Vec<LiveValue>, built: &mut Built) -> Result<()> {
+        let order = self.title_order(&live)?;
+        let source_path = filesys::file_path(&container_base(&self.dir, self.source), "data");
+        let source = self.vfs.open(&source_path, false)?;
+        let _ = source.advise_random();
+        let target_base = container_base(&self.dir, self.target);
+        let open = filesys::OpenOptions {
+            writable: true,
+            wait: false,
+            clock: self.clock.clone(),
+            drop_behind: Some(8 << 20),
+        };
+        let mut target = Filesys::create_in(
+            self.vfs.clone(),
+            &target_base,
+            &container_options(&self.cfg),
+            &open,
+        )?;
+        let mut throttle = Throttle::new(self.opts.max_mbps);
+        for i in order {
+            let v = &live[i];
+            let value = read_checked(source.as_ref(), &v.loc)?;
+            let (_, extents) = target.put_located(&v.name, 0, &value)?;
+            let new = Location {
+                container: self.target,
+                offset: extents.first().map_or(0, |e| e.offset),
+                len: v.loc.len,
+                crc: v.loc.crc,
+            };
+            built
+                .remap
+                .insert((v.record.clone(), v.rev, v.tid), (v.loc, new));
+            built.read_bytes += v.loc.len;
+            built.written_bytes += v.loc.len;
+            throttle.account(2 * v.loc.len);
+        }
+        target.sync()?;
+        target.seal()?;
+        let filesize = target.data().filesize();
+        // Synced, so clean: the copy leaves none of its pages in the cache.
+        let _ = target.data().storage().drop_cache(0, 0);
+        drop(target);
+        let _ = source.drop_cache(0, u64::MAX);
+        built.plan.into = Some(self.target);
+        built.plan.new_bytes = filesys_bytes(self.vfs.as_ref(), &target_base, filesize)?;
+        Ok(())
+    }
+
+    /// Indexes into `live` in the new container's order: grouped by title (a perm of the old
+    /// container's inode pointers, grouped by the title's hash), in old order within a title.
+    fn title_order(&self, live: &[LiveValue]) -> Result<Vec<usize>> {
+        let path = self.dir.join(format!("c{:06}.perm", self.target));
+        if self.vfs.exists(&path) {
+            self.vfs.remove(&path)?;
+        }
+        let mut perm = Perm::create(self.vfs.create_new(&path)?, &PermOptions::default())?;
+        let mut by_inode = HashMap::with_capacity(live.len());
+        for (i, v) in live.iter().enumerate() {
+            let hash = perm.hash_key(&v.record);
+            perm.append(Pair {
+                ptr: crate::format::kvseq::KvPointer(v.inode),
+                hash,
+            })?;
+            by_inode.insert(v.inode, i);
+        }
+        perm.group(|a, b| Ok(a.ptr.cmp(&b.ptr)))?;
+        let mut order = Vec::with_capacity(live.len());
+        let mut start = 0;
+        while start < perm.len() {
+            let n = (perm.len() - start).min(1 << 16);
+            for pair in perm.read_range(start, n)? {
+                let i = by_inode.get(&pair.ptr.0).copied().ok_or_else(|| {
+                    Error::corrupt(&path, 0, "perm pair", "an inode of the survey", pair.ptr.0)
+                })?;
+                order.push(i);
+            }
+            start += n;
+        }
+        drop(perm);
+        self.vfs.remove(&path)?;
+        Ok(order)
+    }
+}
+
+/// Reads a value and checks it against its CRC-32.
+pub(super) fn read_checked(storage: &dyn Storage, loc: &Location) -> Result<Vec<u8>> {
+    let len = usize::try_from(loc.len).map_err(|_| Error::invalid("value too large for memory"))?;
+    let mut value = vec![0u8; len];
+    if len > 0 {
+        read_exact_at(storage, &mut value, loc.offset, "a value")?;
+    }
+    let crc = crc32fast::hash(&value);
+    if crc != loc.crc {
+        return Err(Error::corrupt(
+            storage.path(),
+            loc.offset,
+            "value checksum (CRC-32)",
+            format!("0x{:08x}", loc.crc),
+            format!("0x{crc:08x}"),
+        ));
+    }
+    Ok(value)
+}
+
+/// Free bytes of the file system holding `dir`, when it can be asked.
+fn free_bytes(dir: &Path) -> Option<u64> {
+    let st = nix::sys::statvfs::statvfs(dir).ok()?;
+    Some(st.blocks_available() as u64 * st.fragment_size() as u64)
+}
+
+impl Store {
+    /// The generation file's contents.
+    pub fn generation(&self) -> Result<Generation> {
+        Generation::read(self.vfs.as_ref(), &self.dir)
+    }
+
+    fn write_generation(&self, g: &Generation) -> Result<()> {
+        let kv = KvSeqOptions {
+            clock: self.clock.clone(),
+            ..KvSeqOptions::default()
+        };
+        g.write(self.vfs.as_ref(), &self.dir, &kv)
+    }
+
+    /// Sealed containers, oldest first.
+    fn sealed_containers(&self) -> Result<Vec<u32>> {
+        let current = self.current_container()?;
+        Ok(self
+            .container_ids()?
+            .into_iter()
+            .filter(|id| *id != current)
+            .collect())
+    }
+
+    /// What a compaction would do, without changing anything (any handle).
+    pub fn plan_compaction(&self, opts: &CompactOptions) -> Result<CompactReport> {
+        let start = Instant::now();
+        let g = self.generation()?;
+        let mut surveyor = Surveyor {
+            cfg: &self.cfg,
+            meta: &self.meta,
+            archive: self.archive.as_ref(),
+            now: self.clock.now(),
+            cached: None,
+        };
+        let mut containers = Vec::new();
+        let current = self.current_container()?;
+        for id in self.container_ids()? {
+            let mut plan = surveyor.survey(&self.vfs, &self.dir, id)?.plan;
+            decide(&mut plan, opts);
+            if id == current && !opts.seal_current {
+                plan.action = Action::Keep;
+            }
+            containers.push(plan);
+        }
+        Ok(CompactReport {
+            dry_run: true,
+            generation_before: g.generation,
+            generation_after: g.generation,
+            containers,
+            read_bytes: 0,
+            written_bytes: 0,
+            seconds: start.elapsed().as_secs_f64(),
+        })
+    }
+
+    /// Compacts every sealed container worth it, one at a time (see the module doc). With
+    /// `dry_run`, only reports. `progress` is told (containers done, containers in all).
+    pub fn compact(
+        &mut self,
+        opts: &CompactOptions,
+        mut progress: impl FnMut(u64, u64),
+    ) -> Result<CompactReport> {
+        if opts.dry_run {
+            return self.plan_compaction(opts);
+        }
+        self.writer()?;
+        let start = Instant::now();
+        let before = self.generation()?.generation;
+        if opts.seal_current {
+            self.seal_current_if_dead(opts)?;
+        }
+        let ids = self.sealed_containers()?;
+        let mut report = CompactReport {
+            generation_before: before,
+            ..CompactReport::default()
+        };
+        for (n, id) in ids.iter().enumerate() {
+            let job = self.start_compaction(*id, opts)?;
+            let built = job.run();
+            let plan = self.adopt(&job, built)?;
+            report.containers.push(plan.0);
+            report.read_bytes += plan.1;
+            report.written_bytes += plan.2;
+            progress(n as u64 + 1, ids.len() as u64);
+        }
+        report.seconds = start.elapsed().as_secs_f64();
+        self.record_run(&mut report)?;
+        Ok(report)
+    }
+
+    /// Seals the current container when it holds dead values a compaction should reclaim.
+    fn seal_current_if_dead(&mut self, opts: &CompactOptions) -> Result<()> {
+        self.commit()?;
+        let current = self.current_container()?;
+        let mut surveyor = Surveyor {
+            cfg: &self.cfg,
+            meta: &self.meta,
+            archive: self.archive.as_ref(),
+            now: self.clock.now(),
+            cached: None,
+        };
+        let mut plan = surveyor.survey(&self.vfs, &self.dir, current)?.plan;
+        decide(&mut plan, opts);
+        if plan.action != Action::Keep {
+            self.rotate()?;
+        }
+        Ok(())
+    }
+
+    /// Prepares the compaction of sealed container `source`: allocates its new container and
+    /// names it `pending` in the generation file. The job may run on another thread.
+    pub fn start_compaction(&mut self, source: u32, opts: &CompactOptions) -> Result<CompactJob> {
+        self.writer()?;
+        if source == self.current_container()? {
+            return Err(Error::invalid(format!(
+                "container {source} is the current one; only sealed containers are compacted"
+            )));
+        }
+        let target = self.allocate_container()?;
+        let g = self.generation()?;
+        Ok(CompactJob {
+            vfs: self.vfs.clone(),
+            dir: self.dir.clone(),
+            cfg: self.cfg.clone(),
+            clock: self.clock.clone(),
+            archive_base: self.archive.as_ref().map(|_| g.archive_base(&self.dir)),
+            opts: opts.clone(),
+            source,
+            target,
+        })
+    }
+
+    /// Finishes a job: validates it against the records as they are now, switches the
+    /// generation, points the records into the new container and removes the old one. A job
+    /// that failed or no longer fits leaves the old container as it was. Returns the plan and
+    /// the bytes read and written.
+    pub fn adopt(
+        &mut self,
+        job: &CompactJob,
+        built: Result<Built>,
+    ) -> Result<(ContainerPlan, u64, u64)> {
+        let built = match built {
+            Ok(b) => b,
+            Err(e) => {
+                self.abandon(job)?;
+                return Err(e);
+            }
+        };
+        let (read, written) = (built.read_bytes, built.written_bytes);
+        let mut plan = built.plan.clone();
+        if !matches!(plan.action, Action::Rewrite | Action::Drop) {
+            self.abandon(job)?;
+            return Ok((plan, 0, 0));
+        }
+        if let Some(why) = self.stale(job.source, &built)? {
+            self.abandon(job)?;
+            plan.action = Action::Abandoned;
+            plan.note = Some(why);
+            return Ok((plan, read, written));
+        }
+        let into = if plan.action == Action::Rewrite {
+            job.target
+        } else {
+            0
+        };
+        let mut g = self.generation()?;
+        g.generation += 1;
+        g.pending = 0;
+        g.moves.push((job.source, into));
+        self.write_generation(&g)?;
+        self.forward(&built.titles, job.source, |key, r| {
+            built
+                .remap
+                .get(key)
+                .filter(|(old, _)| *old == r.location)
+                .map(|(_, new)| *new)
+        })?;
+        self.finish_move(job.source, into)?;
+        if plan.action == Action::Drop {
+            // The target was never built.
+            remove_filesys(self.vfs.as_ref(), &container_base(&self.dir, job.target))?;
+        }
+        Ok((plan, read, written))
+    }
+
+    /// Why a build no longer matches the records (a render in the old container that a read
+    /// could return was not copied, or moved since), or `None`.
+    fn stale(&self, source: u32, built: &Built) -> Result<Option<String>> {
+        let now = self.clock.now();
+        for title in &built.titles {
+            let Some(rec) = self.load(title)? else {
+                continue;
+            };
+            for r in visible_in(&self.cfg, &rec, now) {
+                if r.location.container != source {
+                    continue;
+                }
+                let copied = built
+                    .remap
+                    .get(&(title.clone(), r.rev, r.tid))
+                    .is_some_and(|(old, _)| *old == r.location);
+                if !copied {
+                    return Ok(Some(format!(
+                        "{} revision {} tid {} is live and was not copied",
+                        String::from_utf8_lossy(title),
+                        r.rev,
+                        r.tid
+                    )));
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// Points the renders of `titles` that lie in `source` to where `remap` says, dropping the
+    /// rest (no read can return them: the validation or the survey said so), and commits.
+    fn forward(
+        &mut self,
+        titles: &BTreeSet<Vec<u8>>,
+        source: u32,
+        remap: impl Fn(&(Vec<u8>, u64, Uuid), &Render) -> Option<Location>,
+    ) -> Result<u64> {
+        let mut changed = 0;
+        for title in titles {
+            let Some(mut rec) = self.load(title)? else {
+                continue;
+            };
+            if !rec.renders.iter().any(|r| r.location.container == source) {
+                continue;
+            }
+            let renders = std::mem::take(&mut rec.renders);
+            for mut r in renders {
+                if r.location.container == source {
+                    match remap(&(title.clone(), r.rev, r.tid), &r) {
+                        Some(loc) => r.location = loc,
+                        None => continue,
+                    }
+                }
+                rec.renders.push(r);
+            }
+            self.save(title, &rec)?;
+            changed += 1;
+        }
+        self.commit()?;
+        Ok(changed)
+    }
+
+    /// Removes a compacted container and clears its move from the generation file.
+    fn finish_move(&mut self, source: u32, into: u32) -> Result<()> {
+        self.forget_reader(source);
+        remove_filesys(self.vfs.as_ref(), &container_base(&self.dir, source))?;
+        let mut g = self.generation()?;
+        g.moves.retain(|m| *m != (source, into));
+        self.write_generation(&g)
+    }
+
+    /// Removes a job's unfinished target and clears `pending`.
+    fn abandon(&mut self, job: &CompactJob) -> Result<()> {
+        remove_filesys(self.vfs.as_ref(), &container_base(&self.dir, job.target))?;
+        let mut g = self.generation()?;
+        if g.pending == job.target {
+            g.pending = 0;
+            self.write_generation(&g)?;
+        }
+        Ok(())
+    }
+
+    /// Records a finished run in the generation file.
+    fn record_run(&mut self, report: &mut CompactReport) -> Result<()> {
+        let mut g = self.generation()?;
+        g.last_time = self.clock.now();
+        g.last_reclaimed = report.reclaimed();
+        g.compactions += 1;
+        self.write_generation(&g)?;
+        report.generation_after = g.generation;
+        Ok(())
+    }
+
+    /// Finishes what the generation file says a crashed compaction left under way (a writer's
+    /// open calls this); returns what it did, for the log.
+    pub(super) fn recover_generation(&mut self) -> Result<Vec<String>> {
+        let mut done = Vec::new();
+        let mut g = self.generation()?;
+        let targets: Vec<u32> = g.moves.iter().map(|m| m.1).collect();
+        if g.pending != 0 && !targets.contains(&g.pending) {
+            let base = container_base(&self.dir, g.pending);
+            remove_filesys(self.vfs.as_ref(), &base)?;
+            done.push(format!(
+                "removed {}: an unfinished compaction's container",
+                base.display()
+            ));
+            g.pending = 0;
+            self.write_generation(&g)?;
+        }
+        for (source, into) in g.moves.clone() {
+            let n = self.roll_forward(source, into)?;
+            self.finish_move(source, into)?;
+            done.push(format!(
+                "finished compacting container {source} into {into}: {n} title records pointed into it"
+            ));
+        }
+        Ok(done)
+    }
+
+    /// Points every record's renders in `source` into `into` by name (after a crash the remap
+    /// of the build is gone; the new container's index has it).
+    fn roll_forward(&mut self, source: u32, into: u32) -> Result<u64> {
+        let mut titles = BTreeSet::new();
+        for item in self.meta.iter() {
+            let file = item?;
+            let bytes = self.meta.read_stat(&file)?;
+            let rec = TitleRecord::decode(&bytes, self.meta.data().path(), file.inode.0)?;
+            if rec.renders.iter().any(|r| r.location.container == source) {
+                titles.insert(file.name);
+            }
+        }
+        let target = match into {
+            0 => None,
+            id => Some(Filesys::open_in(
+                self.vfs.clone(),
+                &container_base(&self.dir, id),
+                &filesys::OpenOptions::read_only(),
+            )?),
+        };
+        let lookup = |key: &(Vec<u8>, u64, Uuid), r: &Render| -> Option<Location> {
+            let fs = target.as_ref()?;
+            let name = format!("{}/{}/{}", String::from_utf8_lossy(&key.0), key.1, key.2);
+            let extents = fs.extents(name.as_bytes()).ok()??;
+            match extents.as_slice() {
+                [e] if e.len == r.location.len => Some(Location {
+                    container: into,
+                    offset: e.offset,
+                    ..r.location
+                }),
+                _ => None,
+            }
+        };
+        self.forward(&titles, source, lookup)
+    }
+}
