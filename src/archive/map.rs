@@ -11,7 +11,9 @@
 //! | crc        | 4               | CRC-32 of every byte before it                               |
 //!
 //! Entry: rev (8), tid (16), type index (2), block (4), offset in the block's raw content (8),
-//! length (8), CRC-32 of the revision (4), flags (1; bit 0 taken down). All big-endian.
+//! length (8), CRC-32 of the revision (4), flags (1; bit 0 taken down). All big-endian. A
+//! taken-down entry with offset and length 0 names no bytes: a rewrite purged them (block and CRC
+//! are 0 too, and its block need not exist).
 //!
 //! The map file is a log: `record = length (4) kind (1) body crc (4)`, the CRC over kind and
 //! body. The first record is a snapshot (kind 1, the layout above without its own magic and CRC is
@@ -70,6 +72,13 @@ pub struct Entry {
     pub len: u64,
     pub crc: u32,
     pub taken_down: bool,
+}
+
+impl Entry {
+    /// A take-down record whose bytes a rewrite purged: it locates nothing.
+    pub fn is_purged(&self) -> bool {
+        self.taken_down && self.offset == 0 && self.len == 0
+    }
 }
 
 /// The map of one title.
@@ -336,7 +345,8 @@ impl TitleMap {
     }
 
     fn check_locations(&self) -> std::result::Result<(), &'static str> {
-        for e in &self.entries {
+        // A purged record reads nothing, so its block (0, of a title that may have none) is moot.
+        for e in self.entries.iter().filter(|e| !e.is_purged()) {
             let fits = self.blocks.get(e.block as usize).is_some_and(|b| {
                 e.offset
                     .checked_add(e.len)
