@@ -20,6 +20,7 @@
 //! every N blocks; 1 = every block stands alone). Decompressed blocks are kept in a bounded cache.
 
 pub mod map;
+pub mod rewrite;
 
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};

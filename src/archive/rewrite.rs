@@ -1,0 +1,825 @@
+//! Rewriting an archive into a new one: what compaction does to the archive tier, so that a
+//! take-down can be verified (no file of the new archive holds a byte of a taken-down revision,
+//! compressed or as a compression prefix) and the ao filesys's dead versions (superseded map logs,
+//! replaced files) are left behind.
+//!
+//! A title is copied or re-encoded:
+//! - Blocks before its first block holding bytes of a taken-down revision (bytes no readable
+//!   revision shares) are copied as they are: their frames, and the prefixes they were compressed
+//!   against (earlier blocks of the same prefix), hold only readable revisions.
+//! - From that block on, the title's readable revisions are re-encoded as one new stream: blocks of
+//!   one zstd frame each, cut and keyed as an archive run cuts them (`block_bytes`, `key_every`),
+//!   the first one compressed against the last revision of the last copied block. So no frame and
+//!   no prefix of the new archive holds a taken-down byte.
+//! - Take-down records stay in the map, purged: offset, length, block and CRC 0
+//!   ([`map::Entry::is_purged`]). A later archive run treats them as it treats any take-down: they
+//!   hide nothing and block nothing (the same revision put again is archived anew).
+//! - A title whose map holds no revision at all is dropped. Each title's map is written once, as
+//!   one snapshot, after its blocks.
+//!
+//! Every source block is read whole and checked: its length against the map, every frame
+//! decompressed against its prefix, every readable revision against its CRC-32; every new frame is
+//! decompressed again and compared before it is written. Any failure ends the rewrite with an error
+//! naming file and offset: a revision is never silently left out. The destination is then
+//! incomplete, and the caller removes it ([`Archive::remove_in`]).
+//!
+//! Page cache: the destination is written with the caller's drop-behind policy; the source's
+//! datafile pages are dropped every [`DROP_EVERY`] bytes read and at the end.
+//!
+//! Identical bytes are stored once within a title, so a taken-down revision whose bytes another
+//! readable revision has (the same location in the map) keeps those bytes, as that revision. And
+//! a readable revision edited from a taken-down one shares most of its text; only what is unique
+//! to the taken-down revision disappears.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::error::{Error, Result};
+use crate::filesys::inode::{classify, KeyKind};
+use crate::filesys::{self, Filesys};
+use crate::vfs::Vfs;
+
+use super::map::{Block, Entry, Frame, TitleMap};
+use super::{
+    archive_fs_options, block_name, compress, decompress, map_name, Archive, ArchiveOptions,
+};
+
+/// Source bytes read between two drops of the source datafile's pages.
+pub const DROP_EVERY: u64 = 64 << 20;
+
+/// What a rewrite would reclaim, from the maps and one pass over the datafile's entry headers (no
+/// block is read or decompressed).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RewriteDue {
+    pub titles: u64,
+    /// Taken-down revisions whose bytes are still in a block (and no readable revision shares).
+    pub taken_down: u64,
+    /// Their raw bytes.
+    pub taken_down_bytes: u64,
+    /// Their estimated share of the stored bytes (each block's compression ratio).
+    pub taken_down_stored_bytes: u64,
+    /// Blocks a rewrite would re-encode (each affected title's from its first affected block),
+    /// and their stored bytes.
+    pub reencode_blocks: u64,
+    pub reencode_stored_bytes: u64,
+    /// Datafile entries no live file uses (superseded map logs, replaced files), and their bytes.
+    pub dead_entries: u64,
+    pub dead_bytes: u64,
+    /// The datafile's size (FILESIZE).
+    pub datafile_bytes: u64,
+}
+
+impl RewriteDue {
+    /// Whether a rewrite would purge a taken-down revision or leave a dead entry behind.
+    pub fn is_due(&self) -> bool {
+        self.taken_down > 0 || self.dead_entries > 0
+    }
+}
+
+/// What a rewrite did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RewriteReport {
+    /// Titles in the new archive.
+    pub titles: u64,
+    /// Titles whose blocks were all copied, and titles re-encoded from a block on.
+    pub titles_copied: u64,
+    pub titles_reencoded: u64,
+    /// Titles left out: their maps held no revision.
+    pub titles_dropped: u64,
+    /// Blocks copied as they were, and blocks written anew.
+    pub blocks_copied: u64,
+    pub blocks_written: u64,
+    /// Readable revisions, and their raw bytes.
+    pub revisions: u64,
+    pub raw_bytes: u64,
+    /// Take-down records kept (all purged in the new archive).
+    pub taken_down: u64,
+    /// Taken-down revisions whose bytes this rewrite purged, and their raw bytes.
+    pub purged: u64,
+    pub purged_bytes: u64,
+    /// Datafile sizes (FILESIZE) of the source and of the new archive.
+    pub bytes_before: u64,
+    pub bytes_after: u64,
+}
+
+/// Titles in datafile order, and the datafile's dead entries.
+struct Scan {
+    titles: Vec<Vec<u8>>,
+    dead_entries: u64,
+    dead_bytes: u64,
+}
+
+/// A location in a title's stream: block, offset, length.
+type Loc = (u32, u64, u64);
+
+/// What one title needs: the first block holding bytes only taken-down revisions have (or the
+/// block count), and those revisions.
+struct Plan {
+    first: u32,
+    purge: Vec<usize>,
+}
+
+fn plan(map: &TitleMap) -> Plan {
+    let readable: std::collections::HashSet<Loc> = map
+        .entries
+        .iter()
+        .filter(|e| !e.taken_down)
+        .map(|e| (e.block, e.offset, e.len))
+        .collect();
+    let purge: Vec<usize> = (0..map.entries.len())
+        .filter(|&i| {
+            let e = &map.entries[i];
+            e.taken_down && e.len > 0 && !readable.contains(&(e.block, e.offset, e.len))
+        })
+        .collect();
+    let first = purge
+        .iter()
+        .map(|&i| map.entries[i].block)
+        .min()
+        .unwrap_or(map.blocks.len() as u32);
+    Plan { first, purge }
+}
+
+impl Archive {
+    /// What a rewrite would reclaim (see [`RewriteDue`]); the datafile's pages it read are
+    /// dropped after.
+    pub fn rewrite_due(&self) -> Result<RewriteDue> {
+        let scan = self.scan()?;
+        let mut due = RewriteDue {
+            titles: scan.titles.len() as u64,
+            dead_entries: scan.dead_entries,
+            dead_bytes: scan.dead_bytes,
+            datafile_bytes: self.fs.data().filesize(),
+            ..RewriteDue::default()
+        };
+        for key in &scan.titles {
+            let Some(map) = self.map(key)? else { continue };
+            let plan = plan(&map);
+            for &i in &plan.purge {
+                let e = &map.entries[i];
+                let block = &map.blocks[e.block as usize];
+                due.taken_down += 1;
+                due.taken_down_bytes += e.len;
+                let share = u128::from(e.len) * u128::from(block.stored_len())
+                    / u128::from(block.raw_len().max(1));
+                due.taken_down_stored_bytes += u64::try_from(share).unwrap_or(u64::MAX);
+            }
+            for block in map.blocks.iter().skip(plan.first as usize) {
+                due.reencode_blocks += 1;
+                due.reencode_stored_bytes += block.stored_len();
+            }
+        }
+        self.drop_source_pages();
+        Ok(due)
+    }
+
+    /// Writes a new archive at `dest` (which must not exist) holding every title's readable
+    /// revisions and take-down records, and syncs it; see the module doc for what is copied and
+    /// what re-encoded. `open` is how the new filesys is opened (its clock and drop-behind);
+    /// `progress(done, total)` counts titles (from `(0, total)`). On an error the new archive is incomplete: remove it
+    /// with [`Archive::remove_in`].
+    pub fn rewrite_into(
+        &self,
+        vfs: Arc<dyn Vfs>,
+        dest: &Path,
+        open: &filesys::OpenOptions,
+        mut progress: impl FnMut(u64, u64),
+    ) -> Result<RewriteReport> {
+        let mut out = Filesys::create_in(vfs, dest, &archive_fs_options(), open)?;
+        let scan = self.scan()?;
+        let mut report = RewriteReport {
+            bytes_before: self.fs.data().filesize(),
+            ..RewriteReport::default()
+        };
+        let total = scan.titles.len() as u64;
+        let mut unread = 0u64;
+        progress(0, total);
+        for (i, key) in scan.titles.iter().enumerate() {
+            unread += self.rewrite_title(&mut out, key, &mut report)?;
+            if unread >= DROP_EVERY {
+                self.drop_source_pages();
+                unread = 0;
+            }
+            progress(i as u64 + 1, total);
+        }
+        self.drop_source_pages();
+        out.sync()?;
+        report.bytes_after = out.data().filesize();
+        Ok(report)
+    }
+
+    /// Removes the files of the archive at `base` (those present): the caller's cleanup after a
+    /// failed [`Archive::rewrite_into`], or of an archive no generation names any more.
+    pub fn remove_in(vfs: &dyn Vfs, base: &Path) -> Result<()> {
+        let data = filesys::file_path(base, "data");
+        // The datafile first: without it the others are leftovers that a create removes anyway.
+        let others = ["idx", "time", "jnl"].map(|ext| filesys::file_path(base, ext));
+        for path in std::iter::once(data.clone())
+            .chain(others)
+            .chain(std::iter::once(crate::storage::sibling(&data, "creating")))
+        {
+            if vfs.exists(&path) {
+                vfs.remove(&path)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// One title into `out`; returns the source bytes it read.
+    fn rewrite_title(
+        &self,
+        out: &mut Filesys,
+        key: &[u8],
+        report: &mut RewriteReport,
+    ) -> Result<u64> {
+        let Some(map) = self.map(key)? else {
+            return Ok(0);
+        };
+        if map.entries.is_empty() {
+            report.titles_dropped += 1;
+            return Ok(0);
+        }
+        let plan = plan(&map);
+        let mut enc = Encoder::new(self.opts, key);
+        let mut moved: HashMap<Loc, (u32, u64)> = HashMap::new();
+        let mut prev: Vec<u8> = Vec::new();
+        let mut read = 0u64;
+        // Blocks after the last one holding a readable revision are neither copied nor needed as
+        // a prefix: not even read (a damaged one cannot stop the purge of a taken-down title).
+        let needed = map
+            .entries
+            .iter()
+            .filter(|e| !e.taken_down)
+            .map(|e| e.block + 1)
+            .max()
+            .unwrap_or(0)
+            .max(plan.first);
+        for n in 0..needed {
+            let (stored, content) = self.read_block(key, &map, n, &prev)?;
+            read += stored.len() as u64;
+            self.check_revisions(key, &map, n, &content)?;
+            if n < plan.first {
+                out.put(&block_name(key, n), 0, &stored)?;
+                enc.copied(&map.blocks[n as usize], &content);
+                report.blocks_copied += 1;
+            } else {
+                for loc in readable_in(&map, n) {
+                    let value = &content[loc.1 as usize..(loc.1 + loc.2) as usize];
+                    let at = enc.push(out, value)?;
+                    moved.insert(loc, at);
+                }
+            }
+            prev = content;
+        }
+        let blocks = enc.finish(out)?;
+        report.blocks_written += (blocks.len() - plan.first as usize) as u64;
+        let new = TitleMap {
+            blocks,
+            entries: map
+                .entries
+                .iter()
+                .map(|e| relocate(e, plan.first, &moved))
+                .collect::<Option<Vec<Entry>>>()
+                .ok_or_else(|| {
+                    Error::invalid("archive rewrite: a readable revision was not moved")
+                })?,
+        };
+        // The new map must read back as a map whose every location fits: a slip here would
+        // otherwise surface as a damaged archive after the switch.
+        TitleMap::decode(&new.encode(), out.data().path(), 0)?;
+        out.put(&map_name(key), 0, &new.snapshot_record())?;
+        report.titles += 1;
+        if plan.purge.is_empty() {
+            report.titles_copied += 1;
+        } else {
+            report.titles_reencoded += 1;
+        }
+        for e in &new.entries {
+            if e.taken_down {
+                report.taken_down += 1;
+            } else {
+                report.revisions += 1;
+                report.raw_bytes += e.len;
+            }
+        }
+        report.purged += plan.purge.len() as u64;
+        report.purged_bytes += plan.purge.iter().map(|&i| map.entries[i].len).sum::<u64>();
+        Ok(read)
+    }
+
+    /// Block `n` of a title, read whole: its stored bytes and its raw content, every frame
+    /// decompressed against its prefix (`prev` is the raw content of block `n - 1`).
+    fn read_block(
+        &self,
+        key: &[u8],
+        map: &TitleMap,
+        n: u32,
+        prev: &[u8],
+    ) -> Result<(Vec<u8>, Vec<u8>)> {
+        let block = &map.blocks[n as usize];
+        let dict: &[u8] = if block.key || n == 0 {
+            &[]
+        } else {
+            let last = map.blocks[n as usize - 1].last_len;
+            &prev[prev
+                .len()
+                .saturating_sub(usize::try_from(last).unwrap_or(usize::MAX))..]
+        };
+        let name = block_name(key, n);
+        let (stat, stored) = self
+            .fs
+            .read_located(&name)?
+            .ok_or_else(|| self.damaged(key, n, "block file missing"))?;
+        // Frame lengths come from a checksummed map, but are summed without trusting them.
+        let expected = block
+            .frames
+            .iter()
+            .try_fold(0u64, |sum, f| sum.checked_add(f.stored));
+        if expected != Some(stored.len() as u64) {
+            return Err(self.damaged(
+                key,
+                n,
+                &format!(
+                    "block file of {} bytes, the map's frames add up to {expected:?}",
+                    stored.len()
+                ),
+            ));
+        }
+        let mut content: Vec<u8> = Vec::new();
+        let mut at = 0usize;
+        for (i, frame) in block.frames.iter().enumerate() {
+            let data = &stored[at..at + frame.stored as usize];
+            let prefix: &[u8] = if content.is_empty() { dict } else { &content };
+            let raw = decompress(data, prefix, frame.raw).map_err(|e| {
+                Error::corrupt(
+                    self.fs.data().path(),
+                    stat.inode.0,
+                    format!(
+                        "archive block {} of title {:?}: frame {i} at byte {at} of the block",
+                        String::from_utf8_lossy(&name),
+                        String::from_utf8_lossy(key)
+                    ),
+                    "a zstd frame that decompresses",
+                    e,
+                )
+            })?;
+            at += frame.stored as usize;
+            content.extend_from_slice(&raw);
+        }
+        Ok((stored, content))
+    }
+
+    /// Every readable revision of block `n` against its CRC-32.
+    fn check_revisions(&self, key: &[u8], map: &TitleMap, n: u32, content: &[u8]) -> Result<()> {
+        for e in map.entries.iter().filter(|e| !e.taken_down && e.block == n) {
+            // The map's own check keeps every location inside its block's raw length, which the
+            // decompressed frames just matched.
+            let value = &content[e.offset as usize..(e.offset + e.len) as usize];
+            let crc = crc32fast::hash(value);
+            if crc != e.crc {
+                let name = block_name(key, n);
+                return Err(Error::corrupt(
+                    self.fs.data().path(),
+                    self.block_offset(&name),
+                    format!(
+                        "archive block {} of title {:?}: revision {} checksum",
+                        String::from_utf8_lossy(&name),
+                        String::from_utf8_lossy(key),
+                        e.rev
+                    ),
+                    format!("0x{:08x}", e.crc),
+                    format!("0x{crc:08x}"),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// One pass over the datafile's entries (keys, not values): the titles, in file order, and
+    /// the entries no live file uses.
+    fn scan(&self) -> Result<Scan> {
+        let data = self.fs.data();
+        let mut scan = Scan {
+            titles: Vec::new(),
+            dead_entries: 0,
+            dead_bytes: 0,
+        };
+        for entry in data.iter(data.first(), false) {
+            let entry = entry?;
+            let layout = entry.layout;
+            if layout.deleted {
+                scan.dead_entries += 1;
+                let end = crate::format::kvseq::align_up(layout.end, data.align());
+                scan.dead_bytes += end.saturating_sub(layout.ptr.0);
+                continue;
+            }
+            if let KeyKind::Inode { name, n: 0 } = classify(&entry.key) {
+                if let Some(key) = name.strip_prefix(b"m/") {
+                    scan.titles.push(key.to_vec());
+                }
+            }
+        }
+        Ok(scan)
+    }
+
+    fn drop_source_pages(&self) {
+        let s = self.fs.data().storage();
+        // Politeness only: a failed drop leaves pages the kernel will evict anyway.
+        let _ = s.drop_cache(0, s.len().unwrap_or(0));
+    }
+}
+
+/// The distinct locations of readable revisions in block `n`, in stream order.
+fn readable_in(map: &TitleMap, n: u32) -> Vec<Loc> {
+    let mut locs: Vec<Loc> = map
+        .entries
+        .iter()
+        .filter(|e| !e.taken_down && e.block == n)
+        .map(|e| (e.block, e.offset, e.len))
+        .collect();
+    locs.sort_unstable();
+    locs.dedup();
+    locs
+}
+
+/// An entry of the new map: purged if taken down, moved if its block was re-encoded (from block
+/// `first` on); `None` for a readable revision that should have moved and did not.
+fn relocate(e: &Entry, first: u32, moved: &HashMap<Loc, (u32, u64)>) -> Option<Entry> {
+    if e.taken_down {
+        return Some(Entry {
+            block: 0,
+            offset: 0,
+            len: 0,
+            crc: 0,
+            ..e.clone()
+        });
+    }
+    if e.block < first {
+        return Some(e.clone());
+    }
+    let &(block, offset) = moved.get(&(e.block, e.offset, e.len))?;
+    Some(Entry {
+        block,
+        offset,
+        ..e.clone()
+    })
+}
+
+/// A title's new block stream: blocks copied as they were, then revisions pushed into new
+/// blocks of one frame each, cut and keyed as [`Archive::add`] cuts them.
+struct Encoder<'a> {
+    opts: ArchiveOptions,
+    key: &'a [u8],
+    blocks: Vec<Block>,
+    /// The last revision of the last finished block: the next block's prefix.
+    tail: Vec<u8>,
+    /// The open block's raw content and its last revision's length (`None`: no open block).
+    open: Option<(Vec<u8>, u64)>,
+}
+
+impl<'a> Encoder<'a> {
+    fn new(opts: ArchiveOptions, key: &'a [u8]) -> Self {
+        Encoder {
+            opts,
+            key,
+            blocks: Vec::new(),
+            tail: Vec::new(),
+            open: None,
+        }
+    }
+
+    fn copied(&mut self, block: &Block, content: &[u8]) {
+        self.blocks.push(block.clone());
+        let last = usize::try_from(block.last_len).unwrap_or(usize::MAX);
+        self.tail = content[content.len().saturating_sub(last)..].to_vec();
+    }
+
+    /// Adds a revision; returns its new block and offset.
+    fn push(&mut self, out: &mut Filesys, value: &[u8]) -> Result<(u32, u64)> {
+        let fits = |raw: &Vec<u8>| raw.len() as u64 + value.len() as u64 <= self.opts.block_bytes;
+        if matches!(&self.open, Some((raw, _)) if !raw.is_empty() && !fits(raw)) {
+            self.seal(out, true)?;
+        }
+        let (raw, last) = self.open.get_or_insert_with(|| (Vec::new(), 0));
+        let at = (self.blocks.len() as u32, raw.len() as u64);
+        raw.extend_from_slice(value);
+        *last = value.len() as u64;
+        if raw.len() as u64 >= self.opts.block_bytes {
+            self.seal(out, true)?;
+        }
+        Ok(at)
+    }
+
+    /// Writes the open block as one frame.
+    fn seal(&mut self, out: &mut Filesys, sealed: bool) -> Result<()> {
+        let Some((raw, last_len)) = self.open.take() else {
+            return Ok(());
+        };
+        let n = self.blocks.len() as u32;
+        let key = n == 0 || (self.opts.key_every > 0 && n % self.opts.key_every == 0);
+        let prefix: &[u8] = if key { &[] } else { &self.tail };
+        let path = out.data().path().to_path_buf();
+        let compressed =
+            compress(&raw, prefix, self.opts.level).map_err(|e| Error::io(&path, None, e))?;
+        // A frame that does not give its revisions back must never replace the source's.
+        if decompress(&compressed, prefix, raw.len() as u64)
+            .ok()
+            .as_ref()
+            != Some(&raw)
+        {
+            return Err(Error::io(
+                &path,
+                None,
+                std::io::Error::other("archive rewrite: a new frame does not decompress back"),
+            ));
+        }
+        out.put(&block_name(self.key, n), 0, &compressed)?;
+        self.blocks.push(Block {
+            sealed,
+            key,
+            last_len,
+            frames: vec![Frame {
+                stored: compressed.len() as u64,
+                raw: raw.len() as u64,
+            }],
+        });
+        self.tail = raw[raw.len() - last_len as usize..].to_vec();
+        Ok(())
+    }
+
+    /// Writes the open block, left open for the next archive run; returns the title's blocks.
+    fn finish(mut self, out: &mut Filesys) -> Result<Vec<Block>> {
+        self.seal(out, false)?;
+        Ok(self.blocks)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::archive::Item;
+    use crate::clock::{Clock, ManualClock};
+    use crate::sim::SimDisk;
+
+    const SRC: &str = "/a/archive";
+    const DEST: &str = "/a/archive.2";
+
+    fn fs_open() -> filesys::OpenOptions {
+        let clock: Arc<dyn Clock> = Arc::new(ManualClock::new(1000));
+        filesys::OpenOptions {
+            clock,
+            drop_behind: None,
+            ..filesys::OpenOptions::writer()
+        }
+    }
+
+    fn opts() -> ArchiveOptions {
+        ArchiveOptions {
+            block_bytes: 48 << 10,
+            level: 3,
+            ..ArchiveOptions::default()
+        }
+    }
+
+    fn open(disk: &SimDisk, base: &str) -> Archive {
+        let vfs: Arc<dyn Vfs> = Arc::new(disk.clone());
+        let base = Path::new(base);
+        if !vfs.exists(&filesys::file_path(base, "data")) {
+            Archive::create_in(vfs.clone(), base, fs_open().clock).unwrap();
+        }
+        Archive::open_in(vfs, base, &fs_open(), opts()).unwrap()
+    }
+
+    fn revisions(seed: u64, n: usize) -> Vec<Vec<u8>> {
+        crate::synth::histories(seed, 1, n, 30)
+            .map(|r| r.html)
+            .collect()
+    }
+
+    /// Archives `revs` as revisions 0.. of `key`, `per_run` at a time, committing each run.
+    fn archive(a: &mut Archive, key: &[u8], revs: &[Vec<u8>], per_run: usize) {
+        for (run, chunk) in revs.chunks(per_run).enumerate() {
+            let items: Vec<Item> = chunk
+                .iter()
+                .enumerate()
+                .map(|(i, v)| Item {
+                    rev: (run * per_run + i) as u64,
+                    tid: [7; 16],
+                    content_type: "text/html",
+                    value: v,
+                })
+                .collect();
+            a.add(key, &items).unwrap();
+            a.commit().unwrap();
+        }
+    }
+
+    fn rewrite(disk: &SimDisk, a: &Archive) -> RewriteReport {
+        let vfs: Arc<dyn Vfs> = Arc::new(disk.clone());
+        let mut calls = Vec::new();
+        let report = a
+            .rewrite_into(vfs, Path::new(DEST), &fs_open(), |d, t| calls.push((d, t)))
+            .unwrap();
+        let titles = a.titles().unwrap().len() as u64;
+        assert_eq!(
+            calls.last(),
+            Some(&(titles, titles)),
+            "progress ends at the total"
+        );
+        report
+    }
+
+    fn assert_reads_back(a: &Archive, key: &[u8], revs: &[Vec<u8>], gone: &[u64]) {
+        let live = a.entries(key).unwrap();
+        assert_eq!(live.len(), revs.len() - gone.len());
+        for e in live {
+            assert!(!gone.contains(&e.rev), "rev {} is taken down", e.rev);
+            assert_eq!(
+                a.read(key, &e).unwrap(),
+                revs[e.rev as usize],
+                "rev {}",
+                e.rev
+            );
+        }
+    }
+
+    #[test]
+    fn an_untouched_title_is_copied_block_for_block_and_its_map_log_compacted() {
+        let disk = SimDisk::new();
+        let mut a = open(&disk, SRC);
+        let revs = revisions(1, 60);
+        // Two revisions per run: the map log fills its file and is rewritten (a dead version).
+        archive(&mut a, b"k", &revs, 2);
+        let due = a.rewrite_due().unwrap();
+        assert!(
+            due.is_due() && due.dead_entries > 0 && due.dead_bytes > 0,
+            "{due:?}"
+        );
+        assert_eq!((due.taken_down, due.reencode_blocks), (0, 0));
+        let src_map = a.map(b"k").unwrap().unwrap();
+        assert!(src_map.blocks.len() >= 3, "{} blocks", src_map.blocks.len());
+
+        let report = rewrite(&disk, &a);
+        assert_eq!(
+            (report.titles, report.titles_copied, report.titles_reencoded),
+            (1, 1, 0)
+        );
+        assert_eq!(report.blocks_copied, src_map.blocks.len() as u64);
+        assert_eq!((report.revisions, report.purged), (60, 0));
+        assert!(report.bytes_after < report.bytes_before, "{report:?}");
+        let b = open(&disk, DEST);
+        assert_eq!(b.map(b"k").unwrap().unwrap(), src_map);
+        for n in 0..src_map.blocks.len() as u32 {
+            let name = block_name(b"k", n);
+            assert_eq!(b.fs.read(&name).unwrap(), a.fs.read(&name).unwrap());
+        }
+        assert_reads_back(&b, b"k", &revs, &[]);
+        let due = b.rewrite_due().unwrap();
+        assert!(!due.is_due() && due.dead_bytes == 0, "{due:?}");
+    }
+
+    #[test]
+    fn a_title_is_reencoded_from_its_first_block_holding_taken_down_bytes() {
+        let disk = SimDisk::new();
+        let mut a = open(&disk, SRC);
+        let revs = revisions(2, 80);
+        archive(&mut a, b"k", &revs, 80);
+        let src_map = a.map(b"k").unwrap().unwrap();
+        assert!(src_map.blocks.len() >= 5, "{} blocks", src_map.blocks.len());
+        let victim = src_map
+            .entries
+            .iter()
+            .find(|e| e.block == 2)
+            .unwrap()
+            .clone();
+        assert_eq!(a.take_down(b"k", Some(victim.rev)).unwrap(), 1);
+        a.commit().unwrap();
+        let due = a.rewrite_due().unwrap();
+        assert_eq!((due.taken_down, due.taken_down_bytes), (1, victim.len));
+        assert_eq!(due.reencode_blocks, src_map.blocks.len() as u64 - 2);
+
+        let report = rewrite(&disk, &a);
+        assert_eq!((report.titles_reencoded, report.blocks_copied), (1, 2));
+        assert_eq!(
+            (report.revisions, report.taken_down, report.purged),
+            (79, 1, 1)
+        );
+        let b = open(&disk, DEST);
+        let map = b.map(b"k").unwrap().unwrap();
+        assert_eq!(map.blocks[..2], src_map.blocks[..2]);
+        for n in 0..2 {
+            let name = block_name(b"k", n);
+            assert_eq!(b.fs.read(&name).unwrap(), a.fs.read(&name).unwrap());
+        }
+        assert!(map.blocks[2..].iter().all(|b| b.frames.len() == 1));
+        let record = map.entries.iter().find(|e| e.rev == victim.rev).unwrap();
+        assert!(record.is_purged(), "{record:?}");
+        assert_reads_back(&b, b"k", &revs, &[victim.rev]);
+        assert!(b.verify().is_empty());
+        assert!(!b.rewrite_due().unwrap().is_due());
+    }
+
+    #[test]
+    fn bytes_a_readable_revision_shares_stay_and_the_rewrite_copies() {
+        let disk = SimDisk::new();
+        let mut a = open(&disk, SRC);
+        let revs = revisions(3, 10);
+        archive(&mut a, b"k", &revs, 10);
+        let copy = Item {
+            rev: 99,
+            tid: [9; 16],
+            content_type: "text/html",
+            value: &revs[4],
+        };
+        a.add(b"k", &[copy]).unwrap();
+        a.take_down(b"k", Some(4)).unwrap();
+        let due = a.rewrite_due().unwrap();
+        assert_eq!(due.taken_down, 0, "revision 99 still reads those bytes");
+        let report = rewrite(&disk, &a);
+        assert_eq!(
+            (report.titles_copied, report.purged, report.taken_down),
+            (1, 0, 1)
+        );
+        let b = open(&disk, DEST);
+        let e99 = b
+            .entries(b"k")
+            .unwrap()
+            .into_iter()
+            .find(|e| e.rev == 99)
+            .unwrap();
+        assert_eq!(b.read(b"k", &e99).unwrap(), revs[4]);
+        assert!(b.entries(b"k").unwrap().iter().all(|e| e.rev != 4));
+    }
+
+    #[test]
+    fn a_title_taken_down_whole_keeps_its_records_and_no_block_even_when_damaged() {
+        let disk = SimDisk::new();
+        let mut a = open(&disk, SRC);
+        let revs = revisions(4, 20);
+        archive(&mut a, b"gone", &revs, 20);
+        archive(&mut a, b"kept", &revs, 20);
+        assert_eq!(a.take_down(b"gone", None).unwrap(), 20);
+        a.commit().unwrap();
+        // The taken-down title's blocks are never read: damage there cannot stop the purge.
+        let ext = a.fs.extents(&block_name(b"gone", 0)).unwrap().unwrap();
+        let path = filesys::file_path(Path::new(SRC), "data");
+        let s = disk.open(&path, true).unwrap();
+        s.write_at(&[0xAA; 64], ext[0].offset + 8).unwrap();
+
+        let report = rewrite(&disk, &a);
+        assert_eq!(
+            (report.titles, report.purged, report.taken_down),
+            (2, 20, 20)
+        );
+        let mut b = open(&disk, DEST);
+        let map = b.map(b"gone").unwrap().unwrap();
+        assert!(map.blocks.is_empty() && map.entries.iter().all(Entry::is_purged));
+        assert_eq!(b.fs.stat(&block_name(b"gone", 0)).unwrap(), None);
+        assert_eq!(b.take_down(b"gone", Some(3)).unwrap(), 0);
+        assert_reads_back(&b, b"kept", &revs, &[]);
+    }
+
+    #[test]
+    fn the_new_archive_takes_later_runs_into_its_open_block() {
+        let disk = SimDisk::new();
+        let mut a = open(&disk, SRC);
+        let revs = revisions(5, 40);
+        archive(&mut a, b"k", &revs[..30], 30);
+        a.take_down(b"k", Some(1)).unwrap();
+        rewrite(&disk, &a);
+        let mut b = open(&disk, DEST);
+        let last = b.map(b"k").unwrap().unwrap().blocks.last().unwrap().clone();
+        assert!(!last.sealed, "the re-encoded stream ends in an open block");
+        let items: Vec<Item> = (30..40)
+            .map(|i| Item {
+                rev: i as u64,
+                tid: [7; 16],
+                content_type: "text/html",
+                value: &revs[i],
+            })
+            .collect();
+        assert_eq!(b.add(b"k", &items).unwrap(), 10);
+        b.commit().unwrap();
+        drop(b);
+        let b = open(&disk, DEST);
+        assert_reads_back(&b, b"k", &revs, &[1]);
+    }
+
+    #[test]
+    fn an_existing_destination_is_refused_and_remove_in_clears_one() {
+        let disk = SimDisk::new();
+        let a = open(&disk, SRC);
+        let vfs: Arc<dyn Vfs> = Arc::new(disk.clone());
+        assert!(a
+            .rewrite_into(vfs.clone(), Path::new(SRC), &fs_open(), |_, _| {})
+            .is_err());
+        rewrite(&disk, &a);
+        Archive::remove_in(vfs.as_ref(), Path::new(DEST)).unwrap();
+        assert!(disk
+            .paths()
+            .iter()
+            .all(|p| !p.to_string_lossy().starts_with(DEST)));
+        rewrite(&disk, &a);
+    }
+}
