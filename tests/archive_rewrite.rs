@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use wink::archive::map::TitleMap;
-use wink::archive::{decompress, Archive, ArchiveOptions, Item};
+use wink::archive::{Archive, ArchiveOptions, Item};
 use wink::clock::{Clock, ManualClock};
 use wink::filesys;
 use wink::sim::SimDisk;
@@ -24,6 +24,9 @@ const WHOLE: &[u8] = b"wiki/Whole";
 const PLAIN: &[u8] = b"wiki/Plain";
 const PER_RUN: usize = 2;
 const TID: [u8; 16] = [3; 16];
+
+mod common;
+use common::{contains, decompressed_blocks};
 
 fn options() -> ArchiveOptions {
     ArchiveOptions {
@@ -79,44 +82,6 @@ fn plant(rev: &mut [u8], tag: usize) {
     let mark = [MARKER, format!("-{tag}").as_bytes()].concat();
     let at = rev.len() / 2;
     rev[at..at + mark.len()].copy_from_slice(&mark);
-}
-
-fn contains(hay: &[u8], needle: &[u8]) -> bool {
-    hay.windows(needle.len()).any(|w| w == needle)
-}
-
-/// Every block of every title, decompressed frame by frame as docs/FORMAT.md defines it: a
-/// block's first frame against the last revision of the block before (nothing for a key block),
-/// each later frame against the block's content so far.
-fn decompressed_blocks(a: &Archive) -> Vec<(Vec<u8>, u32, Vec<u8>)> {
-    let mut out = Vec::new();
-    for key in a.titles().unwrap() {
-        let map = a.map(&key).unwrap().unwrap();
-        let mut prev: Vec<u8> = Vec::new();
-        for (n, block) in map.blocks.iter().enumerate() {
-            let name = [b"b/".as_slice(), &key, format!("#{n}").as_bytes()].concat();
-            let stored = a.filesys().read(&name).unwrap();
-            let first: Vec<u8> = if block.key || n == 0 {
-                Vec::new()
-            } else {
-                let last = map.blocks[n - 1].last_len as usize;
-                prev[prev.len() - last..].to_vec()
-            };
-            let mut content = Vec::new();
-            let mut at = 0usize;
-            for frame in &block.frames {
-                let data = &stored[at..at + frame.stored as usize];
-                at += frame.stored as usize;
-                let prefix = if content.is_empty() { &first } else { &content };
-                let raw = decompress(data, prefix, frame.raw).unwrap();
-                content.extend_from_slice(&raw);
-            }
-            assert_eq!(at, stored.len(), "block {n} of {key:?} is its frames");
-            prev = content.clone();
-            out.push((key.clone(), n as u32, content));
-        }
-    }
-    out
 }
 
 fn marked_blocks(a: &Archive) -> Vec<(String, u32)> {

@@ -33,6 +33,7 @@ use std::time::{Duration, Instant};
 
 use uuid::Uuid;
 
+use crate::archive::rewrite::{RewriteDue, RewriteReport};
 use crate::archive::Archive;
 use crate::clock::Clock;
 use crate::error::{Error, Result};
@@ -184,11 +185,28 @@ pub struct CompactReport {
     pub read_bytes: u64,
     pub written_bytes: u64,
     pub seconds: f64,
+    /// The options' `min_dead` (the archive is rewritten past it too).
+    pub min_dead: f64,
+    /// The archive's survey, when the store has one.
+    pub archive_due: Option<RewriteDue>,
+    /// The archive's rewrite, when one was done.
+    pub archive_rewrite: Option<RewriteReport>,
 }
 
 impl CompactReport {
     pub fn reclaimed(&self) -> u64 {
-        self.containers.iter().map(ContainerPlan::reclaimed).sum()
+        let archive = match (&self.archive_rewrite, &self.archive_due) {
+            (Some(r), _) => r.bytes_before.saturating_sub(r.bytes_after),
+            (None, Some(d)) if self.dry_run && archive_worth_it(d, self.min_dead) => {
+                d.dead_bytes + d.reencode_stored_bytes.min(d.taken_down_stored_bytes)
+            }
+            _ => 0,
+        };
+        self.containers
+            .iter()
+            .map(ContainerPlan::reclaimed)
+            .sum::<u64>()
+            + archive
     }
 
     /// Values dropped, by reason, over every container acted on.
@@ -404,6 +422,12 @@ fn decide(plan: &mut ContainerPlan, opts: &CompactOptions) {
     } else {
         Action::Keep
     };
+}
+
+/// Whether the archive is worth rewriting: it holds taken-down bytes, or enough dead ones.
+fn archive_worth_it(due: &RewriteDue, min_dead: f64) -> bool {
+    due.taken_down > 0
+        || (due.dead_bytes > 0 && due.dead_bytes as f64 >= min_dead * due.datafile_bytes as f64)
 }
 
 /// Limits I/O to a rate.
@@ -695,6 +719,7 @@ impl Store {
             }
             containers.push(plan);
         }
+        let archive_due = self.archive.as_ref().map(|a| a.rewrite_due()).transpose()?;
         Ok(CompactReport {
             dry_run: true,
             generation_before: g.generation,
@@ -703,6 +728,9 @@ impl Store {
             read_bytes: 0,
             written_bytes: 0,
             seconds: start.elapsed().as_secs_f64(),
+            min_dead: opts.min_dead,
+            archive_due,
+            archive_rewrite: None,
         })
     }
 
@@ -725,6 +753,7 @@ impl Store {
         let ids = self.sealed_containers()?;
         let mut report = CompactReport {
             generation_before: before,
+            min_dead: opts.min_dead,
             ..CompactReport::default()
         };
         for (n, id) in ids.iter().enumerate() {
@@ -736,9 +765,60 @@ impl Store {
             report.written_bytes += plan.2;
             progress(n as u64 + 1, ids.len() as u64);
         }
+        self.compact_archive(opts, &mut report)?;
         report.seconds = start.elapsed().as_secs_f64();
         self.record_run(&mut report)?;
         Ok(report)
+    }
+
+    /// Rewrites the archive without taken-down bytes or dead entries when it is worth it: into
+    /// `archive.gN`, named `pending_archive` first; the switch names it `archive` in the
+    /// generation file; the old one is then removed.
+    fn compact_archive(&mut self, opts: &CompactOptions, report: &mut CompactReport) -> Result<()> {
+        let Some(archive) = &self.archive else {
+            return Ok(());
+        };
+        let due = archive.rewrite_due()?;
+        let worth = archive_worth_it(&due, opts.min_dead);
+        report.archive_due = Some(due);
+        if !worth {
+            return Ok(());
+        }
+        let mut g = self.generation()?;
+        let name = format!("archive.g{}", g.generation + 1);
+        let dest = self.dir.join(&name);
+        if self.vfs.exists(&filesys::file_path(&dest, "data")) {
+            Archive::remove_in(self.vfs.as_ref(), &dest)?;
+        }
+        g.pending_archive = name.clone();
+        self.write_generation(&g)?;
+        let open = filesys::OpenOptions {
+            writable: true,
+            wait: false,
+            clock: self.clock.clone(),
+            drop_behind: Some(8 << 20),
+        };
+        let rewritten = archive.rewrite_into(self.vfs.clone(), &dest, &open, |_, _| {});
+        let rewritten = match rewritten {
+            Ok(r) => r,
+            Err(e) => {
+                Archive::remove_in(self.vfs.as_ref(), &dest)?;
+                g.pending_archive.clear();
+                self.write_generation(&g)?;
+                return Err(e);
+            }
+        };
+        let old = g.archive_base(&self.dir);
+        g.retired_archive = std::mem::replace(&mut g.archive, name);
+        g.pending_archive.clear();
+        g.generation += 1;
+        self.write_generation(&g)?;
+        self.reopen_archive(&dest)?;
+        Archive::remove_in(self.vfs.as_ref(), &old)?;
+        g.retired_archive.clear();
+        self.write_generation(&g)?;
+        report.archive_rewrite = Some(rewritten);
+        Ok(())
     }
 
     /// Seals the current container when it holds dead values a compaction should reclaim.
@@ -774,7 +854,7 @@ impl Store {
         Ok(CompactJob {
             vfs: self.vfs.clone(),
             dir: self.dir.clone(),
-            cfg: self.cfg.clone(),
+            cfg: self.cfg,
             clock: self.clock.clone(),
             archive_base: self.archive.as_ref().map(|_| g.archive_base(&self.dir)),
             opts: opts.clone(),
@@ -934,6 +1014,21 @@ impl Store {
     pub(super) fn recover_generation(&mut self) -> Result<Vec<String>> {
         let mut done = Vec::new();
         let mut g = self.generation()?;
+        for name in [g.pending_archive.clone(), g.retired_archive.clone()] {
+            if !name.is_empty() && name != g.archive {
+                let base = self.dir.join(&name);
+                Archive::remove_in(self.vfs.as_ref(), &base)?;
+                done.push(format!(
+                    "removed {}: an archive a compaction replaced or did not finish",
+                    base.display()
+                ));
+            }
+        }
+        if !g.pending_archive.is_empty() || !g.retired_archive.is_empty() {
+            g.pending_archive.clear();
+            g.retired_archive.clear();
+            self.write_generation(&g)?;
+        }
         let targets: Vec<u32> = g.moves.iter().map(|m| m.1).collect();
         if g.pending != 0 && !targets.contains(&g.pending) {
             let base = container_base(&self.dir, g.pending);

@@ -424,6 +424,34 @@ impl Store {
         cache.remove(&id);
     }
 
+    /// Opens the archive at `base` (after a compaction rewrote it) in place of the current one.
+    fn reopen_archive(&mut self, base: &Path) -> Result<()> {
+        let aopts = ArchiveOptions {
+            block_bytes: self.cfg.archive_block_bytes,
+            level: self.cfg.archive_level,
+            key_every: self.cfg.archive_key_every,
+            ..ArchiveOptions::default()
+        };
+        let open = filesys::OpenOptions {
+            writable: self.writer.is_some(),
+            wait: false,
+            clock: self.clock.clone(),
+            drop_behind: Some(8 << 20),
+        };
+        self.archive = None;
+        self.archive = Some(Archive::open_in(self.vfs.clone(), base, &open, aopts)?);
+        self.archive_base = base.to_path_buf();
+        Ok(())
+    }
+
+    /// Moves a read-only handle to the latest commit of the title records. Until then it sees them
+    /// as of its open (or last refresh): a title rewritten since — by a put, a take-down or a
+    /// compaction — is not found by it (never read wrong). Containers it has opened stay readable
+    /// after a compaction removes them. The writer's handle is always current.
+    pub fn refresh(&mut self) -> Result<()> {
+        self.meta.refresh()
+    }
+
     /// The archive filesys's base path (whether or not the store has an archive).
     pub fn archive_base(&self) -> &Path {
         &self.archive_base

@@ -88,6 +88,29 @@ struct ReportJson {
     seconds: f64,
     dropped: Vec<TallyJson>,
     containers: Vec<ContainerJson>,
+    archive: Option<ArchiveJson>,
+}
+
+#[derive(Serialize)]
+struct ArchiveJson {
+    rewritten: bool,
+    taken_down_revisions: u64,
+    taken_down_stored_bytes: u64,
+    dead_bytes: u64,
+    bytes_before: u64,
+    bytes_after: Option<u64>,
+}
+
+fn archive_json(report: &CompactReport) -> Option<ArchiveJson> {
+    let due = report.archive_due.as_ref()?;
+    Some(ArchiveJson {
+        rewritten: report.archive_rewrite.is_some(),
+        taken_down_revisions: due.taken_down,
+        taken_down_stored_bytes: due.taken_down_stored_bytes,
+        dead_bytes: due.dead_bytes,
+        bytes_before: due.datafile_bytes,
+        bytes_after: report.archive_rewrite.as_ref().map(|r| r.bytes_after),
+    })
 }
 
 pub fn run(args: &Args) -> Result<Status> {
@@ -167,6 +190,7 @@ fn to_json(report: &CompactReport) -> ReportJson {
                 note: c.note.clone(),
             })
             .collect(),
+        archive: archive_json(report),
     }
 }
 
@@ -196,6 +220,20 @@ fn print(report: &CompactReport) -> Result<()> {
             if let Some(note) = &c.note {
                 line.push_str(&format!(" ({note})"));
             }
+        }
+        out.line(&line)?;
+    }
+    if let Some(a) = archive_json(report) {
+        let mut line = format!(
+            "archive: {}, {} bytes, taken down {} revisions ({} bytes stored), dead {} bytes",
+            if a.rewritten { "rewrite" } else { "as is" },
+            a.bytes_before,
+            a.taken_down_revisions,
+            a.taken_down_stored_bytes,
+            a.dead_bytes
+        );
+        if let Some(after) = a.bytes_after {
+            line.push_str(&format!(", now {after} bytes"));
         }
         out.line(&line)?;
     }

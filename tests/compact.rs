@@ -1,0 +1,534 @@
+//! Compaction through the library and the built binary: what it drops and why, that a take-down
+//! leaves no byte of the removed revision in any file, that a dry run changes nothing, that it
+//! runs online beside puts and reads without losing a write, that readers of the old generation
+//! never read wrong bytes, and that its output leaves the page cache as it found it.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+
+use uuid::Uuid;
+mod common;
+
+use wink::clock::ManualClock;
+use wink::storage::residency;
+use wink::store::compact::{Action, CompactOptions, Reason};
+use wink::store::policy::{ArchivePolicy, Renders};
+use wink::store::{Config, Policy, Revisions, Store, StoreOptions};
+
+const D: &str = "en.wikipedia.org";
+const HTML: &str = "text/html";
+const T: i64 = 1_700_000_000;
+/// The recent window of the test stores.
+const TTL: i64 = 100;
+const MARKER: &[u8] = b"TAKEDOWN-MARKER-e41b07c3";
+
+fn opts(clock: &Arc<ManualClock>, writable: bool) -> StoreOptions {
+    let base = if writable {
+        StoreOptions::writer()
+    } else {
+        StoreOptions::read_only()
+    };
+    StoreOptions {
+        clock: clock.clone(),
+        ..base
+    }
+}
+
+fn create(dir: &Path, clock: &Arc<ManualClock>) -> Store {
+    let cfg = Config {
+        policy: Policy {
+            revisions: Revisions::Recent { ttl: TTL },
+            renders: Renders::Latest {
+                count: 1,
+                grace: 10,
+            },
+            historical_ttl: TTL,
+        },
+        container_bytes: 1 << 20,
+        ..Config::default()
+    };
+    Store::init(dir, &cfg, &opts(clock, true)).unwrap();
+    Store::open(dir, &opts(clock, true)).unwrap()
+}
+
+/// Deterministic, incompressible-ish bytes that name their title and revision.
+fn value(title: usize, rev: u64, render: u64, len: usize) -> Vec<u8> {
+    let mut x = (title as u64) << 32 ^ rev << 8 ^ render ^ 0x9E37_79B9_7F4A_7C15;
+    let mut out = format!("<p>title {title} rev {rev} render {render}</p>").into_bytes();
+    while out.len() < len {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        out.push(b'a' + (x % 26) as u8);
+    }
+    out
+}
+
+fn title(t: usize) -> String {
+    format!("Page_{t}/sub")
+}
+
+/// Five revisions of `titles` titles, each re-rendered twice, one second apart per revision:
+/// at the end only the last revision's newest render is readable past the deadlines.
+fn churn(store: &mut Store, clock: &ManualClock, titles: usize) {
+    for rev in 1..=5u64 {
+        for render in 0..2u64 {
+            let mut batch = store.batch();
+            for t in 0..titles {
+                let v = value(t, rev, render, 3000 + (t * 37 + rev as usize * 101) % 9000);
+                batch
+                    .put(&wink::store::Put {
+                        domain: D,
+                        title: &title(t),
+                        rev,
+                        tid: None,
+                        content_type: HTML,
+                        value: &v,
+                        historical: false,
+                    })
+                    .unwrap();
+            }
+            batch.commit().unwrap();
+            clock.advance(1);
+        }
+    }
+}
+
+/// Everything readable: (title, rev, tid) → value, through get_rev of every listed revision.
+fn readable(store: &Store, titles: usize) -> BTreeMap<(usize, u64, Uuid), Vec<u8>> {
+    let mut out = BTreeMap::new();
+    for t in 0..titles {
+        for l in store
+            .list(D, &title(t), wink::store::Page::default())
+            .unwrap()
+        {
+            let got = store
+                .get_render(D, &title(t), l.rev, l.tid)
+                .unwrap()
+                .unwrap();
+            out.insert((t, l.rev, l.tid), got.value);
+        }
+    }
+    out
+}
+
+fn store_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_file())
+        .collect();
+    files.sort();
+    files
+}
+
+fn holds(path: &Path, needle: &[u8]) -> bool {
+    fs::read(path)
+        .unwrap()
+        .windows(needle.len())
+        .any(|w| w == needle)
+}
+
+fn snapshot_bytes(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+    store_files(dir)
+        .into_iter()
+        .map(|p| {
+            let b = fs::read(&p).unwrap();
+            (p, b)
+        })
+        .collect()
+}
+
+#[test]
+fn compaction_drops_dead_values_by_reason_and_keeps_every_readable_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(T));
+    let mut store = create(dir.path(), &clock);
+    churn(&mut store, &clock, 40);
+    // A rewrite of the same (rev, tid) leaves the first copy behind, in an older container.
+    let again = value(0, 1, 9, 5000);
+    let first = store
+        .list(D, &title(0), wink::store::Page::default())
+        .unwrap()
+        .into_iter()
+        .find(|l| l.rev == 1)
+        .unwrap();
+    store
+        .put(D, &title(0), 1, Some(first.tid), HTML, &again)
+        .unwrap();
+    store.delete_revision(D, &title(1), 5).unwrap();
+    clock.advance(TTL + 60);
+    let before = readable(&store, 40);
+    let stat_before = store.stat().unwrap();
+
+    let report = store
+        .compact(&CompactOptions::default(), |_, _| {})
+        .unwrap();
+    let dropped = report.dropped();
+    for reason in [Reason::Expired, Reason::TakenDown, Reason::Replaced] {
+        assert!(dropped.contains_key(&reason), "{reason:?}: {dropped:?}");
+    }
+    assert!(report.reclaimed() > 0);
+    assert!(report
+        .containers
+        .iter()
+        .any(|c| matches!(c.action, Action::Rewrite | Action::Drop)));
+    assert!(report.generation_after > report.generation_before);
+    assert!(readable(&store, 40) == before);
+    assert!(store.get_rev(D, &title(1), 5).unwrap().is_none());
+    let stat_after = store.stat().unwrap();
+    assert_eq!(stat_after.live_bytes, stat_before.live_bytes);
+    assert!(stat_after.container_bytes < stat_before.container_bytes / 2);
+
+    // Reopened (as a reader and as the writer) it reads the same, and checks clean.
+    drop(store);
+    let reader = Store::open(dir.path(), &opts(&clock, false)).unwrap();
+    assert!(readable(&reader, 40) == before);
+    drop(reader);
+    let store = Store::open(dir.path(), &opts(&clock, true)).unwrap();
+    assert!(store.recovery().is_empty(), "{:?}", store.recovery());
+    let g = store.generation().unwrap();
+    assert_eq!(g.compactions, 1);
+    assert!(g.moves.is_empty() && g.pending == 0);
+    drop(store);
+    let check = wink::store::check::check_store(dir.path());
+    assert!(check.problems.is_empty(), "{:?}", check.problems);
+}
+
+#[test]
+fn a_take_down_then_compaction_leaves_no_byte_of_the_revision_in_any_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(T));
+    let mut store = create(dir.path(), &clock);
+    churn(&mut store, &clock, 30);
+    let mut secret = value(99, 7, 0, 4000);
+    secret.extend_from_slice(MARKER);
+    secret.extend(value(99, 7, 1, 4000));
+    store.put(D, "Secret", 7, None, HTML, &secret).unwrap();
+    store
+        .put(D, "Secret", 8, None, HTML, b"<p>fine</p>")
+        .unwrap();
+    assert!(store_files(dir.path()).iter().any(|p| holds(p, MARKER)));
+    let before = readable(&store, 30);
+
+    assert_eq!(store.delete_revision(D, "Secret", 7).unwrap(), 1);
+    // Taken down but not compacted: the bytes are still on disk (so the check below can fail).
+    assert!(store_files(dir.path()).iter().any(|p| holds(p, MARKER)));
+    let report = store
+        .compact(&CompactOptions::default(), |_, _| {})
+        .unwrap();
+    assert!(report.dropped().contains_key(&Reason::TakenDown));
+    for path in store_files(dir.path()) {
+        assert!(!holds(&path, MARKER), "{} holds the marker", path.display());
+    }
+    assert!(readable(&store, 30) == before);
+    assert_eq!(
+        store.get_latest(D, "Secret").unwrap().unwrap().value,
+        b"<p>fine</p>"
+    );
+    assert!(store.get_rev(D, "Secret", 7).unwrap().is_none());
+}
+
+#[test]
+fn a_dry_run_reports_what_a_run_does_and_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(T));
+    let mut store = create(dir.path(), &clock);
+    churn(&mut store, &clock, 30);
+    store.delete_title(D, &title(2)).unwrap();
+    clock.advance(TTL + 60);
+    store.commit().unwrap();
+    drop(store);
+    let files = snapshot_bytes(dir.path());
+
+    let store = Store::open(dir.path(), &opts(&clock, false)).unwrap();
+    let dry = store
+        .plan_compaction(&CompactOptions {
+            dry_run: true,
+            ..CompactOptions::default()
+        })
+        .unwrap();
+    drop(store);
+    assert!(dry.dry_run);
+    assert_eq!(snapshot_bytes(dir.path()), files, "a dry run wrote");
+
+    let mut store = Store::open(dir.path(), &opts(&clock, true)).unwrap();
+    let real = store
+        .compact(&CompactOptions::default(), |_, _| {})
+        .unwrap();
+    // The same containers with the same tallies, whatever the run then did.
+    let tallies = |r: &wink::store::compact::CompactReport| {
+        r.containers
+            .iter()
+            .filter(|c| c.action != Action::Keep)
+            .map(|c| (c.id, c.live, c.dropped.clone()))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(tallies(&dry), tallies(&real));
+    assert_eq!(dry.dropped(), real.dropped());
+    assert!(dry.dropped()[&Reason::TakenDown].values >= 5);
+}
+
+#[test]
+fn a_container_with_nothing_live_is_dropped_whole_without_a_copy() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(T));
+    let mut store = create(dir.path(), &clock);
+    churn(&mut store, &clock, 40);
+    clock.advance(TTL + 60);
+    let report = store
+        .compact(&CompactOptions::default(), |_, _| {})
+        .unwrap();
+    let dropped: Vec<_> = report
+        .containers
+        .iter()
+        .filter(|c| c.action == Action::Drop)
+        .collect();
+    assert!(!dropped.is_empty(), "{:?}", report.containers);
+    for c in dropped {
+        assert_eq!(c.live.values, 0);
+        assert_eq!(c.into, None);
+        assert!(!dir.path().join(format!("c{:06}.data", c.id)).exists());
+    }
+}
+
+#[test]
+fn online_compaction_beside_puts_and_reads_loses_no_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(T));
+    let mut store = create(dir.path(), &clock);
+    churn(&mut store, &clock, 80);
+    clock.advance(TTL + 60);
+    let opts = CompactOptions::default();
+    let sealed: Vec<u32> = {
+        let ids = store.container_ids().unwrap();
+        ids[..ids.len() - 1].to_vec()
+    };
+    assert!(sealed.len() >= 2, "{sealed:?}");
+    let mut expected = readable(&store, 80);
+    let mut rev = 100;
+    for id in sealed {
+        let job = store.start_compaction(id, &opts).unwrap();
+        let built = std::thread::scope(|s| {
+            let worker = s.spawn(|| job.run());
+            // The writer keeps writing and reading while the job copies.
+            while !worker.is_finished() {
+                let t = rev as usize % 80;
+                let v = value(t, rev, 0, 2000);
+                let tid = store.put(D, &title(t), rev, None, HTML, &v).unwrap();
+                expected.retain(|k, _| k.0 != t);
+                expected.insert((t, rev, tid), v);
+                let got = store.get_latest(D, &title(t)).unwrap().unwrap();
+                assert_eq!(got.rev, rev);
+                rev += 1;
+                if rev > 100_000 {
+                    break;
+                }
+            }
+            worker.join().unwrap()
+        });
+        store.adopt(&job, built).unwrap();
+    }
+    assert!(rev > 100, "no write ran beside the compaction");
+    // Every title's latest is the last write; every older render the put superseded is past
+    // its grace only later, so compare the latest of each title.
+    for t in 0..80 {
+        let want = expected
+            .iter()
+            .filter(|(k, _)| k.0 == t)
+            .max_by_key(|(k, _)| k.1)
+            .unwrap();
+        let got = store.get_latest(D, &title(t)).unwrap().unwrap();
+        assert_eq!((got.rev, got.tid), (want.0 .1, want.0 .2));
+        assert_eq!(&got.value, want.1);
+    }
+    drop(store);
+    let check = wink::store::check::check_store(dir.path());
+    assert!(check.problems.is_empty(), "{:?}", check.problems);
+}
+
+#[test]
+fn a_reader_of_the_old_generation_never_reads_wrong_bytes_and_sees_the_new_one_after_refresh() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(T));
+    let mut store = create(dir.path(), &clock);
+    churn(&mut store, &clock, 40);
+    clock.advance(TTL + 60);
+    let mut reader = Store::open(dir.path(), &opts(&clock, false)).unwrap();
+    let before = readable(&reader, 40);
+    let report = store
+        .compact(&CompactOptions::default(), |_, _| {})
+        .unwrap();
+    assert!(report
+        .containers
+        .iter()
+        .any(|c| c.action == Action::Rewrite));
+    // Before it refreshes, the reader finds what it finds whole or not at all: never an error,
+    // never other bytes (its records may name the removed containers, which it holds open).
+    for t in 0..40 {
+        if let Some(got) = reader.get_latest(D, &title(t)).unwrap() {
+            assert!(before.get(&(t, got.rev, got.tid)) == Some(&got.value));
+        }
+    }
+    reader.refresh().unwrap();
+    assert!(readable(&reader, 40) == before);
+    drop(reader);
+    let reopened = Store::open(dir.path(), &opts(&clock, false)).unwrap();
+    assert!(readable(&reopened, 40) == before);
+}
+
+#[test]
+fn compaction_leaves_the_page_cache_as_it_found_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(T));
+    let mut store = create(dir.path(), &clock);
+    churn(&mut store, &clock, 60);
+    clock.advance(TTL + 60);
+    let report = store
+        .compact(&CompactOptions::default(), |_, _| {})
+        .unwrap();
+    let written: Vec<u32> = report.containers.iter().filter_map(|c| c.into).collect();
+    assert!(!written.is_empty());
+    let (mut resident, mut bytes) = (0, 0);
+    for id in written {
+        let (r, b) = residency(&dir.path().join(format!("c{id:06}.data"))).unwrap();
+        resident += r;
+        bytes += b;
+    }
+    // Pages of the new containers' headers may stay; the values must not.
+    assert!(
+        resident * 10 < bytes,
+        "{resident} of {bytes} bytes resident"
+    );
+}
+
+#[test]
+fn wink_compact_prints_the_report_and_dry_run_the_same() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(T));
+    let mut store = create(dir.path(), &clock);
+    churn(&mut store, &clock, 20);
+    store.delete_revision(D, &title(3), 5).unwrap();
+    drop(store);
+    let now = (T + 2 * TTL).to_string();
+    let run = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_wink"))
+            .args(args)
+            .env("WINK_NOW", &now)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{:?}", out);
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let d = dir.path().to_str().unwrap();
+    let dry = run(&["compact", d, "--dry-run"]);
+    let real = run(&["compact", d]);
+    assert!(dry.contains("dropped taken down 2 values"), "{dry}");
+    assert!(dry.contains("would reclaim"), "{dry}");
+    assert!(real.contains("reclaimed"), "{real}");
+    let strip = |s: &str| {
+        s.lines()
+            .filter(|l| l.starts_with("container"))
+            .map(|l| {
+                l.split(", into")
+                    .next()
+                    .unwrap()
+                    .replace("rewrite", "x")
+                    .replace("drop", "x")
+            })
+            .collect::<Vec<_>>()
+    };
+    let acted = |s: &str| -> Vec<String> {
+        strip(s)
+            .into_iter()
+            .filter(|l| !l.contains(": keep"))
+            .collect()
+    };
+    assert_eq!(acted(&dry), acted(&real));
+    let json = run(&["compact", d, "--dry-run", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["dry_run"], true);
+    assert!(v["generation_before"].as_u64().unwrap() >= 1);
+    // Bad options change nothing and exit 2.
+    let bad = Command::new(env!("CARGO_BIN_EXE_wink"))
+        .args(["compact", d, "--max-mbps", "0"])
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+    let check = wink::store::check::check_store(dir.path());
+    assert!(check.problems.is_empty(), "{:?}", check.problems);
+}
+
+#[test]
+fn a_take_down_of_an_archived_revision_is_rewritten_out_of_the_archive() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(T));
+    let cfg = Config {
+        policy: Policy {
+            revisions: Revisions::Recent { ttl: TTL },
+            renders: Renders::Latest {
+                count: 1,
+                grace: 10,
+            },
+            historical_ttl: TTL,
+        },
+        container_bytes: 1 << 20,
+        archive: Some(ArchivePolicy::Newest),
+        archive_block_bytes: 64 << 10,
+        ..Config::default()
+    };
+    Store::init(dir.path(), &cfg, &opts(&clock, true)).unwrap();
+    let mut store = Store::open(dir.path(), &opts(&clock, true)).unwrap();
+    let mut revs = Vec::new();
+    for rev in 1..=12u64 {
+        let mut v = value(7, rev, 0, 6000);
+        if rev == 5 {
+            v.extend_from_slice(MARKER);
+            v.extend(value(7, rev, 1, 3000));
+        }
+        let tid = store.put(D, "Archived", rev, None, HTML, &v).unwrap();
+        revs.push((rev, tid, v));
+        clock.advance(TTL + 1);
+    }
+    store.archive_due(|_, _| {}).unwrap();
+    let marked = |store: &Store| {
+        common::decompressed_blocks(store.archive().unwrap())
+            .iter()
+            .any(|(_, _, content)| common::contains(content, MARKER))
+    };
+    assert!(marked(&store), "the marker was not archived");
+    store.delete_revision(D, "Archived", 5).unwrap();
+    // Taken down, not compacted: still in a block.
+    assert!(marked(&store));
+
+    let report = store
+        .compact(&CompactOptions::default(), |_, _| {})
+        .unwrap();
+    assert!(report.archive_rewrite.is_some(), "{:?}", report.archive_due);
+    assert!(!marked(&store));
+    for path in store_files(dir.path()) {
+        assert!(!holds(&path, MARKER), "{} holds the marker", path.display());
+    }
+    for (rev, tid, v) in &revs {
+        let got = store.get_render(D, "Archived", *rev, *tid).unwrap();
+        if *rev == 5 {
+            assert!(got.is_none());
+        } else {
+            assert!(got.unwrap().value == *v, "rev {rev}");
+        }
+    }
+    let g = store.generation().unwrap();
+    assert_ne!(g.archive, "archive");
+    assert!(g.retired_archive.is_empty() && g.pending_archive.is_empty());
+    assert!(!dir.path().join("archive.data").exists());
+    drop(store);
+    let reopened = Store::open(dir.path(), &opts(&clock, false)).unwrap();
+    assert!(!marked(&reopened));
+    assert!(reopened.get_rev(D, "Archived", 4).unwrap().is_some());
+    drop(reopened);
+    let check = wink::store::check::check_store(dir.path());
+    assert!(check.problems.is_empty(), "{:?}", check.problems);
+}
