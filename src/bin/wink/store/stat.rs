@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 use wink::archive::ArchiveStats;
+use wink::store::generation::Generation;
 use wink::store::space::Space;
 use wink::store::{Config, StoreStat};
 use wink::Result;
@@ -17,7 +18,9 @@ revisions and renders, and the bytes of their values (live_bytes). container_fil
 size of the containers' datafiles, and dead_bytes the part of it no readable render uses (values
 past retention or taken down, and the containers' own bookkeeping), which compaction reclaims.
 Then the store's configuration: the policy, container_bytes (the size past which a container is
-sealed) and max_value.
+sealed) and max_value; then generation (bumped by every compaction step), compactions (runs
+finished), last_compaction_time (seconds since the epoch; 0: never) and
+last_compaction_reclaimed_bytes.
 
 When the store has an archive (`wink init --archive`), its counts follow: titles, blocks,
 revisions (archived, not taken down), raw_bytes (their bytes uncompressed) and stored_bytes (every
@@ -67,6 +70,10 @@ struct StatJson {
     policy: PolicyJson,
     container_bytes: u64,
     max_value: u64,
+    generation: u64,
+    compactions: u64,
+    last_compaction_time: i64,
+    last_compaction_reclaimed_bytes: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     archive: Option<ArchiveJson>,
     per_container: Vec<ContainerJson>,
@@ -185,7 +192,7 @@ impl ArchiveJson {
 }
 
 impl StatJson {
-    fn new(st: &StoreStat, cfg: &Config) -> Self {
+    fn new(st: &StoreStat, cfg: &Config, g: &Generation) -> Self {
         StatJson {
             titles: st.titles,
             revisions: st.revisions,
@@ -201,6 +208,10 @@ impl StatJson {
             },
             container_bytes: cfg.container_bytes,
             max_value: cfg.max_value,
+            generation: g.generation,
+            compactions: g.compactions,
+            last_compaction_time: g.last_time,
+            last_compaction_reclaimed_bytes: g.last_reclaimed,
             archive: st.archive.as_ref().and_then(|a| ArchiveJson::new(a, cfg)),
             per_container: Vec::new(),
             meta_files: Vec::new(),
@@ -227,6 +238,16 @@ impl StatJson {
             ),
             ("container_bytes", self.container_bytes.to_string()),
             ("max_value", self.max_value.to_string()),
+            ("generation", self.generation.to_string()),
+            ("compactions", self.compactions.to_string()),
+            (
+                "last_compaction_time",
+                self.last_compaction_time.to_string(),
+            ),
+            (
+                "last_compaction_reclaimed_bytes",
+                self.last_compaction_reclaimed_bytes.to_string(),
+            ),
         ];
         fields.extend(self.archive.iter().flat_map(ArchiveJson::fields));
         fields
@@ -235,7 +256,8 @@ impl StatJson {
 
 pub fn run(args: &Args) -> Result<Status> {
     let store = super::open_reader(&args.dir)?;
-    let stat = StatJson::new(&store.stat()?, store.config()).with_space(&store.space()?);
+    let stat = StatJson::new(&store.stat()?, store.config(), &store.generation()?)
+        .with_space(&store.space()?);
     let mut out = Out::new();
     if args.json {
         out.json(&stat)?;
