@@ -374,7 +374,8 @@ impl Filesys {
             None => None,
         };
         let journal = if open.writable {
-            if !vfs.exists(&jnl_path) {
+            let existed = vfs.exists(&jnl_path);
+            if !existed {
                 journal::write(vfs.create_new(&jnl_path)?.as_ref(), seq, &[])?;
                 vfs.sync_dir(&jnl_path)?;
                 recovery.actions.push(format!(
@@ -382,7 +383,18 @@ impl Filesys {
                     jnl_path.display()
                 ));
             }
-            Some(vfs.open(&jnl_path, true)?)
+            let jnl = vfs.open(&jnl_path, true)?;
+            if existed && replay.is_none() && storage::length(jnl.as_ref())? > 0 {
+                // Torn (a commit cut short by a crash or a full disk before its journal was
+                // durable, so none of its writes reached the files): ignored above, and
+                // replaced now so that it is not left for `check` to find.
+                journal::write(jnl.as_ref(), seq, &[])?;
+                recovery.actions.push(format!(
+                    "{}: a torn journal discarded (none of its writes had been applied)",
+                    jnl_path.display()
+                ));
+            }
+            Some(jnl)
         } else {
             None
         };
