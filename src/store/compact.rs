@@ -284,7 +284,16 @@ pub(super) fn remove_filesys(vfs: &dyn Vfs, base: &Path) -> Result<()> {
     for ext in FILESYS_EXTS
         .iter()
         .copied()
-        .chain(["idx.grow", "data.tmp", "idx.tmp"])
+        // A build's perm and its merge scratch too: a build that failed or was killed leaves them.
+        .chain([
+            "idx.grow",
+            "data.tmp",
+            "idx.tmp",
+            "data.creating",
+            "perm",
+            "perm.runs",
+            "perm.sorted",
+        ])
     {
         let path = filesys::file_path(base, ext);
         if vfs.exists(&path) {
@@ -896,6 +905,9 @@ impl Store {
         } else {
             0
         };
+        // NEXTCONT past the target, durable before the switch names it: a crash before the
+        // records' commit would otherwise leave a target that container_ids does not list.
+        self.commit()?;
         let mut g = self.generation()?;
         g.generation += 1;
         g.pending = 0;
@@ -1013,6 +1025,12 @@ impl Store {
     /// open calls this); returns what it did, for the log.
     pub(super) fn recover_generation(&mut self) -> Result<Vec<String>> {
         let mut done = Vec::new();
+        // A switch killed before its rename leaves its scratch file; the old file stands.
+        let tmp = self.dir.join(format!("{}.tmp", super::generation::FILE));
+        if self.vfs.exists(&tmp) {
+            self.vfs.remove(&tmp)?;
+            done.push(format!("removed {}: an unfinished switch", tmp.display()));
+        }
         let mut g = self.generation()?;
         for name in [g.pending_archive.clone(), g.retired_archive.clone()] {
             if !name.is_empty() && name != g.archive {
@@ -1040,6 +1058,13 @@ impl Store {
             g.pending = 0;
             self.write_generation(&g)?;
         }
+        // A move's target is in use from the switch on: its number must be allocated (the
+        // roll-forward's commit makes this durable) before the sweep below.
+        if let Some(top) = g.moves.iter().map(|m| m.1).max() {
+            if top >= self.next_container()? {
+                self.meta.set_var(super::NEXTCONT, i64::from(top) + 1)?;
+            }
+        }
         for (source, into) in g.moves.clone() {
             let n = self.roll_forward(source, into)?;
             self.finish_move(source, into)?;
@@ -1047,7 +1072,31 @@ impl Store {
                 "finished compacting container {source} into {into}: {n} title records pointed into it"
             ));
         }
+        self.remove_unallocated(&mut done)?;
         Ok(done)
+    }
+
+    /// Removes containers at numbers no commit handed out (from NEXTCONT on, past CURCONT): a
+    /// rotation killed between its new container's create and its commit leaves one. No
+    /// committed record points into them: a commit of records makes NEXTCONT durable with them.
+    fn remove_unallocated(&mut self, done: &mut Vec<String>) -> Result<()> {
+        let mut id = self.next_container()?;
+        loop {
+            let base = container_base(&self.dir, id);
+            let any = FILESYS_EXTS
+                .iter()
+                .chain(&["data.creating"])
+                .any(|ext| self.vfs.exists(&filesys::file_path(&base, ext)));
+            if !any {
+                return Ok(());
+            }
+            remove_filesys(self.vfs.as_ref(), &base)?;
+            done.push(format!(
+                "removed {}: a container whose number was never committed",
+                base.display()
+            ));
+            id = id.saturating_add(1);
+        }
     }
 
     /// Points every record's renders in `source` into `into` by name (after a crash the remap
