@@ -632,6 +632,10 @@ fn stat_counts_sizes_and_policy() {
             "policy": {"revisions": "recent:100", "renders": "interval:3600:2:60", "historical_ttl": 77},
             "container_bytes": 2000000,
             "max_value": 5000,
+            "generation": 0,
+            "compactions": 0,
+            "last_compaction_time": 0,
+            "last_compaction_reclaimed_bytes": 0,
         })
     );
     // Past the recent window, revision 1 of A no longer counts.
@@ -648,7 +652,8 @@ fn stat_counts_sizes_and_policy() {
     assert_eq!(text["container_bytes"], "2000000");
     assert_eq!(text["container.1.live_bytes"], "15");
     let space = |k: &&String| k.starts_with("container.") || k.starts_with("meta.");
-    assert_eq!(text.keys().filter(|k| !space(k)).count(), 12);
+    assert_eq!(text.keys().filter(|k| !space(k)).count(), 16);
+    assert_eq!(text["generation"], "0");
 }
 
 #[test]
