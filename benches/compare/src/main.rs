@@ -27,8 +27,10 @@
 //! Stores live in `WINK_BENCH_DIR` (default `target/wink-compare` of the project: a disk, not a
 //! tmpfs) and are removed after each contender (`WINK_BENCH_KEEP=1` keeps them).
 //! `WINK_BENCH_ONLY=wink,redb` and `WINK_BENCH_MODES=end` select; `WINK_CORPUS` moves the corpus.
-//! `table FILE.json` reprints the table of a saved run; `reads NAME DIR` times warm reads of a
-//! store kept with `WINK_BENCH_KEEP=1` (for profiling).
+//! The figures are saved in `WINK_BENCH_DIR/results-STAMP.json` after every contender (an
+//! interrupted run keeps what it measured); `table FILE.json` reprints the table of a saved run
+//! (the runs recorded in docs/PERFORMANCE.md are in `results/`); `reads NAME DIR` times warm
+//! reads of a store kept with `WINK_BENCH_KEEP=1` (for profiling).
 
 mod contender;
 mod measure;
@@ -156,7 +158,17 @@ fn orchestrate(s: &Settings) -> Res<()> {
             .map_or("absent: import skipped".into(), |p| p.display().to_string()),
         s.dir.display()
     );
-    let mut results = Vec::new();
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)?
+        .as_secs();
+    let path = s.dir.join(format!("results-{stamp}.json"));
+    let mut saved = report::Saved {
+        renders: s.renders,
+        titles: s.titles,
+        reads: s.reads,
+        corpus: s.corpus.is_some(),
+        rows: Vec::new(),
+    };
     for mode in modes.split(',') {
         for name in only.split(',') {
             let dir = s.dir.join(format!("{name}-{mode}"));
@@ -171,22 +183,13 @@ fn orchestrate(s: &Settings) -> Res<()> {
             if !s.keep {
                 std::fs::remove_dir_all(&dir)?;
             }
-            results.push(report::Row { load, open });
+            saved.rows.push(report::Row { load, open });
+            // Saved after every contender: a full run takes most of an hour, and an interrupted
+            // one keeps what it measured (`table FILE.json` prints it).
+            std::fs::write(&path, serde_json::to_string_pretty(&saved)?)?;
+            eprintln!("results so far saved in {}", path.display());
         }
     }
-    let saved = report::Saved {
-        renders: s.renders,
-        titles: s.titles,
-        reads: s.reads,
-        corpus: s.corpus.is_some(),
-        rows: results,
-    };
-    let stamp = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)?
-        .as_secs();
-    let path = s.dir.join(format!("results-{stamp}.json"));
-    std::fs::write(&path, serde_json::to_string_pretty(&saved)?)?;
-    eprintln!("results saved in {}", path.display());
     report::print(&saved);
     Ok(())
 }
