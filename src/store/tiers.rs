@@ -11,22 +11,41 @@ use uuid::Uuid;
 
 use crate::archive::{map::Entry as ArchiveEntry, Item};
 use crate::error::{Error, Result};
+use crate::filesys::{Filesys, Staleness};
 
+use super::cull::{TitleCursor, STEP_TITLES};
 use super::key::cmp_tid;
-use super::policy::Revisions;
+use super::policy::{ArchivePolicy, Revisions};
 use super::record::{Render, TitleRecord};
 use super::{record_name, Got, Listed, Page, State, Store};
 
-/// What an archive run did.
+/// What an archive run (or step) did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ArchiveReport {
+    /// Titles with a revision archived.
     pub titles: u64,
     pub revisions: u64,
+    /// Raw bytes archived.
     pub bytes: u64,
+    /// Title records walked.
+    pub titles_walked: u64,
 }
 
-/// A title and the (rev, tid) of its renders an archive run moved.
+impl ArchiveReport {
+    /// Adds another report's counts.
+    pub fn add(&mut self, other: &ArchiveReport) {
+        self.titles += other.titles;
+        self.revisions += other.revisions;
+        self.bytes += other.bytes;
+        self.titles_walked += other.titles_walked;
+    }
+}
+
+/// A title and the (rev, tid) of its renders an archive step moved.
 type Moved<'a> = (&'a [u8], Vec<(u64, Uuid)>);
+
+/// The (rev, tid) of the renders of one title added to the archive, and their raw bytes.
+type Archived = (Vec<(u64, Uuid)>, u64);
 
 /// A render found in either tier.
 enum Hit<'a> {
@@ -90,7 +109,19 @@ impl Store {
         title: &str,
         pick: impl Fn(u64, Uuid) -> bool,
     ) -> Result<Option<Got>> {
-        let rec = self.title_record(domain, title)?;
+        self.read_fresh(|meta, staleness| self.find_in(meta, staleness, domain, title, &pick))
+    }
+
+    /// [`Store::find`] through one view of the title records.
+    fn find_in(
+        &self,
+        meta: &Filesys,
+        staleness: Staleness,
+        domain: &str,
+        title: &str,
+        pick: &impl Fn(u64, Uuid) -> bool,
+    ) -> Result<Option<Got>> {
+        let rec = super::view::record_in(meta, staleness, domain, title)?;
         let name = record_name(domain, title);
         let now = self.clock.now();
         let hot = rec.as_ref().and_then(|rec| {
@@ -135,7 +166,19 @@ impl Store {
 
     /// A title's renders in both tiers, newest first.
     pub(super) fn list_tiers(&self, domain: &str, title: &str, page: Page) -> Result<Vec<Listed>> {
-        let rec = self.title_record(domain, title)?;
+        self.read_fresh(|meta, staleness| self.list_in(meta, staleness, domain, title, page))
+    }
+
+    /// [`Store::list_tiers`] through one view of the title records.
+    fn list_in(
+        &self,
+        meta: &Filesys,
+        staleness: Staleness,
+        domain: &str,
+        title: &str,
+        page: Page,
+    ) -> Result<Vec<Listed>> {
+        let rec = super::view::record_in(meta, staleness, domain, title)?;
         let now = self.clock.now();
         let policy = self.cfg.policy;
         let mut out: Vec<Listed> = match &rec {
@@ -169,89 +212,146 @@ impl Store {
     }
 
     /// Archives the candidates of every revision that has left the hot tier, then removes them
-    /// from the hot tier. `progress(done, total)` counts titles.
+    /// from the hot tier: [`Store::archive_step`]s of 256 titles until the pass is done.
+    /// `progress(done, total)` counts titles (the total is counted first).
     pub fn archive_due(&mut self, mut progress: impl FnMut(u64, u64)) -> Result<ArchiveReport> {
-        let Some(policy) = self.cfg.archive else {
-            return Err(Error::invalid(format!(
-                "{}: this store has no archive (wink init --archive)",
-                self.dir.display()
-            )));
-        };
+        self.archive_policy()?;
+        self.writer()?;
+        let total = self.meta.iter().count() as u64;
+        let mut cursor = TitleCursor::new();
+        let mut report = ArchiveReport::default();
+        while !cursor.is_done() {
+            let step = self.archive_step(&mut cursor, STEP_TITLES)?;
+            report.add(&step);
+            progress(report.titles_walked.min(total), total);
+        }
+        Ok(report)
+    }
+
+    /// One step of an archive run, over the next `max_titles` title records from `cursor`: the
+    /// candidates of every revision whose recent window has passed are added to the archive, the
+    /// archive is committed, and only then are they removed from their records (which are culled
+    /// as a put would), committed too. The writer is held for the step only; between steps the
+    /// store takes puts and reads as usual (the compression needs the archive's one writer
+    /// handle, the one reads go through: see docs/ARCHITECTURE.md). The cursor moves past the
+    /// titles done; on an error, past the title that failed as well, with what was archived
+    /// before it committed.
+    pub fn archive_step(
+        &mut self,
+        cursor: &mut TitleCursor,
+        max_titles: usize,
+    ) -> Result<ArchiveReport> {
+        let policy = self.archive_policy()?;
         self.writer()?;
         let Revisions::Recent { ttl } = self.cfg.policy.revisions else {
             // With every revision retained, no revision ever leaves the hot tier.
+            cursor.finish_pass();
             return Ok(ArchiveReport::default());
         };
         let now = self.clock.now();
-        let names: Vec<Vec<u8>> = self
-            .meta
-            .iter()
-            .map(|s| s.map(|s| s.name))
-            .collect::<Result<_>>()?;
-        let total = names.len() as u64;
+        let walk = self.walk_titles(cursor, max_titles)?;
         let mut report = ArchiveReport::default();
-        for (i, chunk) in names.chunks(256).enumerate() {
-            let mut moved: Vec<Moved<'_>> = Vec::new();
-            for name in chunk {
-                let Some(rec) = self.load(name)? else {
-                    continue;
-                };
-                let left = |r: &Render| {
-                    r.stamps
-                        .superseded
-                        .is_some_and(|s| s.saturating_add(ttl) <= now)
-                };
-                let due: Vec<&Render> = rec
-                    .candidates(policy)
-                    .into_iter()
-                    .filter_map(|(rev, tid)| {
-                        rec.renders.iter().find(|r| r.rev == rev && r.tid == tid)
-                    })
-                    .filter(|r| left(r))
-                    .collect();
-                if due.is_empty() {
-                    continue;
+        let mut moved: Vec<Moved<'_>> = Vec::new();
+        let mut failed = None;
+        for (i, (name, _)) in walk.titles.iter().enumerate() {
+            report.titles_walked += 1;
+            match self.archive_title(name, policy, ttl, now) {
+                Ok(None) => {}
+                Ok(Some((gone, bytes))) => {
+                    report.titles += 1;
+                    report.revisions += gone.len() as u64;
+                    report.bytes += bytes;
+                    moved.push((name, gone));
                 }
-                let values: Vec<Vec<u8>> = due
-                    .iter()
-                    .map(|r| self.read_value(&r.location))
-                    .collect::<Result<_>>()?;
-                let items: Vec<Item<'_>> = due
-                    .iter()
-                    .zip(&values)
-                    .map(|(r, v)| Item {
-                        rev: r.rev,
-                        tid: *r.tid.as_bytes(),
-                        content_type: &r.content_type,
-                        value: v,
-                    })
-                    .collect();
-                let archive = self
-                    .archive
-                    .as_mut()
-                    .ok_or_else(|| Error::invalid("no archive"))?;
-                archive.add(name, &items)?;
-                report.titles += 1;
-                report.revisions += items.len() as u64;
-                report.bytes += values.iter().map(|v| v.len() as u64).sum::<u64>();
-                moved.push((name, due.iter().map(|r| (r.rev, r.tid)).collect()));
+                Err(e) => {
+                    failed = Some((i, e));
+                    break;
+                }
             }
-            // The archive is durable before anything leaves the hot tier.
-            if let Some(archive) = self.archive.as_mut() {
-                archive.commit()?;
-            }
-            for (name, gone) in moved {
-                let Some(mut rec) = self.load(name)? else {
-                    continue;
-                };
-                rec.renders.retain(|r| !gone.contains(&(r.rev, r.tid)));
-                rec.cull_keeping(&self.cfg.policy, now, Some(policy));
-                self.save(name, &rec)?;
-            }
-            self.commit()?;
-            progress(((i + 1) * 256).min(names.len()) as u64, total);
         }
-        Ok(report)
+        // The archive is durable before anything leaves the hot tier.
+        if let Some(archive) = self.archive.as_mut() {
+            archive.commit()?;
+        }
+        for (name, gone) in moved {
+            let Some(mut rec) = self.load(name)? else {
+                continue;
+            };
+            rec.renders.retain(|r| !gone.contains(&(r.rev, r.tid)));
+            rec.cull_keeping(&self.cfg.policy, now, Some(policy));
+            self.save(name, &rec)?;
+        }
+        if report.titles > 0 {
+            self.commit()?;
+        }
+        match failed {
+            Some((i, e)) => {
+                walk.stop_after(cursor, i);
+                Err(e)
+            }
+            None => {
+                walk.finish(cursor);
+                Ok(report)
+            }
+        }
+    }
+
+    fn archive_policy(&self) -> Result<ArchivePolicy> {
+        self.cfg.archive.ok_or_else(|| {
+            Error::invalid(format!(
+                "{}: this store has no archive (wink init --archive)",
+                self.dir.display()
+            ))
+        })
+    }
+
+    /// Adds a title's due candidates to the archive (uncommitted); returns their (rev, tid) and
+    /// raw bytes, or `None` when none is due.
+    fn archive_title(
+        &mut self,
+        name: &[u8],
+        policy: ArchivePolicy,
+        ttl: i64,
+        now: i64,
+    ) -> Result<Option<Archived>> {
+        let Some(rec) = self.load(name)? else {
+            return Ok(None);
+        };
+        let left = |r: &Render| {
+            r.stamps
+                .superseded
+                .is_some_and(|s| s.saturating_add(ttl) <= now)
+        };
+        let due: Vec<&Render> = rec
+            .candidates(policy)
+            .into_iter()
+            .filter_map(|(rev, tid)| rec.renders.iter().find(|r| r.rev == rev && r.tid == tid))
+            .filter(|r| left(r))
+            .collect();
+        if due.is_empty() {
+            return Ok(None);
+        }
+        let values: Vec<Vec<u8>> = due
+            .iter()
+            .map(|r| self.read_value(&r.location))
+            .collect::<Result<_>>()?;
+        let items: Vec<Item<'_>> = due
+            .iter()
+            .zip(&values)
+            .map(|(r, v)| Item {
+                rev: r.rev,
+                tid: *r.tid.as_bytes(),
+                content_type: &r.content_type,
+                value: v,
+            })
+            .collect();
+        let archive = self
+            .archive
+            .as_mut()
+            .ok_or_else(|| Error::invalid("no archive"))?;
+        archive.add(name, &items)?;
+        let bytes = values.iter().map(|v| v.len() as u64).sum();
+        Ok(Some((due.iter().map(|r| (r.rev, r.tid)).collect(), bytes)))
     }
 
     /// The archive tier, when the store has one.

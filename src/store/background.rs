@@ -1,0 +1,479 @@
+//! Background maintenance: a thread that culls, archives and compacts a store that the process
+//! keeps using, through the same `Arc<Mutex<Store>>` its puts and reads go through.
+//!
+//! The thread takes the lock for one bounded step at a time and lets it go in between, so a put
+//! or a read waits for one step at most, never for a whole run:
+//!
+//! | work                 | under the lock                                  | without it                   |
+//! |----------------------|-------------------------------------------------|------------------------------|
+//! | cull                 | one [`Store::cull_due`] step (N title records, a commit) | —                   |
+//! | archive              | one [`Store::archive_step`] (N titles: read, compress, commit twice) | —       |
+//! | compaction: plan     | —                                               | a dry-run survey through a read-only handle |
+//! | compaction: per container | [`Store::start_compaction`] (and sealing the current one, if asked) | — |
+//! | compaction: build    | —                                               | [`CompactJob::run`]: survey and copy, throttled |
+//! | compaction: switch   | [`Store::adopt`]: validate, switch, point the records | —                     |
+//!
+//! Every step is one the store can stop after (each is committed, and a compaction's crash
+//! safety is the generation file's), so stopping waits for the step under way only — a
+//! container's copy included. Errors are kept in the [`MaintenanceStatus`] and the next round
+//! goes on; the thread stops by itself only when the store's lock is poisoned (a thread panicked
+//! while holding it), since the store may then be half way through a change.
+//!
+//! Stopping (or dropping) a [`Maintenance`] joins its thread: never do it while holding the
+//! store's lock.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::PathBuf;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::{self, JoinHandle};
+use std::time::Duration;
+
+use crate::clock::Clock;
+use crate::error::{Error, Result};
+use crate::vfs::Vfs;
+
+use super::compact::{Action, CompactJob, CompactOptions, CompactReport};
+use super::cull::{CullReport, TitleCursor};
+use super::tiers::ArchiveReport;
+use super::{Store, StoreOptions};
+
+/// What the maintenance thread does, and how often.
+#[derive(Clone, Debug)]
+pub struct MaintenanceOptions {
+    /// The pause between the end of a round and the start of the next.
+    pub interval: Duration,
+    /// Limit on compaction I/O (bytes read plus written), in MB/s.
+    pub max_mbps: Option<f64>,
+    /// Compact a sealed container once this fraction of its bytes is dead (0 to 1).
+    pub min_dead: f64,
+    pub cull: bool,
+    /// Archive revisions leaving the hot tier (stores with an archive only).
+    pub archive: bool,
+    pub compact: bool,
+    /// Seal the current container when a compaction would rewrite it (as `wink compact` does).
+    /// Off by default: in a store taking writes, the current container fills and is sealed by
+    /// itself, and sealing it every round would leave many small containers.
+    pub seal_current: bool,
+    /// Title records per cull or archive step: how long the lock is held at most.
+    pub step_titles: usize,
+}
+
+impl Default for MaintenanceOptions {
+    fn default() -> Self {
+        MaintenanceOptions {
+            interval: Duration::from_secs(600),
+            max_mbps: Some(100.0),
+            min_dead: 0.25,
+            cull: true,
+            archive: true,
+            compact: true,
+            seal_current: false,
+            step_titles: 64,
+        }
+    }
+}
+
+impl MaintenanceOptions {
+    fn check(&self) -> Result<()> {
+        if !(0.0..=1.0).contains(&self.min_dead) {
+            return Err(Error::invalid(format!(
+                "min_dead {}: a fraction, 0 to 1",
+                self.min_dead
+            )));
+        }
+        if self.max_mbps.is_some_and(|m| !(m > 0.0 && m.is_finite())) {
+            return Err(Error::invalid("max_mbps: a positive number of MB/s"));
+        }
+        if self.step_titles == 0 {
+            return Err(Error::invalid("step_titles: at least 1"));
+        }
+        Ok(())
+    }
+}
+
+/// What the maintenance thread has done so far.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct MaintenanceStatus {
+    /// Rounds finished (each: a cull pass, an archive pass, a compaction of what is worth it).
+    pub rounds: u64,
+    pub culled: CullReport,
+    pub archived: ArchiveReport,
+    /// Containers rewritten or dropped whole.
+    pub compacted: u64,
+    /// Container compactions given up because the records changed under them (retried later).
+    pub abandoned: u64,
+    pub reclaimed_bytes: u64,
+    pub errors: u64,
+    /// The last error, prefixed with the work that met it.
+    pub last_error: Option<String>,
+    /// False once the thread has ended (stopped, or halted by a poisoned lock).
+    pub running: bool,
+}
+
+struct State {
+    status: MaintenanceStatus,
+    stop: bool,
+    wake: bool,
+}
+
+struct Shared {
+    state: Mutex<State>,
+    changed: Condvar,
+}
+
+impl Shared {
+    fn state(&self) -> MutexGuard<'_, State> {
+        // Only this module locks it, and nothing in it panics while holding it.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn update(&self, f: impl FnOnce(&mut MaintenanceStatus)) {
+        f(&mut self.state().status);
+        self.changed.notify_all();
+    }
+
+    fn error(&self, work: &str, e: &dyn std::fmt::Display) {
+        self.update(|s| {
+            s.errors += 1;
+            s.last_error = Some(format!("{work}: {e}"));
+        });
+    }
+
+    fn stopping(&self) -> bool {
+        self.state().stop
+    }
+}
+
+/// A running maintenance thread.
+pub struct Maintenance {
+    shared: Arc<Shared>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for Maintenance {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Maintenance")
+            .field("status", &self.status())
+            .finish()
+    }
+}
+
+impl Maintenance {
+    /// Starts the thread. The store must be the writer's handle.
+    pub fn spawn(store: Arc<Mutex<Store>>, opts: MaintenanceOptions) -> Result<Maintenance> {
+        opts.check()?;
+        let (dir, vfs, clock, has_archive) = {
+            let mut s = store
+                .lock()
+                .map_err(|_| Error::invalid("the store's lock is poisoned"))?;
+            s.writer()?;
+            (
+                s.dir.clone(),
+                s.vfs.clone(),
+                s.clock.clone(),
+                s.cfg.archive.is_some(),
+            )
+        };
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State {
+                status: MaintenanceStatus {
+                    running: true,
+                    ..MaintenanceStatus::default()
+                },
+                stop: false,
+                wake: false,
+            }),
+            changed: Condvar::new(),
+        });
+        let runner = Runner {
+            store,
+            shared: shared.clone(),
+            archive: opts.archive && has_archive,
+            opts,
+            dir,
+            vfs,
+            clock,
+            cull_cursor: TitleCursor::new(),
+            archive_cursor: TitleCursor::new(),
+        };
+        let thread = thread::Builder::new()
+            .name("wink-maintenance".into())
+            .spawn(move || runner.run())
+            .map_err(|e| Error::io(std::path::Path::new("wink-maintenance"), None, e))?;
+        Ok(Maintenance {
+            shared,
+            thread: Some(thread),
+        })
+    }
+
+    /// What the thread has done so far.
+    pub fn status(&self) -> MaintenanceStatus {
+        self.shared.state().status.clone()
+    }
+
+    /// Starts the next round now instead of after the interval.
+    pub fn run_now(&self) {
+        self.shared.state().wake = true;
+        self.shared.changed.notify_all();
+    }
+
+    /// Waits until `rounds` rounds are finished (or the thread has ended, or `timeout` passed);
+    /// returns the status then.
+    pub fn wait_rounds(&self, rounds: u64, timeout: Duration) -> MaintenanceStatus {
+        let deadline = std::time::Instant::now() + timeout;
+        let mut state = self.shared.state();
+        loop {
+            let now = std::time::Instant::now();
+            if state.status.rounds >= rounds || !state.status.running || now >= deadline {
+                return state.status.clone();
+            }
+            state = self
+                .shared
+                .changed
+                .wait_timeout(state, deadline - now)
+                .map(|(g, _)| g)
+                .unwrap_or_else(|p| p.into_inner().0);
+        }
+    }
+
+    /// Stops the thread after the step under way and waits for it; returns the final status.
+    pub fn stop(mut self) -> MaintenanceStatus {
+        self.shutdown();
+        self.status()
+    }
+
+    fn shutdown(&mut self) {
+        self.shared.state().stop = true;
+        self.shared.changed.notify_all();
+        if let Some(thread) = self.thread.take() {
+            // The thread catches its own panics; a join error has nothing left to report.
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for Maintenance {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+/// The store's lock was poisoned: the thread ends.
+struct Halt;
+
+struct Runner {
+    store: Arc<Mutex<Store>>,
+    shared: Arc<Shared>,
+    opts: MaintenanceOptions,
+    archive: bool,
+    dir: PathBuf,
+    vfs: Arc<dyn Vfs>,
+    clock: Arc<dyn Clock>,
+    /// Passes resume where an error stopped them, in the next round.
+    cull_cursor: TitleCursor,
+    archive_cursor: TitleCursor,
+}
+
+impl Runner {
+    fn run(mut self) {
+        loop {
+            if self.shared.stopping() {
+                break;
+            }
+            match catch_unwind(AssertUnwindSafe(|| self.round())) {
+                Ok(Ok(())) => self.shared.update(|s| s.rounds += 1),
+                Ok(Err(Halt)) => break,
+                Err(panic) => {
+                    let what = panic
+                        .downcast_ref::<&str>()
+                        .map(|s| s.to_string())
+                        .or_else(|| panic.downcast_ref::<String>().cloned())
+                        .unwrap_or_else(|| "a panic".into());
+                    self.shared
+                        .error("maintenance stopped after a panic", &what);
+                    break;
+                }
+            }
+            if !self.pause() {
+                break;
+            }
+        }
+        self.shared.update(|s| s.running = false);
+    }
+
+    /// Waits for the interval, a wake-up or a stop; false on a stop.
+    fn pause(&self) -> bool {
+        let shared = &self.shared;
+        let state = shared.state();
+        let (mut state, _) = shared
+            .changed
+            .wait_timeout_while(state, self.opts.interval, |s| !s.stop && !s.wake)
+            .unwrap_or_else(|p| p.into_inner());
+        state.wake = false;
+        !state.stop
+    }
+
+    /// Runs `f` on the store under its lock, and lets other threads have it right after.
+    fn with_store<T>(&self, f: impl FnOnce(&mut Store) -> T) -> std::result::Result<T, Halt> {
+        let out = match self.store.lock() {
+            Ok(mut store) => f(&mut store),
+            Err(_) => {
+                self.shared.error(
+                    "maintenance stopped",
+                    &"the store's lock is poisoned (a thread panicked while holding it)",
+                );
+                return Err(Halt);
+            }
+        };
+        thread::yield_now();
+        Ok(out)
+    }
+
+    fn round(&mut self) -> std::result::Result<(), Halt> {
+        if self.opts.cull {
+            self.cull_pass()?;
+        }
+        if self.archive {
+            self.archive_pass()?;
+        }
+        if self.opts.compact {
+            self.compact()?;
+        }
+        Ok(())
+    }
+
+    fn cull_pass(&mut self) -> std::result::Result<(), Halt> {
+        let n = self.opts.step_titles;
+        let mut cursor = fresh_if_done(std::mem::take(&mut self.cull_cursor));
+        while !cursor.is_done() && !self.shared.stopping() {
+            let before = cursor.clone();
+            match self.with_store(|s| s.cull_due(&mut cursor, n))? {
+                Ok(report) => self.shared.update(|s| s.culled.add(&report)),
+                Err(e) => {
+                    self.shared.error("cull", &e);
+                    cursor = restart_if_stuck(cursor, &before);
+                    break;
+                }
+            }
+        }
+        self.cull_cursor = cursor;
+        Ok(())
+    }
+
+    fn archive_pass(&mut self) -> std::result::Result<(), Halt> {
+        let n = self.opts.step_titles;
+        let mut cursor = fresh_if_done(std::mem::take(&mut self.archive_cursor));
+        while !cursor.is_done() && !self.shared.stopping() {
+            let before = cursor.clone();
+            match self.with_store(|s| s.archive_step(&mut cursor, n))? {
+                Ok(report) => self.shared.update(|s| s.archived.add(&report)),
+                Err(e) => {
+                    self.shared.error("archive", &e);
+                    cursor = restart_if_stuck(cursor, &before);
+                    break;
+                }
+            }
+        }
+        self.archive_cursor = cursor;
+        Ok(())
+    }
+
+    /// Compacts every container a dry run finds worth it, one at a time.
+    fn compact(&mut self) -> std::result::Result<(), Halt> {
+        let opts = CompactOptions {
+            min_dead: self.opts.min_dead,
+            max_mbps: self.opts.max_mbps,
+            seal_current: self.opts.seal_current,
+            dry_run: false,
+        };
+        let plan = match self.plan(&opts) {
+            Ok(plan) => plan,
+            Err(e) => {
+                self.shared.error("compaction survey", &e);
+                return Ok(());
+            }
+        };
+        let due = plan
+            .containers
+            .iter()
+            .filter(|c| matches!(c.action, Action::Rewrite | Action::Drop))
+            .map(|c| c.id);
+        for id in due {
+            if self.shared.stopping() {
+                break;
+            }
+            if let Err(e) = self.compact_one(id, &opts)? {
+                self.shared
+                    .error(&format!("compaction of container {id}"), &e);
+            }
+        }
+        Ok(())
+    }
+
+    /// The dry run, through a read-only handle of its own: no lock held.
+    fn plan(&self, opts: &CompactOptions) -> Result<CompactReport> {
+        let reader = Store::open(
+            &self.dir,
+            &StoreOptions {
+                writable: false,
+                wait: false,
+                clock: self.clock.clone(),
+                vfs: self.vfs.clone(),
+            },
+        )?;
+        reader.plan_compaction(&CompactOptions {
+            dry_run: true,
+            ..opts.clone()
+        })
+    }
+
+    /// One container: started and adopted under the lock, built without it.
+    fn compact_one(&self, id: u32, opts: &CompactOptions) -> std::result::Result<Result<()>, Halt> {
+        let seal = opts.seal_current;
+        let job = self.with_store(|s| -> Result<Option<CompactJob>> {
+            if id == s.current_container()? {
+                if !seal {
+                    return Ok(None);
+                }
+                s.rotate()?;
+            }
+            s.start_compaction(id, opts).map(Some)
+        })?;
+        let job = match job {
+            Ok(Some(job)) => job,
+            Ok(None) => return Ok(Ok(())),
+            Err(e) => return Ok(Err(e)),
+        };
+        let built = job.run();
+        let adopted = self.with_store(|s| s.adopt(&job, built))?;
+        Ok(adopted.map(|(plan, _, _)| {
+            self.shared.update(|s| match plan.action {
+                Action::Rewrite | Action::Drop => {
+                    s.compacted += 1;
+                    s.reclaimed_bytes += plan.reclaimed();
+                }
+                Action::Abandoned => s.abandoned += 1,
+                Action::Keep => {}
+            })
+        }))
+    }
+}
+
+/// A new pass when the last one is done.
+fn fresh_if_done(cursor: TitleCursor) -> TitleCursor {
+    if cursor.is_done() {
+        TitleCursor::new()
+    } else {
+        cursor
+    }
+}
+
+/// After an error that did not move the cursor (damage where it stands), the next round starts
+/// a new pass rather than meet the same error at once and never get to the titles before it.
+fn restart_if_stuck(cursor: TitleCursor, before: &TitleCursor) -> TitleCursor {
+    if &cursor == before {
+        TitleCursor::new()
+    } else {
+        cursor
+    }
+}
