@@ -70,6 +70,8 @@ enum Command {
     Scrub(store::scrub::Args),
     /// Reclaim the space of expired, taken-down and replaced values (container by container).
     Compact(store::compact::Args),
+    /// Drop the renders no read can return any more from the title records (reads unchanged).
+    Cull(store::cull::Args),
     /// Repair what a crash left (as a writer's open does) and check the store.
     Recover(store::recover::Args),
     /// Copy a live store consistently to a new directory (a backup that opens on its own).
@@ -102,6 +104,7 @@ fn main() -> ExitCode {
         Command::Scrub(args) => store::scrub::run(&args),
         Command::Snapshot(args) => store::snapshot::run(&args),
         Command::Compact(args) => store::compact::run(&args),
+        Command::Cull(args) => store::cull::run(&args),
         Command::Recover(args) => store::recover::run(&args),
         Command::Demo(args) => demo::run(&args),
     };

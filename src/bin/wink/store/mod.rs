@@ -9,6 +9,7 @@
 
 pub mod archive;
 pub mod compact;
+pub mod cull;
 pub mod get;
 pub mod import;
 pub mod init;
