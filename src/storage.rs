@@ -63,6 +63,10 @@ pub trait Storage: Send + Sync + fmt::Debug {
     fn advise_random(&self) -> io::Result<()> {
         Ok(())
     }
+    /// Asks for a range to be read into the page cache in the background (reads soon to come).
+    fn will_need(&self, _offset: u64, _len: u64) -> io::Result<()> {
+        Ok(())
+    }
     /// Hints that reads will be sequential (aggressive readahead).
     fn advise_sequential(&self) -> io::Result<()> {
         Ok(())
@@ -330,6 +334,14 @@ impl Storage for FileStorage {
 
     fn advise_random(&self) -> io::Result<()> {
         self.fadvise(0, 0, nix::fcntl::PosixFadviseAdvice::POSIX_FADV_RANDOM)
+    }
+
+    fn will_need(&self, offset: u64, len: u64) -> io::Result<()> {
+        self.fadvise(
+            offset,
+            len,
+            nix::fcntl::PosixFadviseAdvice::POSIX_FADV_WILLNEED,
+        )
     }
 
     fn advise_sequential(&self) -> io::Result<()> {

@@ -221,6 +221,16 @@ fn reads_the_filesystems_of_an_independent_implementation() {
                 .is_none());
         }
         let listed: Vec<Vec<u8>> = fs.iter().map(|s| s.unwrap().name).collect();
+        let walked: Vec<_> = fs.iter().map(|s| s.unwrap()).collect();
+        let sparse: Vec<_> = fs.iter_sparse().map(|s| s.unwrap()).collect();
+        assert_eq!(
+            sparse, walked,
+            "{stem}: a sparse walk and a full walk disagree"
+        );
+        // Found through the index, or None where the index cannot be shown to hold every file.
+        if let Some(by_index) = fs.files_by_index().unwrap() {
+            assert_eq!(by_index, walked, "{stem}: the index and a walk disagree");
+        }
         let expected: Vec<Vec<u8>> = spec["live"]
             .as_array()
             .unwrap()
@@ -403,4 +413,48 @@ fn reindex_repairs_a_damaged_or_unreadable_index() {
     assert_eq!(fs.read(b"f39").unwrap(), b"content 39");
     drop(fs);
     assert_clean(&base);
+}
+
+#[test]
+fn a_survey_through_an_index_that_lost_a_cell_falls_back_to_a_walk() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path().join("fs");
+    let clock = ManualClock::new(1_700_000_000);
+    let opts = FsOptions {
+        ao: true,
+        dups: true,
+        isz: 88,
+        htsize: 64,
+        ..FsOptions::default()
+    };
+    let mut fs = Filesys::create(&base, &opts, &writer(&clock)).unwrap();
+    for i in 0..20u32 {
+        // Values of several pages, so a sparse walk has data entries to step over.
+        fs.put(
+            format!("f{i}").as_bytes(),
+            0,
+            &vec![i as u8; 9000 + i as usize],
+        )
+        .unwrap();
+    }
+    fs.put(b"f3", 0, b"rewritten").unwrap();
+    fs.sync().unwrap();
+    drop(fs);
+    let fs = Filesys::open(&base, &OpenOptions::read_only()).unwrap();
+    let walked: Vec<_> = fs.iter().map(|s| s.unwrap()).collect();
+    assert_eq!(walked.len(), 20);
+    assert_eq!(fs.files_by_index().unwrap().as_ref(), Some(&walked));
+    drop(fs);
+
+    // The index loses one file's cell: the files it still finds no longer account for every
+    // live entry of the datafile, so it must not be trusted as the list of files.
+    let mut idx = wink::format::hindex::HIndex::open_path(&file_path(&base, "idx"), true).unwrap();
+    let (cell, _) = idx.used_cells().next().unwrap().unwrap();
+    idx.delete_cell(cell).unwrap();
+    idx.flush().unwrap();
+    drop(idx);
+    let fs = Filesys::open(&base, &OpenOptions::read_only()).unwrap();
+    assert_eq!(fs.files_by_index().unwrap(), None);
+    let sparse: Vec<_> = fs.iter_sparse().map(|s| s.unwrap()).collect();
+    assert_eq!(sparse, walked, "the walk still finds every file");
 }

@@ -124,6 +124,15 @@ impl Harness {
         let fs = self.fs();
         let mut out = Model::new();
         let stats: Vec<_> = fs.iter().map(|s| s.unwrap()).collect();
+        let sparse: Vec<_> = fs.iter_sparse().map(|s| s.unwrap()).collect();
+        assert_eq!(sparse, stats, "a sparse walk and a full walk disagree");
+        let by_index = fs.files_by_index().unwrap();
+        // The index accounts for every live entry of a filesys this crate wrote.
+        assert_eq!(
+            by_index.as_ref(),
+            Some(&stats),
+            "the index and a walk disagree"
+        );
         for stat in stats {
             let via_name = fs.read(&stat.name).unwrap();
             assert_eq!(

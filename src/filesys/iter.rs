@@ -1,7 +1,7 @@
 //! Iteration over live files in file order, and over an mtime range of an ao filesys.
 
 use crate::error::{Error, Result};
-use crate::format::kvseq::{self, KvPointer};
+use crate::format::kvseq::{self, KvPointer, KvSeq};
 
 use super::inode::{classify, Inode, KeyKind};
 use super::{FileStat, Filesys};
@@ -55,21 +55,55 @@ impl Iterator for FileIter<'_> {
             if self.from_mtime.is_some_and(|t0| inode.mtime < t0) {
                 continue;
             }
-            let stat = FileStat {
-                name: name.to_vec(),
-                size: inode.lsize,
-                ftype: inode.ftype,
-                mtime: inode.mtime,
-                fileid: inode.fileid,
-                inode: entry.layout.ptr,
-                inode_size: inode.size,
-                data_entries: inode.data.len() as u64,
-            };
-            return Some(Ok(stat));
+            return Some(Ok(stat_of(name, entry.layout.ptr, &inode)));
         }
         None
     }
 }
+
+fn stat_of(name: &[u8], ptr: KvPointer, inode: &Inode) -> FileStat {
+    FileStat {
+        name: name.to_vec(),
+        size: inode.lsize,
+        ftype: inode.ftype,
+        mtime: inode.mtime,
+        fileid: inode.fileid,
+        inode: ptr,
+        inode_size: inode.size,
+        data_entries: inode.data.len() as u64,
+    }
+}
+
+/// The live files whose inode entries lie at `ptrs`, in that order.
+fn read_inode_run(data: &KvSeq, ptrs: &[u64]) -> Result<Vec<FileStat>> {
+    let mut files = Vec::with_capacity(ptrs.len());
+    for &ptr in ptrs {
+        let entry = data.read_sized(KvPointer(ptr), INODE_READ)?;
+        if entry.deleted {
+            continue;
+        }
+        let KeyKind::Inode { name, n: 0 } = classify(&entry.key) else {
+            return Err(Error::corrupt(
+                data.path(),
+                ptr,
+                "entry an index cell points at",
+                "an inode entry",
+                String::from_utf8_lossy(&entry.key),
+            ));
+        };
+        let inode = Inode::decode(&entry.value, data.path(), entry.value_offset)?;
+        files.push(stat_of(name, entry.ptr, &inode));
+    }
+    Ok(files)
+}
+
+/// Inodes read at once by [`Filesys::files_by_index`] (bounds the pointers held per round).
+const INDEX_BATCH: usize = 4096;
+/// Reads in flight in [`Filesys::files_by_index`]: a disk serves many small random reads at
+/// once far faster than one after another.
+const INDEX_THREADS: usize = 16;
+/// First read of an inode entry: header, name and an inode of a few data pointers.
+const INODE_READ: usize = 1024;
 
 impl Filesys {
     /// Live files in file order, starting at `from`, stopping before the first with an mtime at
@@ -87,6 +121,69 @@ impl Filesys {
     /// Every live file, in file order.
     pub fn iter(&self) -> FileIter<'_> {
         self.files(self.data.first(), None)
+    }
+
+    /// Every live file, in file order, reading inode entries only and stepping over the data
+    /// entries between them: for a survey of a filesys of large files, it reads a page or two
+    /// per file instead of every byte.
+    pub fn iter_sparse(&self) -> FileIter<'_> {
+        FileIter {
+            entries: self.data.iter_sparse(self.data.first(), true, |key| {
+                matches!(classify(key), KeyKind::Inode { .. })
+            }),
+            ..self.files(self.data.first(), None)
+        }
+    }
+
+    /// Every live file, found through the index instead of a walk of the datafile: the used
+    /// cells give the inode pointers, and the inodes are read [`INDEX_THREADS`] at a time, in
+    /// pointer (file) order. A survey of a filesys of large files reads one small entry per file
+    /// this way, with many reads in flight. `None` when the files found do not account for every
+    /// live entry of the datafile (AENTRIES: an inode and its data entries each): then the index
+    /// misses something and only a walk ([`Filesys::iter_sparse`]) is sure to find every file.
+    pub fn files_by_index(&self) -> Result<Option<Vec<FileStat>>> {
+        let Some(live_entries) = self.data.live_entries() else {
+            return Ok(None);
+        };
+        let mut ptrs = Vec::new();
+        for cell in self.idx.used_cells() {
+            let (_, ptr) = cell?;
+            ptrs.push(ptr.0);
+            if ptrs.len() as u64 > live_entries {
+                return Ok(None);
+            }
+        }
+        ptrs.sort_unstable();
+        let mut files = Vec::with_capacity(ptrs.len());
+        for batch in ptrs.chunks(INDEX_BATCH) {
+            files.extend(self.read_inodes(batch)?);
+        }
+        let accounted: u64 = files.iter().map(|f| 1 + f.data_entries).sum();
+        Ok((accounted == live_entries).then_some(files))
+    }
+
+    /// The live files whose inode entries lie at `ptrs` (in that order), read in parallel.
+    fn read_inodes(&self, ptrs: &[u64]) -> Result<Vec<FileStat>> {
+        let per = ptrs.len().div_ceil(INDEX_THREADS).max(1);
+        let data = &self.data;
+        let parts: Vec<Result<Vec<FileStat>>> = std::thread::scope(|scope| {
+            let workers: Vec<_> = ptrs
+                .chunks(per)
+                .map(|part| scope.spawn(move || read_inode_run(data, part)))
+                .collect();
+            workers
+                .into_iter()
+                .map(|w| {
+                    w.join()
+                        .unwrap_or_else(|_| Err(Error::invalid("an inode reader panicked")))
+                })
+                .collect()
+        });
+        let mut files = Vec::with_capacity(ptrs.len());
+        for part in parts {
+            files.extend(part?);
+        }
+        Ok(files)
     }
 
     /// Live files with `t0 ≤ mtime < t1`, found by seeking through the time index (never a scan

@@ -44,6 +44,9 @@ pub const MAX_FILEINCR: u64 = 1 << 30;
 const SCAN_WINDOW: usize = 256 << 10;
 /// How much a single-entry read fetches first (header, key and a small value in one pread).
 const POINT_WINDOW: usize = 4096;
+/// How much a sparse walk fetches at once: a header, a key and a small value, not the large
+/// values it steps over.
+const SPARSE_WINDOW: usize = 4096;
 
 /// Settings for a new kvseq.
 #[derive(Clone, Debug)]
@@ -511,7 +514,25 @@ impl KvSeq {
             next: from.0.max(self.data_start),
             live_only,
             values: false,
+            want_value: None,
             failed: false,
+        }
+    }
+
+    /// Iterates entries in file order reading only headers, keys and the values whose key
+    /// `want_value` accepts, a page at a time: a walk that steps over large values (a filesys's
+    /// data entries) without reading them. Other entries come without a value.
+    pub fn iter_sparse(
+        &self,
+        from: KvPointer,
+        live_only: bool,
+        want_value: fn(&[u8]) -> bool,
+    ) -> Iter<'_> {
+        Iter {
+            window: Window::new(self.storage.as_ref(), self.filesize, SPARSE_WINDOW),
+            values: true,
+            want_value: Some(want_value),
+            ..self.iter(from, live_only)
         }
     }
 
@@ -946,6 +967,8 @@ pub struct Iter<'a> {
     next: u64,
     live_only: bool,
     values: bool,
+    /// When set, only values whose key it accepts are read.
+    want_value: Option<fn(&[u8]) -> bool>,
     failed: bool,
 }
 
@@ -995,7 +1018,8 @@ impl Iter<'_> {
                 "key",
             )?
         };
-        let value = if self.values && !skip {
+        let wanted = self.want_value.is_none_or(|want| want(&key));
+        let value = if self.values && !skip && wanted {
             Some(kv.field_bytes(
                 &mut self.window,
                 layout.value_offset,
