@@ -458,7 +458,15 @@ fn run_and_kill(dir: &Path, at: KillAt) -> (bool, u32) {
 /// What the generation file says was under way at the kill.
 fn phase(dir: &Path) -> &'static str {
     match Generation::read(&RealFs, dir) {
-        Ok(g) if !g.moves.is_empty() => "move",
+        // A move stays named until the next write of the file; it is under way while its
+        // source's datafile (removed first, after the records' commit) is there.
+        Ok(g)
+            if g.moves
+                .iter()
+                .any(|(source, _)| dir.join(format!("c{source:06}.data")).exists()) =>
+        {
+            "move"
+        }
         Ok(g) if g.pending != 0 => "pending",
         Ok(_) => "neither",
         Err(_) => "unreadable",

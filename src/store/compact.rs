@@ -6,13 +6,13 @@
 //!
 //! | phase    | what happens                                                          | after a crash here      |
 //! |----------|-----------------------------------------------------------------------|-------------------------|
-//! | survey   | N's files, each classified against its title's record: live, or dropped as expired / taken down / replaced / archived / deleted | nothing changed |
+//! | survey   | N's files (found through N's index, many inode reads in flight; by a walk of the datafile when the index does not account for every live entry), each classified against its title's record: live, or dropped as expired / taken down / replaced / archived / deleted | nothing changed |
 //! | pending  | the generation file names the new container M as `pending`             | M removed at open       |
-//! | build    | live values copied into M, grouped by title with a perm, verified against their CRC-32, M synced and sealed | M removed at open |
+//! | build    | live values copied into M (read 16 MiB ahead with `POSIX_FADV_WILLNEED`), grouped by title with a perm, verified against their CRC-32, M synced and sealed | M removed at open |
 //! | validate | every title with a file in N re-read: each render in N a read could still return must have been copied | (M removed, N kept)     |
 //! | switch   | the generation file: generation + 1, `move N M`                        | records rolled forward at open |
 //! | forward  | the records' renders in N pointed into M (or dropped, when not live); committed | rolled forward at open |
-//! | remove   | N's files removed, the directory synced, the move cleared              | removal finished at open |
+//! | remove   | N's files removed (the datafile first), the directory synced; the move is left out of the generation file's next write | removal finished at open |
 //!
 //! A container with no live value is dropped whole (`move N 0`), without a copy. Free space
 //! needed: one container's live bytes (checked before the build). Only sealed containers are
@@ -26,7 +26,7 @@
 //! retention rules — deadlines only move earlier — but a survey may race a commit) fails the
 //! validation, and the step is abandoned with N intact.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -307,26 +307,69 @@ pub(super) fn remove_filesys(vfs: &dyn Vfs, base: &Path) -> Result<()> {
     }
 }
 
+/// Titles whose facts a survey keeps at once (a container's files interleave titles; each
+/// title's record is read and decoded once while it stays in the cache).
+const SURVEY_CACHE: usize = 4096;
+
+/// What the survey needs of one title, worked out once.
+struct TitleFacts {
+    rec: Option<TitleRecord>,
+    /// (rev, tid) of the hot renders a read may return now.
+    visible: HashSet<(u64, Uuid)>,
+    /// (rev, tid) the archive holds, read when first needed.
+    archived: Option<HashSet<(u64, [u8; 16])>>,
+}
+
 /// Classifies every file of container `id` against the title records.
 struct Surveyor<'a> {
     cfg: &'a Config,
     meta: &'a Filesys,
     archive: Option<&'a Archive>,
     now: i64,
-    /// The last title's record (files of one title often follow each other).
-    cached: Option<(Vec<u8>, Option<TitleRecord>)>,
+    cache: HashMap<Vec<u8>, TitleFacts>,
 }
 
 impl Surveyor<'_> {
-    fn record(&mut self, name: &[u8]) -> Result<Option<TitleRecord>> {
-        if let Some((n, rec)) = &self.cached {
-            if n == name {
-                return Ok(rec.clone());
-            }
+    fn new<'a>(
+        cfg: &'a Config,
+        meta: &'a Filesys,
+        archive: Option<&'a Archive>,
+        now: i64,
+    ) -> Surveyor<'a> {
+        Surveyor {
+            cfg,
+            meta,
+            archive,
+            now,
+            cache: HashMap::new(),
         }
-        let rec = read_record(self.meta, name)?;
-        self.cached = Some((name.to_vec(), rec.clone()));
-        Ok(rec)
+    }
+
+    fn facts(&mut self, name: &[u8]) -> Result<&mut TitleFacts> {
+        if !self.cache.contains_key(name) {
+            if self.cache.len() >= SURVEY_CACHE {
+                self.cache.clear();
+            }
+            let rec = read_record(self.meta, name)?;
+            let visible = rec
+                .as_ref()
+                .map(|rec| {
+                    visible_in(self.cfg, rec, self.now)
+                        .iter()
+                        .map(|r| (r.rev, r.tid))
+                        .collect()
+                })
+                .unwrap_or_default();
+            let facts = TitleFacts {
+                rec,
+                visible,
+                archived: None,
+            };
+            self.cache.insert(name.to_vec(), facts);
+        }
+        self.cache
+            .get_mut(name)
+            .ok_or_else(|| Error::invalid("survey cache lost a title"))
     }
 
     fn survey(&mut self, vfs: &Arc<dyn Vfs>, dir: &Path, id: u32) -> Result<Survey> {
@@ -344,8 +387,13 @@ impl Surveyor<'_> {
         };
         let mut live = Vec::new();
         let mut titles = BTreeSet::new();
-        for file in fs.iter() {
-            let file = file?;
+        // Only inodes are read, a page or two per file: no readahead of the values between.
+        let _ = fs.data().storage().advise_random();
+        let files = match fs.files_by_index()? {
+            Some(files) => files,
+            None => fs.iter_sparse().collect::<Result<Vec<_>>>()?,
+        };
+        for file in files {
             let Some((record, rev, tid)) = parse_value_name(&file.name) else {
                 plan.dropped
                     .entry(Reason::Deleted)
@@ -354,12 +402,11 @@ impl Surveyor<'_> {
                 continue;
             };
             titles.insert(record.clone());
-            let rec = self.record(&record)?;
-            match self.classify(rec.as_ref(), &record, rev, tid, id)? {
+            match self.classify(&record, rev, tid, id)? {
                 Ok(render) => {
                     plan.live.add(render.location.len);
                     live.push(LiveValue {
-                        name: file.name.clone(),
+                        name: file.name,
                         record,
                         rev,
                         tid,
@@ -376,24 +423,22 @@ impl Surveyor<'_> {
 
     /// The live render a file holds, or why it is dead.
     fn classify(
-        &self,
-        rec: Option<&TitleRecord>,
+        &mut self,
         record: &[u8],
         rev: u64,
         tid: Uuid,
         id: u32,
     ) -> Result<std::result::Result<Render, Reason>> {
-        let Some(rec) = rec else {
+        let archive = self.archive;
+        let facts = self.facts(record)?;
+        let Some(rec) = &facts.rec else {
             return Ok(Err(Reason::Deleted));
         };
         if let Some(r) = rec.renders.iter().find(|r| r.rev == rev && r.tid == tid) {
             if r.location.container != id {
                 return Ok(Err(Reason::Replaced));
             }
-            let live = visible_in(self.cfg, rec, self.now)
-                .iter()
-                .any(|v| v.rev == rev && v.tid == tid);
-            return Ok(if live {
+            return Ok(if facts.visible.contains(&(rev, tid)) {
                 Ok(r.clone())
             } else {
                 Err(Reason::Expired)
@@ -402,13 +447,19 @@ impl Surveyor<'_> {
         if rec.title_down || rec.revs_down.contains(&rev) {
             return Ok(Err(Reason::TakenDown));
         }
-        if let Some(archive) = self.archive {
-            let held = archive.map(record)?.is_some_and(|m| {
-                m.entries
-                    .iter()
-                    .any(|e| e.rev == rev && e.tid == *tid.as_bytes())
-            });
-            if held {
+        if let Some(archive) = archive {
+            if facts.archived.is_none() {
+                let held = archive
+                    .map(record)?
+                    .map(|m| m.entries.iter().map(|e| (e.rev, e.tid)).collect())
+                    .unwrap_or_default();
+                facts.archived = Some(held);
+            }
+            if facts
+                .archived
+                .as_ref()
+                .is_some_and(|held| held.contains(&(rev, *tid.as_bytes())))
+            {
                 return Ok(Err(Reason::Archived));
             }
         }
@@ -519,13 +570,7 @@ impl CompactJob {
             )?),
             None => None,
         };
-        let mut surveyor = Surveyor {
-            cfg: &self.cfg,
-            meta: &meta,
-            archive: archive.as_ref(),
-            now: self.clock.now(),
-            cached: None,
-        };
+        let mut surveyor = Surveyor::new(&self.cfg, &meta, archive.as_ref(), self.clock.now());
         let survey = surveyor.survey(&self.vfs, &self.dir, self.source)?;
         let Survey {
             mut plan,
@@ -592,9 +637,13 @@ impl CompactJob {
             &open,
         )?;
         let mut throttle = Throttle::new(self.opts.max_mbps);
-        for i in order {
+        let mut ahead = ReadAhead::new(source.as_ref(), COPY_READ_AHEAD);
+        let mut value = Vec::new();
+        for (k, &i) in order.iter().enumerate() {
+            ahead.keep_ahead(order[k..].iter().map(|&j| live[j].loc));
             let v = &live[i];
-            let value = read_checked(source.as_ref(), &v.loc)?;
+            read_checked_into(source.as_ref(), &v.loc, &mut value)?;
+            ahead.consumed(&v.loc);
             let (_, extents) = target.put_located(&v.name, 0, &value)?;
             let new = Location {
                 container: self.target,
@@ -657,14 +706,63 @@ impl CompactJob {
     }
 }
 
-/// Reads a value and checks it against its CRC-32.
-pub(super) fn read_checked(storage: &dyn Storage, loc: &Location) -> Result<Vec<u8>> {
-    let len = usize::try_from(loc.len).map_err(|_| Error::invalid("value too large for memory"))?;
-    let mut value = vec![0u8; len];
-    if len > 0 {
-        read_exact_at(storage, &mut value, loc.offset, "a value")?;
+/// Bytes of values asked for ahead of the copy: reads queued at the disk while the copy
+/// writes, instead of one synchronous read per value.
+const COPY_READ_AHEAD: u64 = 16 << 20;
+
+/// Keeps the next values of a copy being read into the page cache (`POSIX_FADV_WILLNEED`), a
+/// bounded number of bytes ahead, and drops each from the cache once it is copied.
+struct ReadAhead<'a> {
+    source: &'a dyn Storage,
+    limit: u64,
+    /// Values asked for and not yet consumed, and their bytes.
+    asked: usize,
+    bytes: u64,
+}
+
+impl<'a> ReadAhead<'a> {
+    fn new(source: &'a dyn Storage, limit: u64) -> Self {
+        ReadAhead {
+            source,
+            limit,
+            asked: 0,
+            bytes: 0,
+        }
     }
-    let crc = crc32fast::hash(&value);
+
+    /// `next`: the values still to copy, the next one first.
+    fn keep_ahead(&mut self, next: impl Iterator<Item = Location>) {
+        for loc in next.skip(self.asked) {
+            if self.asked > 0 && self.bytes + loc.len > self.limit {
+                break;
+            }
+            // A hint: a value not read ahead is read when its turn comes.
+            let _ = self.source.will_need(loc.offset, loc.len);
+            self.asked += 1;
+            self.bytes += loc.len;
+        }
+    }
+
+    fn consumed(&mut self, loc: &Location) {
+        self.asked = self.asked.saturating_sub(1);
+        self.bytes = self.bytes.saturating_sub(loc.len);
+        let _ = self.source.drop_cache(loc.offset, loc.len);
+    }
+}
+
+/// Reads a value into `value` and checks it against its CRC-32. The caller reuses the buffer:
+/// a fresh large one per value costs a page-faulting allocation each time.
+fn read_checked_into(storage: &dyn Storage, loc: &Location, value: &mut Vec<u8>) -> Result<()> {
+    let len = usize::try_from(loc.len).map_err(|_| Error::invalid("value too large for memory"))?;
+    value.clear();
+    value
+        .try_reserve(len)
+        .map_err(|_| Error::invalid("value too large for memory"))?;
+    value.resize(len, 0);
+    if len > 0 {
+        read_exact_at(storage, value, loc.offset, "a value")?;
+    }
+    let crc = crc32fast::hash(value);
     if crc != loc.crc {
         return Err(Error::corrupt(
             storage.path(),
@@ -674,7 +772,7 @@ pub(super) fn read_checked(storage: &dyn Storage, loc: &Location) -> Result<Vec<
             format!("0x{crc:08x}"),
         ));
     }
-    Ok(value)
+    Ok(())
 }
 
 /// Free bytes of the file system holding `dir`, when it can be asked.
@@ -685,16 +783,32 @@ fn free_bytes(dir: &Path) -> Option<u64> {
 
 impl Store {
     /// The generation file's contents.
+    /// Moves whose source is gone are finished and left out (see [`Store::finish_move`]).
     pub fn generation(&self) -> Result<Generation> {
-        Generation::read(self.vfs.as_ref(), &self.dir)
+        let mut g = Generation::read(self.vfs.as_ref(), &self.dir)?;
+        g.moves
+            .retain(|(source, _)| !self.container_files_gone(*source));
+        Ok(g)
     }
 
+    /// Writes the generation file, leaving out finished moves (see [`Store::finish_move`]).
     fn write_generation(&self, g: &Generation) -> Result<()> {
         let kv = KvSeqOptions {
             clock: self.clock.clone(),
             ..KvSeqOptions::default()
         };
+        let mut g = g.clone();
+        g.moves
+            .retain(|(source, _)| !self.container_files_gone(*source));
         g.write(self.vfs.as_ref(), &self.dir, &kv)
+    }
+
+    /// No file of container `id` is left.
+    fn container_files_gone(&self, id: u32) -> bool {
+        let base = container_base(&self.dir, id);
+        !FILESYS_EXTS
+            .iter()
+            .any(|ext| self.vfs.exists(&filesys::file_path(&base, ext)))
     }
 
     /// Sealed containers, oldest first.
@@ -711,13 +825,12 @@ impl Store {
     pub fn plan_compaction(&self, opts: &CompactOptions) -> Result<CompactReport> {
         let start = Instant::now();
         let g = self.generation()?;
-        let mut surveyor = Surveyor {
-            cfg: &self.cfg,
-            meta: &self.meta,
-            archive: self.archive.as_ref(),
-            now: self.clock.now(),
-            cached: None,
-        };
+        let mut surveyor = Surveyor::new(
+            &self.cfg,
+            &self.meta,
+            self.archive.as_ref(),
+            self.clock.now(),
+        );
         let mut containers = Vec::new();
         let current = self.current_container()?;
         for id in self.container_ids()? {
@@ -834,13 +947,12 @@ impl Store {
     fn seal_current_if_dead(&mut self, opts: &CompactOptions) -> Result<()> {
         self.commit()?;
         let current = self.current_container()?;
-        let mut surveyor = Surveyor {
-            cfg: &self.cfg,
-            meta: &self.meta,
-            archive: self.archive.as_ref(),
-            now: self.clock.now(),
-            cached: None,
-        };
+        let mut surveyor = Surveyor::new(
+            &self.cfg,
+            &self.meta,
+            self.archive.as_ref(),
+            self.clock.now(),
+        );
         let mut plan = surveyor.survey(&self.vfs, &self.dir, current)?.plan;
         decide(&mut plan, opts);
         if plan.action != Action::Keep {
@@ -920,7 +1032,7 @@ impl Store {
                 .filter(|(old, _)| *old == r.location)
                 .map(|(_, new)| *new)
         })?;
-        self.finish_move(job.source, into)?;
+        self.finish_move(job.source)?;
         if plan.action == Action::Drop {
             // The target was never built.
             remove_filesys(self.vfs.as_ref(), &container_base(&self.dir, job.target))?;
@@ -991,12 +1103,14 @@ impl Store {
     }
 
     /// Removes a compacted container and clears its move from the generation file.
-    fn finish_move(&mut self, source: u32, into: u32) -> Result<()> {
+    ///
+    /// The move stays named in the generation file until its next write, which leaves out every
+    /// move whose source is gone: clearing it at once would cost a write (two fsyncs) per
+    /// container, and a move whose source is gone is finished (its records were committed
+    /// before the removal began), so recovery only sweeps what is left of its files.
+    fn finish_move(&mut self, source: u32) -> Result<()> {
         self.forget_reader(source);
-        remove_filesys(self.vfs.as_ref(), &container_base(&self.dir, source))?;
-        let mut g = self.generation()?;
-        g.moves.retain(|m| *m != (source, into));
-        self.write_generation(&g)
+        remove_filesys(self.vfs.as_ref(), &container_base(&self.dir, source))
     }
 
     /// Removes a job's unfinished target and clears `pending`.
@@ -1066,11 +1180,21 @@ impl Store {
             }
         }
         for (source, into) in g.moves.clone() {
+            // Its datafile is removed first, after the records' commit: once it is gone, only
+            // the rest of its files are left to remove.
+            let source_data = filesys::file_path(&container_base(&self.dir, source), "data");
+            if !self.vfs.exists(&source_data) {
+                self.finish_move(source)?;
+                continue;
+            }
             let n = self.roll_forward(source, into)?;
-            self.finish_move(source, into)?;
+            self.finish_move(source)?;
             done.push(format!(
                 "finished compacting container {source} into {into}: {n} title records pointed into it"
             ));
+        }
+        if !g.moves.is_empty() {
+            self.write_generation(&self.generation()?)?;
         }
         self.remove_unallocated(&mut done)?;
         Ok(done)
