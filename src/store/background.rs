@@ -32,7 +32,7 @@ use crate::clock::Clock;
 use crate::error::{Error, Result};
 use crate::vfs::Vfs;
 
-use super::compact::{Action, CompactJob, CompactOptions, CompactReport};
+use super::compact::{Action, CompactJob, CompactOptions, CompactReport, ContainerPlan, Reason};
 use super::cull::{CullReport, TitleCursor};
 use super::tiers::ArchiveReport;
 use super::{Store, StoreOptions};
@@ -393,10 +393,11 @@ impl Runner {
                 return Ok(());
             }
         };
+        let min_dead = self.opts.min_dead;
         let due = plan
             .containers
             .iter()
-            .filter(|c| matches!(c.action, Action::Rewrite | Action::Drop))
+            .filter(|c| worth_it(c, min_dead))
             .map(|c| c.id);
         for id in due {
             if self.shared.stopping() {
@@ -456,6 +457,22 @@ impl Runner {
                 Action::Keep => {}
             })
         }))
+    }
+}
+
+/// Whether a container's compaction pays: it holds no live value (it is dropped whole), a
+/// taken-down value (which must go), or dead values making up `min_dead` of its value bytes.
+/// The plan's own test counts the container's bookkeeping (its index file) as dead too, which a
+/// rewrite does not reclaim: run in a loop, it would rewrite a small container every round.
+fn worth_it(c: &ContainerPlan, min_dead: f64) -> bool {
+    let dead: u64 = c.dropped.values().map(|t| t.bytes).sum();
+    match c.action {
+        Action::Drop => true,
+        Action::Rewrite => {
+            c.dropped.contains_key(&Reason::TakenDown)
+                || (dead > 0 && dead as f64 >= min_dead * (dead + c.live.bytes) as f64)
+        }
+        Action::Keep | Action::Abandoned => false,
     }
 }
 
