@@ -22,7 +22,8 @@ use super::Store;
 /// Titles a step walks when the caller does not say.
 pub const STEP_TITLES: usize = 256;
 
-/// Where a walk over a store's title records stands. Valid for the store it was used with.
+/// Where a walk over a store's title records stands. Valid for the store handle it was used
+/// with (a writer's open may cut an unsynced tail off the records and write others there).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct TitleCursor {
     /// The position of the next entry to read in the meta datafile (`None`: its first entry).
