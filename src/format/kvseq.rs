@@ -919,7 +919,8 @@ impl KvSeq {
             Some((start, _)) => start,
             None => self.writeback.submitted_to,
         }
-        .clamp(self.data_start, self.filesize);
+        .max(self.data_start)
+        .min(self.filesize);
         s.drop_cache(from, self.filesize.saturating_sub(from))
             .map_err(|e| Error::io(s.path(), Some(from), e))?;
         self.writeback = WritebackState {
