@@ -576,6 +576,21 @@ impl Filesys {
         self.data.drop_synced()
     }
 
+    /// Makes the bytes written so far durable without committing: the fdatasyncs a [`Filesys::sync`]
+    /// starts with, so that a layer above can run them beside another file's commit (they order
+    /// nothing: syncing early is always safe). The commit that follows then finds little to write.
+    pub fn sync_ahead(&self) -> Result<()> {
+        self.check_writable()?;
+        storage::sync(self.data.storage())?;
+        if let Some(t) = &self.time {
+            storage::sync(t.storage())?;
+        }
+        if self.applied_unsynced {
+            storage::sync(self.idx.storage())?;
+        }
+        Ok(())
+    }
+
     /// Commits, then empties the journal, so that no old journal can be replayed over a file that
     /// is about to be replaced by a rename.
     fn quiesce(&mut self) -> Result<()> {
