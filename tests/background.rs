@@ -504,13 +504,14 @@ fn background_maintenance_beside_writers_and_readers_loses_nothing_and_reclaims_
         thread::spawn(move || {
             let mut writes: BTreeMap<usize, Vec<Known>> = BTreeMap::new();
             let mut i = 0u64;
-            while !done.load(Ordering::SeqCst) || i < 40 {
+            let mut n = 0;
+            while !done.load(Ordering::SeqCst) || n < 40 {
                 let t = (i % HOT as u64) as usize;
                 if t == DOWN_TITLE {
                     i += 1;
                     continue;
                 }
-                // Mostly a new revision, sometimes another render of the last one.
+                // Two renders of each new revision of each title.
                 let rev = 5 + i / HOT as u64 / 2;
                 let v = value(t, rev, 100 + i, 300 + (i as usize * 37) % 700);
                 let tid = store
@@ -522,6 +523,7 @@ fn background_maintenance_beside_writers_and_readers_loses_nothing_and_reclaims_
                     .entry(t)
                     .or_default()
                     .push(Known { rev, tid, value: v });
+                n += 1;
                 i += 1;
                 if i >= 2000 {
                     break;

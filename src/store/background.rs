@@ -37,6 +37,9 @@ use super::cull::{CullReport, TitleCursor};
 use super::tiers::ArchiveReport;
 use super::{Store, StoreOptions};
 
+/// Tries of a compaction's dry run before its error is reported (see [`Runner::plan`]).
+const PLAN_ATTEMPTS: u32 = 3;
+
 /// What the maintenance thread does, and how often.
 #[derive(Clone, Debug)]
 pub struct MaintenanceOptions {
@@ -411,8 +414,23 @@ impl Runner {
         Ok(())
     }
 
-    /// The dry run, through a read-only handle of its own: no lock held.
+    /// The dry run, through a read-only handle of its own: no lock held. It surveys the current
+    /// container too, which the writer appends to meanwhile: an open that meets an append half
+    /// way (an index naming an entry past the size its superblock gave) fails, and is made again.
     fn plan(&self, opts: &CompactOptions) -> Result<CompactReport> {
+        let mut attempt = 0;
+        loop {
+            match self.plan_once(opts) {
+                Err(_) if attempt + 1 < PLAN_ATTEMPTS && !self.shared.stopping() => {
+                    attempt += 1;
+                    thread::sleep(Duration::from_millis(10));
+                }
+                done => return done,
+            }
+        }
+    }
+
+    fn plan_once(&self, opts: &CompactOptions) -> Result<CompactReport> {
         let reader = Store::open(
             &self.dir,
             &StoreOptions {
