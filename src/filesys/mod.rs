@@ -39,7 +39,7 @@ use crate::storage::{self, sibling, Storage};
 use crate::vfs::{RealFs, Vfs, WriterLock};
 
 pub use iter::FileIter;
-pub use ops::Extent;
+pub use ops::{Extent, Version};
 pub use overlay::OverlayStorage;
 use timeindex::TimeIndex;
 
@@ -156,6 +156,12 @@ pub struct Filesys {
     applied_unsynced: bool,
     recovery: Recovery,
     commits: u64,
+    /// Calls of [`Filesys::check_writable`], which every write makes first: a lookup made at one
+    /// count is still good at the same count ([`Filesys::put_over`]).
+    writes: std::sync::atomic::AtomicU64,
+    /// The write count at which [`Filesys::sync_ahead`] last synced the files: a commit at the
+    /// same count finds nothing new to sync.
+    synced_ahead: std::sync::atomic::AtomicU64,
 }
 
 /// `BASE.ext`.
@@ -414,6 +420,8 @@ impl Filesys {
             applied_unsynced: false,
             recovery,
             commits: 0,
+            writes: std::sync::atomic::AtomicU64::new(0),
+            synced_ahead: std::sync::atomic::AtomicU64::new(u64::MAX),
         };
         if check_index {
             fs.idx.spot_check(&fs.data)?;
@@ -523,6 +531,8 @@ impl Filesys {
     }
 
     fn check_writable(&self) -> Result<()> {
+        self.writes
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         if self.writable {
             Ok(())
         } else {
@@ -533,20 +543,22 @@ impl Filesys {
         }
     }
 
+    /// How many writes have begun (see the field).
+    fn writes(&self) -> u64 {
+        self.writes.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// Commits: everything written so far becomes durable, all at once.
     ///
     /// Appended bytes (and the previous commit's in-place writes) are synced first; then the
     /// superblocks are staged, the journal of held in-place writes is written and synced, and the
     /// held writes are applied.
     pub fn sync(&mut self) -> Result<()> {
+        let ahead = self.synced_ahead.load(std::sync::atomic::Ordering::Relaxed) == self.writes();
         self.check_writable()?;
         let now = self.clock.now();
-        storage::sync(self.data.storage())?;
-        if let Some(t) = &self.time {
-            storage::sync(t.storage())?;
-        }
-        if self.applied_unsynced {
-            storage::sync(self.idx.storage())?;
+        if !ahead {
+            self.sync_files()?;
         }
         self.data.stage_sync(now)?;
         self.idx.stage_sync(now)?;
@@ -581,6 +593,15 @@ impl Filesys {
     /// nothing: syncing early is always safe). The commit that follows then finds little to write.
     pub fn sync_ahead(&self) -> Result<()> {
         self.check_writable()?;
+        let at = self.writes();
+        self.sync_files()?;
+        self.synced_ahead
+            .store(at, std::sync::atomic::Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Syncs the appended bytes and the in-place writes applied by the last commit.
+    fn sync_files(&self) -> Result<()> {
         storage::sync(self.data.storage())?;
         if let Some(t) = &self.time {
             storage::sync(t.storage())?;

@@ -8,6 +8,7 @@ use super::inode::{data_key, inode_key, Inode};
 use super::{FileStat, Filesys, DTOTSZ, ITOTSZ, MAX_DATA_ENTRY, MAX_NAME, NEXTFID};
 
 /// A live file found through the index.
+#[derive(Debug)]
 pub(super) struct Located {
     pub found: Found,
     pub entry: Entry,
@@ -38,6 +39,13 @@ const SMALL_ENTRY: u64 = 3 << 10;
 /// Bytes of a datafile entry besides its key and value: delflag, the two length prefixes, and
 /// room for alignment padding (a read-size hint only).
 const ENTRY_HEADER: usize = 16;
+
+/// Where [`Filesys::read_for_update`] found a file (or that it found none), and when.
+#[derive(Debug)]
+pub struct Version {
+    located: Option<Located>,
+    writes: u64,
+}
 
 /// Where a piece of a file's content lies in the datafile.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -342,6 +350,44 @@ impl Filesys {
         Ok(size)
     }
 
+    /// A whole file with its metadata, or `None`, and a [`Version`] for [`Filesys::put_over`]:
+    /// a read-modify-write of one file looks its name up once, not twice.
+    pub fn read_for_update(&self, name: &[u8]) -> Result<(Option<(FileStat, Vec<u8>)>, Version)> {
+        let writes = self.writes();
+        let located = self.locate(name)?;
+        let read = match &located {
+            Some(l) => Some((
+                Filesys::stat_of(name, l.entry.ptr, &l.inode),
+                self.read_inode(&l.inode, 0, u64::MAX)?,
+            )),
+            None => None,
+        };
+        Ok((read, Version { located, writes }))
+    }
+
+    /// [`Filesys::put`] of a file read with [`Filesys::read_for_update`]: the lookup made then is
+    /// used when nothing was written to this filesys since (and the index did not grow now);
+    /// otherwise the name is looked up again.
+    pub fn put_over(
+        &mut self,
+        name: &[u8],
+        ftype: u8,
+        content: &[u8],
+        version: Version,
+    ) -> Result<FileStat> {
+        let fresh = version.writes == self.writes();
+        self.check_writable()?;
+        validate_name(name)?;
+        let before = self.writes();
+        self.ensure_index_room()?;
+        let old = if fresh && self.writes() == before {
+            version.located
+        } else {
+            self.locate(name)?
+        };
+        Ok(self.put_at(name, ftype, content, old)?.0)
+    }
+
     /// Writes a file: creates it, or replaces it (a new version, the old one marked deleted).
     pub fn put(&mut self, name: &[u8], ftype: u8, content: &[u8]) -> Result<FileStat> {
         Ok(self.put_located(name, ftype, content)?.0)
@@ -358,8 +404,19 @@ impl Filesys {
         self.check_writable()?;
         validate_name(name)?;
         self.ensure_index_room()?;
-        let size = self.inode_size_for(chunks(content.len() as u64))?;
         let old = self.locate(name)?;
+        self.put_at(name, ftype, content, old)
+    }
+
+    /// Writes a new version of `name`, whose current one (if any) is `old`.
+    fn put_at(
+        &mut self,
+        name: &[u8],
+        ftype: u8,
+        content: &[u8],
+        old: Option<Located>,
+    ) -> Result<(FileStat, Vec<Extent>)> {
+        let size = self.inode_size_for(chunks(content.len() as u64))?;
         let fileid = self.next_fileid()?;
         let now = self.clock.now();
         let mtime = self.time.as_ref().map_or(now, |t| t.mtime_for(now));
