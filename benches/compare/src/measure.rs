@@ -44,6 +44,19 @@ pub fn global_drops() -> Res<u64> {
         .map_err(Into::into)
 }
 
+/// Bytes this process has caused to be written to the disk so far (/proc/self/io write_bytes:
+/// page-cache pages it dirtied, counted once per dirtying): how much a store rewrites besides its
+/// values.
+pub fn io_write_bytes() -> Res<u64> {
+    let text = fs::read_to_string("/proc/self/io")?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("write_bytes:"))
+        .ok_or("/proc/self/io has no write_bytes")?
+        .trim()
+        .parse()
+        .map_err(Into::into)
+}
+
 /// User + system CPU seconds of this process so far.
 pub fn cpu_secs() -> f64 {
     // SAFETY: getrusage fills the struct we pass; a zeroed rusage is a valid initial value.

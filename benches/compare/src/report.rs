@@ -51,6 +51,9 @@ fn figures() -> Vec<Figure> {
             r.load.render_cpu * 1e6 / r.load.render_puts.max(1) as f64
         }),
         ("render load s waiting for a CPU", |r| r.load.render_runq),
+        ("render load bytes to disk ÷ value bytes", |r| {
+            r.load.render_write_bytes as f64 / r.load.render_bytes.max(1) as f64
+        }),
         ("get_latest warm p50 µs", |r| r.load.latest_warm.p50),
         ("get_latest warm p99 µs", |r| r.load.latest_warm.p99),
         ("disk floor: raw cold pread p50 µs", |r| {

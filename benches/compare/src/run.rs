@@ -71,6 +71,9 @@ pub struct LoadResult {
     pub render_cpu: f64,
     #[serde(default)]
     pub render_runq: f64,
+    /// Bytes the render load sent to the disk (/proc/self/io write_bytes), values included.
+    #[serde(default)]
+    pub render_write_bytes: u64,
     pub commits: u64,
     /// VmHWM over the render load (reset just before it).
     pub peak_rss_load: u64,
@@ -120,6 +123,7 @@ struct Loaded {
     cpu: f64,
     runq: f64,
     bytes: u64,
+    write_bytes: u64,
     commits: u64,
 }
 
@@ -133,10 +137,11 @@ fn load<C: Contender>(
     let batch = mode.batch(n);
     let mut bytes = 0u64;
     let mut commits = 0;
-    let (start, cpu0, runq0) = (
+    let (start, cpu0, runq0, written0) = (
         Instant::now(),
         measure::cpu_secs(),
         measure::runqueue_secs()?,
+        measure::io_write_bytes()?,
     );
     let mut done = 0;
     while done < n {
@@ -153,6 +158,7 @@ fn load<C: Contender>(
         cpu: measure::cpu_secs() - cpu0,
         runq: measure::runqueue_secs()? - runq0,
         bytes,
+        write_bytes: measure::io_write_bytes()? - written0,
         commits,
     })
 }
@@ -325,6 +331,7 @@ pub fn run_load<C: Contender>(name: &str, mode: Mode, dir: &Path, s: &Settings) 
     (r.render_puts, r.render_bytes, r.render_secs, r.render_cpu) =
         (w.total(), l.bytes, l.secs, l.cpu);
     r.render_runq = l.runq;
+    r.render_write_bytes = l.write_bytes;
     r.commits += l.commits;
     r.peak_rss_load = measure::status("VmHWM")?;
     r.cached_growth = measure::meminfo("Cached")? as i64 - cached0 as i64;

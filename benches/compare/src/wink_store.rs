@@ -13,6 +13,23 @@ use crate::workload::{PutBuf, CONTENT_TYPE};
 
 pub struct Wink {
     store: Store,
+    /// Wall seconds spent in `Store::commit` and commits made (reported on drop when
+    /// `WINK_BENCH_COMMIT_TIMES=1`, to split a load's time between puts and commits).
+    commit_secs: f64,
+    commits: u64,
+}
+
+impl Drop for Wink {
+    fn drop(&mut self) {
+        if self.commits > 0 && std::env::var("WINK_BENCH_COMMIT_TIMES").is_ok_and(|v| v == "1") {
+            eprintln!(
+                "  wink: {} commits, {:.3} s in Store::commit ({:.2} ms each)",
+                self.commits,
+                self.commit_secs,
+                1e3 * self.commit_secs / self.commits as f64
+            );
+        }
+    }
 }
 
 impl Contender for Wink {
@@ -32,6 +49,8 @@ impl Contender for Wink {
     fn open(dir: &Path) -> Res<Self> {
         Ok(Wink {
             store: Store::open(dir, &StoreOptions::writer())?,
+            commit_secs: 0.0,
+            commits: 0,
         })
     }
 
@@ -49,7 +68,10 @@ impl Contender for Wink {
                 historical: false,
             })?;
         }
+        let start = std::time::Instant::now();
         self.store.commit()?;
+        self.commit_secs += start.elapsed().as_secs_f64();
+        self.commits += 1;
         Ok(())
     }
 
