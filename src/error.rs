@@ -51,6 +51,16 @@ pub enum Error {
     #[error("not found: {0}")]
     NotFound(String),
 
+    /// A read-only handle's view is older than a writer's commit that changed what it was reading
+    /// (a file rewritten, removed or created since the view was taken). Nothing wrong was
+    /// returned: refresh the handle and read again.
+    #[error("{}: changed by a later commit at byte {offset}: {what}; refresh and read again", path.display())]
+    Stale {
+        path: PathBuf,
+        offset: u64,
+        what: String,
+    },
+
     /// Another writer holds the lock.
     #[error("{}: in use by another writer (lock held); retry later, or wait for it", path.display())]
     InUse { path: PathBuf },
@@ -107,6 +117,15 @@ impl Error {
         }
     }
 
+    /// A read-only view of `path` older than what a writer committed at `offset`.
+    pub fn stale(path: &Path, offset: u64, what: impl Into<String>) -> Self {
+        Error::Stale {
+            path: path.to_path_buf(),
+            offset,
+            what: what.into(),
+        }
+    }
+
     /// An invalid argument.
     pub fn invalid(what: impl Into<String>) -> Self {
         Error::Invalid(what.into())
@@ -115,13 +134,14 @@ impl Error {
     /// The exit code the `wink` CLI uses for this error.
     ///
     /// 1: not found; 2: invalid input (nothing changed); 3: data could not be read or written
-    /// (corruption or I/O); 4: in use by another writer.
+    /// (corruption or I/O); 4: in use by another writer (or changed by it under a read-only
+    /// read: retry).
     pub fn exit_code(&self) -> i32 {
         match self {
             Error::NotFound(_) => 1,
             Error::Invalid(_) | Error::Full { .. } => 2,
             Error::Io { .. } | Error::Corrupt { .. } | Error::Unsupported { .. } => 3,
-            Error::InUse { .. } => 4,
+            Error::InUse { .. } | Error::Stale { .. } => 4,
         }
     }
 

@@ -120,6 +120,20 @@ impl OpenOptions {
     }
 }
 
+/// How a read treats signs that a writer committed a change to what it reads after this handle's
+/// view was taken: a deleted data entry of the inode it found (the file rewritten or removed), or
+/// an index cell naming an inode the view does not hold live. A writer's view is always current,
+/// so it reads [`Staleness::Strict`]. A read-only handle reports a deleted data entry by default
+/// (it is never damage there), and a lookup's miss only when asked
+/// ([`Filesys::read_located_as`]): "no such file" stays the answer of a plain lookup.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Staleness {
+    /// [`Error::Stale`]: refresh and read again.
+    Report,
+    /// As a writer reads: such a cell is no file; such a data entry is corruption.
+    Strict,
+}
+
 /// What a file looks like from outside.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FileStat {
@@ -255,7 +269,30 @@ impl Filesys {
     /// Opens a filesys in `vfs`. A writer's open replays a committed journal and reports what it
     /// repaired ([`Filesys::recovery`]); a read-only open never writes.
     pub fn open_in(vfs: Arc<dyn Vfs>, base: &Path, open: &OpenOptions) -> Result<Filesys> {
-        Filesys::open_inner(vfs, base, open, true)
+        if open.writable {
+            return Filesys::open_inner(vfs, base, open, true);
+        }
+        // A read-only open reads the journal, the superblocks and a spot check of the index at
+        // different moments: a writer's commit in between can show it index cells of a commit
+        // its superblock does not cover (an entry "past FILESIZE"). A commit writes the
+        // datafile's superblock before any index cell (the overlays apply in that order), so
+        // such an open sees the superblock change under it, and is made again.
+        let data_path = file_path(base, "data");
+        let mut attempts = 0;
+        loop {
+            let before = superblock_bytes(vfs.as_ref(), &data_path)?;
+            match Filesys::open_inner(vfs.clone(), base, open, true) {
+                Err(_)
+                    if attempts < OPEN_ATTEMPTS
+                        && superblock_bytes(vfs.as_ref(), &data_path)? != before =>
+                {
+                    // The commit is still being applied: give it a moment.
+                    attempts += 1;
+                    std::thread::sleep(std::time::Duration::from_micros(50 << attempts));
+                }
+                done => return done,
+            }
+        }
     }
 
     /// Rebuilds `BASE.idx` from `BASE.data` and commits; works when the index is damaged (its
@@ -785,6 +822,20 @@ impl Drop for Filesys {
             }
         }
     }
+}
+
+/// Read-only opens made again when a commit changed the datafile's superblock during one.
+const OPEN_ATTEMPTS: u32 = 8;
+
+/// The datafile's superblock variables region as it is on disk now (every commit rewrites it).
+fn superblock_bytes(vfs: &dyn Vfs, data_path: &Path) -> Result<Vec<u8>> {
+    let file = vfs.open(data_path, false)?;
+    let mut buf = vec![0u8; 512];
+    let n = file
+        .read_at(&mut buf, 0)
+        .map_err(|e| Error::io(data_path, Some(0), e))?;
+    buf.truncate(n);
+    Ok(buf)
 }
 
 /// The file an error names, when it names one.

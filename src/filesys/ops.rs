@@ -5,7 +5,7 @@ use crate::format::hindex::Found;
 use crate::format::kvseq::{Entry, KvPointer};
 
 use super::inode::{data_key, inode_key, Inode};
-use super::{FileStat, Filesys, DTOTSZ, ITOTSZ, MAX_DATA_ENTRY, MAX_NAME, NEXTFID};
+use super::{FileStat, Filesys, Staleness, DTOTSZ, ITOTSZ, MAX_DATA_ENTRY, MAX_NAME, NEXTFID};
 
 /// A live file found through the index.
 #[derive(Debug)]
@@ -60,10 +60,30 @@ fn chunks(len: u64) -> u64 {
 }
 
 impl Filesys {
+    /// A live file, or `None` (also for a name whose inode a later commit moved out of this
+    /// view: a lookup through a stale view misses, as it always has; only
+    /// [`Filesys::read_located_as`] tells such a miss apart).
     pub(super) fn locate(&self, name: &[u8]) -> Result<Option<Located>> {
+        self.locate_as(name, Staleness::Strict)
+    }
+
+    /// A read-only handle reports a data entry deleted under it as stale, not as damage.
+    fn default_staleness(&self) -> Staleness {
+        if self.writable {
+            Staleness::Strict
+        } else {
+            Staleness::Report
+        }
+    }
+
+    /// Finds a live file. With [`Staleness::Report`], a miss that passed a sign of a later commit
+    /// (an index cell naming an entry past this view's FILESIZE, or this name's inode deleted
+    /// while the cell still names it) is [`Error::Stale`], not "no such file".
+    fn locate_as(&self, name: &[u8], staleness: Staleness) -> Result<Option<Located>> {
         validate_name(name)?;
         let key = inode_key(name);
         let mut hit = None;
+        let mut stale_at = None;
         // Header, key and an inode of ISZ bytes: one small read (a larger inode reads on).
         let isz = self.data.var(super::ISZ).unwrap_or(0).max(0) as usize;
         let hint = ENTRY_HEADER + key.len() + isz;
@@ -72,16 +92,32 @@ impl Filesys {
             .find(&key, |ptr| match self.data.read_sized(ptr, hint) {
                 Ok(e) if e.key == key => {
                     let live = !e.deleted;
+                    if !live {
+                        stale_at.get_or_insert(ptr.0);
+                    }
                     hit = Some(e);
                     Ok(live)
                 }
                 Ok(_) => Ok(false),
                 // A cell naming an entry past this handle's FILESIZE: a commit it has not seen.
-                Err(Error::NotFound(_)) => Ok(false),
+                Err(Error::NotFound(_)) => {
+                    stale_at.get_or_insert(ptr.0);
+                    Ok(false)
+                }
                 Err(e) => Err(e),
             })?;
         let (Some(found), Some(entry)) = (found, hit) else {
-            return Ok(None);
+            return match (staleness, stale_at) {
+                (Staleness::Report, Some(at)) => Err(Error::stale(
+                    self.data.path(),
+                    at,
+                    format!(
+                        "the index names an inode of {:?} this view does not hold live",
+                        String::from_utf8_lossy(name)
+                    ),
+                )),
+                _ => Ok(None),
+            };
         };
         let inode = Inode::decode(&entry.value, self.data.path(), entry.value_offset)?;
         Ok(Some(Located {
@@ -111,12 +147,33 @@ impl Filesys {
             .map(|l| Filesys::stat_of(name, l.entry.ptr, &l.inode)))
     }
 
-    /// A whole file with its metadata, or `None`.
+    /// A whole file with its metadata, or `None`. A read-only handle reports a file a later
+    /// commit rewrote while it was being read as [`Error::Stale`].
     pub fn read_located(&self, name: &[u8]) -> Result<Option<(FileStat, Vec<u8>)>> {
-        let Some(located) = self.locate(name)? else {
+        self.read_file(name, Staleness::Strict, self.default_staleness())
+    }
+
+    /// [`Filesys::read_located`], treating every sign of a later commit as `staleness` says:
+    /// with [`Staleness::Report`], also a miss that passed one is [`Error::Stale`], so that a
+    /// caller that can refresh gets the current answer instead of "no such file".
+    pub fn read_located_as(
+        &self,
+        name: &[u8],
+        staleness: Staleness,
+    ) -> Result<Option<(FileStat, Vec<u8>)>> {
+        self.read_file(name, staleness, staleness)
+    }
+
+    fn read_file(
+        &self,
+        name: &[u8],
+        lookup: Staleness,
+        data: Staleness,
+    ) -> Result<Option<(FileStat, Vec<u8>)>> {
+        let Some(located) = self.locate_as(name, lookup)? else {
             return Ok(None);
         };
-        let bytes = self.read_inode(&located.inode, 0, u64::MAX)?;
+        let bytes = self.read_inode_as(&located.inode, 0, u64::MAX, data)?;
         Ok(Some((
             Filesys::stat_of(name, located.entry.ptr, &located.inode),
             bytes,
@@ -143,6 +200,7 @@ impl Filesys {
                 layout.deleted,
                 &key,
                 layout.value_len,
+                self.default_staleness(),
             )?;
             out.push(Extent {
                 offset: layout.value_offset,
@@ -171,6 +229,16 @@ impl Filesys {
 
     /// Reads `[offset, offset + len)` of the file an inode describes, checking every data entry.
     pub(super) fn read_inode(&self, inode: &Inode, offset: u64, len: u64) -> Result<Vec<u8>> {
+        self.read_inode_as(inode, offset, len, self.default_staleness())
+    }
+
+    fn read_inode_as(
+        &self,
+        inode: &Inode,
+        offset: u64,
+        len: u64,
+        staleness: Staleness,
+    ) -> Result<Vec<u8>> {
         let start = offset.min(inode.lsize);
         let end = start.saturating_add(len).min(inode.lsize);
         // The inode's sizes are checked entry by entry as they are read; reserve no more up front
@@ -200,6 +268,7 @@ impl Filesys {
                     entry.deleted,
                     &entry.key,
                     entry.value.len() as u64,
+                    staleness,
                 )?;
                 out.extend_from_slice(&entry.value[from as usize..to as usize]);
                 continue;
@@ -218,6 +287,7 @@ impl Filesys {
                     layout.deleted,
                     &key,
                     layout.value_len,
+                    staleness,
                 )?;
             }
             let at = out.len();
@@ -234,12 +304,15 @@ impl Filesys {
                 layout.deleted,
                 &key,
                 layout.value_len,
+                staleness,
             )?;
         }
         Ok(out)
     }
 
-    /// A live inode's pointers must name its own live data entries of the recorded size.
+    /// A live inode's pointers must name its own live data entries of the recorded size. Its own
+    /// entry found deleted, read through a view that reports staleness, is a rewrite committed
+    /// after the inode was read (data entries are never deleted while their inode is live).
     #[allow(clippy::too_many_arguments)]
     fn check_data_entry(
         &self,
@@ -251,9 +324,22 @@ impl Filesys {
         deleted: bool,
         key: &[u8],
         len: u64,
+        staleness: Staleness,
     ) -> Result<()> {
-        if key == expected && !deleted && len == size {
-            return Ok(());
+        if key == expected && len == size {
+            if !deleted {
+                return Ok(());
+            }
+            if staleness == Staleness::Report {
+                return Err(Error::stale(
+                    self.data.path(),
+                    ptr.0,
+                    format!(
+                        "data entry {n} of file id {:x} was deleted (its file rewritten or removed)",
+                        inode.fileid
+                    ),
+                ));
+            }
         }
         Err(Error::corrupt(
             self.data.path(),

@@ -28,6 +28,7 @@ pub mod scrub;
 pub mod snapshot;
 pub mod space;
 pub mod tiers;
+mod view;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -216,6 +217,8 @@ pub struct Store {
     recovery: Vec<String>,
     /// The archive filesys's base (named by the generation file).
     archive_base: PathBuf,
+    /// A read-only handle's newer views of the title records ([`view`]).
+    views: view::Views,
 }
 
 fn meta_base(dir: &Path) -> PathBuf {
@@ -359,6 +362,7 @@ impl Store {
             archive,
             recovery: Vec::new(),
             archive_base: generation.archive_base(dir),
+            views: view::Views::default(),
         };
         if opts.writable {
             let id = store.current_container()?;
@@ -471,12 +475,17 @@ impl Store {
         Ok(())
     }
 
-    /// Moves a read-only handle to the latest commit of the title records. Until then it sees them
-    /// as of its open (or last refresh): a title rewritten since — by a put, a take-down or a
-    /// compaction — is not found by it (never read wrong). Containers it has opened stay readable
-    /// after a compaction removes them. The writer's handle is always current.
+    /// Moves a read-only handle to the latest commit of the title records. Reads need no refresh
+    /// to stay current: one that finds its view stale (a title rewritten, taken down or created
+    /// since, by a put or a compaction, even during the read) reads again through a fresh view
+    /// and keeps it ([`Store::renewals`] counts them); a title created after an index rebuild of
+    /// the records is the exception, missed until a refresh. `stat`, `check` and the other scans
+    /// read the view as of the open or the last refresh. Containers the handle has opened stay
+    /// readable after a compaction removes them. The writer's handle is always current.
     pub fn refresh(&mut self) -> Result<()> {
-        self.meta.refresh()
+        self.meta.refresh()?;
+        self.views.clear();
+        Ok(())
     }
 
     /// The archive filesys's base path (whether or not the store has an archive).
@@ -806,12 +815,6 @@ impl Store {
 
     fn load(&self, name: &[u8]) -> Result<Option<TitleRecord>> {
         read_record(&self.meta, name)
-    }
-
-    fn title_record(&self, domain: &str, title: &str) -> Result<Option<TitleRecord>> {
-        key::check_domain(domain)?;
-        key::check_title(title)?;
-        self.load(&record_name(domain, title))
     }
 
     fn container(&self, id: u32) -> Result<Arc<dyn Storage>> {

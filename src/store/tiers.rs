@@ -11,6 +11,7 @@ use uuid::Uuid;
 
 use crate::archive::{map::Entry as ArchiveEntry, Item};
 use crate::error::{Error, Result};
+use crate::filesys::{Filesys, Staleness};
 
 use super::cull::{TitleCursor, STEP_TITLES};
 use super::key::cmp_tid;
@@ -108,7 +109,19 @@ impl Store {
         title: &str,
         pick: impl Fn(u64, Uuid) -> bool,
     ) -> Result<Option<Got>> {
-        let rec = self.title_record(domain, title)?;
+        self.read_fresh(|meta, staleness| self.find_in(meta, staleness, domain, title, &pick))
+    }
+
+    /// [`Store::find`] through one view of the title records.
+    fn find_in(
+        &self,
+        meta: &Filesys,
+        staleness: Staleness,
+        domain: &str,
+        title: &str,
+        pick: &impl Fn(u64, Uuid) -> bool,
+    ) -> Result<Option<Got>> {
+        let rec = super::view::record_in(meta, staleness, domain, title)?;
         let name = record_name(domain, title);
         let now = self.clock.now();
         let hot = rec.as_ref().and_then(|rec| {
@@ -153,7 +166,19 @@ impl Store {
 
     /// A title's renders in both tiers, newest first.
     pub(super) fn list_tiers(&self, domain: &str, title: &str, page: Page) -> Result<Vec<Listed>> {
-        let rec = self.title_record(domain, title)?;
+        self.read_fresh(|meta, staleness| self.list_in(meta, staleness, domain, title, page))
+    }
+
+    /// [`Store::list_tiers`] through one view of the title records.
+    fn list_in(
+        &self,
+        meta: &Filesys,
+        staleness: Staleness,
+        domain: &str,
+        title: &str,
+        page: Page,
+    ) -> Result<Vec<Listed>> {
+        let rec = super::view::record_in(meta, staleness, domain, title)?;
         let now = self.clock.now();
         let policy = self.cfg.policy;
         let mut out: Vec<Listed> = match &rec {

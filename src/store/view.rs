@@ -1,0 +1,142 @@
+//! Reads of a read-only handle that stay current while a writer rewrites title records.
+//!
+//! A read-only handle sees the title records as of its open: its meta filesys's FILESIZE and the
+//! journal it replayed then. The writer rewrites a record by appending a new version and, at its
+//! commit, flagging the old version's entries deleted in place and pointing the index cell at the
+//! new one. A read that found the old inode before that commit and reads its data entry after it
+//! finds the entry deleted; the filesys reports that on a read-only view as [`Error::Stale`] (on
+//! the writer's view nothing changes under a read, so there it is damage). A lookup that passes
+//! a cell naming an entry past the view, or the title's inode deleted under a cell that still
+//! names it, is stale too, and so is a record naming a container a compaction has removed since.
+//!
+//! Each time, the read opens the meta filesys anew (its latest commit) and reads again through
+//! it; the handle keeps that view for later reads. The attempts are bounded, and the last one
+//! reads as the writer does: what is still wrong across fresh views is reported as the damage or
+//! the miss it is, never as staleness that would not go away.
+
+use std::io;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+use crate::filesys::{self, Filesys, Staleness};
+
+use super::record::TitleRecord;
+use super::{key, meta_base, record_name, Store};
+
+/// Reads through fresh views before the last, strict, attempt. A second stale read in a row
+/// means another commit landed during the read; each further one waits a little longer.
+const ATTEMPTS: u32 = 6;
+
+/// A read-only handle's newer views of the title records.
+#[derive(Debug, Default)]
+pub(super) struct Views {
+    /// The meta filesys as last opened anew; the handle's own until the first stale read.
+    fresh: RwLock<Option<Arc<Filesys>>>,
+    renewals: AtomicU64,
+}
+
+impl Views {
+    /// Forgets the newer view (the handle's own was just refreshed).
+    pub(super) fn clear(&mut self) {
+        *self.fresh.get_mut().unwrap_or_else(|p| p.into_inner()) = None;
+    }
+}
+
+/// The title records a read goes through.
+enum MetaView<'a> {
+    Own(&'a Filesys),
+    Fresh(Arc<Filesys>),
+}
+
+impl std::ops::Deref for MetaView<'_> {
+    type Target = Filesys;
+
+    fn deref(&self) -> &Filesys {
+        match self {
+            MetaView::Own(fs) => fs,
+            MetaView::Fresh(fs) => fs,
+        }
+    }
+}
+
+/// A sign that the view is older than what it read about: reading again through a fresh one
+/// answers it. (A container that cannot be found was removed by a compaction after the record
+/// naming it was read; the store opens every container it lists.)
+fn is_stale(e: &Error) -> bool {
+    match e {
+        Error::Stale { .. } => true,
+        Error::Io { source, .. } => source.kind() == io::ErrorKind::NotFound,
+        _ => false,
+    }
+}
+
+/// A title record read through `meta`.
+pub(super) fn record_in(
+    meta: &Filesys,
+    staleness: Staleness,
+    domain: &str,
+    title: &str,
+) -> Result<Option<TitleRecord>> {
+    key::check_domain(domain)?;
+    key::check_title(title)?;
+    match meta.read_located_as(&record_name(domain, title), staleness)? {
+        Some((stat, bytes)) => {
+            TitleRecord::decode(&bytes, meta.data().path(), stat.inode.0).map(Some)
+        }
+        None => Ok(None),
+    }
+}
+
+impl Store {
+    /// Runs `read` (which reads title records through the filesys it is given, and values)
+    /// against the current view; on a read-only handle, a stale view is renewed and the read run
+    /// again, up to [`ATTEMPTS`] times, then once more reading as the writer does.
+    pub(super) fn read_fresh<T>(
+        &self,
+        read: impl Fn(&Filesys, Staleness) -> Result<T>,
+    ) -> Result<T> {
+        if self.writer.is_some() {
+            return read(&self.meta, Staleness::Strict);
+        }
+        for attempt in 0..ATTEMPTS {
+            match read(&self.meta_view(), Staleness::Report) {
+                Err(e) if is_stale(&e) => {
+                    if attempt > 0 {
+                        std::thread::sleep(Duration::from_micros(100 << attempt));
+                    }
+                    self.renew_view()?;
+                }
+                done => return done,
+            }
+        }
+        read(&self.meta_view(), Staleness::Strict)
+    }
+
+    fn meta_view(&self) -> MetaView<'_> {
+        let fresh = self.views.fresh.read().unwrap_or_else(|p| p.into_inner());
+        match fresh.as_ref() {
+            Some(fs) => MetaView::Fresh(fs.clone()),
+            None => MetaView::Own(&self.meta),
+        }
+    }
+
+    /// Opens the title records anew: the latest commit becomes this handle's view.
+    fn renew_view(&self) -> Result<()> {
+        let open = filesys::OpenOptions {
+            clock: self.clock.clone(),
+            ..filesys::OpenOptions::read_only()
+        };
+        let fresh = Filesys::open_in(self.vfs.clone(), &meta_base(&self.dir), &open)?;
+        *self.views.fresh.write().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(fresh));
+        self.views.renewals.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// How many times reads of this read-only handle found its view of the title records stale
+    /// (a writer's commit changed what they read) and read again through a fresh one.
+    pub fn renewals(&self) -> u64 {
+        self.views.renewals.load(Ordering::Relaxed)
+    }
+}

@@ -1,0 +1,388 @@
+//! A read-only handle that reads a title record while the writer rewrites it: the rewrite must
+//! never look like corruption, and the reader must get the current answer.
+//!
+//! The race is reproduced without timing: the reader's files come through a [`Vfs`] that runs the
+//! writer's rewrite at the exact moment the reader is about to read the record's data entry (its
+//! inode already found), i.e. between the lookup and the read.
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use wink::error::Error;
+use wink::filesys::{Filesys, FsOptions, OpenOptions, Staleness};
+use wink::format::kvseq::KvSeq;
+use wink::storage::Storage;
+use wink::store::{Page, Policy, Renders, Revisions, Store, StoreOptions};
+use wink::vfs::{RealFs, Vfs, WriterLock};
+
+const D: &str = "en.wikipedia.org";
+const HTML: &str = "text/html";
+
+type Hook = Box<dyn FnOnce() + Send>;
+
+/// The real file system, except that the first read of `target` covering byte `at` runs `hook`
+/// first.
+#[derive(Debug)]
+struct HookVfs {
+    target: PathBuf,
+    at: u64,
+    hook: Arc<Mutex<Option<HookFn>>>,
+}
+
+struct HookFn(Hook);
+
+impl std::fmt::Debug for HookFn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("hook")
+    }
+}
+
+#[derive(Debug)]
+struct HookStorage {
+    inner: Box<dyn Storage>,
+    at: u64,
+    hook: Arc<Mutex<Option<HookFn>>>,
+}
+
+impl Storage for HookStorage {
+    fn path(&self) -> &Path {
+        self.inner.path()
+    }
+    fn len(&self) -> io::Result<u64> {
+        self.inner.len()
+    }
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        if (offset..offset + buf.len() as u64).contains(&self.at) {
+            let hook = self.hook.lock().unwrap().take();
+            if let Some(HookFn(f)) = hook {
+                f();
+            }
+        }
+        self.inner.read_at(buf, offset)
+    }
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        self.inner.write_at(buf, offset)
+    }
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        self.inner.set_len(len)
+    }
+    fn sync_data(&self) -> io::Result<()> {
+        self.inner.sync_data()
+    }
+    fn create_temp(&self, suffix: &str) -> io::Result<Box<dyn Storage>> {
+        self.inner.create_temp(suffix)
+    }
+    fn commit_temp(&self, temp: Box<dyn Storage>) -> io::Result<Box<dyn Storage>> {
+        self.inner.commit_temp(temp)
+    }
+    fn discard_temp(&self, temp: Box<dyn Storage>) -> io::Result<()> {
+        self.inner.discard_temp(temp)
+    }
+}
+
+impl Vfs for HookVfs {
+    fn open(&self, path: &Path, writable: bool) -> wink::Result<Box<dyn Storage>> {
+        let inner = RealFs.open(path, writable)?;
+        if path != self.target {
+            return Ok(inner);
+        }
+        Ok(Box::new(HookStorage {
+            inner,
+            at: self.at,
+            hook: self.hook.clone(),
+        }))
+    }
+    fn create_new(&self, path: &Path) -> wink::Result<Box<dyn Storage>> {
+        RealFs.create_new(path)
+    }
+    fn exists(&self, path: &Path) -> bool {
+        RealFs.exists(path)
+    }
+    fn remove(&self, path: &Path) -> wink::Result<()> {
+        RealFs.remove(path)
+    }
+    fn rename(&self, from: &Path, to: &Path) -> wink::Result<()> {
+        RealFs.rename(from, to)
+    }
+    fn sync_dir(&self, path: &Path) -> wink::Result<()> {
+        RealFs.sync_dir(path)
+    }
+    fn lock(&self, path: &Path, wait: bool) -> wink::Result<Option<WriterLock>> {
+        RealFs.lock(path, wait)
+    }
+}
+
+fn value(title: &str, rev: u64) -> Vec<u8> {
+    format!("<p>{title} revision {rev}</p>")
+        .repeat(1 + (rev % 7) as usize)
+        .into_bytes()
+}
+
+fn keep_all() -> wink::store::Config {
+    wink::store::Config {
+        policy: Policy {
+            revisions: Revisions::All,
+            renders: Renders::All,
+            historical_ttl: 3600,
+        },
+        ..wink::store::Config::default()
+    }
+}
+
+fn writer(dir: &Path) -> Store {
+    Store::init(dir, &keep_all(), &StoreOptions::writer()).unwrap();
+    Store::open(dir, &StoreOptions::writer()).unwrap()
+}
+
+/// Where the title record of `title` keeps its bytes in `DIR/meta.data`.
+fn record_offset(dir: &Path, title: &str) -> u64 {
+    let meta = Filesys::open(&dir.join("meta"), &OpenOptions::read_only()).unwrap();
+    let extents = meta
+        .extents(format!("{D}/{title}").as_bytes())
+        .unwrap()
+        .unwrap();
+    extents[0].offset
+}
+
+/// A read-only store whose next read of `title`'s record lets `writer` put revision 2 between
+/// the lookup of the record's inode and the read of its bytes. Returns the reader and a flag set
+/// once the rewrite happened.
+fn racing_reader(dir: &Path, writer: Store, title: &str) -> (Store, Arc<AtomicBool>) {
+    let writer = Arc::new(Mutex::new(writer));
+    let fired = Arc::new(AtomicBool::new(false));
+    let hook: Hook = {
+        let (writer, fired, title) = (writer.clone(), fired.clone(), title.to_string());
+        Box::new(move || {
+            let mut w = writer.lock().unwrap();
+            w.put(D, &title, 2, None, HTML, &value(&title, 2)).unwrap();
+            fired.store(true, Ordering::SeqCst);
+        })
+    };
+    let vfs = HookVfs {
+        target: dir.join("meta.data"),
+        at: record_offset(dir, title),
+        hook: Arc::new(Mutex::new(Some(HookFn(hook)))),
+    };
+    let reader = Store::open(
+        dir,
+        &StoreOptions {
+            vfs: Arc::new(vfs),
+            ..StoreOptions::read_only()
+        },
+    )
+    .unwrap();
+    (reader, fired)
+}
+
+#[test]
+fn a_record_rewritten_between_lookup_and_read_is_read_again_not_reported_corrupt() {
+    // Each read path of the store, each on its own store, meets the rewrite mid-read.
+    type Read = fn(&Store) -> wink::Result<(u64, Vec<u8>)>;
+    let reads: [(&str, Read); 4] = [
+        ("get_latest", |s| {
+            let g = s.get_latest(D, "T")?.expect("found");
+            Ok((g.rev, g.value))
+        }),
+        ("get_rev", |s| {
+            let g = s.get_rev(D, "T", 2)?.expect("revision 2 found");
+            Ok((g.rev, g.value))
+        }),
+        ("get_render", |s| {
+            let tid = s.list(D, "T", Page::default())?[0].tid;
+            let g = s.get_render(D, "T", 2, tid)?.expect("render found");
+            Ok((g.rev, g.value))
+        }),
+        ("list", |s| {
+            let l = s.list(D, "T", Page::default())?;
+            let newest = &l[0];
+            let g = s
+                .get_render(D, "T", newest.rev, newest.tid)?
+                .expect("listed");
+            assert_eq!(l.len(), 2, "both revisions listed");
+            Ok((g.rev, g.value))
+        }),
+    ];
+    for (what, read) in reads {
+        let dir = tempfile::tempdir().unwrap();
+        let mut w = writer(dir.path());
+        w.put(D, "T", 1, None, HTML, &value("T", 1)).unwrap();
+        let (reader, fired) = racing_reader(dir.path(), w, "T");
+        let got = read(&reader);
+        assert!(
+            fired.load(Ordering::SeqCst),
+            "{what}: the rewrite never ran"
+        );
+        let (rev, bytes) = got.unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert_eq!(rev, 2, "{what}");
+        assert_eq!(bytes, value("T", 2), "{what}");
+        assert!(reader.renewals() >= 1, "{what}");
+    }
+}
+
+#[test]
+fn a_read_only_handle_finds_titles_written_after_its_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut w = writer(dir.path());
+    w.put(D, "Old", 1, None, HTML, &value("Old", 1)).unwrap();
+    let reader = Store::open(dir.path(), &StoreOptions::read_only()).unwrap();
+    w.put(D, "Old", 2, None, HTML, &value("Old", 2)).unwrap();
+    w.put(D, "New", 5, None, HTML, &value("New", 5)).unwrap();
+    let old = reader
+        .get_latest(D, "Old")
+        .unwrap()
+        .expect("rewritten title");
+    assert_eq!((old.rev, old.value), (2, value("Old", 2)));
+    let new = reader.get_latest(D, "New").unwrap().expect("new title");
+    assert_eq!((new.rev, new.value), (5, value("New", 5)));
+    assert_eq!(reader.list(D, "Old", Page::default()).unwrap().len(), 2);
+    // A title that does not exist is still simply not there.
+    assert!(reader.get_latest(D, "Never").unwrap().is_none());
+    // A title removed whole is gone for the reader too.
+    w.delete_title(D, "New").unwrap();
+    assert!(reader.get_latest(D, "New").unwrap().is_none());
+}
+
+/// Flags the live data entry of `name`'s first piece deleted, in place: damage, not a rewrite.
+fn plant_deleted_data_entry(base: &Path, name: &[u8]) {
+    let fileid = Filesys::open(base, &OpenOptions::read_only())
+        .unwrap()
+        .stat(name)
+        .unwrap()
+        .unwrap()
+        .fileid;
+    let path = base.with_extension("data");
+    let kv = KvSeq::open_path(&path, false).unwrap();
+    let key = format!("{fileid:x}/D0").into_bytes();
+    let ptr = kv
+        .iter(kv.first(), true)
+        .map(|e| e.unwrap())
+        .find(|e| e.key == key)
+        .expect("the data entry")
+        .layout
+        .ptr;
+    drop(kv);
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[ptr.0 as usize] = 1;
+    std::fs::write(&path, bytes).unwrap();
+}
+
+#[test]
+fn a_deleted_data_entry_under_a_live_inode_is_still_corruption() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut w = writer(dir.path());
+    w.put(D, "T", 1, None, HTML, &value("T", 1)).unwrap();
+    w.put(D, "U", 1, None, HTML, &value("U", 1)).unwrap();
+    drop(w);
+    plant_deleted_data_entry(&dir.path().join("meta"), format!("{D}/T").as_bytes());
+    // The writer reached it through its own index: damage.
+    let w = Store::open(dir.path(), &StoreOptions::writer()).unwrap();
+    let err = w.get_latest(D, "T").unwrap_err();
+    assert!(matches!(err, Error::Corrupt { .. }), "writer: {err}");
+    assert_eq!(w.get_latest(D, "U").unwrap().unwrap().value, value("U", 1));
+    drop(w);
+    // A reader sees the same on every fresh view, and ends up reporting it as damage too.
+    let r = Store::open(dir.path(), &StoreOptions::read_only()).unwrap();
+    let err = r.get_latest(D, "T").unwrap_err();
+    assert!(matches!(err, Error::Corrupt { .. }), "reader: {err}");
+    assert!(err.to_string().contains("meta.data"), "{err}");
+    assert_eq!(err.exit_code(), 3);
+    assert_eq!(r.get_latest(D, "U").unwrap().unwrap().value, value("U", 1));
+}
+
+#[test]
+fn filesys_a_file_rewritten_between_stat_and_read_is_stale_for_a_reader() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path().join("fs");
+    let mut fs = Filesys::create(&base, &FsOptions::default(), &OpenOptions::writer()).unwrap();
+    fs.put(b"f", 0, b"first version").unwrap();
+    fs.sync().unwrap();
+    let mut reader = Filesys::open(&base, &OpenOptions::read_only()).unwrap();
+    // Step one of a read: the inode.
+    let stat = reader.stat(b"f").unwrap().unwrap();
+    fs.put(b"f", 0, b"second version").unwrap();
+    fs.sync().unwrap();
+    // Step two: its data entry, flagged deleted by the rewrite's commit.
+    let err = reader.read_stat(&stat).unwrap_err();
+    assert!(matches!(err, Error::Stale { .. }), "{err}");
+    assert_eq!(err.exit_code(), 4);
+    // A plain lookup through the old view still misses (as it always has); asked to report, it
+    // says the view is stale; read strictly, as a writer reads, it misses.
+    assert!(reader.read_located(b"f").unwrap().is_none());
+    let err = reader.read_located_as(b"f", Staleness::Report).unwrap_err();
+    assert!(matches!(err, Error::Stale { .. }), "{err}");
+    assert!(reader
+        .read_located_as(b"f", Staleness::Strict)
+        .unwrap()
+        .is_none());
+    reader.refresh().unwrap();
+    assert_eq!(reader.read(b"f").unwrap(), b"second version");
+}
+
+#[test]
+fn stress_readers_beside_a_writer_rewriting_records_see_no_corruption() {
+    const TITLES: [&str; 3] = ["A", "B", "C"];
+    const PUTS: u64 = 240;
+    let dir = tempfile::tempdir().unwrap();
+    let mut w = writer(dir.path());
+    for t in TITLES {
+        w.put(D, t, 0, None, HTML, &value(t, 0)).unwrap();
+    }
+    let done = Arc::new(AtomicBool::new(false));
+    let reads = Arc::new(AtomicU64::new(0));
+    // Two threads share one long-lived handle; a third has its own.
+    let shared = Arc::new(Store::open(dir.path(), &StoreOptions::read_only()).unwrap());
+    let own = Arc::new(Store::open(dir.path(), &StoreOptions::read_only()).unwrap());
+    let readers: Vec<_> = [shared.clone(), shared.clone(), own.clone()]
+        .into_iter()
+        .enumerate()
+        .map(|(n, store)| {
+            let (done, reads) = (done.clone(), reads.clone());
+            std::thread::spawn(move || {
+                let mut i = n;
+                while !done.load(Ordering::SeqCst) {
+                    i += 1;
+                    let t = TITLES[i % TITLES.len()];
+                    let got = match i % 3 {
+                        0 => store.get_latest(D, t).map(|g| vec![g.expect("title")]),
+                        1 => store.list(D, t, Page::default()).and_then(|l| {
+                            let newest = &l[0];
+                            Ok(vec![store
+                                .get_render(D, t, newest.rev, newest.tid)?
+                                .expect("listed render")])
+                        }),
+                        _ => store.get_rev(D, t, 0).map(|g| vec![g.expect("revision 0")]),
+                    };
+                    for g in got.unwrap_or_else(|e| panic!("reader {n}, {t}: {e}")) {
+                        assert_eq!(g.value, value(t, g.rev), "reader {n}, {t} rev {}", g.rev);
+                    }
+                    reads.fetch_add(1, Ordering::Relaxed);
+                }
+            })
+        })
+        .collect();
+    for rev in 1..=PUTS {
+        let t = TITLES[rev as usize % TITLES.len()];
+        w.put(D, t, rev, None, HTML, &value(t, rev)).unwrap();
+    }
+    done.store(true, Ordering::SeqCst);
+    for r in readers {
+        r.join().unwrap();
+    }
+    // The handles ended current: each title's latest revision is the writer's last.
+    for t in TITLES {
+        let last = (1..=PUTS)
+            .rev()
+            .find(|r| TITLES[*r as usize % TITLES.len()] == t)
+            .unwrap();
+        assert_eq!(shared.get_latest(D, t).unwrap().unwrap().rev, last);
+        assert_eq!(own.get_latest(D, t).unwrap().unwrap().rev, last);
+    }
+    eprintln!(
+        "{} reads; views renewed {} times (shared handle) and {} (own)",
+        reads.load(Ordering::Relaxed),
+        shared.renewals(),
+        own.renewals()
+    );
+}
