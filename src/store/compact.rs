@@ -475,6 +475,10 @@ fn decide(plan: &mut ContainerPlan, opts: &CompactOptions) {
         Action::Keep
     } else if plan.live.values == 0 {
         Action::Drop
+    } else if plan.dropped.is_empty() {
+        // Its dead bytes are overhead (headers, inodes, index) a copy would have as well: a
+        // small container would otherwise pass min_dead and be rewritten by every run.
+        Action::Keep
     } else if plan.dropped.contains_key(&Reason::TakenDown)
         || plan.dead_bytes() as f64 >= opts.min_dead * plan.bytes as f64
     {
