@@ -136,3 +136,40 @@ fn first_policy_keeps_the_first_render_and_no_archive_keeps_hot_semantics() {
     );
     assert!(p.archive_due(|_, _| {}).is_err());
 }
+
+#[test]
+fn archiving_a_candidate_never_brings_back_a_render_past_its_deadline() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(1_000_000);
+    let mut s = store(dir.path(), &clock, Some(ArchivePolicy::Newest));
+    // Revision 1 rendered twice, revision 2 soon after: no put comes once render 0's grace
+    // has passed, so no put culls it; its record still lists it when revision 1 is archived.
+    let old = s.put(D, "Page", 1, None, HTML, &page(1, 0)).unwrap();
+    clock.advance(5);
+    let newest = s.put(D, "Page", 1, None, HTML, &page(1, 1)).unwrap();
+    clock.advance(5);
+    s.put(D, "Page", 2, None, HTML, &page(2, 0)).unwrap();
+    clock.advance(1000);
+    assert!(s.get_render(D, "Page", 1, old).unwrap().is_none());
+
+    let report = s.archive_due(|_, _| {}).unwrap();
+    assert_eq!(report.revisions, 1);
+    // With the newest render archived, the older one is not the newest of what is left in
+    // the hot tier: it stays past its deadline, unreadable, and is never archived.
+    assert!(s.get_render(D, "Page", 1, old).unwrap().is_none());
+    let listed: Vec<_> = s
+        .list(D, "Page", Page::default())
+        .unwrap()
+        .into_iter()
+        .map(|l| (l.rev, l.tid, l.state))
+        .collect();
+    assert_eq!(
+        listed,
+        [
+            (2, listed[0].1, State::Current),
+            (1, newest, State::Archived)
+        ]
+    );
+    assert_eq!(s.archive_due(|_, _| {}).unwrap().revisions, 0);
+    assert!(s.get_render(D, "Page", 1, old).unwrap().is_none());
+}

@@ -277,8 +277,11 @@ impl Store {
             let Some(mut rec) = self.load(name)? else {
                 continue;
             };
-            rec.renders.retain(|r| !gone.contains(&(r.rev, r.tid)));
+            // Culled with the candidates as they were before the archived ones leave: culled
+            // after, a render its deadline had hidden would take an archived candidate's place
+            // (the newest render left, say) and be readable again, then archived by the next run.
             rec.cull_keeping(&self.cfg.policy, now, Some(policy));
+            rec.renders.retain(|r| !gone.contains(&(r.rev, r.tid)));
             self.save(name, &rec)?;
         }
         if report.titles > 0 {
