@@ -183,14 +183,35 @@ impl Inode {
 
 /// The datafile key of a file's inode: `NAME/I0`.
 pub fn inode_key(name: &[u8]) -> Vec<u8> {
-    let mut key = name.to_vec();
+    let mut key = Vec::with_capacity(name.len() + 3);
+    key.extend_from_slice(name);
     key.extend_from_slice(b"/I0");
     key
 }
 
 /// The datafile key of data entry `n` of a file: `<fileid in lowercase hex>/D<n>`.
 pub fn data_key(fileid: u64, n: u64) -> Vec<u8> {
-    format!("{fileid:x}/D{n}").into_bytes()
+    // Made for every data entry written or read: digits by hand, not `format!`.
+    let mut key = Vec::with_capacity(40);
+    push_digits(&mut key, fileid, 16);
+    key.extend_from_slice(b"/D");
+    push_digits(&mut key, n, 10);
+    key
+}
+
+/// Appends `v` in base `radix` (10 or 16), lowercase, no leading zeros.
+fn push_digits(out: &mut Vec<u8>, mut v: u64, radix: u64) {
+    let mut buf = [0u8; 20];
+    let mut at = buf.len();
+    loop {
+        at -= 1;
+        buf[at] = b"0123456789abcdef"[(v % radix) as usize];
+        v /= radix;
+        if v == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&buf[at..]);
 }
 
 /// What a datafile key names.
@@ -248,6 +269,28 @@ fn parse_hex(digits: &[u8]) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn data_key_is_hex_fileid_and_decimal_index() {
+        for v in [
+            0,
+            1,
+            9,
+            10,
+            15,
+            16,
+            255,
+            4096,
+            99_999,
+            u64::from(u32::MAX),
+            u64::MAX,
+        ] {
+            for n in [0, 1, 9, 10, 123, u64::MAX] {
+                assert_eq!(data_key(v, n), format!("{v:x}/D{n}").into_bytes());
+            }
+        }
+        assert_eq!(inode_key(b"a/b"), b"a/b/I0");
+    }
 
     #[test]
     fn roundtrip_and_checksum() {
