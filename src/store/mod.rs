@@ -230,7 +230,23 @@ fn container_base(dir: &Path, id: u32) -> PathBuf {
 }
 
 fn record_name(domain: &str, title: &str) -> Vec<u8> {
-    format!("{domain}/{title}").into_bytes()
+    let mut name = Vec::with_capacity(domain.len() + 1 + title.len());
+    name.extend_from_slice(domain.as_bytes());
+    name.push(b'/');
+    name.extend_from_slice(title.as_bytes());
+    name
+}
+
+/// A value's file name in its container: `DOMAIN/TITLE/REV/TID` (made per put: no `format!`).
+fn value_name(domain: &str, title: &str, rev: u64, tid: Uuid) -> Vec<u8> {
+    let mut name = record_name(domain, title);
+    name.reserve(2 + 20 + uuid::fmt::Hyphenated::LENGTH);
+    name.push(b'/');
+    name.extend_from_slice(rev.to_string().as_bytes());
+    name.push(b'/');
+    let mut buf = [0u8; uuid::fmt::Hyphenated::LENGTH];
+    name.extend_from_slice(tid.hyphenated().encode_lower(&mut buf).as_bytes());
+    name
 }
 
 /// Reads and decodes a title record from the meta filesys.
@@ -677,9 +693,9 @@ impl Store {
         if self.writer()?.fs.data().filesize() >= limit {
             self.rotate()?;
         }
-        let name = format!("{}/{}/{}/{}", put.domain, put.title, put.rev, tid);
+        let name = value_name(put.domain, put.title, put.rev, tid);
         let w = self.writer()?;
-        let (_, extents) = w.fs.put_located(name.as_bytes(), 0, put.value)?;
+        let (_, extents) = w.fs.put_located(&name, 0, put.value)?;
         let offset = extents.first().map_or(0, |e| e.offset);
         w.kick_writeback()?;
         Ok(Location {
@@ -974,5 +990,22 @@ impl Batch<'_> {
     pub fn commit(self) -> Result<usize> {
         self.store.commit()?;
         Ok(self.puts)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn value_name_is_domain_title_rev_tid() {
+        let tid = key::tid_at(1_600_000_000, 7, [1, 2, 3, 4, 5, 6]);
+        for rev in [0, 7, 1234, u64::MAX] {
+            assert_eq!(
+                value_name("en.wikipedia.org", "Main_Page", rev, tid),
+                format!("en.wikipedia.org/Main_Page/{rev}/{tid}").into_bytes()
+            );
+        }
+        assert_eq!(record_name("d", "t/x"), b"d/t/x");
     }
 }
