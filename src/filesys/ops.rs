@@ -47,6 +47,10 @@ pub struct Version {
     writes: u64,
 }
 
+/// What [`Filesys::read_for_update`] returns: the file's metadata and content (`None`: no such
+/// file), and its [`Version`].
+pub type ForUpdate = (Option<(FileStat, Vec<u8>)>, Version);
+
 /// Where a piece of a file's content lies in the datafile.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Extent {
@@ -438,7 +442,7 @@ impl Filesys {
 
     /// A whole file with its metadata, or `None`, and a [`Version`] for [`Filesys::put_over`]:
     /// a read-modify-write of one file looks its name up once, not twice.
-    pub fn read_for_update(&self, name: &[u8]) -> Result<(Option<(FileStat, Vec<u8>)>, Version)> {
+    pub fn read_for_update(&self, name: &[u8]) -> Result<ForUpdate> {
         let writes = self.writes();
         let located = self.locate(name)?;
         let read = match &located {
