@@ -35,6 +35,16 @@ pub enum Error {
         found: String,
     },
 
+    /// A value known to be damaged: `wink scrub --quarantine` copied its bytes and a description
+    /// to the store's quarantine. Nothing of it is returned.
+    #[error("{}: damaged value at byte {offset}, quarantined (see {}); restore it from a snapshot or put the render again", path.display(), quarantine.display())]
+    Damaged {
+        path: PathBuf,
+        offset: u64,
+        /// The quarantine entry's description.
+        quarantine: PathBuf,
+    },
+
     /// A well-formed file uses a feature this implementation does not support.
     #[error("{}: unsupported at byte {offset}: {what}", path.display())]
     Unsupported {
@@ -140,14 +150,20 @@ impl Error {
         match self {
             Error::NotFound(_) => 1,
             Error::Invalid(_) | Error::Full { .. } => 2,
-            Error::Io { .. } | Error::Corrupt { .. } | Error::Unsupported { .. } => 3,
+            Error::Io { .. }
+            | Error::Corrupt { .. }
+            | Error::Damaged { .. }
+            | Error::Unsupported { .. } => 3,
             Error::InUse { .. } | Error::Stale { .. } => 4,
         }
     }
 
     /// True when the error means the bytes on disk are damaged (as opposed to an I/O failure).
     pub fn is_corruption(&self) -> bool {
-        matches!(self, Error::Corrupt { .. } | Error::Unsupported { .. })
+        matches!(
+            self,
+            Error::Corrupt { .. } | Error::Damaged { .. } | Error::Unsupported { .. }
+        )
     }
 }
 

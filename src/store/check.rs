@@ -1,14 +1,18 @@
 //! `wink check DIR`: a whole store checked — configuration, the meta filesys and every container
 //! (each with [`crate::filesys::check::check_filesys`]), every title record (checksum, order), and
 //! every render's location (inside its container's datafile, inside a live data entry of exactly
-//! the value's length). Values themselves are verified by `wink scrub`.
+//! the value's length). Values themselves are verified by `wink scrub`; a render whose value is in
+//! quarantine (`wink scrub --quarantine`) is a warning, so that `--strict` fails until it is
+//! restored or put again.
 
-use std::path::Path;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 
 use crate::check::{Problem, Report, Severity};
 use crate::filesys::check::check_filesys;
 use crate::filesys::{file_path, Filesys};
 use crate::format::kvseq::KvSeq;
+use crate::store::quarantine;
 use crate::store::record::{Render, TitleRecord};
 
 use super::{container_base, meta_base, Store, StoreOptions};
@@ -42,7 +46,23 @@ pub fn check_store(dir: &Path) -> Report {
         report.problems.extend(check_filesys(&base).problems);
         containers.push((id, KvSeq::open_path(&file_path(&base, "data"), false).ok()));
     }
-    let (mut titles, mut renders) = (0u64, 0u64);
+    // Few entries (one per damaged value): held in memory, renders looked up in them.
+    let quarantine: HashMap<(u32, u64), PathBuf> = match store.quarantined() {
+        Ok(entries) => entries
+            .into_iter()
+            .map(|e| {
+                let path = quarantine::description_path(dir, e.container, e.offset);
+                ((e.container, e.offset), path)
+            })
+            .collect(),
+        Err(e) => {
+            report
+                .problems
+                .push(Problem::from_error(&quarantine::dir_of(dir), &e));
+            HashMap::new()
+        }
+    };
+    let (mut titles, mut renders, mut damaged) = (0u64, 0u64, 0u64);
     for item in store.meta.iter() {
         let file = match item {
             Ok(f) => f,
@@ -79,6 +99,22 @@ pub fn check_store(dir: &Path) -> Report {
                     ),
                 });
             }
+            let loc = render.location;
+            if let Some(entry) = quarantine.get(&(loc.container, loc.offset)) {
+                damaged += 1;
+                report.problems.push(Problem {
+                    path: file_path(&container_base(dir, loc.container), "data"),
+                    offset: Some(loc.offset),
+                    severity: Severity::Warning,
+                    what: format!(
+                        "title {:?} rev {} tid {}: value damaged, quarantined (see {}); reads of it fail; restore it from a snapshot or put the render again",
+                        String::from_utf8_lossy(&file.name),
+                        render.rev,
+                        render.tid,
+                        entry.display()
+                    ),
+                });
+            }
             if let Some(what) = check_location(render, &containers) {
                 report.problems.push(Problem {
                     path: meta_path.clone(),
@@ -102,9 +138,14 @@ pub fn check_store(dir: &Path) -> Report {
         report.problems.extend(archive.verify());
     }
     report.summary = format!(
-        "store {}: {titles} titles, {renders} renders, {} containers",
+        "store {}: {titles} titles, {renders} renders, {} containers{}",
         dir.display(),
-        containers.len()
+        containers.len(),
+        if damaged > 0 {
+            format!(", {damaged} renders damaged and quarantined")
+        } else {
+            String::new()
+        }
     );
     report
 }

@@ -23,6 +23,7 @@ pub mod generation;
 pub mod import;
 pub mod key;
 pub mod policy;
+pub mod quarantine;
 pub mod record;
 pub mod scrub;
 pub mod snapshot;
@@ -850,8 +851,16 @@ impl Store {
         Ok(storage)
     }
 
-    /// Reads a value and verifies its CRC-32: damaged bytes are an error, never returned.
+    /// Reads a value and verifies its CRC-32: damaged bytes are an error, never returned (a
+    /// quarantined value's error names its quarantine entry).
     fn read_value(&self, loc: &Location) -> Result<Vec<u8>> {
+        self.read_value_raw(loc).map_err(|e| match e {
+            Error::Corrupt { .. } | Error::Io { .. } => self.damaged_or(loc, e),
+            e => e,
+        })
+    }
+
+    fn read_value_raw(&self, loc: &Location) -> Result<Vec<u8>> {
         let mut value = vec![
             0u8;
             usize::try_from(loc.len)

@@ -7,6 +7,9 @@
 //! node's hot data. The locations to read are gathered by a scan of the title records for a group
 //! of containers at a time, whose datafiles add up to at most [`PASS_BYTES`]: memory stays bounded
 //! by that, not by the size of the store.
+//!
+//! With [`ScrubOptions::quarantine`], each damaged hot value is also copied to the store's
+//! quarantine ([`super::quarantine`]) as it is found.
 
 use std::path::{Path, PathBuf};
 
@@ -16,6 +19,7 @@ use crate::error::{Error, Result};
 use crate::filesys;
 use crate::storage::{read_exact_at, Storage};
 
+use super::quarantine::Damaged;
 use super::record::{Location, TitleRecord};
 use super::{container_base, Store};
 
@@ -51,6 +55,15 @@ pub struct Damage {
     pub offset: u64,
     /// What was wrong (the error's message).
     pub what: String,
+    /// The quarantine entry's description, when the value was quarantined.
+    pub quarantined: Option<PathBuf>,
+}
+
+/// How to scrub.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ScrubOptions {
+    /// Copy each damaged hot value to the store's quarantine (`DIR/quarantine/`).
+    pub quarantine: bool,
 }
 
 /// What a scrub read and found.
@@ -106,9 +119,9 @@ fn split_name(name: &[u8]) -> (String, String) {
 /// The file and offset an error names, or the fallbacks.
 fn located(e: &Error, file: &Path, offset: u64) -> (PathBuf, u64) {
     match e {
-        Error::Corrupt { path, offset, .. } | Error::Unsupported { path, offset, .. } => {
-            (path.clone(), *offset)
-        }
+        Error::Corrupt { path, offset, .. }
+        | Error::Damaged { path, offset, .. }
+        | Error::Unsupported { path, offset, .. } => (path.clone(), *offset),
         Error::Io {
             path, offset: o, ..
         } => (path.clone(), o.unwrap_or(offset)),
@@ -120,7 +133,18 @@ impl Store {
     /// Reads every readable hot value and every archived revision and verifies their checksums.
     /// Damaged values are reported, not errors; an error means the store itself (its title
     /// records, the archive's maps) could not be read. `progress` is called as work is done.
-    pub fn scrub(&self, mut progress: impl FnMut(ScrubProgress)) -> Result<ScrubReport> {
+    pub fn scrub(&self, progress: impl FnMut(ScrubProgress)) -> Result<ScrubReport> {
+        self.scrub_with(ScrubOptions::default(), progress)
+    }
+
+    /// [`Store::scrub`], quarantining damaged hot values when `opts` says so. A value that cannot
+    /// be quarantined (its container cannot be opened, or the quarantine cannot be written) is
+    /// reported as damaged all the same, the failure added to its `what`.
+    pub fn scrub_with(
+        &self,
+        opts: ScrubOptions,
+        mut progress: impl FnMut(ScrubProgress),
+    ) -> Result<ScrubReport> {
         let mut report = ScrubReport::default();
         let sizes = self.container_sizes()?;
         let total: u64 = sizes.iter().map(|(_, s)| s).sum();
@@ -129,7 +153,7 @@ impl Store {
             let pass = self.gather(&group)?;
             for id in group {
                 let jobs: Vec<&Job> = pass.jobs.iter().filter(|j| j.loc.container == id).collect();
-                self.scrub_container(id, &jobs, &pass.titles, &mut report);
+                self.scrub_container(id, &jobs, &pass.titles, opts, &mut report);
                 done += sizes.iter().find(|(i, _)| *i == id).map_or(0, |(_, s)| *s);
                 progress(ScrubProgress {
                     what: "bytes",
@@ -193,6 +217,7 @@ impl Store {
         id: u32,
         jobs: &[&Job],
         titles: &[Vec<u8>],
+        opts: ScrubOptions,
         report: &mut ScrubReport,
     ) {
         let path = filesys::file_path(&container_base(&self.dir, id), "data");
@@ -211,8 +236,27 @@ impl Store {
             };
             report.values += 1;
             report.bytes += job.loc.len;
-            if let Err(((file, offset), what)) = checked {
+            if let Err(((file, offset), mut what)) = checked {
                 let (domain, title) = split_name(&titles[job.title]);
+                let quarantined = match (&storage, opts.quarantine) {
+                    (Ok(s), true) => {
+                        let d = Damaged {
+                            name: (&domain, &title),
+                            rev: job.rev,
+                            tid: job.tid,
+                            loc: &job.loc,
+                            what: &what,
+                        };
+                        match self.quarantine_value(s.as_ref(), &d) {
+                            Ok(path) => Some(path),
+                            Err(e) => {
+                                what = format!("{what} (not quarantined: {e})");
+                                None
+                            }
+                        }
+                    }
+                    _ => None,
+                };
                 report.damaged.push(Damage {
                     tier: Tier::Hot,
                     domain,
@@ -222,6 +266,7 @@ impl Store {
                     file,
                     offset,
                     what,
+                    quarantined,
                 });
             }
         }
@@ -286,6 +331,7 @@ impl Store {
                         file,
                         offset,
                         what: e.to_string(),
+                        quarantined: None,
                     });
                 }
             }

@@ -15,6 +15,10 @@ first: by revision, then by tid time. Text output: one tab-separated line per re
 size, content type, state (current, recent, historical or archived). With --json: one JSON array
 of objects with rev, tid, size, content_type and state.
 
+A render whose value is damaged and quarantined (`wink scrub --quarantine`; reads of it fail with
+exit 3) has a sixth field, `quarantined PATH` (PATH: its quarantine entry's description); in
+JSON, a `quarantined` key with that path. Other renders have neither.
+
 Exit status 1, with nothing printed, when the title has no readable render.";
 
 /// Lists a title's renders, newest first.
@@ -56,19 +60,39 @@ pub fn run(args: &Args) -> Result<Status> {
             }
         )));
     }
+    let quarantined = store.quarantined_title(&args.title.domain, &args.title.title)?;
+    let damaged = |l: &Listed| {
+        quarantined
+            .iter()
+            .find(|e| e.rev == l.rev && e.tid() == Some(l.tid))
+            .map(|e| {
+                wink::store::quarantine::description_path(&args.dir, e.container, e.offset)
+                    .display()
+                    .to_string()
+            })
+    };
     let mut out = Out::new();
     if args.json {
-        let json: Vec<RenderJson> = listed.iter().map(json).collect();
+        let json: Vec<RenderJson> = listed
+            .iter()
+            .map(|l| RenderJson {
+                quarantined: damaged(l),
+                ..json(l)
+            })
+            .collect();
         out.json(&json)?;
     } else {
         for l in &listed {
             out.line(&format!(
-                "{}\t{}\t{}\t{}\t{}",
+                "{}\t{}\t{}\t{}\t{}{}",
                 l.rev,
                 l.tid,
                 l.size,
                 l.content_type,
-                l.state.as_str()
+                l.state.as_str(),
+                damaged(l)
+                    .map(|q| format!("\tquarantined {q}"))
+                    .unwrap_or_default()
             ))?;
         }
     }

@@ -124,6 +124,9 @@ struct RenderJson<'a> {
     size: u64,
     content_type: &'a str,
     state: &'static str,
+    /// The quarantine entry of a damaged value (`wink scrub --quarantine`); absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    quarantined: Option<String>,
 }
 
 impl<'a> RenderJson<'a> {
@@ -134,6 +137,7 @@ impl<'a> RenderJson<'a> {
             size,
             content_type,
             state: state.as_str(),
+            quarantined: None,
         }
     }
 }

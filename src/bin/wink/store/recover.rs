@@ -14,7 +14,8 @@ records or of the current container is dropped back to the last complete one (th
 byte range are named), and an unfinished compaction is finished or undone. Then checks the whole
 store as `wink check` does. Damage in the middle of a file is never truncated away: it is
 reported (and reads of the values it holds fail with exit 3) for an operator to restore from a
-snapshot.
+snapshot; `wink scrub --quarantine` finds damaged values and copies them, described, to
+DIR/quarantine/, after which check warns about each one.
 
 Output: one `repaired: ...` line per repair (none when the store was clean), then the check's
 report.

@@ -4,7 +4,7 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use wink::store::scrub::{ScrubProgress, ScrubReport};
+use wink::store::scrub::{ScrubOptions, ScrubProgress, ScrubReport};
 use wink::Result;
 
 use crate::show::Out;
@@ -20,8 +20,18 @@ One line on stdout per damaged value:
 `DOMAIN/TITLE rev REV tid TID: TIER FILE at byte OFFSET: WHAT` (TIER is hot or archive); when
 there is none, `DIR: ok (N values, B bytes, A archived revisions)`.
 
-Exit status: 0 when every value is intact; 1 when damage was found; 3 when the store itself
-(its configuration, title records or archive maps) cannot be read.";
+With --quarantine, each damaged hot value is also copied, exactly as found, to
+DIR/quarantine/cNNNNNN-OFFSET.bin with a JSON description beside it (cNNNNNN-OFFSET.json:
+container, file, offset, length, expected and found CRC-32, title, rev, tid), and its line ends
+with `; quarantined in PATH`. Nothing in the store is changed or truncated: the container keeps
+the bytes, the title record still names them. Reads of a quarantined value then fail with a
+message naming its entry (exit 3), `wink ls` marks it, `wink stat` counts the entries and
+`wink check` warns about it (failing with --strict) until it is restored from a snapshot or put
+again. An entry that exists already is kept. Archived revisions are reported, not quarantined.
+Needs no writer lock (it writes only under DIR/quarantine).
+
+Exit status: 0 when every value is intact; 1 when damage was found (quarantined or not); 3 when
+the store itself (its configuration, title records or archive maps) cannot be read.";
 
 /// Reads every value of a store and verifies its checksum.
 #[derive(clap::Args)]
@@ -29,12 +39,18 @@ Exit status: 0 when every value is intact; 1 when damage was found; 3 when the s
 pub struct Args {
     /// The store's directory.
     dir: PathBuf,
+    /// Copy each damaged value, with a description, to DIR/quarantine/.
+    #[arg(long)]
+    quarantine: bool,
 }
 
 pub fn run(args: &Args) -> Result<Status> {
     let store = super::open_reader(&args.dir)?;
     let bar = progress_bar();
-    let result = store.scrub(|p: ScrubProgress| {
+    let opts = ScrubOptions {
+        quarantine: args.quarantine,
+    };
+    let result = store.scrub_with(opts, |p: ScrubProgress| {
         if bar.length() != Some(p.total) {
             bar.set_length(p.total);
             bar.set_message(p.what);
@@ -47,11 +63,24 @@ pub fn run(args: &Args) -> Result<Status> {
     if report.is_clean() {
         return Ok(0);
     }
+    let quarantined = report
+        .damaged
+        .iter()
+        .filter(|d| d.quarantined.is_some())
+        .count();
     eprintln!(
-        "wink: scrub: {} damaged values of {} hot values and {} archived revisions",
+        "wink: scrub: {} damaged values of {} hot values and {} archived revisions{}",
         report.damaged.len(),
         report.values,
-        report.archived
+        report.archived,
+        if args.quarantine {
+            format!(
+                "; {quarantined} quarantined in {}",
+                wink::store::quarantine::dir_of(&args.dir).display()
+            )
+        } else {
+            String::new()
+        }
     );
     Ok(1)
 }
@@ -60,7 +89,7 @@ fn print(args: &Args, report: &ScrubReport) -> Result<()> {
     let mut out = Out::new();
     for d in &report.damaged {
         out.line(&format!(
-            "{}/{} rev {} tid {}: {} {} at byte {}: {}",
+            "{}/{} rev {} tid {}: {} {} at byte {}: {}{}",
             d.domain,
             d.title,
             d.rev,
@@ -68,7 +97,11 @@ fn print(args: &Args, report: &ScrubReport) -> Result<()> {
             d.tier.as_str(),
             d.file.display(),
             d.offset,
-            d.what.replace('\n', " ")
+            d.what.replace('\n', " "),
+            d.quarantined
+                .as_ref()
+                .map(|q| format!("; quarantined in {}", q.display()))
+                .unwrap_or_default()
         ))?;
     }
     if report.is_clean() {

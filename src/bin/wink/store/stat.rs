@@ -27,6 +27,9 @@ revisions (archived, not taken down), raw_bytes (their bytes uncompressed) and s
 byte of the archive's files), and its settings: policy, block_bytes and level. A store without an
 archive has no archive fields at all (no `archive` key in JSON, no `archive.` lines in text).
 
+quarantined counts the entries of DIR/quarantine (damaged values `wink scrub --quarantine`
+copied aside; reads of them fail with exit 3); the field is there only when there is one.
+
 Text output: one `FIELD<TAB>VALUE` line each, the policy's fields as policy.revisions,
 policy.renders and policy.historical_ttl, the archive's as archive.titles, archive.revisions, ...
 With --json: one object with the same fields, the policy and the archive as objects. Reads every
@@ -74,6 +77,8 @@ struct StatJson {
     compactions: u64,
     last_compaction_time: i64,
     last_compaction_reclaimed_bytes: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    quarantined: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     archive: Option<ArchiveJson>,
     per_container: Vec<ContainerJson>,
@@ -212,6 +217,7 @@ impl StatJson {
             compactions: g.compactions,
             last_compaction_time: g.last_time,
             last_compaction_reclaimed_bytes: g.last_reclaimed,
+            quarantined: None,
             archive: st.archive.as_ref().and_then(|a| ArchiveJson::new(a, cfg)),
             per_container: Vec::new(),
             meta_files: Vec::new(),
@@ -249,6 +255,7 @@ impl StatJson {
                 self.last_compaction_reclaimed_bytes.to_string(),
             ),
         ];
+        fields.extend(self.quarantined.map(|n| ("quarantined", n.to_string())));
         fields.extend(self.archive.iter().flat_map(ArchiveJson::fields));
         fields
     }
@@ -256,8 +263,10 @@ impl StatJson {
 
 pub fn run(args: &Args) -> Result<Status> {
     let store = super::open_reader(&args.dir)?;
-    let stat = StatJson::new(&store.stat()?, store.config(), &store.generation()?)
+    let mut stat = StatJson::new(&store.stat()?, store.config(), &store.generation()?)
         .with_space(&store.space()?);
+    let quarantined = store.quarantined()?.len() as u64;
+    stat.quarantined = (quarantined > 0).then_some(quarantined);
     let mut out = Out::new();
     if args.json {
         out.json(&stat)?;
