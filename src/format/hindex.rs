@@ -511,6 +511,31 @@ impl HIndex {
         }
     }
 
+    /// [`HIndex::set_pointer`] of a cell a lookup has just found used, with nothing written to
+    /// the table since: word 0 is written alone, without reading the cell again (the stored hash
+    /// stays as it is). A file rewrite repoints a cell per put; the read was a pread each.
+    pub fn repoint(&mut self, found: Found, ptr: KvPointer) -> Result<()> {
+        self.check_writable()?;
+        let word0 = ptr.0 as i64;
+        if found.cell >= self.htsize
+            || ptr.0 > i64::MAX as u64
+            || word0 == self.htfree
+            || word0 == self.htdel
+        {
+            return Err(Error::invalid(format!(
+                "cell {} cannot point at {ptr}",
+                found.cell
+            )));
+        }
+        write_all_at(
+            self.storage.as_ref(),
+            &word0.to_be_bytes(),
+            self.cell_offset(found.cell),
+        )?;
+        self.dirty = true;
+        Ok(())
+    }
+
     /// Marks a used cell deleted (HTDEL, stored hash zeroed).
     pub fn delete_cell(&mut self, cell: u64) -> Result<()> {
         self.check_writable()?;
@@ -971,6 +996,29 @@ mod tests {
         )
         .unwrap();
         (kv, index, s)
+    }
+
+    #[test]
+    fn repoint_writes_the_pointer_and_keeps_the_stored_hash() {
+        let (mut kv, mut index, _) = setup(16);
+        let old = kv.append(b"k", b"v1").unwrap();
+        let cell = index.insert(b"k", old, &kv).unwrap();
+        let before = index.get(cell).unwrap();
+        let new = kv.append(b"k", b"v2").unwrap();
+        let found = index.lookup(b"k", &kv).unwrap().unwrap();
+        index.repoint(found, new).unwrap();
+        let mut via_set = index.get(cell).unwrap();
+        assert_eq!(index.lookup(b"k", &kv).unwrap().unwrap().ptr, new);
+        index.set_pointer(cell, new).unwrap();
+        assert_eq!(index.get(cell).unwrap(), via_set);
+        via_set = index.get(cell).unwrap();
+        match (before, via_set) {
+            (Cell::Used { stored_hash: a, .. }, Cell::Used { stored_hash: b, .. }) => {
+                assert_eq!(a, b)
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(index.repoint(Found { cell: 99, ptr: new }, new).is_err());
     }
 
     #[test]

@@ -839,6 +839,25 @@ impl KvSeq {
         Ok(true)
     }
 
+    /// [`KvSeq::delete`] of an entry just read whole, with nothing written over it since: its
+    /// flag is set without reading the entry again (a file rewrite deletes its old inode per put).
+    pub fn delete_read(&mut self, entry: &Entry) -> Result<bool> {
+        self.check_writable()?;
+        if !self.delflag {
+            return Err(Error::invalid(format!(
+                "{}: entries cannot be deleted (KVDELFL is not 1)",
+                self.path().display()
+            )));
+        }
+        if entry.deleted {
+            return Ok(false);
+        }
+        write_all_at(self.storage.as_ref(), &[1], entry.ptr.0)?;
+        self.bump(var::AENTRIES, -1);
+        self.dirty = true;
+        Ok(true)
+    }
+
     fn bump(&mut self, name: VarName, delta: i64) {
         if let Some(v) = self.sb.get(name) {
             // Present variables are set in place; no room is needed.
@@ -1156,6 +1175,19 @@ mod tests {
         let s = MemStorage::new("mem.kvseq");
         let kv = KvSeq::create(Box::new(s.clone()), opts).unwrap();
         (s, kv)
+    }
+
+    #[test]
+    fn delete_read_is_delete_without_the_read() {
+        let (_, mut kv) = mem(&KvSeqOptions::default());
+        let a = kv.append(b"alpha", b"one").unwrap();
+        let b = kv.append(b"beta", b"two").unwrap();
+        let entry = kv.read(a).unwrap();
+        assert!(kv.delete_read(&entry).unwrap());
+        assert!(kv.read(a).unwrap().deleted);
+        assert!(!kv.delete_read(&kv.read(a).unwrap()).unwrap());
+        assert!(!kv.read(b).unwrap().deleted);
+        assert_eq!(kv.live_entries(), Some(1));
     }
 
     #[test]
