@@ -405,7 +405,8 @@ impl Filesys {
                 self.data.delete(ptr)?;
             }
         }
-        self.data.delete(located.entry.ptr)?;
+        // Read whole (and found live) by the lookup that made `located`.
+        self.data.delete_read(&located.entry)?;
         Ok(())
     }
 
@@ -524,7 +525,8 @@ impl Filesys {
         match &old {
             Some(located) => {
                 self.mark_deleted(located, true)?;
-                self.idx.set_pointer(located.found.cell, ptr)?;
+                // Found used by the lookup that made `located`; the table is unchanged since.
+                self.idx.repoint(located.found, ptr)?;
                 self.add_var(ITOTSZ, -(located.inode.size as i64))?;
                 self.add_var(DTOTSZ, -(located.inode.lsize as i64))?;
             }
