@@ -646,7 +646,18 @@ impl CompactJob {
         for (k, &i) in order.iter().enumerate() {
             ahead.keep_ahead(order[k..].iter().map(|&j| live[j].loc));
             let v = &live[i];
-            read_checked_into(source.as_ref(), &v.loc, &mut value)?;
+            if let Err(e) = read_checked_into(source.as_ref(), &v.loc, &mut value) {
+                // Damage is never dropped, nor does it stop the run: the container is kept
+                // whole (adopt removes the partial target) and the next one compacted.
+                built.plan.action = Action::Keep;
+                built.plan.note = Some(format!(
+                    "kept: the value of {:?} rev {} tid {} cannot be read intact ({e}); `wink scrub --quarantine` copies it aside",
+                    String::from_utf8_lossy(&v.record),
+                    v.rev,
+                    v.tid
+                ));
+                return Ok(());
+            }
             ahead.consumed(&v.loc);
             let (_, extents) = target.put_located(&v.name, 0, &value)?;
             let new = Location {
