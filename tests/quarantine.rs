@@ -278,3 +278,116 @@ fn the_cli_scrubs_into_quarantine_and_get_ls_stat_check_show_it() {
     assert!(run.stdout.contains("quarantined"), "{}", run.stdout);
     assert_eq!(wink(&["check", d, "--strict"]).code, 1);
 }
+
+/// A value of about 64 KiB unique to its title.
+fn big(i: usize) -> Vec<u8> {
+    let mut v = format!("<p>big value of title {i}: ").into_bytes();
+    v.extend((0..64_000).map(|k| b'a' + ((k * 11 + i * 17) % 26) as u8));
+    v
+}
+
+/// The files of container 1 with their lengths.
+fn container_one(dir: &Path) -> BTreeMap<PathBuf, u64> {
+    let mut files = lengths(dir);
+    files.retain(|p, _| {
+        p.file_name()
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .starts_with("c000001.")
+    });
+    files
+}
+
+#[test]
+fn compaction_keeps_a_container_with_a_damaged_value_and_compacts_the_others() {
+    use wink::store::compact::{Action, CompactOptions};
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let clock = Arc::new(ManualClock::new(T));
+    let cfg = Config {
+        policy: Policy {
+            revisions: Revisions::All,
+            renders: Renders::All,
+            historical_ttl: 3600,
+        },
+        container_bytes: 1 << 20,
+        ..Config::default()
+    };
+    Store::init(dir, &cfg, &opts(&clock, true)).unwrap();
+    let mut s = Store::open(dir, &opts(&clock, true)).unwrap();
+    const N: usize = 40;
+    let mut batch = s.batch();
+    for i in 0..N {
+        let v = big(i);
+        batch
+            .put(&wink::store::Put {
+                domain: D,
+                title: &title(i),
+                rev: 1,
+                tid: None,
+                content_type: HTML,
+                value: &v,
+                historical: false,
+            })
+            .unwrap();
+    }
+    batch.commit().unwrap();
+    assert!(s.container_ids().unwrap().len() >= 3);
+    // Titles 3 (container 1) and 20 (container 2) taken down: both containers are worth a
+    // rewrite. Title 7's value, in the middle of container 1, is damaged.
+    s.delete_title(D, &title(3)).unwrap();
+    s.delete_title(D, &title(20)).unwrap();
+    drop(s);
+    let c1 = dir.join("c000001.data");
+    let mut bytes = std::fs::read(&c1).unwrap();
+    let head = big(7)[..64].to_vec();
+    let at = bytes
+        .windows(64)
+        .position(|w| w == head.as_slice())
+        .expect("title 7 in container 1");
+    assert!(at > 4 * big(7).len());
+    bytes[at + 30_000] ^= 0x01;
+    std::fs::write(&c1, bytes).unwrap();
+    let kept_before = container_one(dir);
+
+    let mut s = Store::open(dir, &opts(&clock, true)).unwrap();
+    let report = s.compact(&CompactOptions::default(), |_, _| {}).unwrap();
+    let plan = |id: u32| report.containers.iter().find(|c| c.id == id).unwrap();
+    // Container 1: kept whole, with a note naming the file and the offset.
+    assert_eq!(plan(1).action, Action::Keep, "{:?}", plan(1));
+    assert_eq!(plan(1).into, None);
+    let note = plan(1).note.as_deref().expect("a note");
+    assert!(
+        note.contains("c000001.data") && note.contains(&at.to_string()),
+        "{note}"
+    );
+    assert!(note.contains(&title(7)), "{note}");
+    // Container 2: compacted all the same.
+    assert_eq!(plan(2).action, Action::Rewrite, "{:?}", plan(2));
+    assert!(plan(2).into.is_some());
+    assert!(!dir.join("c000002.data").exists());
+    // Nothing of container 1 was changed, and nothing was dropped from it.
+    let kept_after = container_one(dir);
+    assert_eq!(kept_before, kept_after);
+    for i in 0..N {
+        match i {
+            3 | 20 => assert!(s.get_latest(D, &title(i)).unwrap().is_none()),
+            7 => assert!(matches!(
+                s.get_latest(D, &title(i)),
+                Err(Error::Corrupt { .. })
+            )),
+            _ => assert_eq!(s.get_latest(D, &title(i)).unwrap().unwrap().value, big(i)),
+        }
+    }
+    // The damage is still there to be found and quarantined.
+    let scrub = s
+        .scrub_with(ScrubOptions { quarantine: true }, |_| {})
+        .unwrap();
+    assert_eq!(scrub.damaged.len(), 1);
+    assert_eq!(scrub.damaged[0].offset, at as u64);
+    assert!(matches!(
+        s.get_latest(D, &title(7)),
+        Err(Error::Damaged { .. })
+    ));
+}
