@@ -465,7 +465,15 @@ fn phase(dir: &Path) -> &'static str {
                 .iter()
                 .any(|(source, _)| dir.join(format!("c{source:06}.data")).exists()) =>
         {
-            "move"
+            // A merge: one target named by the moves of several sources.
+            let merged = g.moves.iter().any(|(_, into)| {
+                *into != 0 && g.moves.iter().filter(|(_, i)| i == into).count() > 1
+            });
+            if merged {
+                "merge move"
+            } else {
+                "move"
+            }
         }
         Ok(g) if g.pending != 0 => "pending",
         Ok(_) => "neither",
@@ -533,8 +541,9 @@ fn sigkill_rounds(rounds: u64, seed: u64) {
     }
     println!("kills by what the generation file had under way: {phases:?}");
     assert!(
-        phases.get("move").is_some_and(|n| *n > 0) && phases.get("pending").is_some_and(|n| *n > 0),
-        "kills never hit a move under way or a pending container: {phases:?}"
+        phases.get("merge move").is_some_and(|n| *n > 0)
+            && phases.get("pending").is_some_and(|n| *n > 0),
+        "kills never hit a merge under way or a pending container: {phases:?}"
     );
 }
 

@@ -9,7 +9,7 @@
 //! | cull                 | one [`Store::cull_due`] step (N title records, a commit) | —                   |
 //! | archive              | one [`Store::archive_step`] (N titles: read, compress, commit twice) | —       |
 //! | compaction: plan     | —                                               | a dry-run survey through a read-only handle |
-//! | compaction: per container | [`Store::start_compaction`] (and sealing the current one, if asked) | — |
+//! | compaction: per job  | [`Store::start_compaction_of`] (and sealing the current one, if asked) | — |
 //! | compaction: build    | —                                               | [`CompactJob::run`]: survey and copy, throttled |
 //! | compaction: switch   | [`Store::adopt`]: validate, switch, point the records | —                     |
 //!
@@ -22,6 +22,7 @@
 //! Stopping (or dropping) a [`Maintenance`] joins its thread: never do it while holding the
 //! store's lock.
 
+use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -32,7 +33,9 @@ use crate::clock::Clock;
 use crate::error::{Error, Result};
 use crate::vfs::Vfs;
 
-use super::compact::{Action, CompactJob, CompactOptions, CompactReport, ContainerPlan, Reason};
+use super::compact::{
+    Action, Adopted, CompactJob, CompactOptions, CompactReport, ContainerPlan, Reason,
+};
 use super::cull::{CullReport, TitleCursor};
 use super::tiers::ArchiveReport;
 use super::{Store, StoreOptions};
@@ -402,13 +405,23 @@ impl Runner {
             .iter()
             .filter(|c| worth_it(c, min_dead))
             .map(|c| c.id);
-        for id in due {
+        let mut due: VecDeque<u32> = due.collect();
+        while let Some(&first) = due.front() {
             if self.shared.stopping() {
                 break;
             }
-            if let Err(e) = self.compact_one(id, &opts)? {
-                self.shared
-                    .error(&format!("compaction of container {id}"), &e);
+            match self.compact_some(&due, &opts)? {
+                Ok(adopted) => {
+                    due.drain(..adopted.taken.clamp(1, due.len()));
+                    for id in adopted.retry.iter().rev() {
+                        due.push_front(*id);
+                    }
+                }
+                Err(e) => {
+                    self.shared
+                        .error(&format!("compaction of container {first}"), &e);
+                    due.pop_front();
+                }
             }
         }
         Ok(())
@@ -446,33 +459,48 @@ impl Runner {
         })
     }
 
-    /// One container: started and adopted under the lock, built without it.
-    fn compact_one(&self, id: u32, opts: &CompactOptions) -> std::result::Result<Result<()>, Halt> {
+    /// One job over the first of `due` (it takes those whose live bytes fit one container):
+    /// started and adopted under the lock, built without it.
+    fn compact_some(
+        &self,
+        due: &VecDeque<u32>,
+        opts: &CompactOptions,
+    ) -> std::result::Result<Result<Adopted>, Halt> {
         let seal = opts.seal_current;
+        let candidates: Vec<u32> = due.iter().copied().collect();
         let job = self.with_store(|s| -> Result<Option<CompactJob>> {
-            if id == s.current_container()? {
+            if candidates.first() == Some(&s.current_container()?) {
                 if !seal {
                     return Ok(None);
                 }
                 s.rotate()?;
             }
-            s.start_compaction(id, opts).map(Some)
+            s.start_compaction_of(&candidates, opts).map(Some)
         })?;
         let job = match job {
             Ok(Some(job)) => job,
-            Ok(None) => return Ok(Ok(())),
+            Ok(None) => {
+                return Ok(Ok(Adopted {
+                    taken: 1,
+                    ..Adopted::default()
+                }))
+            }
             Err(e) => return Ok(Err(e)),
         };
         let built = job.run();
         let adopted = self.with_store(|s| s.adopt(&job, built))?;
-        Ok(adopted.map(|(plan, _, _)| {
-            self.shared.update(|s| match plan.action {
-                Action::Rewrite | Action::Drop => {
-                    s.compacted += 1;
-                    s.reclaimed_bytes += plan.reclaimed();
+        Ok(adopted.inspect(|adopted| {
+            self.shared.update(|s| {
+                for plan in &adopted.plans {
+                    match plan.action {
+                        Action::Rewrite | Action::Drop => {
+                            s.compacted += 1;
+                            s.reclaimed_bytes += plan.reclaimed();
+                        }
+                        Action::Abandoned => s.abandoned += 1,
+                        Action::Keep => {}
+                    }
                 }
-                Action::Abandoned => s.abandoned += 1,
-                Action::Keep => {}
             })
         }))
     }

@@ -2,31 +2,36 @@
 //! dropped and the rest copied into a new container, and the switch is made by the generation file
 //! ([`super::generation`]).
 //!
-//! One step, for a sealed container N:
+//! One job takes sealed containers N1, N2, … (oldest first) while their live bytes together fit
+//! one container (`container_bytes`; the first always fits), and writes one new container M: a run
+//! over many sparse containers leaves a few full ones, and pays the fixed costs of a target
+//! (create, sync, seal, switch, the records' commit) once per target, not once per source.
 //!
 //! | phase    | what happens                                                          | after a crash here      |
 //! |----------|-----------------------------------------------------------------------|-------------------------|
-//! | survey   | N's files (found through N's index, many inode reads in flight; by a walk of the datafile when the index does not account for every live entry), each classified against its title's record: live, or dropped as expired / taken down / replaced / archived / deleted | nothing changed |
+//! | survey   | each source's files (found through its index, many inode reads in flight; by a walk of the datafile when the index does not account for every live entry), each classified against its title's record: live, or dropped as expired / taken down / replaced / archived / deleted | nothing changed |
 //! | pending  | the generation file names the new container M as `pending`             | M removed at open       |
-//! | build    | live values copied into M (read 16 MiB ahead with `POSIX_FADV_WILLNEED`), grouped by title with a perm, verified against their CRC-32, M synced and sealed | M removed at open |
-//! | validate | every title with a file in N re-read: each render in N a read could still return must have been copied | (M removed, N kept)     |
-//! | switch   | the generation file: generation + 1, `move N M`                        | records rolled forward at open |
-//! | forward  | the records' renders in N pointed into M (or dropped, when not live); committed | rolled forward at open |
-//! | remove   | N's files removed (the datafile first), the directory synced; the move is left out of the generation file's next write | removal finished at open |
+//! | build    | the sources' live values copied into M (read 16 MiB ahead with `POSIX_FADV_WILLNEED`), grouped by title with a perm, verified against their CRC-32, M synced and sealed | M removed at open |
+//! | validate | every title with a file in a source re-read: each render there a read could still return must have been copied | (M removed, sources kept) |
+//! | switch   | the generation file: generation + 1, `move Ni M` for every source      | records rolled forward at open |
+//! | forward  | the records' renders in the sources pointed into M (or dropped, when not live); one commit | rolled forward at open |
+//! | remove   | each source's files removed (the datafile first), the directory synced; the moves are left out of the generation file's next write | removal finished at open |
 //!
-//! A container with no live value is dropped whole (`move N 0`), without a copy. Free space
-//! needed: one container's live bytes (checked before the build). Only sealed containers are
-//! compacted; [`CompactOptions::seal_current`] rotates the current one first when it holds dead
-//! values (so that a take-down can be verified at once).
+//! A source with no live value is dropped whole (`move N 0`), without a copy. Free space needed:
+//! the live bytes of one target, at most one container's (checked before the build). Only sealed
+//! containers are compacted; [`CompactOptions::seal_current`] rotates the current one first when
+//! it holds dead values (so that a take-down can be verified at once). A live value that cannot
+//! be read intact keeps its container whole; the other sources of its job are compacted again by
+//! another job without it.
 //!
 //! The survey and the build need no writer: [`CompactJob::run`] works on its own read-only handles
 //! and can run on another thread while the writer keeps taking puts; the validation, switch and
 //! roll-forward ([`Store::adopt`]) take the writer's handle for as long as it takes to rewrite the
-//! records of N's titles. A render that became live again after the survey (it cannot, by the
-//! retention rules — deadlines only move earlier — but a survey may race a commit) fails the
-//! validation, and the step is abandoned with N intact.
+//! records of the sources' titles. A render that became live again after the survey (it cannot,
+//! by the retention rules — deadlines only move earlier — but a survey may race a commit) fails
+//! the validation, and the job is abandoned with its sources intact.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -522,7 +527,13 @@ impl Throttle {
     }
 }
 
-/// One container's compaction, to run on any thread; [`Store::adopt`] finishes it.
+/// A compaction of one or more sealed containers into one new container, to run on any thread;
+/// [`Store::adopt`] finishes it.
+///
+/// Sparse containers are merged: the job takes its sources in order while their live bytes
+/// together fit one container (`container_bytes`; the first always fits), so a run over many
+/// sparse containers leaves a few full ones, and pays a container's fixed costs (create, sync,
+/// seal, switch, the records' commit) once per target instead of once per source.
 #[derive(Debug)]
 pub struct CompactJob {
     vfs: Arc<dyn Vfs>,
@@ -531,14 +542,20 @@ pub struct CompactJob {
     clock: Arc<dyn Clock>,
     archive_base: Option<PathBuf>,
     opts: CompactOptions,
-    source: u32,
+    /// Candidates, oldest first; the job takes a prefix of them.
+    sources: Vec<u32>,
     target: u32,
 }
 
 /// A finished build, for [`Store::adopt`].
 #[derive(Debug)]
 pub struct Built {
-    plan: ContainerPlan,
+    /// One per source the job took (a prefix of its candidates, less `retry`).
+    plans: Vec<ContainerPlan>,
+    /// Sources taken whose rewrite was given up because another source of the same target
+    /// holds damage: to be compacted again, without it.
+    retry: Vec<u32>,
+    /// Every title with a file in a source rewritten or dropped.
     titles: BTreeSet<Vec<u8>>,
     /// (record, rev, tid) → (old location, new location).
     remap: HashMap<(Vec<u8>, u64, Uuid), (Location, Location)>,
@@ -547,18 +564,48 @@ pub struct Built {
 }
 
 impl Built {
-    pub fn plan(&self) -> &ContainerPlan {
-        &self.plan
+    pub fn plans(&self) -> &[ContainerPlan] {
+        &self.plans
+    }
+
+    /// How many of the job's candidates it took (surveyed and acted on, kept, or to retry).
+    fn taken(&self) -> usize {
+        self.plans.len() + self.retry.len()
+    }
+
+    fn acted(&self) -> impl Iterator<Item = &ContainerPlan> {
+        self.plans
+            .iter()
+            .filter(|p| matches!(p.action, Action::Rewrite | Action::Drop))
     }
 }
 
+/// What [`Store::adopt`] did with a job.
+#[derive(Debug, Default)]
+pub struct Adopted {
+    /// One per source the job took, with its action as done.
+    pub plans: Vec<ContainerPlan>,
+    /// Sources to compact again (see [`Built`]).
+    pub retry: Vec<u32>,
+    /// How many of the job's candidates it took: the caller's next job starts after them.
+    pub taken: usize,
+    pub read_bytes: u64,
+    pub written_bytes: u64,
+}
+
 impl CompactJob {
-    /// The container this job compacts.
-    pub fn source(&self) -> u32 {
-        self.source
+    /// The containers this job may compact (it takes a prefix of them).
+    pub fn sources(&self) -> &[u32] {
+        &self.sources
     }
 
-    /// Surveys the container and, when it is worth it, copies its live values into the target.
+    /// The container the job writes.
+    pub fn target(&self) -> u32 {
+        self.target
+    }
+
+    /// Surveys the candidates, takes those whose live bytes fit one container, and copies the
+    /// live values of those worth a rewrite into the target.
     pub fn run(&self) -> Result<Built> {
         let meta = Filesys::open_in(
             self.vfs.clone(),
@@ -575,22 +622,37 @@ impl CompactJob {
             None => None,
         };
         let mut surveyor = Surveyor::new(&self.cfg, &meta, archive.as_ref(), self.clock.now());
-        let survey = surveyor.survey(&self.vfs, &self.dir, self.source)?;
-        let Survey {
-            mut plan,
-            live,
-            titles,
-        } = survey;
-        decide(&mut plan, &self.opts);
         let mut built = Built {
-            plan,
-            titles,
+            plans: Vec::new(),
+            retry: Vec::new(),
+            titles: BTreeSet::new(),
             remap: HashMap::new(),
             read_bytes: 0,
             written_bytes: 0,
         };
-        if built.plan.action == Action::Rewrite {
-            self.check_space(built.plan.live.bytes)?;
+        let mut live = Vec::new();
+        let mut live_bytes = 0u64;
+        for &id in &self.sources {
+            let Survey {
+                mut plan,
+                live: values,
+                titles,
+            } = surveyor.survey(&self.vfs, &self.dir, id)?;
+            decide(&mut plan, &self.opts);
+            if plan.action == Action::Rewrite {
+                if live_bytes > 0 && live_bytes + plan.live.bytes > self.cfg.container_bytes {
+                    break;
+                }
+                live_bytes += plan.live.bytes;
+                live.extend(values);
+            }
+            if matches!(plan.action, Action::Rewrite | Action::Drop) {
+                built.titles.extend(titles);
+            }
+            built.plans.push(plan);
+        }
+        if built.plans.iter().any(|p| p.action == Action::Rewrite) {
+            self.check_space(live_bytes)?;
             // Named before it exists: a crash from here on leaves it to be removed at open.
             let mut g = Generation::read(self.vfs.as_ref(), &self.dir)?;
             g.pending = self.target;
@@ -612,8 +674,8 @@ impl CompactJob {
                 return Err(Error::Full {
                     path: self.dir.clone(),
                     what: format!(
-                        "compacting container {} needs {need} bytes free, {free} are",
-                        self.source
+                        "compacting into container {} needs {need} bytes free, {free} are",
+                        self.target
                     ),
                 });
             }
@@ -622,11 +684,17 @@ impl CompactJob {
     }
 
     /// Copies the live values into the target, a title's values together (grouped with a perm).
-    fn copy(&self, live: Vec<LiveValue>, built: &mut Built) -> Result<()> {
+    fn copy(&self, mut live: Vec<LiveValue>, built: &mut Built) -> Result<()> {
+        // Old order within a title: by container, then by inode.
+        live.sort_by_key(|v| (v.loc.container, v.inode));
         let order = self.title_order(&live)?;
-        let source_path = filesys::file_path(&container_base(&self.dir, self.source), "data");
-        let source = self.vfs.open(&source_path, false)?;
-        let _ = source.advise_random();
+        let mut sources = HashMap::new();
+        for plan in built.plans.iter().filter(|p| p.action == Action::Rewrite) {
+            let path = filesys::file_path(&container_base(&self.dir, plan.id), "data");
+            let source = self.vfs.open(&path, false)?;
+            let _ = source.advise_random();
+            sources.insert(plan.id, source);
+        }
         let target_base = container_base(&self.dir, self.target);
         let open = filesys::OpenOptions {
             writable: true,
@@ -641,21 +709,17 @@ impl CompactJob {
             &open,
         )?;
         let mut throttle = Throttle::new(self.opts.max_mbps);
-        let mut ahead = ReadAhead::new(source.as_ref(), COPY_READ_AHEAD);
+        let mut ahead = ReadAhead::new(&sources, COPY_READ_AHEAD);
         let mut value = Vec::new();
         for (k, &i) in order.iter().enumerate() {
             ahead.keep_ahead(order[k..].iter().map(|&j| live[j].loc));
             let v = &live[i];
+            let source = sources.get(&v.loc.container).ok_or_else(|| {
+                Error::invalid(format!("container {} is not a source", v.loc.container))
+            })?;
             if let Err(e) = read_checked_into(source.as_ref(), &v.loc, &mut value) {
-                // Damage is never dropped, nor does it stop the run: the container is kept
-                // whole (adopt removes the partial target) and the next one compacted.
-                built.plan.action = Action::Keep;
-                built.plan.note = Some(format!(
-                    "kept: the value of {:?} rev {} tid {} cannot be read intact ({e}); `wink scrub --quarantine` copies it aside",
-                    String::from_utf8_lossy(&v.record),
-                    v.rev,
-                    v.tid
-                ));
+                drop(target);
+                give_up_for_damage(built, v, &e);
                 return Ok(());
             }
             ahead.consumed(&v.loc);
@@ -679,28 +743,28 @@ impl CompactJob {
         // Synced, so clean: the copy leaves none of its pages in the cache.
         let _ = target.data().storage().drop_cache(0, 0);
         drop(target);
-        let _ = source.drop_cache(0, u64::MAX);
-        built.plan.into = Some(self.target);
-        built.plan.new_bytes = filesys_bytes(self.vfs.as_ref(), &target_base, filesize)?;
+        for source in sources.values() {
+            let _ = source.drop_cache(0, u64::MAX);
+        }
+        let new_bytes = filesys_bytes(self.vfs.as_ref(), &target_base, filesize)?;
+        share_target(built, self.target, new_bytes);
         Ok(())
     }
 
-    /// Indexes into `live` in the new container's order: grouped by title (a perm of the old
-    /// container's inode pointers, grouped by the title's hash), in old order within a title.
+    /// Indexes into `live` in the new container's order: grouped by title (a perm of indexes
+    /// into `live`, grouped by the title's hash), in `live`'s order within a title.
     fn title_order(&self, live: &[LiveValue]) -> Result<Vec<usize>> {
         let path = self.dir.join(format!("c{:06}.perm", self.target));
         if self.vfs.exists(&path) {
             self.vfs.remove(&path)?;
         }
         let mut perm = Perm::create(self.vfs.create_new(&path)?, &PermOptions::default())?;
-        let mut by_inode = HashMap::with_capacity(live.len());
         for (i, v) in live.iter().enumerate() {
             let hash = perm.hash_key(&v.record);
             perm.append(Pair {
-                ptr: crate::format::kvseq::KvPointer(v.inode),
+                ptr: crate::format::kvseq::KvPointer(i as u64),
                 hash,
             })?;
-            by_inode.insert(v.inode, i);
         }
         perm.group(|a, b| Ok(a.ptr.cmp(&b.ptr)))?;
         let mut order = Vec::with_capacity(live.len());
@@ -708,9 +772,12 @@ impl CompactJob {
         while start < perm.len() {
             let n = (perm.len() - start).min(1 << 16);
             for pair in perm.read_range(start, n)? {
-                let i = by_inode.get(&pair.ptr.0).copied().ok_or_else(|| {
-                    Error::corrupt(&path, 0, "perm pair", "an inode of the survey", pair.ptr.0)
-                })?;
+                let i = usize::try_from(pair.ptr.0)
+                    .ok()
+                    .filter(|i| *i < live.len())
+                    .ok_or_else(|| {
+                        Error::corrupt(&path, 0, "perm pair", "an index of the survey", pair.ptr.0)
+                    })?;
                 order.push(i);
             }
             start += n;
@@ -721,6 +788,56 @@ impl CompactJob {
     }
 }
 
+/// A live value that cannot be read intact: its container is kept whole (damage is never
+/// dropped, nor does it stop the run), and the other sources to be rewritten into the same
+/// target are left for another job without it (adopt removes the partial target).
+fn give_up_for_damage(built: &mut Built, v: &LiveValue, e: &Error) {
+    let damaged = v.loc.container;
+    built.remap.clear();
+    built.read_bytes = 0;
+    built.written_bytes = 0;
+    let plans = std::mem::take(&mut built.plans);
+    for mut plan in plans {
+        if plan.id == damaged {
+            plan.action = Action::Keep;
+            plan.note = Some(format!(
+                "kept: the value of {:?} rev {} tid {} cannot be read intact ({e}); `wink scrub --quarantine` copies it aside",
+                String::from_utf8_lossy(&v.record),
+                v.rev,
+                v.tid
+            ));
+            built.plans.push(plan);
+        } else if plan.action == Action::Rewrite {
+            built.retry.push(plan.id);
+        } else {
+            built.plans.push(plan);
+        }
+    }
+}
+
+/// Names the target in each rewritten source's plan, with a share of the target's bytes in
+/// proportion to the live bytes it gave.
+fn share_target(built: &mut Built, target: u32, new_bytes: u64) {
+    let live: u64 = built
+        .plans
+        .iter()
+        .filter(|p| p.action == Action::Rewrite)
+        .map(|p| p.live.bytes)
+        .sum();
+    for plan in built
+        .plans
+        .iter_mut()
+        .filter(|p| p.action == Action::Rewrite)
+    {
+        plan.into = Some(target);
+        plan.new_bytes = if live == 0 {
+            0
+        } else {
+            (u128::from(new_bytes) * u128::from(plan.live.bytes) / u128::from(live)) as u64
+        };
+    }
+}
+
 /// Bytes of values asked for ahead of the copy: reads queued at the disk while the copy
 /// writes, instead of one synchronous read per value.
 const COPY_READ_AHEAD: u64 = 16 << 20;
@@ -728,7 +845,8 @@ const COPY_READ_AHEAD: u64 = 16 << 20;
 /// Keeps the next values of a copy being read into the page cache (`POSIX_FADV_WILLNEED`), a
 /// bounded number of bytes ahead, and drops each from the cache once it is copied.
 struct ReadAhead<'a> {
-    source: &'a dyn Storage,
+    /// The source containers' datafiles, by container number.
+    sources: &'a HashMap<u32, Box<dyn Storage>>,
     limit: u64,
     /// Values asked for and not yet consumed, and their bytes.
     asked: usize,
@@ -736,9 +854,9 @@ struct ReadAhead<'a> {
 }
 
 impl<'a> ReadAhead<'a> {
-    fn new(source: &'a dyn Storage, limit: u64) -> Self {
+    fn new(sources: &'a HashMap<u32, Box<dyn Storage>>, limit: u64) -> Self {
         ReadAhead {
-            source,
+            sources,
             limit,
             asked: 0,
             bytes: 0,
@@ -752,7 +870,9 @@ impl<'a> ReadAhead<'a> {
                 break;
             }
             // A hint: a value not read ahead is read when its turn comes.
-            let _ = self.source.will_need(loc.offset, loc.len);
+            if let Some(source) = self.sources.get(&loc.container) {
+                let _ = source.will_need(loc.offset, loc.len);
+            }
             self.asked += 1;
             self.bytes += loc.len;
         }
@@ -761,7 +881,9 @@ impl<'a> ReadAhead<'a> {
     fn consumed(&mut self, loc: &Location) {
         self.asked = self.asked.saturating_sub(1);
         self.bytes = self.bytes.saturating_sub(loc.len);
-        let _ = self.source.drop_cache(loc.offset, loc.len);
+        if let Some(source) = self.sources.get(&loc.container) {
+            let _ = source.drop_cache(loc.offset, loc.len);
+        }
     }
 }
 
@@ -887,21 +1009,29 @@ impl Store {
         if opts.seal_current {
             self.seal_current_if_dead(opts)?;
         }
-        let ids = self.sealed_containers()?;
+        let mut queue: VecDeque<u32> = self.sealed_containers()?.into();
+        let total = queue.len() as u64;
         let mut report = CompactReport {
             generation_before: before,
             min_dead: opts.min_dead,
             ..CompactReport::default()
         };
-        for (n, id) in ids.iter().enumerate() {
-            let job = self.start_compaction(*id, opts)?;
+        while !queue.is_empty() {
+            let candidates: Vec<u32> = queue.iter().copied().collect();
+            let job = self.start_compaction_of(&candidates, opts)?;
             let built = job.run();
-            let plan = self.adopt(&job, built)?;
-            report.containers.push(plan.0);
-            report.read_bytes += plan.1;
-            report.written_bytes += plan.2;
-            progress(n as u64 + 1, ids.len() as u64);
+            let adopted = self.adopt(&job, built)?;
+            // A job takes at least its first candidate; a damaged one is reported, not retried.
+            queue.drain(..adopted.taken.clamp(1, queue.len()));
+            for id in adopted.retry.iter().rev() {
+                queue.push_front(*id);
+            }
+            report.containers.extend(adopted.plans);
+            report.read_bytes += adopted.read_bytes;
+            report.written_bytes += adopted.written_bytes;
+            progress(report.containers.len() as u64, total);
         }
+        report.containers.sort_by_key(|c| c.id);
         self.compact_archive(opts, &mut report)?;
         report.seconds = start.elapsed().as_secs_f64();
         self.record_run(&mut report)?;
@@ -976,13 +1106,29 @@ impl Store {
         Ok(())
     }
 
-    /// Prepares the compaction of sealed container `source`: allocates its new container and
-    /// names it `pending` in the generation file. The job may run on another thread.
+    /// Prepares the compaction of sealed container `source` (see [`Store::start_compaction_of`]).
     pub fn start_compaction(&mut self, source: u32, opts: &CompactOptions) -> Result<CompactJob> {
+        self.start_compaction_of(&[source], opts)
+    }
+
+    /// Prepares the compaction of sealed containers `candidates` (oldest first; the job takes
+    /// those whose live bytes fit one container, up to the current container): allocates the
+    /// new container. The job may run on another thread.
+    pub fn start_compaction_of(
+        &mut self,
+        candidates: &[u32],
+        opts: &CompactOptions,
+    ) -> Result<CompactJob> {
         self.writer()?;
-        if source == self.current_container()? {
+        let current = self.current_container()?;
+        let sources: Vec<u32> = candidates
+            .iter()
+            .copied()
+            .take_while(|id| *id != current)
+            .collect();
+        if sources.is_empty() {
             return Err(Error::invalid(format!(
-                "container {source} is the current one; only sealed containers are compacted"
+                "container {current} is the current one; only sealed containers are compacted"
             )));
         }
         let target = self.allocate_container()?;
@@ -994,20 +1140,15 @@ impl Store {
             clock: self.clock.clone(),
             archive_base: self.archive.as_ref().map(|_| g.archive_base(&self.dir)),
             opts: opts.clone(),
-            source,
+            sources,
             target,
         })
     }
 
     /// Finishes a job: validates it against the records as they are now, switches the
-    /// generation, points the records into the new container and removes the old one. A job
-    /// that failed or no longer fits leaves the old container as it was. Returns the plan and
-    /// the bytes read and written.
-    pub fn adopt(
-        &mut self,
-        job: &CompactJob,
-        built: Result<Built>,
-    ) -> Result<(ContainerPlan, u64, u64)> {
+    /// generation (one `move` per source), points the records into the new container and
+    /// removes the old ones. A job that failed or no longer fits leaves its sources as they were.
+    pub fn adopt(&mut self, job: &CompactJob, built: Result<Built>) -> Result<Adopted> {
         let built = match built {
             Ok(b) => b,
             Err(e) => {
@@ -1015,56 +1156,67 @@ impl Store {
                 return Err(e);
             }
         };
-        let (read, written) = (built.read_bytes, built.written_bytes);
-        let mut plan = built.plan.clone();
-        if !matches!(plan.action, Action::Rewrite | Action::Drop) {
-            self.abandon(job)?;
-            return Ok((plan, 0, 0));
-        }
-        if let Some(why) = self.stale(job.source, &built)? {
-            self.abandon(job)?;
-            plan.action = Action::Abandoned;
-            plan.note = Some(why);
-            return Ok((plan, read, written));
-        }
-        let into = if plan.action == Action::Rewrite {
-            job.target
-        } else {
-            0
+        let mut adopted = Adopted {
+            taken: built.taken(),
+            retry: built.retry.clone(),
+            read_bytes: built.read_bytes,
+            written_bytes: built.written_bytes,
+            plans: built.plans.clone(),
         };
+        // Source → where its live values went (0: dropped whole).
+        let acted: BTreeMap<u32, u32> =
+            built.acted().map(|p| (p.id, p.into.unwrap_or(0))).collect();
+        if !acted.values().any(|into| *into == job.target) {
+            // Nothing copied (or a copy given up): the target goes before any switch.
+            self.abandon(job)?;
+        }
+        if acted.is_empty() {
+            return Ok(adopted);
+        }
+        if let Some(why) = self.stale(&acted, &built)? {
+            self.abandon(job)?;
+            for plan in adopted
+                .plans
+                .iter_mut()
+                .filter(|p| acted.contains_key(&p.id))
+            {
+                plan.action = Action::Abandoned;
+                plan.note = Some(why.clone());
+            }
+            return Ok(adopted);
+        }
         // NEXTCONT past the target, durable before the switch names it: a crash before the
         // records' commit would otherwise leave a target that container_ids does not list.
         self.commit()?;
         let mut g = self.generation()?;
         g.generation += 1;
         g.pending = 0;
-        g.moves.push((job.source, into));
+        g.moves
+            .extend(acted.iter().map(|(from, into)| (*from, *into)));
         self.write_generation(&g)?;
-        self.forward(&built.titles, job.source, |key, r| {
+        self.forward(&built.titles, &acted, |key, r| {
             built
                 .remap
                 .get(key)
                 .filter(|(old, _)| *old == r.location)
                 .map(|(_, new)| *new)
         })?;
-        self.finish_move(job.source)?;
-        if plan.action == Action::Drop {
-            // The target was never built.
-            remove_filesys(self.vfs.as_ref(), &container_base(&self.dir, job.target))?;
+        for source in acted.keys() {
+            self.finish_move(*source)?;
         }
-        Ok((plan, read, written))
+        Ok(adopted)
     }
 
-    /// Why a build no longer matches the records (a render in the old container that a read
+    /// Why a build no longer matches the records (a render in a source acted on that a read
     /// could return was not copied, or moved since), or `None`.
-    fn stale(&self, source: u32, built: &Built) -> Result<Option<String>> {
+    fn stale(&self, acted: &BTreeMap<u32, u32>, built: &Built) -> Result<Option<String>> {
         let now = self.clock.now();
         for title in &built.titles {
             let Some(rec) = self.load(title)? else {
                 continue;
             };
             for r in visible_in(&self.cfg, &rec, now) {
-                if r.location.container != source {
+                if !acted.contains_key(&r.location.container) {
                     continue;
                 }
                 let copied = built
@@ -1084,12 +1236,13 @@ impl Store {
         Ok(None)
     }
 
-    /// Points the renders of `titles` that lie in `source` to where `remap` says, dropping the
-    /// rest (no read can return them: the validation or the survey said so), and commits.
-    fn forward(
+    /// Points the renders of `titles` that lie in a container of `sources` to where `remap`
+    /// says, dropping the rest (no read can return them: the validation or the survey said so),
+    /// and commits.
+    fn forward<V>(
         &mut self,
         titles: &BTreeSet<Vec<u8>>,
-        source: u32,
+        sources: &BTreeMap<u32, V>,
         remap: impl Fn(&(Vec<u8>, u64, Uuid), &Render) -> Option<Location>,
     ) -> Result<u64> {
         let mut changed = 0;
@@ -1097,12 +1250,13 @@ impl Store {
             let Some(mut rec) = self.load(title)? else {
                 continue;
             };
-            if !rec.renders.iter().any(|r| r.location.container == source) {
+            let moved = |r: &Render| sources.contains_key(&r.location.container);
+            if !rec.renders.iter().any(moved) {
                 continue;
             }
             let renders = std::mem::take(&mut rec.renders);
             for mut r in renders {
-                if r.location.container == source {
+                if moved(&r) {
                     match remap(&(title.clone(), r.rev, r.tid), &r) {
                         Some(loc) => r.location = loc,
                         None => continue,
@@ -1271,6 +1425,6 @@ impl Store {
                 _ => None,
             }
         };
-        self.forward(&titles, source, lookup)
+        self.forward(&titles, &BTreeMap::from([(source, into)]), lookup)
     }
 }
