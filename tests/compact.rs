@@ -71,27 +71,40 @@ fn title(t: usize) -> String {
     format!("Page_{t}/sub")
 }
 
+/// One batch: a render of revision `rev` of each title in `titles`, `len(t)` bytes long.
+fn put_batch(
+    store: &mut Store,
+    titles: std::ops::Range<usize>,
+    rev: u64,
+    render: u64,
+    len: impl Fn(usize) -> usize,
+) {
+    let mut batch = store.batch();
+    for t in titles {
+        let v = value(t, rev, render, len(t));
+        batch
+            .put(&wink::store::Put {
+                domain: D,
+                title: &title(t),
+                rev,
+                tid: None,
+                content_type: HTML,
+                value: &v,
+                historical: false,
+            })
+            .unwrap();
+    }
+    batch.commit().unwrap();
+}
+
 /// Five revisions of `titles` titles, each re-rendered twice, one second apart per revision:
 /// at the end only the last revision's newest render is readable past the deadlines.
 fn churn(store: &mut Store, clock: &ManualClock, titles: usize) {
     for rev in 1..=5u64 {
         for render in 0..2u64 {
-            let mut batch = store.batch();
-            for t in 0..titles {
-                let v = value(t, rev, render, 3000 + (t * 37 + rev as usize * 101) % 9000);
-                batch
-                    .put(&wink::store::Put {
-                        domain: D,
-                        title: &title(t),
-                        rev,
-                        tid: None,
-                        content_type: HTML,
-                        value: &v,
-                        historical: false,
-                    })
-                    .unwrap();
-            }
-            batch.commit().unwrap();
+            put_batch(store, 0..titles, rev, render, |t| {
+                3000 + (t * 37 + rev as usize * 101) % 9000
+            });
             clock.advance(1);
         }
     }
@@ -573,22 +586,8 @@ fn sparse_phases(store: &mut Store, clock: &ManualClock, phases: usize) -> usize
     for phase in 0..phases {
         for rev in 1..=3u64 {
             for render in 0..2u64 {
-                let mut batch = store.batch();
-                for t in phase * per_phase..(phase + 1) * per_phase {
-                    let v = value(t, rev, render, 6000 + (t * 53) % 6000);
-                    batch
-                        .put(&wink::store::Put {
-                            domain: D,
-                            title: &title(t),
-                            rev,
-                            tid: None,
-                            content_type: HTML,
-                            value: &v,
-                            historical: false,
-                        })
-                        .unwrap();
-                }
-                batch.commit().unwrap();
+                let titles = phase * per_phase..(phase + 1) * per_phase;
+                put_batch(store, titles, rev, render, |t| 6000 + (t * 53) % 6000);
                 clock.advance(1);
             }
         }
