@@ -312,6 +312,20 @@ pub(super) fn remove_filesys(vfs: &dyn Vfs, base: &Path) -> Result<()> {
     }
 }
 
+/// Removes compacted containers whose records were committed (see [`Store::finish_move`]).
+fn remove_sources(vfs: &dyn Vfs, dir: &Path, sources: &[u32]) -> Result<()> {
+    for source in sources {
+        remove_filesys(vfs, &container_base(dir, *source))?;
+    }
+    Ok(())
+}
+
+fn join_removal(removal: std::thread::JoinHandle<Result<()>>) -> Result<()> {
+    removal
+        .join()
+        .unwrap_or_else(|_| Err(Error::invalid("a container removal thread panicked")))
+}
+
 /// Titles whose facts a survey keeps at once (a container's files interleave titles; each
 /// title's record is read and decoded once while it stays in the cache).
 const SURVEY_CACHE: usize = 4096;
@@ -591,6 +605,8 @@ pub struct Adopted {
     pub taken: usize,
     pub read_bytes: u64,
     pub written_bytes: u64,
+    /// Sources the switch moved away from (removed by `adopt`).
+    pub switched: Vec<u32>,
 }
 
 impl CompactJob {
@@ -607,21 +623,7 @@ impl CompactJob {
     /// Surveys the candidates, takes those whose live bytes fit one container, and copies the
     /// live values of those worth a rewrite into the target.
     pub fn run(&self) -> Result<Built> {
-        let meta = Filesys::open_in(
-            self.vfs.clone(),
-            &super::meta_base(&self.dir),
-            &filesys::OpenOptions::read_only(),
-        )?;
-        let archive = match &self.archive_base {
-            Some(base) => Some(Archive::open_in(
-                self.vfs.clone(),
-                base,
-                &filesys::OpenOptions::read_only(),
-                crate::archive::ArchiveOptions::default(),
-            )?),
-            None => None,
-        };
-        let mut surveyor = Surveyor::new(&self.cfg, &meta, archive.as_ref(), self.clock.now());
+        let now = self.clock.now();
         let mut built = Built {
             plans: Vec::new(),
             retry: Vec::new(),
@@ -632,12 +634,26 @@ impl CompactJob {
         };
         let mut live = Vec::new();
         let mut live_bytes = 0u64;
-        for &id in &self.sources {
+        let mut surveyed: VecDeque<Result<Survey>> = VecDeque::new();
+        let mut next = 0;
+        loop {
+            if surveyed.is_empty() {
+                if next == self.sources.len() {
+                    break;
+                }
+                let end = (next + SURVEYS_AT_ONCE).min(self.sources.len());
+                surveyed.extend(self.survey_all(&self.sources[next..end], now));
+                next = end;
+            }
+            // A survey is only used (and its error only reported) once its turn comes.
+            let Some(survey) = surveyed.pop_front() else {
+                break;
+            };
             let Survey {
                 mut plan,
                 live: values,
                 titles,
-            } = surveyor.survey(&self.vfs, &self.dir, id)?;
+            } = survey?;
             decide(&mut plan, &self.opts);
             if plan.action == Action::Rewrite {
                 if live_bytes > 0 && live_bytes + plan.live.bytes > self.cfg.container_bytes {
@@ -664,6 +680,42 @@ impl CompactJob {
             self.copy(live, &mut built)?;
         }
         Ok(built)
+    }
+
+    /// Surveys `ids` at once, one thread each with its own read-only handles: a survey waits
+    /// on small random reads (index cells, inodes), so several overlap well on a disk.
+    fn survey_all(&self, ids: &[u32], now: i64) -> Vec<Result<Survey>> {
+        std::thread::scope(|scope| {
+            let workers: Vec<_> = ids
+                .iter()
+                .map(|&id| scope.spawn(move || self.survey_one(id, now)))
+                .collect();
+            workers
+                .into_iter()
+                .map(|w| {
+                    w.join()
+                        .unwrap_or_else(|_| Err(Error::invalid("a survey thread panicked")))
+                })
+                .collect()
+        })
+    }
+
+    fn survey_one(&self, id: u32, now: i64) -> Result<Survey> {
+        let meta = Filesys::open_in(
+            self.vfs.clone(),
+            &super::meta_base(&self.dir),
+            &filesys::OpenOptions::read_only(),
+        )?;
+        let archive = match &self.archive_base {
+            Some(base) => Some(Archive::open_in(
+                self.vfs.clone(),
+                base,
+                &filesys::OpenOptions::read_only(),
+                crate::archive::ArchiveOptions::default(),
+            )?),
+            None => None,
+        };
+        Surveyor::new(&self.cfg, &meta, archive.as_ref(), now).survey(&self.vfs, &self.dir, id)
     }
 
     fn check_space(&self, live_bytes: u64) -> Result<()> {
@@ -838,6 +890,9 @@ fn share_target(built: &mut Built, target: u32, new_bytes: u64) {
     }
 }
 
+/// Containers a job surveys at once (a job over sparse containers takes several).
+const SURVEYS_AT_ONCE: usize = 4;
+
 /// Bytes of values asked for ahead of the copy: reads queued at the disk while the copy
 /// writes, instead of one synchronous read per value.
 const COPY_READ_AHEAD: u64 = 16 << 20;
@@ -1010,6 +1065,7 @@ impl Store {
             self.seal_current_if_dead(opts)?;
         }
         let mut queue: VecDeque<u32> = self.sealed_containers()?.into();
+        let mut removal = None;
         let total = queue.len() as u64;
         let mut report = CompactReport {
             generation_before: before,
@@ -1020,7 +1076,17 @@ impl Store {
             let candidates: Vec<u32> = queue.iter().copied().collect();
             let job = self.start_compaction_of(&candidates, opts)?;
             let built = job.run();
-            let adopted = self.adopt(&job, built)?;
+            let adopted = self.adopt_switched(&job, built)?;
+            // Freeing a container's blocks is slow on some file systems (tens of ms per 64 MiB
+            // with online discard); the next job's survey and copy go on meanwhile.
+            if let Some(previous) = removal.take() {
+                join_removal(previous)?;
+            }
+            let (vfs, dir, sources) =
+                (self.vfs.clone(), self.dir.clone(), adopted.switched.clone());
+            removal = Some(std::thread::spawn(move || {
+                remove_sources(vfs.as_ref(), &dir, &sources)
+            }));
             // A job takes at least its first candidate; a damaged one is reported, not retried.
             queue.drain(..adopted.taken.clamp(1, queue.len()));
             for id in adopted.retry.iter().rev() {
@@ -1030,6 +1096,9 @@ impl Store {
             report.read_bytes += adopted.read_bytes;
             report.written_bytes += adopted.written_bytes;
             progress(report.containers.len() as u64, total);
+        }
+        if let Some(last) = removal.take() {
+            join_removal(last)?;
         }
         report.containers.sort_by_key(|c| c.id);
         self.compact_archive(opts, &mut report)?;
@@ -1149,6 +1218,17 @@ impl Store {
     /// generation (one `move` per source), points the records into the new container and
     /// removes the old ones. A job that failed or no longer fits leaves its sources as they were.
     pub fn adopt(&mut self, job: &CompactJob, built: Result<Built>) -> Result<Adopted> {
+        let adopted = self.adopt_switched(job, built)?;
+        for source in &adopted.switched {
+            self.finish_move(*source)?;
+        }
+        Ok(adopted)
+    }
+
+    /// [`Store::adopt`] up to the removal of the sources: the sources switched away from are
+    /// in `Adopted::switched`, their records committed; they are to be removed
+    /// ([`Store::finish_move`], or [`remove_sources`]).
+    fn adopt_switched(&mut self, job: &CompactJob, built: Result<Built>) -> Result<Adopted> {
         let built = match built {
             Ok(b) => b,
             Err(e) => {
@@ -1162,6 +1242,7 @@ impl Store {
             read_bytes: built.read_bytes,
             written_bytes: built.written_bytes,
             plans: built.plans.clone(),
+            switched: Vec::new(),
         };
         // Source → where its live values went (0: dropped whole).
         let acted: BTreeMap<u32, u32> =
@@ -1201,8 +1282,9 @@ impl Store {
                 .filter(|(old, _)| *old == r.location)
                 .map(|(_, new)| *new)
         })?;
-        for source in acted.keys() {
-            self.finish_move(*source)?;
+        adopted.switched = acted.keys().copied().collect();
+        for source in &adopted.switched {
+            self.forget_reader(*source);
         }
         Ok(adopted)
     }
