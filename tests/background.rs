@@ -33,6 +33,8 @@ use wink::store::{
     Config, Got, Listed, Page, Policy, Put, Revisions, State, Store, StoreOptions, TitleCursor,
 };
 
+mod common;
+
 const D: &str = "en.wikipedia.org";
 const HTML: &str = "text/html";
 const T: i64 = 1_700_000_000;
@@ -43,15 +45,9 @@ fn title(t: usize) -> String {
 
 /// Deterministic bytes that name their title, revision and render.
 fn value(t: usize, rev: u64, n: u64, len: usize) -> Vec<u8> {
-    let mut x = (t as u64) << 40 ^ rev << 16 ^ n ^ 0x9E37_79B9_7F4A_7C15;
-    let mut out = format!("<p>title {t} rev {rev} render {n}</p>").into_bytes();
-    while out.len() < len {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        out.push(b'a' + (x % 26) as u8);
-    }
-    out
+    let head = format!("<p>title {t} rev {rev} render {n}</p>");
+    let seed = (t as u64) << 40 ^ rev << 16 ^ n ^ 0x9E37_79B9_7F4A_7C15;
+    common::lettered(head, seed, len)
 }
 
 struct Rng(u64);
@@ -319,14 +315,7 @@ struct Known {
 
 fn background_config() -> Config {
     Config {
-        policy: Policy {
-            revisions: Revisions::Recent { ttl: TTL },
-            renders: Renders::Latest {
-                count: 1,
-                grace: 10,
-            },
-            historical_ttl: TTL,
-        },
+        policy: common::recent_policy(TTL),
         container_bytes: 128 << 10,
         archive: Some(ArchivePolicy::Newest),
         ..Config::default()
@@ -636,8 +625,7 @@ fn background_maintenance_beside_writers_and_readers_loses_nothing_and_reclaims_
         check_title(&store, t, &model(&population, &writes, t));
     }
     drop(store);
-    let check = wink::store::check::check_store(dir.path());
-    assert!(check.problems.is_empty(), "{:?}", check.problems);
+    common::assert_checks_clean(dir.path());
 }
 
 #[test]

@@ -2,10 +2,8 @@
 
 use std::ffi::OsStr;
 use std::fs::{self, File};
-use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 
 use serde_json::Value;
 use wink::format::hindex::{HIndex, HIndexOptions};
@@ -13,88 +11,26 @@ use wink::format::kvseq::{KvSeq, KvSeqOptions};
 use wink::format::perm::{Pair, Perm, PermOptions};
 use wink::format::superblock::{var, Purpose};
 
-/// What one run of `wink` gave.
-struct Run {
-    code: i32,
-    stdout: Vec<u8>,
-    stderr: String,
-}
-
-impl Run {
-    fn out(&self) -> String {
-        String::from_utf8(self.stdout.clone()).expect("UTF-8 stdout")
-    }
-
-    /// Asserts the exit code and, for a failure, the one-line `wink: ` message.
-    fn expect(self, code: i32) -> Run {
-        assert_eq!(
-            self.code,
-            code,
-            "stdout: {}\nstderr: {}",
-            String::from_utf8_lossy(&self.stdout),
-            self.stderr
-        );
-        if code >= 2 {
-            assert!(self.stderr.starts_with("wink: "), "{:?}", self.stderr);
-            assert_eq!(self.stderr.lines().count(), 1, "{:?}", self.stderr);
-        }
-        self
-    }
-}
+mod common;
+use common::cli::{bytes_at, file_command_installed, file_magic, patch, s, wink_at, Run};
 
 const NOW: &str = "1700000000";
 
-fn wink_with(args: &[&OsStr], now: &str, stdin: &[u8]) -> Run {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_wink"))
-        .args(args)
-        .env("WINK_NOW", now)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("wink runs");
-    child.stdin.take().unwrap().write_all(stdin).unwrap();
-    let out = child.wait_with_output().unwrap();
-    Run {
-        code: out.status.code().expect("exited, not killed"),
-        stdout: out.stdout,
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
-}
-
 fn wink(args: &[&str]) -> Run {
-    let args: Vec<&OsStr> = args.iter().map(OsStr::new).collect();
-    wink_with(&args, NOW, b"")
+    wink_at(NOW, args, b"")
 }
 
-fn s(path: &Path) -> &str {
-    path.to_str().unwrap()
-}
-
-fn bytes_at(path: &Path, at: usize, n: usize) -> Vec<u8> {
-    fs::read(path).unwrap()[at..at + n].to_vec()
-}
-
-fn patch(path: &Path, at: u64, bytes: &[u8]) {
-    let mut data = fs::read(path).unwrap();
-    data[at as usize..at as usize + bytes.len()].copy_from_slice(bytes);
-    fs::write(path, data).unwrap();
+/// `wink kv create F --delflag --purpose DEMO --fileincr 4096`.
+fn create_demo(f: &Path) -> Run {
+    let mut args = vec!["kv", "create", s(f)];
+    args.extend(["--delflag", "--purpose", "DEMO", "--fileincr", "4096"]);
+    wink(&args)
 }
 
 /// A kvseq made by the CLI with three entries at 4096, 4111 and 4132.
 fn three_entries(dir: &Path) -> PathBuf {
     let f = dir.join("a.kvseq");
-    wink(&[
-        "kv",
-        "create",
-        s(&f),
-        "--delflag",
-        "--purpose",
-        "DEMO",
-        "--fileincr",
-        "4096",
-    ])
-    .expect(0);
+    create_demo(&f).expect(0);
     for (key, value) in [("alpha", "one"), ("beta", "from stdin"), ("gamma", "x")] {
         wink(&["kv", "append", s(&f), key, value]).expect(0);
     }
@@ -105,17 +41,7 @@ fn three_entries(dir: &Path) -> PathBuf {
 fn kv_round_trip_with_exact_bytes() {
     let dir = tempfile::tempdir().unwrap();
     let f = dir.path().join("a.kvseq");
-    let run = wink(&[
-        "kv",
-        "create",
-        s(&f),
-        "--delflag",
-        "--purpose",
-        "DEMO",
-        "--fileincr",
-        "4096",
-    ]);
-    assert!(run.expect(0).stdout.is_empty());
+    assert!(create_demo(&f).expect(0).stdout.is_empty());
     let out = wink(&["kv", "append", s(&f), "alpha", "one"]).expect(0);
     assert_eq!(out.out(), "4096\n");
     let path = f.as_os_str();
@@ -127,7 +53,7 @@ fn kv_round_trip_with_exact_bytes() {
             OsStr::from_bytes(key),
         ];
         args.extend(value.map(OsStr::new));
-        wink_with(&args, NOW, stdin).expect(0).out()
+        wink_at(NOW, &args, stdin).expect(0).out()
     };
     assert_eq!(append(b"beta", None, b"from stdin"), "4111\n");
     assert_eq!(append(b"gamma", Some("-"), b"x"), "4132\n");
@@ -137,14 +63,14 @@ fn kv_round_trip_with_exact_bytes() {
         wink(&["kv", "get", s(&f), "4145"]).expect(0).stdout,
         [0x00, 0xff]
     );
-    let del = wink_with(
+    let del = wink_at(
+        "1700000099",
         &[
             OsStr::new("kv"),
             OsStr::new("del"),
             path,
             OsStr::new("4096"),
         ],
-        "1700000099",
         b"",
     );
     assert!(del.expect(0).stdout.is_empty());
@@ -207,10 +133,7 @@ fn dump_json_lines_parse_for_every_format() {
         if values {
             args.push("--values");
         }
-        let out = wink(&args).expect(0).out();
-        out.lines()
-            .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
-            .collect()
+        wink(&args).expect(0).json_lines()
     };
     let lines = json(&data, true);
     assert_eq!(
@@ -309,7 +232,7 @@ fn invalid_input_exits_2_and_changes_nothing() {
         OsStr::new("k"),
         OsStr::new("v"),
     ];
-    assert!(wink_with(&args, "soon", b"")
+    assert!(wink_at("soon", &args, b"")
         .expect(2)
         .stderr
         .contains("WINK_NOW"));
@@ -331,13 +254,13 @@ fn not_found_exits_1() {
     let f = three_entries(dir.path());
     let before = fs::read(&f).unwrap();
     for ptr in ["1", "4097", "4112", "999999"] {
-        let run = wink(&["kv", "get", s(&f), ptr]).expect(1);
+        let run = wink(&["kv", "get", s(&f), ptr]).expect_code(1);
         assert!(
             run.stdout.is_empty() && run.stderr.starts_with("wink: not found"),
             "{ptr}: {}",
             run.stderr
         );
-        wink(&["kv", "del", s(&f), ptr]).expect(1);
+        wink(&["kv", "del", s(&f), ptr]).expect_code(1);
     }
     assert_eq!(
         fs::read(&f).unwrap(),
@@ -346,15 +269,15 @@ fn not_found_exits_1() {
     );
     wink(&["kv", "del", s(&f), "4111"]).expect(0);
     assert!(wink(&["kv", "get", s(&f), "4111"])
-        .expect(1)
+        .expect_code(1)
         .stderr
         .contains("deleted"));
     assert!(wink(&["kv", "del", s(&f), "4111"])
-        .expect(1)
+        .expect_code(1)
         .stderr
         .contains("already deleted"));
     let missing = dir.path().join("missing.kvseq");
-    let run = wink(&["check", s(&missing), s(&f)]).expect(1);
+    let run = wink(&["check", s(&missing), s(&f)]).expect_code(1);
     assert!(
         run.out()
             .starts_with(&format!("{}: error: I/O error", missing.display())),
@@ -383,7 +306,7 @@ fn damaged_data_exits_3_naming_file_and_offset() {
     assert!(run.stderr.contains("byte 4111"), "{}", run.stderr);
     // A get of an earlier entry does not read the damaged one.
     assert_eq!(wink(&["kv", "get", s(&f), "4096"]).expect(0).stdout, b"one");
-    let check = wink(&["check", s(&f)]).expect(1);
+    let check = wink(&["check", s(&f)]).expect_code(1);
     assert_eq!(check.out().lines().count(), 1, "{}", check.out());
     assert!(check
         .out()
@@ -426,7 +349,7 @@ fn truncated_file_exits_3_at_filesize() {
         );
     }
     assert!(wink(&["check", s(&f)])
-        .expect(1)
+        .expect_code(1)
         .out()
         .contains(&format!("error at byte {filesize_at}: FILESIZE")));
 }
@@ -478,17 +401,18 @@ fn check_warnings_count_only_with_strict() {
             f.display()
         )
     );
-    assert_eq!(wink(&["check", "--strict", s(&f)]).expect(1).out(), warning);
+    assert_eq!(
+        wink(&["check", "--strict", s(&f)]).expect_code(1).out(),
+        warning
+    );
 }
 
 /// Runs the real file(1) with the project's magic on files the library wrote.
 #[test]
 fn file_magic_names_format_and_purpose() {
-    if Command::new("file").arg("--version").output().is_err() {
-        eprintln!("note: file(1) is not installed; magic test skipped");
+    if !file_command_installed() {
         return;
     }
-    let magic = Path::new(env!("CARGO_MANIFEST_DIR")).join("magic/wink");
     let dir = tempfile::tempdir().unwrap();
     let purpose = |p: &str| Purpose::new(p).unwrap();
     let data = dir.path().join("d.kvseq");
@@ -523,15 +447,8 @@ fn file_magic_names_format_and_purpose() {
         (&index, "Wink peoplesearcher file, hindex format, FSYSIDX"),
         (&perm, "Wink peoplesearcher file, perm format, PERMUTED"),
     ] {
-        let out = Command::new("file")
-            .arg("-b")
-            .arg("-m")
-            .arg(&magic)
-            .arg(path)
-            .output()
-            .unwrap();
         assert_eq!(
-            String::from_utf8_lossy(&out.stdout),
+            file_magic(path),
             format!("{expected}\n"),
             "{}",
             path.display()

@@ -7,17 +7,14 @@
 use std::collections::BTreeMap;
 use std::ffi::OsStr;
 use std::fs;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
-use std::thread;
-use std::time::Duration;
+use std::path::Path;
 
 use serde_json::Value;
-use wink::clock::ManualClock;
 use wink::filesys::inode::Inode;
 use wink::filesys::{self, Filesys, OpenOptions};
-use wink::store::{Store, StoreOptions};
+
+mod common;
+use common::cli::{hold_writer, s, snapshot, waits_for_lock, wink_at, Run};
 
 const D: &str = "en.wikipedia.org";
 const T: i64 = 1_700_000_000;
@@ -25,76 +22,9 @@ const T: i64 = 1_700_000_000;
 const TTL: i64 = 100;
 const TITLES: [&str; 3] = ["Alpha", "Beta", "Gamma"];
 
-struct Run {
-    code: i32,
-    stdout: Vec<u8>,
-    stderr: String,
-}
-
-impl Run {
-    fn out(&self) -> String {
-        String::from_utf8(self.stdout.clone()).expect("UTF-8 stdout")
-    }
-
-    /// Asserts the exit code and, for a failure, the one-line `wink: ` message.
-    fn expect(self, code: i32) -> Run {
-        assert_eq!(
-            self.code,
-            code,
-            "stdout: {}\nstderr: {}",
-            String::from_utf8_lossy(&self.stdout),
-            self.stderr
-        );
-        if code != 0 {
-            assert!(self.stderr.starts_with("wink: "), "{:?}", self.stderr);
-            assert_eq!(self.stderr.lines().count(), 1, "{:?}", self.stderr);
-        }
-        self
-    }
-
-    fn json(&self) -> Value {
-        serde_json::from_str(&self.out()).expect("one JSON value")
-    }
-
-    /// The `FIELD<TAB>VALUE` lines of a text summary.
-    fn fields(&self) -> BTreeMap<String, String> {
-        self.out()
-            .lines()
-            .map(|l| {
-                let (k, v) = l.split_once('\t').expect("FIELD<TAB>VALUE");
-                (k.to_string(), v.to_string())
-            })
-            .collect()
-    }
-}
-
-fn spawn<S: AsRef<OsStr>>(now: i64, args: &[S]) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_wink"))
-        .args(args)
-        .env("WINK_NOW", now.to_string())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("wink runs")
-}
-
-fn finish(child: Child) -> Run {
-    let out = child.wait_with_output().unwrap();
-    Run {
-        code: out.status.code().expect("exited, not killed"),
-        stdout: out.stdout,
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
-}
-
 /// `wink ARGS` at time `now`.
 fn wink<S: AsRef<OsStr>>(now: i64, args: &[S]) -> Run {
-    finish(spawn(now, args))
-}
-
-fn s(path: &Path) -> &str {
-    path.to_str().unwrap()
+    wink_at(now, args, b"")
 }
 
 /// A page of `title` at `rev`: shared boilerplate plus text of its own, a few KB.
@@ -202,17 +132,6 @@ fn raw_bytes(revs: std::ops::RangeInclusive<u64>) -> u64 {
         .iter()
         .flat_map(|t| revs.clone().map(move |r| page(t, r).len() as u64))
         .sum()
-}
-
-/// The bytes of every file in the store's directory.
-fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
-    fs::read_dir(dir)
-        .unwrap()
-        .map(|e| {
-            let path = e.unwrap().path();
-            (path.clone(), fs::read(&path).unwrap())
-        })
-        .collect()
 }
 
 #[test]
@@ -394,24 +313,12 @@ fn archive_refuses_stores_without_an_archive_and_waits_for_the_writer() {
     let dir = tmp.path().join("store");
     init_archived(&dir);
     put_revisions(&dir, 1..=2, T);
-    let held = Store::open(
-        &dir,
-        &StoreOptions {
-            clock: Arc::new(ManualClock::new(T)),
-            ..StoreOptions::writer()
-        },
-    )
-    .unwrap();
+    let held = hold_writer(&dir, T);
     let run = wink(T + 500, &["archive", s(&dir)]).expect(4);
     assert!(run.stderr.contains("in use"), "{}", run.stderr);
-    let mut waiting = spawn(T + 500, &["archive", s(&dir), "--wait"]);
-    thread::sleep(Duration::from_millis(300));
-    assert!(
-        waiting.try_wait().unwrap().is_none(),
-        "--wait returned while the lock was held"
-    );
-    drop(held);
-    let done = finish(waiting).expect(0).fields();
+    let done = waits_for_lock(&["archive", s(&dir), "--wait"], T + 500, held)
+        .expect(0)
+        .fields();
     assert_eq!(num(&done, "revisions"), 3);
 }
 

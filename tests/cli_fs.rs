@@ -3,106 +3,52 @@
 
 use std::ffi::OsStr;
 use std::fs;
-use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::thread;
-use std::time::Duration;
+use std::process::Command;
 
 use serde_json::Value;
+use tempfile::TempDir;
 use wink::filesys::{Filesys, OpenOptions};
 
-/// What one run of `wink` gave.
-struct Run {
-    code: i32,
-    stdout: Vec<u8>,
-    stderr: String,
-}
-
-impl Run {
-    fn out(&self) -> String {
-        String::from_utf8(self.stdout.clone()).expect("UTF-8 stdout")
-    }
-
-    /// Asserts the exit code and, for a failure, the one-line `wink: ` message.
-    fn expect(self, code: i32) -> Run {
-        assert_eq!(
-            self.code,
-            code,
-            "stdout: {}\nstderr: {}",
-            String::from_utf8_lossy(&self.stdout),
-            self.stderr
-        );
-        if code >= 2 {
-            assert!(self.stderr.starts_with("wink: "), "{:?}", self.stderr);
-            assert_eq!(self.stderr.lines().count(), 1, "{:?}", self.stderr);
-        }
-        self
-    }
-
-    fn json(&self) -> Vec<Value> {
-        self.out()
-            .lines()
-            .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
-            .collect()
-    }
-}
+mod common;
+use common::cli::{
+    bytes_at, file_command_installed, file_magic, patch, s, waits_for_lock, wink_at, Run,
+};
 
 const NOW: &str = "1700000000";
 
-fn spawn<S: AsRef<OsStr>>(args: &[S], now: &str) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_wink"))
-        .args(args)
-        .env("WINK_NOW", now)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("wink runs")
-}
-
-fn finish(mut child: Child, stdin: &[u8]) -> Run {
-    if let Some(mut pipe) = child.stdin.take() {
-        pipe.write_all(stdin).unwrap();
-    }
-    let out = child.wait_with_output().unwrap();
-    Run {
-        code: out.status.code().expect("exited, not killed"),
-        stdout: out.stdout,
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
-}
-
-fn wink_with<S: AsRef<OsStr>>(args: &[S], now: &str, stdin: &[u8]) -> Run {
-    finish(spawn(args, now), stdin)
-}
-
 fn wink(args: &[&str]) -> Run {
-    wink_with(args, NOW, b"")
+    wink_at(NOW, args, b"")
 }
 
-/// `wink` at time `now` with `stdin`.
-fn wink_at(now: i64, args: &[&str], stdin: &[u8]) -> Run {
-    wink_with(args, &now.to_string(), stdin)
+/// A plain filesys `fs`, new, in a new temporary directory.
+fn new_fs() -> (TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path().join("fs");
+    wink(&["fs", "create", s(&base)]).expect(0);
+    (dir, base)
 }
 
-fn s(path: &Path) -> &str {
-    path.to_str().unwrap()
+/// A new filesys with `a` ("0123456789") and then `b`, a later commit, so that the last journal
+/// does not hold a's inode; with the pointer of a's inode.
+fn a_then_a_later_commit() -> (TempDir, PathBuf, u64) {
+    let (dir, base) = new_fs();
+    put(&base, "a", b"0123456789");
+    put(&base, "b", b"later commit");
+    let ptr = stat(&base, "a")["inode"].as_u64().unwrap();
+    (dir, base, ptr)
+}
+
+/// `wink fs VERB BASE ARGS...` for `verb_args` = VERB ARGS....
+fn fs_args<'a>(verb_args: &[&'a str], base: &'a Path) -> Vec<&'a str> {
+    let mut full = vec!["fs", verb_args[0], s(base)];
+    full.extend_from_slice(&verb_args[1..]);
+    full
 }
 
 fn file(base: &Path, ext: &str) -> PathBuf {
     wink::filesys::file_path(base, ext)
-}
-
-fn bytes_at(path: &Path, at: u64, n: usize) -> Vec<u8> {
-    fs::read(path).unwrap()[at as usize..at as usize + n].to_vec()
-}
-
-fn patch(path: &Path, at: u64, bytes: &[u8]) {
-    let mut data = fs::read(path).unwrap();
-    data[at as usize..at as usize + bytes.len()].copy_from_slice(bytes);
-    fs::write(path, data).unwrap();
 }
 
 /// The bytes of every file of the filesys, to show that a failed command changed nothing.
@@ -115,13 +61,13 @@ fn snapshot(base: &Path) -> Vec<Option<Vec<u8>>> {
 
 fn stat(base: &Path, name: &str) -> Value {
     let run = wink(&["fs", "stat", s(base), name, "--json"]).expect(0);
-    let mut lines = run.json();
+    let mut lines = run.json_lines();
     assert_eq!(lines.len(), 1, "{}", run.out());
     lines.remove(0)
 }
 
 fn put(base: &Path, name: &str, content: &[u8]) {
-    let run = wink_with(&["fs", "put", s(base), name], NOW, content).expect(0);
+    let run = wink_at(NOW, &["fs", "put", s(base), name], content).expect(0);
     assert!(
         run.stdout.is_empty() && run.stderr.is_empty(),
         "{}",
@@ -217,7 +163,7 @@ fn put_append_cat_stat_with_exact_bytes() {
 
     // Appends from stdin (`-` and no argument) and from a file; a plain filesys moves the mtime.
     let stdin_args = ["fs", "append", s(&base), "readme.txt", "-"];
-    wink_with(&stdin_args, "1700000100", b"world!\n").expect(0);
+    wink_at("1700000100", &stdin_args, b"world!\n").expect(0);
     fs::write(&input, "A third piece.\n").unwrap();
     wink_at(
         1_700_000_200,
@@ -302,9 +248,7 @@ fn put_append_cat_stat_with_exact_bytes() {
 
 #[test]
 fn large_files_stream_across_chunks() {
-    let dir = tempfile::tempdir().unwrap();
-    let base = dir.path().join("fs");
-    wink(&["fs", "create", s(&base)]).expect(0);
+    let (dir, base) = new_fs();
     let content: Vec<u8> = (0..(5u32 << 19)).map(|i| (i % 251) as u8).collect();
     let input = dir.path().join("big");
     fs::write(&input, &content).unwrap();
@@ -329,9 +273,7 @@ fn large_files_stream_across_chunks() {
 
 #[test]
 fn ls_lists_live_files_in_file_order() {
-    let dir = tempfile::tempdir().unwrap();
-    let base = dir.path().join("fs");
-    wink(&["fs", "create", s(&base)]).expect(0);
+    let (_dir, base) = new_fs();
     put(&base, "a", b"first a");
     put(&base, "b", b"bb");
     let odd = OsStr::from_bytes(b"n\xff");
@@ -343,7 +285,7 @@ fn ls_lists_live_files_in_file_order() {
         OsStr::new("--type"),
         OsStr::new("7"),
     ];
-    wink_with(&put_odd, "1700000050", b"xyz").expect(0);
+    wink_at("1700000050", &put_odd, b"xyz").expect(0);
     put(&base, "c", b"");
     put(&base, "a", b"second a"); // a new version: its inode is now the last one
     wink(&["fs", "rm", s(&base), "c"]).expect(0);
@@ -355,7 +297,9 @@ fn ls_lists_live_files_in_file_order() {
          3\t3\t7\t1700000050\t0x6eff\n\
          5\t8\t0\t1700000000\t\"a\"\n"
     );
-    let lines = wink(&["fs", "ls", s(&base), "--json"]).expect(0).json();
+    let lines = wink(&["fs", "ls", s(&base), "--json"])
+        .expect(0)
+        .json_lines();
     let names: Vec<&Value> = lines.iter().map(|l| &l["name"]).collect();
     assert_eq!(names, [&Value::from("b"), &Value::Null, &Value::from("a")]);
     assert_eq!(lines[1]["name_hex"], "6eff");
@@ -380,7 +324,7 @@ fn ls_lists_live_files_in_file_order() {
         }
     }
     let read_odd = [OsStr::new("fs"), OsStr::new("cat"), base.as_os_str(), odd];
-    assert_eq!(wink_with(&read_odd, NOW, b"").expect(0).stdout, b"xyz");
+    assert_eq!(wink_at(NOW, &read_odd, b"").expect(0).stdout, b"xyz");
 }
 
 fn hex(text: &str) -> Vec<u8> {
@@ -420,7 +364,7 @@ fn ao_time_ranges_follow_wink_now() {
     let names = |range: &[&str]| -> Vec<String> {
         let mut args = vec!["fs", "ls", s(&base), "--json"];
         args.extend_from_slice(range);
-        let lines = wink(&args).expect(0).json();
+        let lines = wink(&args).expect(0).json_lines();
         lines
             .iter()
             .map(|l| l["name"].as_str().unwrap().to_string())
@@ -477,9 +421,7 @@ fn ao_time_ranges_follow_wink_now() {
 
 #[test]
 fn rm_mv_and_missing_names() {
-    let dir = tempfile::tempdir().unwrap();
-    let base = dir.path().join("fs");
-    wink(&["fs", "create", s(&base)]).expect(0);
+    let (dir, base) = new_fs();
     put(&base, "a", b"content of a");
     put(&base, "b", b"content of b");
     let before = snapshot(&base);
@@ -490,9 +432,8 @@ fn rm_mv_and_missing_names() {
         &["cat", "nope"],
         &["stat", "nope"],
     ] {
-        let mut full = vec!["fs", args[0], s(&base)];
-        full.extend_from_slice(&args[1..]);
-        let run = wink(&full).expect(1);
+        let full = fs_args(args, &base);
+        let run = wink(&full).expect_code(1);
         assert!(run.stdout.is_empty(), "{args:?}");
         assert!(
             run.stderr.starts_with("wink: not found") && run.stderr.contains("nope"),
@@ -513,7 +454,7 @@ fn rm_mv_and_missing_names() {
 
     let fileid = stat(&base, "a")["fileid"].clone();
     wink(&["fs", "mv", s(&base), "a", "renamed/a"]).expect(0);
-    wink(&["fs", "stat", s(&base), "a"]).expect(1);
+    wink(&["fs", "stat", s(&base), "a"]).expect_code(1);
     assert_eq!(cat(&base, "renamed/a"), b"content of a");
     assert_eq!(
         stat(&base, "renamed/a")["fileid"],
@@ -521,9 +462,11 @@ fn rm_mv_and_missing_names() {
         "rename keeps the file id"
     );
     wink(&["fs", "rm", s(&base), "b"]).expect(0);
-    wink(&["fs", "cat", s(&base), "b"]).expect(1);
-    wink(&["fs", "rm", s(&base), "b"]).expect(1);
-    let lines = wink(&["fs", "ls", s(&base), "--json"]).expect(0).json();
+    wink(&["fs", "cat", s(&base), "b"]).expect_code(1);
+    wink(&["fs", "rm", s(&base), "b"]).expect_code(1);
+    let lines = wink(&["fs", "ls", s(&base), "--json"])
+        .expect(0)
+        .json_lines();
     assert_eq!(lines.len(), 1);
     assert_eq!(lines[0]["name"], "renamed/a");
     wink(&["check", "--strict", s(&base)]).expect(0);
@@ -544,13 +487,13 @@ fn reindex_repairs_a_stale_index_pointer() {
     wink(&["fs", "rm", s(&base), "f3"]).expect(0);
     // Point a's cell back at its deleted old inode: the key and its hash still match.
     let idx = file(&base, "idx");
-    let cells = wink(&["dump", "--json", s(&idx)]).expect(0).json();
+    let cells = wink(&["dump", "--json", s(&idx)]).expect(0).json_lines();
     let cell = cells.iter().find(|c| c["ptr"] == new).expect("a's cell")["cell"]
         .as_u64()
         .unwrap();
     patch(&idx, 4096 + cell * 16, &old.to_be_bytes());
-    wink(&["fs", "cat", s(&base), "a"]).expect(1);
-    let check = wink(&["check", s(&base)]).expect(1);
+    wink(&["fs", "cat", s(&base), "a"]).expect_code(1);
+    let check = wink(&["check", s(&base)]).expect_code(1);
     assert!(check.out().contains("reindex"), "{}", check.out());
 
     let run = wink(&["fs", "reindex", s(&base)]).expect(0);
@@ -559,7 +502,7 @@ fn reindex_repairs_a_stale_index_pointer() {
     for i in [0, 1, 2, 4, 5, 6, 7, 8] {
         assert_eq!(cat(&base, &format!("f{i}")), format!("file {i}").as_bytes());
     }
-    wink(&["fs", "cat", s(&base), "f3"]).expect(1);
+    wink(&["fs", "cat", s(&base), "f3"]).expect_code(1);
     wink(&["check", "--strict", s(&base)]).expect(0);
 }
 
@@ -591,7 +534,7 @@ fn create_refuses_bad_options_and_leaves_nothing_behind() {
         wink(&args).expect(2);
         nothing(&format!("{bad:?}"));
     }
-    assert!(wink_with(&["fs", "create", s(&base)], "soon", b"")
+    assert!(wink_at("soon", &["fs", "create", s(&base)], b"")
         .expect(2)
         .stderr
         .contains("WINK_NOW"));
@@ -641,8 +584,7 @@ fn a_base_that_names_no_filesys_is_a_usage_error() {
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("missing");
     for args in [&["ls"][..], &["cat", "x"], &["put", "x"], &["reindex"]] {
-        let mut full = vec!["fs", args[0], s(&missing)];
-        full.extend_from_slice(&args[1..]);
+        let full = fs_args(args, &missing);
         assert!(
             wink(&full).expect(2).stderr.contains("no filesys"),
             "{args:?}"
@@ -653,8 +595,7 @@ fn a_base_that_names_no_filesys_is_a_usage_error() {
     wink(&["kv", "create", s(&file(&kv, "data"))]).expect(0);
     let before = fs::read(file(&kv, "data")).unwrap();
     for args in [&["ls"][..], &["put", "x"]] {
-        let mut full = vec!["fs", args[0], s(&kv)];
-        full.extend_from_slice(&args[1..]);
+        let full = fs_args(args, &kv);
         let run = wink(&full).expect(2);
         assert!(
             run.stderr.contains("not a filesys datafile"),
@@ -669,9 +610,7 @@ fn a_base_that_names_no_filesys_is_a_usage_error() {
 
 #[test]
 fn check_reports_a_damaged_inode_with_file_and_offset() {
-    let dir = tempfile::tempdir().unwrap();
-    let base = dir.path().join("fs");
-    wink(&["fs", "create", s(&base)]).expect(0);
+    let (_dir, base) = new_fs();
     let fresh = wink(&["check", "--strict", s(&base)]).expect(0).out();
     assert!(
         fresh.starts_with(&format!("{}: ok (", base.display())),
@@ -679,7 +618,7 @@ fn check_reports_a_damaged_inode_with_file_and_offset() {
     );
     assert_eq!(fresh.lines().count(), 1, "{fresh}");
     put(&base, "a.txt", b"some content");
-    wink_with(&["fs", "append", s(&base), "a.txt"], NOW, b" and more").expect(0);
+    wink_at(NOW, &["fs", "append", s(&base), "a.txt"], b" and more").expect(0);
     // A later commit, so that the last journal does not hold a.txt's inode (see journal.rs:
     // readers lay the last commit's in-place writes over the files).
     put(&base, "b.txt", b"other");
@@ -692,7 +631,7 @@ fn check_reports_a_damaged_inode_with_file_and_offset() {
     byte[0] ^= 0x01;
     patch(&data, cksum_at + 7, &byte);
 
-    let check = wink(&["check", s(&base)]).expect(1);
+    let check = wink(&["check", s(&base)]).expect_code(1);
     let damage = format!("{}: error at byte {cksum_at}: inode CKSUM", data.display());
     assert!(check.out().contains(&damage), "{}", check.out());
     assert!(
@@ -701,8 +640,7 @@ fn check_reports_a_damaged_inode_with_file_and_offset() {
         check.stderr
     );
     for args in [&["cat", "a.txt"][..], &["stat", "a.txt"]] {
-        let mut full = vec!["fs", args[0], s(&base)];
-        full.extend_from_slice(&args[1..]);
+        let full = fs_args(args, &base);
         let run = wink(&full).expect(3);
         assert!(run.stdout.is_empty());
         assert!(
@@ -714,7 +652,7 @@ fn check_reports_a_damaged_inode_with_file_and_offset() {
     assert_eq!(cat(&base, "b.txt"), b"other", "other files still read");
     // A path that exists is checked as a file, even when PATH.data exists too.
     fs::write(&base, "").unwrap();
-    let run = wink(&["check", s(&base)]).expect(1);
+    let run = wink(&["check", s(&base)]).expect_code(1);
     assert!(
         run.out().starts_with(&format!("{}: error", base.display())),
         "{}",
@@ -725,9 +663,7 @@ fn check_reports_a_damaged_inode_with_file_and_offset() {
 
 #[test]
 fn a_second_writer_exits_4_or_waits() {
-    let dir = tempfile::tempdir().unwrap();
-    let base = dir.path().join("fs");
-    wink(&["fs", "create", s(&base)]).expect(0);
+    let (dir, base) = new_fs();
     put(&base, "a", b"a");
     let before = snapshot(&base);
     let held = Filesys::open(&base, &OpenOptions::writer()).unwrap();
@@ -738,8 +674,7 @@ fn a_second_writer_exits_4_or_waits() {
         &["mv", "a", "b"],
         &["reindex"],
     ] {
-        let mut full = vec!["fs", args[0], s(&base)];
-        full.extend_from_slice(&args[1..]);
+        let full = fs_args(args, &base);
         let run = wink(&full).expect(4);
         assert!(run.stderr.contains("in use"), "{}", run.stderr);
     }
@@ -750,26 +685,17 @@ fn a_second_writer_exits_4_or_waits() {
     // The content comes from a file, so that the child blocks on the lock, not on stdin.
     let input = dir.path().join("input");
     fs::write(&input, "waited").unwrap();
-    let mut waiting = spawn(&["fs", "put", s(&base), "b", s(&input), "--wait"], NOW);
-    drop(waiting.stdin.take());
-    thread::sleep(Duration::from_millis(300));
-    assert!(
-        waiting.try_wait().unwrap().is_none(),
-        "--wait returned while the lock was held"
-    );
-    drop(held);
-    finish(waiting, b"").expect(0);
+    let args = ["fs", "put", s(&base), "b", s(&input), "--wait"];
+    waits_for_lock(&args, NOW, held).expect(0);
     assert_eq!(cat(&base, "b"), b"waited");
 }
 
 #[test]
 fn recovery_actions_go_to_stderr() {
-    let dir = tempfile::tempdir().unwrap();
-    let base = dir.path().join("fs");
-    wink(&["fs", "create", s(&base)]).expect(0);
+    let (_dir, base) = new_fs();
     put(&base, "a", b"a");
     fs::remove_file(file(&base, "jnl")).unwrap();
-    let run = wink_with(&["fs", "put", s(&base), "b"], NOW, b"b").expect(0);
+    let run = wink_at(NOW, &["fs", "put", s(&base), "b"], b"b").expect(0);
     let jnl = file(&base, "jnl");
     assert_eq!(
         run.stderr,
@@ -785,11 +711,9 @@ fn recovery_actions_go_to_stderr() {
 /// Runs the real file(1) with the project's magic on the files `wink fs create` writes.
 #[test]
 fn file_magic_names_every_filesys_file() {
-    if Command::new("file").arg("--version").output().is_err() {
-        eprintln!("note: file(1) is not installed; magic test skipped");
+    if !file_command_installed() {
         return;
     }
-    let magic = Path::new(env!("CARGO_MANIFEST_DIR")).join("magic/wink");
     let dir = tempfile::tempdir().unwrap();
     let base = dir.path().join("fs");
     wink(&["fs", "create", s(&base), "--ao"]).expect(0);
@@ -800,15 +724,8 @@ fn file_magic_names_every_filesys_file() {
         ("time", "kvseq format, FSYSTIME"),
         ("jnl", "kvseq format, FSYSJRNL"),
     ] {
-        let out = Command::new("file")
-            .arg("-b")
-            .arg("-m")
-            .arg(&magic)
-            .arg(file(&base, ext))
-            .output()
-            .unwrap();
         assert_eq!(
-            String::from_utf8_lossy(&out.stdout),
+            file_magic(&file(&base, ext)),
             format!("Wink peoplesearcher file, {expected}\n"),
             "BASE.{ext}"
         );
@@ -820,19 +737,14 @@ fn file_magic_names_every_filesys_file() {
 /// first, genuine data entry. Now the range reads, and `wink check` names the bad pointers.
 #[test]
 fn a_forged_inode_with_huge_sizes_does_not_panic() {
-    let dir = tempfile::tempdir().unwrap();
-    let base = dir.path().join("fs");
-    wink(&["fs", "create", s(&base)]).expect(0);
-    put(&base, "a", b"0123456789");
-    put(&base, "b", b"later commit");
-    let ptr = stat(&base, "a")["inode"].as_u64().unwrap();
+    let (_dir, base, ptr) = a_then_a_later_commit();
     let huge = i64::MAX;
     let pairs = [(4096, 10), (4096, huge), (4096, huge)];
     let forged = inode(1, 10, 0, 1_700_000_000, &pairs, 120);
     patch(&file(&base, "data"), value_offset(ptr, b"a/I0"), &forged);
     let args = ["fs", "cat", s(&base), "a", "--len", "5"];
     assert_eq!(wink(&args).expect(0).stdout, b"01234");
-    let check = wink(&["check", s(&base)]).expect(1).out();
+    let check = wink(&["check", s(&base)]).expect_code(1).out();
     let at = format!(
         "{}: error at byte {ptr}: data pointer 1",
         file(&base, "data").display()
@@ -845,12 +757,7 @@ fn a_forged_inode_with_huge_sizes_does_not_panic() {
 /// the disagreement is never taken for a wrong argument.
 #[test]
 fn a_data_size_that_disagrees_with_its_entry_is_damage() {
-    let dir = tempfile::tempdir().unwrap();
-    let base = dir.path().join("fs");
-    wink(&["fs", "create", s(&base)]).expect(0);
-    put(&base, "a", b"0123456789");
-    put(&base, "b", b"later commit");
-    let ptr = stat(&base, "a")["inode"].as_u64().unwrap();
+    let (_dir, base, ptr) = a_then_a_later_commit();
     let data = file(&base, "data");
     for claimed in [11, 1 << 40] {
         let forged = inode(1, claimed, 0, 1_700_000_000, &[(4096, claimed)], 120);

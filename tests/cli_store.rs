@@ -2,104 +2,24 @@
 //! `ls`, `rm`, `import`, `stat`, `check DIR` and `demo`, with WINK_NOW set per command so that
 //! retention is exact, and every exit code.
 
-use std::collections::BTreeMap;
 use std::ffi::OsStr;
 use std::fs;
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
-use std::thread;
-use std::time::Duration;
 
 use serde_json::{json, Value};
-use wink::clock::ManualClock;
-use wink::store::{key, Store, StoreOptions};
+use tempfile::TempDir;
+use wink::store::key;
+
+mod common;
+use common::cli::{hold_writer, s, snapshot, waits_for_lock, wink_at, Run};
 
 const D: &str = "en.wikipedia.org";
 const HTML: &str = "text/html; charset=utf-8";
 /// The clock of most commands.
 const T: i64 = 1_700_000_000;
 
-/// What one run of `wink` gave.
-struct Run {
-    code: i32,
-    stdout: Vec<u8>,
-    stderr: String,
-}
-
-impl Run {
-    fn out(&self) -> String {
-        String::from_utf8(self.stdout.clone()).expect("UTF-8 stdout")
-    }
-
-    /// Asserts the exit code and, for a failure, the one-line `wink: ` message.
-    fn expect(self, code: i32) -> Run {
-        assert_eq!(
-            self.code,
-            code,
-            "stdout: {}\nstderr: {}",
-            String::from_utf8_lossy(&self.stdout),
-            self.stderr
-        );
-        if code != 0 {
-            assert!(self.stderr.starts_with("wink: "), "{:?}", self.stderr);
-            assert_eq!(self.stderr.lines().count(), 1, "{:?}", self.stderr);
-        }
-        self
-    }
-
-    fn json(&self) -> Value {
-        serde_json::from_str(&self.out()).expect("one JSON value")
-    }
-
-    /// The `FIELD<TAB>VALUE` lines of a text summary.
-    fn fields(&self) -> BTreeMap<String, String> {
-        self.out()
-            .lines()
-            .map(|l| {
-                let (k, v) = l.split_once('\t').expect("FIELD<TAB>VALUE");
-                (k.to_string(), v.to_string())
-            })
-            .collect()
-    }
-}
-
-fn spawn<S: AsRef<OsStr>>(args: &[S], now: i64) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_wink"))
-        .args(args)
-        .env("WINK_NOW", now.to_string())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("wink runs")
-}
-
-fn finish(mut child: Child, stdin: &[u8]) -> Run {
-    if let Some(mut pipe) = child.stdin.take() {
-        // A command that fails before reading its input closes the pipe: not our failure.
-        let _ = pipe.write_all(stdin);
-    }
-    let out = child.wait_with_output().unwrap();
-    Run {
-        code: out.status.code().expect("exited, not killed"),
-        stdout: out.stdout,
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
-}
-
-/// `wink ARGS` at time `now` with `stdin`.
-fn wink_at<S: AsRef<OsStr>>(now: i64, args: &[S], stdin: &[u8]) -> Run {
-    finish(spawn(args, now), stdin)
-}
-
 fn wink<S: AsRef<OsStr>>(args: &[S]) -> Run {
     wink_at(T, args, b"")
-}
-
-fn s(path: &Path) -> &str {
-    path.to_str().unwrap()
 }
 
 /// `wink init DIR OPTIONS...`.
@@ -112,6 +32,14 @@ fn init(dir: &Path, options: &[&str]) {
         "{}",
         run.stderr
     );
+}
+
+/// A new store `store`, made by `wink init DIR OPTIONS...` in a new temporary directory.
+fn new_store(options: &[&str]) -> (TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("store");
+    init(&dir, options);
+    (tmp, dir)
 }
 
 /// `wink put DIR D TITLE REV EXTRA...` at `now` with `value` on stdin; returns the tid printed.
@@ -164,19 +92,6 @@ fn ls_at(now: i64, dir: &Path, title: &str) -> Vec<(u64, String)> {
         .collect()
 }
 
-/// The bytes of every file in the store's directory, to show that a refused command changed
-/// nothing.
-fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
-    fs::read_dir(dir)
-        .unwrap()
-        .map(|e| {
-            let path = e.unwrap().path();
-            let bytes = fs::read(&path).unwrap();
-            (path, bytes)
-        })
-        .collect()
-}
-
 /// Where `needle` starts in `path`, the last occurrence.
 fn find_last(path: &Path, needle: &[u8]) -> usize {
     let bytes = fs::read(path).unwrap();
@@ -194,9 +109,7 @@ fn flip(path: &Path, at: usize) {
 
 #[test]
 fn put_and_get_are_byte_exact_latest_by_revision_and_by_tid() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("store");
-    init(&dir, &["--revisions", "all", "--renders", "all"]);
+    let (tmp, dir) = new_store(&["--revisions", "all", "--renders", "all"]);
 
     // Not UTF-8, with NUL and CR LF: bytes go through untouched.
     let first: &[u8] = b"<p>caf\xe9\x00\r\n</p>";
@@ -276,19 +189,14 @@ fn put_and_get_are_byte_exact_latest_by_revision_and_by_tid() {
 
 #[test]
 fn ls_lists_newest_first_with_states() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("store");
-    init(
-        &dir,
-        &[
-            "--revisions",
-            "recent:1000",
-            "--renders",
-            "all",
-            "--historical-ttl",
-            "500",
-        ],
-    );
+    let (_tmp, dir) = new_store(&[
+        "--revisions",
+        "recent:1000",
+        "--renders",
+        "all",
+        "--historical-ttl",
+        "500",
+    ]);
     // Arrival order is not precedence.
     put_at(T, &dir, "P", "5", &[], b"five");
     put_at(T + 1, &dir, "P", "7", &[], b"seven");
@@ -353,19 +261,14 @@ fn ls_lists_newest_first_with_states() {
 
 #[test]
 fn retention_follows_wink_now() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("store");
-    init(
-        &dir,
-        &[
-            "--revisions",
-            "recent:100",
-            "--renders",
-            "latest:1:10",
-            "--historical-ttl",
-            "50",
-        ],
-    );
+    let (_tmp, dir) = new_store(&[
+        "--revisions",
+        "recent:100",
+        "--renders",
+        "latest:1:10",
+        "--historical-ttl",
+        "50",
+    ]);
     put_at(T, &dir, "P", "1", &[], b"one");
     put_at(T + 5, &dir, "P", "2", &[], b"two"); // supersedes revision 1 at T+5
     assert_eq!(get_at(T + 104, &dir, "P", &["1"]).expect(0).stdout, b"one");
@@ -426,9 +329,7 @@ fn retention_follows_wink_now() {
 
 #[test]
 fn rm_takes_down_refuses_puts_and_lifts() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("store");
-    init(&dir, &["--renders", "all"]);
+    let (_tmp, dir) = new_store(&["--renders", "all"]);
     put(&dir, "P", "1", b"one");
     put(&dir, "P", "2", b"two");
     put(&dir, "P", "2", b"two again");
@@ -584,23 +485,18 @@ fn import_refuses_bad_input_before_writing() {
 
 #[test]
 fn stat_counts_sizes_and_policy() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("store");
-    init(
-        &dir,
-        &[
-            "--revisions",
-            "recent:100",
-            "--renders",
-            "interval:3600:2:60",
-            "--historical-ttl",
-            "77",
-            "--container-bytes",
-            "2000000",
-            "--max-value",
-            "5000",
-        ],
-    );
+    let (_tmp, dir) = new_store(&[
+        "--revisions",
+        "recent:100",
+        "--renders",
+        "interval:3600:2:60",
+        "--historical-ttl",
+        "77",
+        "--container-bytes",
+        "2000000",
+        "--max-value",
+        "5000",
+    ]);
     put(&dir, "A", "1", b"12345");
     put_at(T + 1, &dir, "A", "2", &[], b"1234567");
     put(&dir, "B", "1", b"123");
@@ -709,9 +605,7 @@ fn init_refuses_bad_options_and_existing_stores() {
 
 #[test]
 fn bad_input_is_refused_with_exit_2_and_changes_nothing() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("store");
-    init(&dir, &["--max-value", "100"]);
+    let (tmp, dir) = new_store(&["--max-value", "100"]);
     put(&dir, "T", "1", b"one");
     let before = snapshot(&dir);
     let long_domain = "d".repeat(256);
@@ -790,9 +684,7 @@ fn bad_input_is_refused_with_exit_2_and_changes_nothing() {
 
 #[test]
 fn damage_is_reported_with_file_and_offset() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("store");
-    init(&dir, &[]);
+    let (_tmp, dir) = new_store(&[]);
     put(
         &dir,
         "Damaged",
@@ -853,21 +745,12 @@ fn damage_is_reported_with_file_and_offset() {
 
 #[test]
 fn a_second_writer_exits_4_or_waits() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("store");
-    init(&dir, &[]);
+    let (tmp, dir) = new_store(&[]);
     put(&dir, "P", "1", b"one");
     let src = tmp.path().join("corpus");
     corpus(&src, &[("a", "0001", 1, b"a")]);
     let before = snapshot(&dir);
-    let held = Store::open(
-        &dir,
-        &StoreOptions {
-            clock: Arc::new(ManualClock::new(T)),
-            ..StoreOptions::writer()
-        },
-    )
-    .unwrap();
+    let held = hold_writer(&dir, T);
     for args in [
         &["put", s(&dir), D, "P", "2"][..],
         &["rm", s(&dir), D, "P"],
@@ -885,15 +768,8 @@ fn a_second_writer_exits_4_or_waits() {
     // The content comes from a file, so that the child blocks on the lock, not on stdin.
     let input = tmp.path().join("input");
     fs::write(&input, "waited").unwrap();
-    let mut waiting = spawn(&["put", s(&dir), D, "P", "2", s(&input), "--wait"], T);
-    drop(waiting.stdin.take());
-    thread::sleep(Duration::from_millis(300));
-    assert!(
-        waiting.try_wait().unwrap().is_none(),
-        "--wait returned while the lock was held"
-    );
-    drop(held);
-    finish(waiting, b"").expect(0);
+    let args = ["put", s(&dir), D, "P", "2", s(&input), "--wait"];
+    waits_for_lock(&args, T, held).expect(0);
     assert_eq!(get(&dir, "P", &[]), b"waited");
 }
 

@@ -9,14 +9,15 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 
+use tempfile::TempDir;
 use uuid::Uuid;
 mod common;
 
 use wink::clock::ManualClock;
 use wink::storage::residency;
-use wink::store::compact::{Action, CompactOptions, Reason};
-use wink::store::policy::{ArchivePolicy, Renders};
-use wink::store::{Config, Policy, Revisions, Store, StoreOptions};
+use wink::store::compact::{Action, CompactOptions, CompactReport, Reason};
+use wink::store::policy::ArchivePolicy;
+use wink::store::{Config, Store, StoreOptions};
 
 const D: &str = "en.wikipedia.org";
 const HTML: &str = "text/html";
@@ -37,34 +38,30 @@ fn opts(clock: &Arc<ManualClock>, writable: bool) -> StoreOptions {
     }
 }
 
-fn create(dir: &Path, clock: &Arc<ManualClock>) -> Store {
-    let cfg = Config {
-        policy: Policy {
-            revisions: Revisions::Recent { ttl: TTL },
-            renders: Renders::Latest {
-                count: 1,
-                grace: 10,
-            },
-            historical_ttl: TTL,
-        },
+/// The test stores: a recent window of TTL seconds, the newest render with 10 s of grace, 1 MiB
+/// containers.
+fn config() -> Config {
+    Config {
+        policy: common::recent_policy(TTL),
         container_bytes: 1 << 20,
         ..Config::default()
-    };
-    Store::init(dir, &cfg, &opts(clock, true)).unwrap();
-    Store::open(dir, &opts(clock, true)).unwrap()
+    }
+}
+
+/// A new store of `cfg` in a new temporary directory, its clock at T; the writer.
+fn new_store(cfg: &Config) -> (TempDir, Arc<ManualClock>, Store) {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(T));
+    Store::init(dir.path(), cfg, &opts(&clock, true)).unwrap();
+    let store = Store::open(dir.path(), &opts(&clock, true)).unwrap();
+    (dir, clock, store)
 }
 
 /// Deterministic, incompressible-ish bytes that name their title and revision.
 fn value(title: usize, rev: u64, render: u64, len: usize) -> Vec<u8> {
-    let mut x = (title as u64) << 32 ^ rev << 8 ^ render ^ 0x9E37_79B9_7F4A_7C15;
-    let mut out = format!("<p>title {title} rev {rev} render {render}</p>").into_bytes();
-    while out.len() < len {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        out.push(b'a' + (x % 26) as u8);
-    }
-    out
+    let head = format!("<p>title {title} rev {rev} render {render}</p>");
+    let seed = (title as u64) << 32 ^ rev << 8 ^ render ^ 0x9E37_79B9_7F4A_7C15;
+    common::lettered(head, seed, len)
 }
 
 fn title(t: usize) -> String {
@@ -110,22 +107,38 @@ fn churn(store: &mut Store, clock: &ManualClock, titles: usize) {
     }
 }
 
-/// Everything readable: (title, rev, tid) → value, through get_rev of every listed revision.
+/// A new store of `config()` after `churn` of `titles` titles.
+fn churned(titles: usize) -> (TempDir, Arc<ManualClock>, Store) {
+    let (dir, clock, mut store) = new_store(&config());
+    churn(&mut store, &clock, titles);
+    (dir, clock, store)
+}
+
+/// A compaction with the default options.
+fn compact(store: &mut Store) -> CompactReport {
+    store
+        .compact(&CompactOptions::default(), |_, _| {})
+        .unwrap()
+}
+
+fn assert_all_kept(report: &CompactReport) {
+    assert!(
+        report.containers.iter().all(|c| c.action == Action::Keep),
+        "{:#?}",
+        report.containers
+    );
+}
+
+/// The writer again, after the one before was dropped: it had nothing to recover.
+fn reopen_writer(dir: &Path, clock: &Arc<ManualClock>) -> Store {
+    let store = Store::open(dir, &opts(clock, true)).unwrap();
+    assert!(store.recovery().is_empty(), "{:?}", store.recovery());
+    store
+}
+
+/// Everything readable: (title, rev, tid) → value, through get_render of every listed render.
 fn readable(store: &Store, titles: usize) -> BTreeMap<(usize, u64, Uuid), Vec<u8>> {
-    let mut out = BTreeMap::new();
-    for t in 0..titles {
-        for l in store
-            .list(D, &title(t), wink::store::Page::default())
-            .unwrap()
-        {
-            let got = store
-                .get_render(D, &title(t), l.rev, l.tid)
-                .unwrap()
-                .unwrap();
-            out.insert((t, l.rev, l.tid), got.value);
-        }
-    }
-    out
+    common::readable(store, D, titles, title)
 }
 
 fn store_files(dir: &Path) -> Vec<PathBuf> {
@@ -145,6 +158,12 @@ fn holds(path: &Path, needle: &[u8]) -> bool {
         .any(|w| w == needle)
 }
 
+fn assert_no_file_holds_the_marker(dir: &Path) {
+    for path in store_files(dir) {
+        assert!(!holds(&path, MARKER), "{} holds the marker", path.display());
+    }
+}
+
 fn snapshot_bytes(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
     store_files(dir)
         .into_iter()
@@ -157,10 +176,7 @@ fn snapshot_bytes(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
 
 #[test]
 fn compaction_drops_dead_values_by_reason_and_keeps_every_readable_one() {
-    let dir = tempfile::tempdir().unwrap();
-    let clock = Arc::new(ManualClock::new(T));
-    let mut store = create(dir.path(), &clock);
-    churn(&mut store, &clock, 40);
+    let (dir, clock, mut store) = churned(40);
     // A rewrite of the same (rev, tid) leaves the first copy behind, in an older container.
     let again = value(0, 1, 9, 5000);
     let first = store
@@ -177,9 +193,7 @@ fn compaction_drops_dead_values_by_reason_and_keeps_every_readable_one() {
     let before = readable(&store, 40);
     let stat_before = store.stat().unwrap();
 
-    let report = store
-        .compact(&CompactOptions::default(), |_, _| {})
-        .unwrap();
+    let report = compact(&mut store);
     let dropped = report.dropped();
     for reason in [Reason::Expired, Reason::TakenDown, Reason::Replaced] {
         assert!(dropped.contains_key(&reason), "{reason:?}: {dropped:?}");
@@ -201,27 +215,20 @@ fn compaction_drops_dead_values_by_reason_and_keeps_every_readable_one() {
     let reader = Store::open(dir.path(), &opts(&clock, false)).unwrap();
     assert!(readable(&reader, 40) == before);
     drop(reader);
-    let store = Store::open(dir.path(), &opts(&clock, true)).unwrap();
-    assert!(store.recovery().is_empty(), "{:?}", store.recovery());
+    let store = reopen_writer(dir.path(), &clock);
     let g = store.generation().unwrap();
     assert_eq!(g.compactions, 1);
     assert!(g.moves.is_empty() && g.pending == 0);
     drop(store);
-    let check = wink::store::check::check_store(dir.path());
-    assert!(check.problems.is_empty(), "{:?}", check.problems);
+    common::assert_checks_clean(dir.path());
 }
 
 #[test]
 fn a_second_run_copies_nothing_even_where_overhead_passes_min_dead() {
-    let dir = tempfile::tempdir().unwrap();
-    let clock = Arc::new(ManualClock::new(T));
-    let mut store = create(dir.path(), &clock);
-    churn(&mut store, &clock, 2);
+    let (_dir, clock, mut store) = churned(2);
     clock.advance(TTL + 60);
     let before = readable(&store, 2);
-    let first = store
-        .compact(&CompactOptions::default(), |_, _| {})
-        .unwrap();
+    let first = compact(&mut store);
     assert!(first.containers.iter().any(|c| c.action == Action::Rewrite));
     // What is left is two small values in a container whose index alone is several times their
     // size: by bytes, mostly "dead".
@@ -231,24 +238,15 @@ fn a_second_run_copies_nothing_even_where_overhead_passes_min_dead() {
         .containers
         .iter()
         .any(|c| c.bytes > 4 * c.live.bytes && c.live.values > 0));
-    let again = store
-        .compact(&CompactOptions::default(), |_, _| {})
-        .unwrap();
-    assert!(
-        again.containers.iter().all(|c| c.action == Action::Keep),
-        "{:#?}",
-        again.containers
-    );
+    let again = compact(&mut store);
+    assert_all_kept(&again);
     assert_eq!(store.container_ids().unwrap(), ids);
     assert!(readable(&store, 2) == before);
 }
 
 #[test]
 fn a_take_down_then_compaction_leaves_no_byte_of_the_revision_in_any_file() {
-    let dir = tempfile::tempdir().unwrap();
-    let clock = Arc::new(ManualClock::new(T));
-    let mut store = create(dir.path(), &clock);
-    churn(&mut store, &clock, 30);
+    let (dir, _clock, mut store) = churned(30);
     let mut secret = value(99, 7, 0, 4000);
     secret.extend_from_slice(MARKER);
     secret.extend(value(99, 7, 1, 4000));
@@ -262,13 +260,9 @@ fn a_take_down_then_compaction_leaves_no_byte_of_the_revision_in_any_file() {
     assert_eq!(store.delete_revision(D, "Secret", 7).unwrap(), 1);
     // Taken down but not compacted: the bytes are still on disk (so the check below can fail).
     assert!(store_files(dir.path()).iter().any(|p| holds(p, MARKER)));
-    let report = store
-        .compact(&CompactOptions::default(), |_, _| {})
-        .unwrap();
+    let report = compact(&mut store);
     assert!(report.dropped().contains_key(&Reason::TakenDown));
-    for path in store_files(dir.path()) {
-        assert!(!holds(&path, MARKER), "{} holds the marker", path.display());
-    }
+    assert_no_file_holds_the_marker(dir.path());
     assert!(readable(&store, 30) == before);
     assert_eq!(
         store.get_latest(D, "Secret").unwrap().unwrap().value,
@@ -279,10 +273,7 @@ fn a_take_down_then_compaction_leaves_no_byte_of_the_revision_in_any_file() {
 
 #[test]
 fn a_dry_run_reports_what_a_run_does_and_changes_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    let clock = Arc::new(ManualClock::new(T));
-    let mut store = create(dir.path(), &clock);
-    churn(&mut store, &clock, 30);
+    let (dir, clock, mut store) = churned(30);
     store.delete_title(D, &title(2)).unwrap();
     clock.advance(TTL + 60);
     store.commit().unwrap();
@@ -301,11 +292,9 @@ fn a_dry_run_reports_what_a_run_does_and_changes_nothing() {
     assert_eq!(snapshot_bytes(dir.path()), files, "a dry run wrote");
 
     let mut store = Store::open(dir.path(), &opts(&clock, true)).unwrap();
-    let real = store
-        .compact(&CompactOptions::default(), |_, _| {})
-        .unwrap();
+    let real = compact(&mut store);
     // The same containers with the same tallies, whatever the run then did.
-    let tallies = |r: &wink::store::compact::CompactReport| {
+    let tallies = |r: &CompactReport| {
         r.containers
             .iter()
             .filter(|c| c.action != Action::Keep)
@@ -319,14 +308,9 @@ fn a_dry_run_reports_what_a_run_does_and_changes_nothing() {
 
 #[test]
 fn a_container_with_nothing_live_is_dropped_whole_without_a_copy() {
-    let dir = tempfile::tempdir().unwrap();
-    let clock = Arc::new(ManualClock::new(T));
-    let mut store = create(dir.path(), &clock);
-    churn(&mut store, &clock, 40);
+    let (dir, clock, mut store) = churned(40);
     clock.advance(TTL + 60);
-    let report = store
-        .compact(&CompactOptions::default(), |_, _| {})
-        .unwrap();
+    let report = compact(&mut store);
     let dropped: Vec<_> = report
         .containers
         .iter()
@@ -342,10 +326,7 @@ fn a_container_with_nothing_live_is_dropped_whole_without_a_copy() {
 
 #[test]
 fn online_compaction_beside_puts_and_reads_loses_no_write() {
-    let dir = tempfile::tempdir().unwrap();
-    let clock = Arc::new(ManualClock::new(T));
-    let mut store = create(dir.path(), &clock);
-    churn(&mut store, &clock, 80);
+    let (dir, clock, mut store) = churned(80);
     clock.advance(TTL + 60);
     let opts = CompactOptions::default();
     let sealed: Vec<u32> = {
@@ -391,22 +372,16 @@ fn online_compaction_beside_puts_and_reads_loses_no_write() {
         assert_eq!(&got.value, want.1);
     }
     drop(store);
-    let check = wink::store::check::check_store(dir.path());
-    assert!(check.problems.is_empty(), "{:?}", check.problems);
+    common::assert_checks_clean(dir.path());
 }
 
 #[test]
 fn a_reader_of_the_old_generation_never_reads_wrong_bytes_and_sees_the_new_one_after_refresh() {
-    let dir = tempfile::tempdir().unwrap();
-    let clock = Arc::new(ManualClock::new(T));
-    let mut store = create(dir.path(), &clock);
-    churn(&mut store, &clock, 40);
+    let (dir, clock, mut store) = churned(40);
     clock.advance(TTL + 60);
     let mut reader = Store::open(dir.path(), &opts(&clock, false)).unwrap();
     let before = readable(&reader, 40);
-    let report = store
-        .compact(&CompactOptions::default(), |_, _| {})
-        .unwrap();
+    let report = compact(&mut store);
     assert!(report
         .containers
         .iter()
@@ -427,14 +402,9 @@ fn a_reader_of_the_old_generation_never_reads_wrong_bytes_and_sees_the_new_one_a
 
 #[test]
 fn compaction_leaves_the_page_cache_as_it_found_it() {
-    let dir = tempfile::tempdir().unwrap();
-    let clock = Arc::new(ManualClock::new(T));
-    let mut store = create(dir.path(), &clock);
-    churn(&mut store, &clock, 60);
+    let (dir, clock, mut store) = churned(60);
     clock.advance(TTL + 60);
-    let report = store
-        .compact(&CompactOptions::default(), |_, _| {})
-        .unwrap();
+    let report = compact(&mut store);
     let written: Vec<u32> = report.containers.iter().filter_map(|c| c.into).collect();
     assert!(!written.is_empty());
     let (mut resident, mut bytes) = (0, 0);
@@ -452,10 +422,7 @@ fn compaction_leaves_the_page_cache_as_it_found_it() {
 
 #[test]
 fn wink_compact_prints_the_report_and_dry_run_the_same() {
-    let dir = tempfile::tempdir().unwrap();
-    let clock = Arc::new(ManualClock::new(T));
-    let mut store = create(dir.path(), &clock);
-    churn(&mut store, &clock, 20);
+    let (dir, _clock, mut store) = churned(20);
     store.delete_revision(D, &title(3), 5).unwrap();
     drop(store);
     let now = (T + 2 * TTL).to_string();
@@ -503,30 +470,16 @@ fn wink_compact_prints_the_report_and_dry_run_the_same() {
         .output()
         .unwrap();
     assert_eq!(bad.status.code(), Some(2));
-    let check = wink::store::check::check_store(dir.path());
-    assert!(check.problems.is_empty(), "{:?}", check.problems);
+    common::assert_checks_clean(dir.path());
 }
 
 #[test]
 fn a_take_down_of_an_archived_revision_is_rewritten_out_of_the_archive() {
-    let dir = tempfile::tempdir().unwrap();
-    let clock = Arc::new(ManualClock::new(T));
-    let cfg = Config {
-        policy: Policy {
-            revisions: Revisions::Recent { ttl: TTL },
-            renders: Renders::Latest {
-                count: 1,
-                grace: 10,
-            },
-            historical_ttl: TTL,
-        },
-        container_bytes: 1 << 20,
+    let (dir, clock, mut store) = new_store(&Config {
         archive: Some(ArchivePolicy::Newest),
         archive_block_bytes: 64 << 10,
-        ..Config::default()
-    };
-    Store::init(dir.path(), &cfg, &opts(&clock, true)).unwrap();
-    let mut store = Store::open(dir.path(), &opts(&clock, true)).unwrap();
+        ..config()
+    });
     let mut revs = Vec::new();
     for rev in 1..=12u64 {
         let mut v = value(7, rev, 0, 6000);
@@ -549,14 +502,10 @@ fn a_take_down_of_an_archived_revision_is_rewritten_out_of_the_archive() {
     // Taken down, not compacted: still in a block.
     assert!(marked(&store));
 
-    let report = store
-        .compact(&CompactOptions::default(), |_, _| {})
-        .unwrap();
+    let report = compact(&mut store);
     assert!(report.archive_rewrite.is_some(), "{:?}", report.archive_due);
     assert!(!marked(&store));
-    for path in store_files(dir.path()) {
-        assert!(!holds(&path, MARKER), "{} holds the marker", path.display());
-    }
+    assert_no_file_holds_the_marker(dir.path());
     for (rev, tid, v) in &revs {
         let got = store.get_render(D, "Archived", *rev, *tid).unwrap();
         if *rev == 5 {
@@ -574,8 +523,7 @@ fn a_take_down_of_an_archived_revision_is_rewritten_out_of_the_archive() {
     assert!(!marked(&reopened));
     assert!(reopened.get_rev(D, "Archived", 4).unwrap().is_some());
     drop(reopened);
-    let check = wink::store::check::check_store(dir.path());
-    assert!(check.problems.is_empty(), "{:?}", check.problems);
+    common::assert_checks_clean(dir.path());
 }
 
 /// Ten titles a phase, each re-rendered and given new revisions; only the last revision of each
@@ -597,17 +545,13 @@ fn sparse_phases(store: &mut Store, clock: &ManualClock, phases: usize) -> usize
 
 #[test]
 fn sparse_containers_are_merged_into_few_full_ones() {
-    let dir = tempfile::tempdir().unwrap();
-    let clock = Arc::new(ManualClock::new(T));
-    let mut store = create(dir.path(), &clock);
+    let (dir, clock, mut store) = new_store(&config());
     let titles = sparse_phases(&mut store, &clock, 12);
     clock.advance(TTL + 60);
     let before = readable(&store, titles);
     assert_eq!(before.len(), titles, "one readable render per title");
     let containers_before = store.container_ids().unwrap().len();
-    let report = store
-        .compact(&CompactOptions::default(), |_, _| {})
-        .unwrap();
+    let report = compact(&mut store);
     let rewritten: Vec<_> = report
         .containers
         .iter()
@@ -640,19 +584,11 @@ fn sparse_containers_are_merged_into_few_full_ones() {
     );
     // Every read the same, through this handle and after a reopen; the store checks clean.
     assert!(readable(&store, titles) == before);
-    let again = store
-        .compact(&CompactOptions::default(), |_, _| {})
-        .unwrap();
-    assert!(
-        again.containers.iter().all(|c| c.action == Action::Keep),
-        "{:#?}",
-        again.containers
-    );
+    let again = compact(&mut store);
+    assert_all_kept(&again);
     drop(store);
-    let store = Store::open(dir.path(), &opts(&clock, true)).unwrap();
-    assert!(store.recovery().is_empty(), "{:?}", store.recovery());
+    let store = reopen_writer(dir.path(), &clock);
     assert!(readable(&store, titles) == before);
     drop(store);
-    let check = wink::store::check::check_store(dir.path());
-    assert!(check.problems.is_empty(), "{:?}", check.problems);
+    common::assert_checks_clean(dir.path());
 }

@@ -8,7 +8,6 @@ use std::ffi::OsStr;
 use std::fs;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
@@ -19,7 +18,10 @@ use wink::clock::ManualClock;
 use wink::storage::residency;
 use wink::store::policy::ArchivePolicy;
 use wink::store::scrub::Tier;
-use wink::store::{Config, Page, Policy, Revisions, Store, StoreOptions};
+use wink::store::{Config, Policy, Revisions, Store, StoreOptions};
+
+mod common;
+use common::cli::{finish, s, spawn, wink_at, Run};
 
 const D: &str = "en.wikipedia.org";
 const HTML: &str = "text/html";
@@ -29,64 +31,9 @@ const TTL: i64 = 100;
 /// A time when revision 1 of every title has left the hot tier.
 const LATER: i64 = T + 10 * TTL;
 
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-impl Run {
-    /// Asserts the exit code and, for a failure, the one-line `wink: ` message.
-    fn expect(self, code: i32) -> Run {
-        assert_eq!(
-            self.code, code,
-            "stdout: {}\nstderr: {}",
-            self.stdout, self.stderr
-        );
-        if code != 0 {
-            assert!(self.stderr.starts_with("wink: "), "{:?}", self.stderr);
-            assert_eq!(self.stderr.lines().count(), 1, "{:?}", self.stderr);
-        }
-        self
-    }
-
-    fn fields(&self) -> BTreeMap<String, u64> {
-        self.stdout
-            .lines()
-            .map(|l| {
-                let (k, v) = l.split_once('\t').expect("FIELD<TAB>VALUE");
-                (k.to_string(), v.parse().expect("a number"))
-            })
-            .collect()
-    }
-}
-
-fn spawn<S: AsRef<OsStr>>(args: &[S], now: i64) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_wink"))
-        .args(args)
-        .env("WINK_NOW", now.to_string())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("wink runs")
-}
-
-fn finish(child: Child) -> Run {
-    let out = child.wait_with_output().unwrap();
-    Run {
-        code: out.status.code().expect("exited, not killed"),
-        stdout: String::from_utf8(out.stdout).expect("UTF-8 stdout"),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
-}
-
+/// `wink ARGS` at time `now`; its stdout must be UTF-8.
 fn wink<S: AsRef<OsStr>>(now: i64, args: &[S]) -> Run {
-    finish(spawn(args, now))
-}
-
-fn s(path: &Path) -> &str {
-    path.to_str().unwrap()
+    wink_at(now, args, b"").utf8()
 }
 
 fn opts(now: i64, writable: bool) -> StoreOptions {
@@ -204,7 +151,7 @@ fn scrub_reports_exactly_the_damaged_values_by_title_revision_and_tid() {
     assert_eq!(residency(&container).unwrap().0, 0);
     let run = wink(LATER, &["scrub", s(&dir)]).expect(0);
     assert_eq!(
-        run.stdout,
+        run.out(),
         format!(
             "{}: ok (3 values, 9000 bytes, 3 archived revisions)\n",
             dir.display()
@@ -245,8 +192,9 @@ fn scrub_reports_exactly_the_damaged_values_by_title_revision_and_tid() {
     assert_eq!(a.file, archive);
 
     let run = wink(LATER, &["scrub", s(&dir)]).expect(1);
-    let lines: Vec<&str> = run.stdout.lines().collect();
-    assert_eq!(lines.len(), 2, "{}", run.stdout);
+    let out = run.out();
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 2, "{out}");
     let hot_line = format!(
         "{D}/{} rev 2 tid {}: hot {} at byte {hot_at}: ",
         name(0),
@@ -295,17 +243,7 @@ fn scrub_exits_3_when_the_store_cannot_be_read_and_2_without_a_store() {
 
 /// Every render the store lists for `titles` titles, read back: ((title, rev, tid), value).
 fn contents(store: &Store, titles: usize) -> BTreeMap<(usize, u64, Uuid), Vec<u8>> {
-    let mut out = BTreeMap::new();
-    for t in 0..titles {
-        for l in store.list(D, &name(t), Page::default()).unwrap() {
-            let got = store
-                .get_render(D, &name(t), l.rev, l.tid)
-                .unwrap()
-                .unwrap();
-            out.insert((t, l.rev, l.tid), got.value);
-        }
-    }
-    out
+    common::readable(store, D, titles, name)
 }
 
 #[test]
@@ -320,7 +258,7 @@ fn snapshot_copies_a_live_store_that_opens_on_its_own() {
 
     let dest = tmp.path().join("copy");
     let run = wink(LATER, &["snapshot", s(&dir), s(&dest), "--wait"]).expect(0);
-    let fields = run.fields();
+    let fields = run.numbers();
     // Containers 1..3 are sealed: their data, idx and time files are linked.
     assert!(fields["linked"] >= 9, "{fields:?}");
     assert!(fields["copied"] >= 8, "{fields:?}");
@@ -388,7 +326,7 @@ fn snapshot_refuses_an_existing_dest_and_waits_for_the_writer() {
     let child = spawn(&["snapshot", s(&dir), s(&dest), "--wait"], LATER);
     thread::sleep(Duration::from_millis(300));
     drop(writer);
-    finish(child).expect(0);
+    finish(child, b"").utf8().expect(0);
     let copy = Store::open(&dest, &opts(LATER, false)).unwrap();
     assert_eq!(
         copy.get_latest(D, &name(1)).unwrap().unwrap().value,
@@ -407,7 +345,7 @@ fn stat_json_reports_space_and_residency_per_container_and_meta_file() {
     create(&dir);
     populate(&dir, 10, 150_000);
     let run = wink(LATER, &["stat", s(&dir), "--json"]).expect(0);
-    let st: Value = serde_json::from_str(&run.stdout).unwrap();
+    let st: Value = serde_json::from_str(&run.out()).unwrap();
     let per: &Vec<Value> = st["per_container"].as_array().expect("per_container");
     assert!(per.len() >= 2, "{per:?}");
     assert_eq!(per.len() as u64, num(&st["containers"]));

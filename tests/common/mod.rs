@@ -1,7 +1,15 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use uuid::Uuid;
 use wink::archive::{decompress, Archive};
+use wink::store::policy::Renders;
+use wink::store::{Page, Policy, Revisions, Store};
+
+pub mod cli;
 
 pub fn contains(hay: &[u8], needle: &[u8]) -> bool {
     hay.windows(needle.len()).any(|w| w == needle)
@@ -39,4 +47,58 @@ pub fn decompressed_blocks(a: &Archive) -> Vec<(Vec<u8>, u32, Vec<u8>)> {
         }
     }
     out
+}
+
+/// Every render the store lists for the titles `name(0)`, `name(1)`… `name(titles - 1)` of
+/// `domain`, read back: (title number, rev, tid) → value.
+pub fn readable(
+    store: &Store,
+    domain: &str,
+    titles: usize,
+    name: impl Fn(usize) -> String,
+) -> BTreeMap<(usize, u64, Uuid), Vec<u8>> {
+    let mut out = BTreeMap::new();
+    for t in 0..titles {
+        for l in store.list(domain, &name(t), Page::default()).unwrap() {
+            let got = store
+                .get_render(domain, &name(t), l.rev, l.tid)
+                .unwrap()
+                .unwrap();
+            out.insert((t, l.rev, l.tid), got.value);
+        }
+    }
+    out
+}
+
+/// `head`, then letters from an xorshift sequence seeded with `seed`, to `len` bytes: a
+/// deterministic value that names what it is and compresses little.
+pub fn lettered(head: String, seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed;
+    let mut out = head.into_bytes();
+    while out.len() < len {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        out.push(b'a' + (x % 26) as u8);
+    }
+    out
+}
+
+/// Revisions recent for `ttl` seconds, the newest render of each with 10 s of grace, historical
+/// renders for `ttl` seconds.
+pub fn recent_policy(ttl: i64) -> Policy {
+    Policy {
+        revisions: Revisions::Recent { ttl },
+        renders: Renders::Latest {
+            count: 1,
+            grace: 10,
+        },
+        historical_ttl: ttl,
+    }
+}
+
+/// `wink check DIR` through the library: the store checks clean.
+pub fn assert_checks_clean(dir: &Path) {
+    let check = wink::store::check::check_store(dir);
+    assert!(check.problems.is_empty(), "{:?}", check.problems);
 }
