@@ -225,23 +225,30 @@ impl Archive {
     fn read_in(&self, key: &[u8], map: &TitleMap, entry: &Entry) -> Result<Vec<u8>> {
         let content = self.block_content(key, map, entry.block, entry.offset + entry.len)?;
         let value = content[entry.offset as usize..(entry.offset + entry.len) as usize].to_vec();
-        let crc = crc32fast::hash(&value);
-        if crc != entry.crc {
-            let name = block_name(key, entry.block);
-            return Err(Error::corrupt(
-                self.fs.data().path(),
-                self.block_offset(&name),
-                format!(
-                    "archive block {} of title {:?}: revision {} checksum",
-                    String::from_utf8_lossy(&name),
-                    String::from_utf8_lossy(key),
-                    entry.rev
-                ),
-                format!("0x{:08x}", entry.crc),
-                format!("0x{crc:08x}"),
-            ));
-        }
+        self.check_revision_crc(key, entry, &value)?;
         Ok(value)
+    }
+
+    /// A revision's bytes, as decompressed from its block, against the CRC-32 of its map entry;
+    /// a mismatch names the block and the title.
+    fn check_revision_crc(&self, key: &[u8], entry: &Entry, value: &[u8]) -> Result<()> {
+        let crc = crc32fast::hash(value);
+        if crc == entry.crc {
+            return Ok(());
+        }
+        let name = block_name(key, entry.block);
+        Err(Error::corrupt(
+            self.fs.data().path(),
+            self.block_offset(&name),
+            format!(
+                "archive block {} of title {:?}: revision {} checksum",
+                String::from_utf8_lossy(&name),
+                String::from_utf8_lossy(key),
+                entry.rev
+            ),
+            format!("0x{:08x}", entry.crc),
+            format!("0x{crc:08x}"),
+        ))
     }
 
     fn block_offset(&self, name: &[u8]) -> u64 {
@@ -729,6 +736,20 @@ mod tests {
             .collect()
     }
 
+    /// `values` as revisions `first`, `first + 1`, … of one title, all with render id `tid`.
+    pub(super) fn as_items(values: &[Vec<u8>], first: usize, tid: [u8; 16]) -> Vec<Item<'_>> {
+        values
+            .iter()
+            .enumerate()
+            .map(|(i, v)| Item {
+                rev: (first + i) as u64,
+                tid,
+                content_type: "text/html",
+                value: v,
+            })
+            .collect()
+    }
+
     #[test]
     fn incremental_runs_blocks_and_reads() {
         let disk = SimDisk::new();
@@ -740,17 +761,7 @@ mod tests {
         let mut a = open(&disk, opts);
         let revs = revisions(60);
         for chunk in revs.chunks(7).enumerate() {
-            let items: Vec<Item> = chunk
-                .1
-                .iter()
-                .enumerate()
-                .map(|(i, v)| Item {
-                    rev: (chunk.0 * 7 + i) as u64,
-                    tid: [1; 16],
-                    content_type: "text/html",
-                    value: v,
-                })
-                .collect();
+            let items = as_items(chunk.1, chunk.0 * 7, [1; 16]);
             a.add(b"wiki/Page", &items).unwrap();
             a.commit().unwrap();
         }
@@ -791,16 +802,7 @@ mod tests {
         assert_eq!(opts.key_every, 2);
         let mut a = open(&disk, opts);
         let revs = revisions(80);
-        let items: Vec<Item> = revs
-            .iter()
-            .enumerate()
-            .map(|(i, v)| Item {
-                rev: i as u64,
-                tid: [0; 16],
-                content_type: "text/html",
-                value: v,
-            })
-            .collect();
+        let items = as_items(&revs, 0, [0; 16]);
         a.add(b"k", &items).unwrap();
         let map = a.map(b"k").unwrap().unwrap();
         assert!(map.blocks.len() >= 6, "{} blocks", map.blocks.len());
@@ -897,16 +899,7 @@ mod tests {
         let mut a = open(&disk, ArchiveOptions::default());
         let revs = revisions(4);
         for key in [b"t/one".as_slice(), b"t/two"] {
-            let items: Vec<Item> = revs
-                .iter()
-                .enumerate()
-                .map(|(i, v)| Item {
-                    rev: i as u64,
-                    tid: [0; 16],
-                    content_type: "text/html",
-                    value: v,
-                })
-                .collect();
+            let items = as_items(&revs, 0, [0; 16]);
             a.add(key, &items).unwrap();
         }
         a.commit().unwrap();

@@ -375,23 +375,11 @@ impl Archive {
         for e in map.entries.iter().filter(|e| !e.taken_down && e.block == n) {
             // The map's own check keeps every location inside its block's raw length, which the
             // decompressed frames just matched.
-            let value = &content[e.offset as usize..(e.offset + e.len) as usize];
-            let crc = crc32fast::hash(value);
-            if crc != e.crc {
-                let name = block_name(key, n);
-                return Err(Error::corrupt(
-                    self.fs.data().path(),
-                    self.block_offset(&name),
-                    format!(
-                        "archive block {} of title {:?}: revision {} checksum",
-                        String::from_utf8_lossy(&name),
-                        String::from_utf8_lossy(key),
-                        e.rev
-                    ),
-                    format!("0x{:08x}", e.crc),
-                    format!("0x{crc:08x}"),
-                ));
-            }
+            self.check_revision_crc(
+                key,
+                e,
+                &content[e.offset as usize..(e.offset + e.len) as usize],
+            )?;
         }
         Ok(())
     }
@@ -600,16 +588,7 @@ mod tests {
     /// Archives `revs` as revisions 0.. of `key`, `per_run` at a time, committing each run.
     fn archive(a: &mut Archive, key: &[u8], revs: &[Vec<u8>], per_run: usize) {
         for (run, chunk) in revs.chunks(per_run).enumerate() {
-            let items: Vec<Item> = chunk
-                .iter()
-                .enumerate()
-                .map(|(i, v)| Item {
-                    rev: (run * per_run + i) as u64,
-                    tid: [7; 16],
-                    content_type: "text/html",
-                    value: v,
-                })
-                .collect();
+            let items = crate::archive::tests::as_items(chunk, run * per_run, [7; 16]);
             a.add(key, &items).unwrap();
             a.commit().unwrap();
         }

@@ -55,22 +55,9 @@ impl Iterator for FileIter<'_> {
             if self.from_mtime.is_some_and(|t0| inode.mtime < t0) {
                 continue;
             }
-            return Some(Ok(stat_of(name, entry.layout.ptr, &inode)));
+            return Some(Ok(FileStat::of(name, entry.layout.ptr, &inode)));
         }
         None
-    }
-}
-
-fn stat_of(name: &[u8], ptr: KvPointer, inode: &Inode) -> FileStat {
-    FileStat {
-        name: name.to_vec(),
-        size: inode.lsize,
-        ftype: inode.ftype,
-        mtime: inode.mtime,
-        fileid: inode.fileid,
-        inode: ptr,
-        inode_size: inode.size,
-        data_entries: inode.data.len() as u64,
     }
 }
 
@@ -92,7 +79,7 @@ fn read_inode_run(data: &KvSeq, ptrs: &[u64]) -> Result<Vec<FileStat>> {
             ));
         };
         let inode = Inode::decode(&entry.value, data.path(), entry.value_offset)?;
-        files.push(stat_of(name, entry.ptr, &inode));
+        files.push(FileStat::of(name, entry.ptr, &inode));
     }
     Ok(files)
 }

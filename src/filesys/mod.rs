@@ -147,6 +147,26 @@ pub struct FileStat {
     pub data_entries: u64,
 }
 
+impl FileStat {
+    /// The stat of the live file `name` whose inode entry at `ptr` holds `inode`.
+    pub(crate) fn of(
+        name: &[u8],
+        ptr: crate::format::kvseq::KvPointer,
+        inode: &inode::Inode,
+    ) -> FileStat {
+        FileStat {
+            name: name.to_vec(),
+            size: inode.lsize,
+            ftype: inode.ftype,
+            mtime: inode.mtime,
+            fileid: inode.fileid,
+            inode: ptr,
+            inode_size: inode.size,
+            data_entries: inode.data.len() as u64,
+        }
+    }
+}
+
 /// What a writer's open repaired or noticed.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Recovery {

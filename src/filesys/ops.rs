@@ -131,24 +131,11 @@ impl Filesys {
         }))
     }
 
-    fn stat_of(name: &[u8], ptr: KvPointer, inode: &Inode) -> FileStat {
-        FileStat {
-            name: name.to_vec(),
-            size: inode.lsize,
-            ftype: inode.ftype,
-            mtime: inode.mtime,
-            fileid: inode.fileid,
-            inode: ptr,
-            inode_size: inode.size,
-            data_entries: inode.data.len() as u64,
-        }
-    }
-
     /// A file's metadata, or `None`.
     pub fn stat(&self, name: &[u8]) -> Result<Option<FileStat>> {
         Ok(self
             .locate(name)?
-            .map(|l| Filesys::stat_of(name, l.entry.ptr, &l.inode)))
+            .map(|l| FileStat::of(name, l.entry.ptr, &l.inode)))
     }
 
     /// A whole file with its metadata, or `None`. A read-only handle reports a file a later
@@ -179,7 +166,7 @@ impl Filesys {
         };
         let bytes = self.read_inode_as(&located.inode, 0, u64::MAX, data)?;
         Ok(Some((
-            Filesys::stat_of(name, located.entry.ptr, &located.inode),
+            FileStat::of(name, located.entry.ptr, &located.inode),
             bytes,
         )))
     }
@@ -258,22 +245,16 @@ impl Filesys {
             let from = start.max(lo) - lo;
             let to = end.min(hi) - lo;
             let expected = data_key(inode.fileid, n as u64);
+            // What an entry read from disk must be: (deleted, key, value length) as found.
+            let check = |deleted: bool, key: &[u8], len: u64| {
+                self.check_data_entry(ptr, n, inode, &expected, size, deleted, key, len, staleness)
+            };
             if size <= SMALL_ENTRY {
                 // One pread brings header, key and value of a small entry.
                 let entry = self
                     .data
                     .read_sized(ptr, ENTRY_HEADER + expected.len() + size as usize)?;
-                self.check_data_entry(
-                    ptr,
-                    n,
-                    inode,
-                    &expected,
-                    size,
-                    entry.deleted,
-                    &entry.key,
-                    entry.value.len() as u64,
-                    staleness,
-                )?;
+                check(entry.deleted, &entry.key, entry.value.len() as u64)?;
                 out.extend_from_slice(&entry.value[from as usize..to as usize]);
                 continue;
             }
@@ -282,34 +263,14 @@ impl Filesys {
             // is allocated for a size no entry of this datafile can have.
             if ptr.0.saturating_add(to - from) > self.data.filesize() {
                 let (layout, key) = self.data.read_key(ptr)?;
-                self.check_data_entry(
-                    ptr,
-                    n,
-                    inode,
-                    &expected,
-                    size,
-                    layout.deleted,
-                    &key,
-                    layout.value_len,
-                    staleness,
-                )?;
+                check(layout.deleted, &key, layout.value_len)?;
             }
             let at = out.len();
             out.resize(at + (to - from) as usize, 0);
             let (layout, key) =
                 self.data
                     .read_value_then_key(ptr, expected.len() as u64, from, &mut out[at..])?;
-            self.check_data_entry(
-                ptr,
-                n,
-                inode,
-                &expected,
-                size,
-                layout.deleted,
-                &key,
-                layout.value_len,
-                staleness,
-            )?;
+            check(layout.deleted, &key, layout.value_len)?;
         }
         Ok(out)
     }
@@ -448,7 +409,7 @@ impl Filesys {
         let located = self.locate(name)?;
         let read = match &located {
             Some(l) => Some((
-                Filesys::stat_of(name, l.entry.ptr, &l.inode),
+                FileStat::of(name, l.entry.ptr, &l.inode),
                 self.read_inode(&l.inode, 0, u64::MAX)?,
             )),
             None => None,
@@ -540,7 +501,7 @@ impl Filesys {
         self.add_var(ITOTSZ, size as i64)?;
         self.add_var(DTOTSZ, inode.lsize as i64)?;
         self.maybe_checkpoint()?;
-        Ok((Filesys::stat_of(name, ptr, &inode), extents))
+        Ok((FileStat::of(name, ptr, &inode), extents))
     }
 
     /// Creates an empty file. An existing name is an error unless HAVEDUPS (then a new version).
@@ -565,7 +526,7 @@ impl Filesys {
             ))
         })?;
         if bytes.is_empty() {
-            return Ok(Filesys::stat_of(name, located.entry.ptr, &located.inode));
+            return Ok(FileStat::of(name, located.entry.ptr, &located.inode));
         }
         let mut inode = located.inode.clone();
         let needed = inode.data.len() as u64 + chunks(bytes.len() as u64);
@@ -581,7 +542,7 @@ impl Filesys {
             let layout = self.data.layout(located.entry.ptr)?;
             self.data.overwrite_value(&layout, 0, &inode.encode())?;
             self.maybe_checkpoint()?;
-            return Ok(Filesys::stat_of(name, located.entry.ptr, &inode));
+            return Ok(FileStat::of(name, located.entry.ptr, &inode));
         }
         // The inode is full: a twice-as-big copy is appended and the index pointed at it.
         inode.size = size;
@@ -590,7 +551,7 @@ impl Filesys {
         self.idx.set_pointer(located.found.cell, ptr)?;
         self.add_var(ITOTSZ, size as i64 - located.inode.size as i64)?;
         self.maybe_checkpoint()?;
-        Ok(Filesys::stat_of(name, ptr, &inode))
+        Ok(FileStat::of(name, ptr, &inode))
     }
 
     /// Deletes a file. Returns false when there was none.
@@ -645,6 +606,6 @@ impl Filesys {
         self.idx.delete_cell(located.found.cell)?;
         self.idx.insert(&key, ptr, &self.data)?;
         self.maybe_checkpoint()?;
-        Ok(Filesys::stat_of(new, ptr, &located.inode))
+        Ok(FileStat::of(new, ptr, &located.inode))
     }
 }

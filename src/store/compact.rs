@@ -954,17 +954,7 @@ fn read_checked_into(storage: &dyn Storage, loc: &Location, value: &mut Vec<u8>)
     if len > 0 {
         read_exact_at(storage, value, loc.offset, "a value")?;
     }
-    let crc = crc32fast::hash(value);
-    if crc != loc.crc {
-        return Err(Error::corrupt(
-            storage.path(),
-            loc.offset,
-            "value checksum (CRC-32)",
-            format!("0x{:08x}", loc.crc),
-            format!("0x{crc:08x}"),
-        ));
-    }
-    Ok(())
+    loc.verify(storage.path(), value)
 }
 
 /// Free bytes of the file system holding `dir`, when it can be asked.

@@ -81,19 +81,7 @@ impl Config {
 
     /// Writes the configuration file (which must not exist).
     pub fn write(&self, vfs: &dyn Vfs, path: &Path, opts: &KvSeqOptions) -> Result<()> {
-        let opts = KvSeqOptions {
-            purpose: PURPOSE,
-            keyrepr: Repr::Prefixed { width: 1 },
-            valrepr: Repr::Prefixed { width: 2 },
-            delflag: false,
-            fileincr: 0,
-            ..opts.clone()
-        };
-        let mut kv = KvSeq::create(vfs.create_new(path)?, &opts)?;
-        for (key, value) in self.entries() {
-            kv.append(key.as_bytes(), value.as_bytes())?;
-        }
-        kv.sync()
+        write_settings(vfs, path, PURPOSE, &self.entries(), opts)
     }
 
     /// Reads the configuration file.
@@ -170,4 +158,29 @@ impl Config {
         }
         Ok(cfg)
     }
+}
+
+/// Creates `path` (which must not exist) as a small settings file — a kvseq of (name, value)
+/// text pairs, KEYREPR 0, VALREPR 1, no delete flags — and syncs it. The configuration and the
+/// generation file share this layout.
+pub(super) fn write_settings(
+    vfs: &dyn Vfs,
+    path: &Path,
+    purpose: Purpose,
+    entries: &[(&str, String)],
+    opts: &KvSeqOptions,
+) -> Result<()> {
+    let opts = KvSeqOptions {
+        purpose,
+        keyrepr: Repr::Prefixed { width: 1 },
+        valrepr: Repr::Prefixed { width: 2 },
+        delflag: false,
+        fileincr: 0,
+        ..opts.clone()
+    };
+    let mut kv = KvSeq::create(vfs.create_new(path)?, &opts)?;
+    for (key, value) in entries {
+        kv.append(key.as_bytes(), value.as_bytes())?;
+    }
+    kv.sync()
 }

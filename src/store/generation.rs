@@ -25,7 +25,6 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 use crate::format::kvseq::{KvSeq, KvSeqOptions};
-use crate::format::repr::Repr;
 use crate::format::superblock::Purpose;
 use crate::vfs::Vfs;
 
@@ -171,20 +170,7 @@ impl Generation {
         if vfs.exists(&tmp) {
             vfs.remove(&tmp)?;
         }
-        let opts = KvSeqOptions {
-            purpose: PURPOSE,
-            keyrepr: Repr::Prefixed { width: 1 },
-            valrepr: Repr::Prefixed { width: 2 },
-            delflag: false,
-            fileincr: 0,
-            ..opts.clone()
-        };
-        let mut kv = KvSeq::create(vfs.create_new(&tmp)?, &opts)?;
-        for (key, value) in self.entries() {
-            kv.append(key.as_bytes(), value.as_bytes())?;
-        }
-        kv.sync()?;
-        drop(kv);
+        super::config::write_settings(vfs, &tmp, PURPOSE, &self.entries(), opts)?;
         vfs.rename(&tmp, &path(dir))?;
         vfs.sync_dir(&path(dir))
     }
@@ -198,6 +184,7 @@ impl Generation {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::format::repr::Repr;
     use crate::vfs::RealFs;
 
     #[test]

@@ -869,16 +869,7 @@ impl Store {
         if loc.len > 0 {
             let storage = self.container(loc.container)?;
             read_exact_at(storage.as_ref(), &mut value, loc.offset, "a value")?;
-            let crc = crc32fast::hash(&value);
-            if crc != loc.crc {
-                return Err(Error::corrupt(
-                    storage.path(),
-                    loc.offset,
-                    "value checksum (CRC-32)",
-                    format!("0x{:08x}", loc.crc),
-                    format!("0x{crc:08x}"),
-                ));
-            }
+            loc.verify(storage.path(), &value)?;
         }
         Ok(value)
     }

@@ -40,6 +40,24 @@ pub struct Location {
     pub crc: u32,
 }
 
+impl Location {
+    /// Checks `value`, read from this location of the container datafile at `path`, against the
+    /// CRC-32 the record keeps: damaged bytes are an error naming file and offset, never returned.
+    pub fn verify(&self, path: &Path, value: &[u8]) -> Result<()> {
+        let crc = crc32fast::hash(value);
+        if crc == self.crc {
+            return Ok(());
+        }
+        Err(Error::corrupt(
+            path,
+            self.offset,
+            "value checksum (CRC-32)",
+            format!("0x{:08x}", self.crc),
+            format!("0x{crc:08x}"),
+        ))
+    }
+}
+
 /// One stored render.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Render {

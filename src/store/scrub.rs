@@ -291,17 +291,7 @@ impl Store {
         }
         buf.resize(loc.len as usize, 0);
         read_exact_at(s, buf, loc.offset, "a value")?;
-        let crc = crc32fast::hash(buf);
-        if crc != loc.crc {
-            return Err(Error::corrupt(
-                s.path(),
-                loc.offset,
-                "value checksum (CRC-32)",
-                format!("0x{:08x}", loc.crc),
-                format!("0x{crc:08x}"),
-            ));
-        }
-        Ok(())
+        loc.verify(s.path(), buf)
     }
 
     /// Reads every archived revision that is not taken down, verified against its CRC-32.

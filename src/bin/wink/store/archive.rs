@@ -1,11 +1,9 @@
 //! `wink archive DIR [--wait]`: the maintenance run that moves revisions leaving the hot tier
 //! into the archive.
 
-use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use wink::archive::ArchiveStats;
 use wink::store::{ArchiveReport, Config};
 use wink::vfs::RealFs;
@@ -51,7 +49,7 @@ pub fn run(args: &Args) -> Result<Status> {
         return Err(no_archive(args));
     }
     let mut store = super::open_writer(&args.dir, &args.writing)?;
-    let bar = progress_bar();
+    let bar = super::progress_bar(None, "{bar:40} {pos}/{len} titles, eta {eta}");
     let started = Instant::now();
     let result = store.archive_due(|done, total| {
         bar.set_length(total);
@@ -71,21 +69,6 @@ fn no_archive(args: &Args) -> Error {
          `wink init --archive first|newest|every:SECS`)",
         args.dir.display()
     ))
-}
-
-/// A bar over the titles on stderr when it is a terminal; hidden otherwise, so that logs and
-/// pipes get only the summary.
-fn progress_bar() -> ProgressBar {
-    if !std::io::stderr().is_terminal() {
-        return ProgressBar::hidden();
-    }
-    let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
-    let template = "{bar:40} {pos}/{len} titles, eta {eta}";
-    // The template is a constant that names only indicatif's own keys.
-    if let Ok(style) = ProgressStyle::with_template(template) {
-        bar.set_style(style);
-    }
-    bar
 }
 
 /// `part` as a percentage of `whole`, with `-` when there is no whole to divide by.

@@ -1,9 +1,7 @@
 //! `wink compact DIR [--dry-run] [--max-mbps N] [--min-dead PCT] [--json] [--wait]`.
 
-use std::io::IsTerminal;
 use std::path::PathBuf;
 
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde::Serialize;
 use wink::store::compact::{Action, CompactOptions, CompactReport};
 use wink::{Error, Result};
@@ -133,7 +131,10 @@ pub fn run(args: &Args) -> Result<Status> {
         super::open_reader(&args.dir)?.plan_compaction(&opts)?
     } else {
         let mut store = super::open_writer(&args.dir, &args.writing)?;
-        let bar = progress_bar();
+        let bar = super::progress_bar(
+            None,
+            "compacting {bar:40} {pos}/{len} containers, eta {eta}",
+        );
         let report = store.compact(&opts, |done, total| {
             bar.set_length(total);
             bar.set_position(done);
@@ -245,19 +246,4 @@ fn print(report: &CompactReport) -> Result<()> {
     out.line(&format!("{verb} {} bytes", report.reclaimed()))?;
     out.line(&format!("generation {}", report.generation_after))?;
     out.finish()
-}
-
-/// A bar on stderr when it is a terminal.
-fn progress_bar() -> ProgressBar {
-    if !std::io::stderr().is_terminal() {
-        return ProgressBar::hidden();
-    }
-    let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
-    // The template is a constant that names only indicatif's own keys.
-    if let Ok(style) =
-        ProgressStyle::with_template("compacting {bar:40} {pos}/{len} containers, eta {eta}")
-    {
-        bar.set_style(style);
-    }
-    bar
 }

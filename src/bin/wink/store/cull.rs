@@ -1,11 +1,9 @@
 //! `wink cull DIR [--json] [--wait]`: rewrites title records without the renders no read can
 //! return any more.
 
-use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde::Serialize;
 use wink::store::CullReport;
 use wink::{Error, Result};
@@ -53,7 +51,7 @@ struct ReportJson {
 
 pub fn run(args: &Args) -> Result<Status> {
     let mut store = super::open_writer(&args.dir, &args.writing)?;
-    let bar = progress_bar();
+    let bar = super::progress_bar(None, "culling {bar:40} {percent}%, eta {eta}");
     let started = Instant::now();
     let result = store.cull_all(|done, total| {
         bar.set_length(total);
@@ -88,17 +86,4 @@ fn to_json(report: &CullReport, seconds: f64) -> ReportJson {
         dead_bytes: report.dead_bytes,
         seconds,
     }
-}
-
-/// A bar over the title records (by bytes walked) on stderr when it is a terminal.
-fn progress_bar() -> ProgressBar {
-    if !std::io::stderr().is_terminal() {
-        return ProgressBar::hidden();
-    }
-    let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
-    // The template is a constant that names only indicatif's own keys.
-    if let Ok(style) = ProgressStyle::with_template("culling {bar:40} {percent}%, eta {eta}") {
-        bar.set_style(style);
-    }
-    bar
 }

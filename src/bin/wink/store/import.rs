@@ -1,10 +1,8 @@
 //! `wink import DIR SRC [--domain D] [--batch N] [--wait]`.
 
-use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use wink::store::import::{import, read_manifest, CorpusEntry, ImportStats};
 use wink::store::{key, Config};
 use wink::vfs::RealFs;
@@ -59,7 +57,10 @@ pub fn run(args: &Args) -> Result<Status> {
     let cfg = Config::read(&RealFs, &args.dir.join("store"))?;
     preflight(&entries, &cfg)?;
     let mut store = super::open_writer(&args.dir, &args.writing)?;
-    let bar = progress_bar(entries.iter().map(|e| e.bytes).sum());
+    let bar = super::progress_bar(
+        Some(entries.iter().map(|e| e.bytes).sum()),
+        "{bar:40} {bytes}/{total_bytes} {binary_bytes_per_sec} eta {eta}",
+    );
     let started = Instant::now();
     let result = import(&mut store, &entries, &args.domain, args.batch, |done, _| {
         bar.set_position(done)
@@ -114,21 +115,6 @@ fn preflight(entries: &[CorpusEntry], cfg: &Config) -> Result<()> {
         }
     }
     Ok(())
-}
-
-/// A bar over the manifest's bytes on stderr when it is a terminal; hidden otherwise, so that
-/// logs and pipes get only the summary.
-fn progress_bar(total: u64) -> ProgressBar {
-    if !std::io::stderr().is_terminal() {
-        return ProgressBar::hidden();
-    }
-    let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
-    let template = "{bar:40} {bytes}/{total_bytes} {binary_bytes_per_sec} eta {eta}";
-    // The template is a constant that names only indicatif's own keys.
-    if let Ok(style) = ProgressStyle::with_template(template) {
-        bar.set_style(style);
-    }
-    bar
 }
 
 fn summary(stats: &ImportStats, seconds: f64) -> Result<()> {

@@ -21,8 +21,10 @@ pub mod scrub;
 pub mod snapshot;
 pub mod stat;
 
+use std::io::IsTerminal;
 use std::path::Path;
 
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde::Serialize;
 use uuid::Uuid;
 use wink::store::{key, State, Store, StoreOptions};
@@ -140,4 +142,18 @@ impl<'a> RenderJson<'a> {
             quarantined: None,
         }
     }
+}
+
+/// A progress bar on stderr when it is a terminal; hidden otherwise, so that logs and pipes get
+/// only the verb's report. `template` names only indicatif's own keys.
+fn progress_bar(len: Option<u64>, template: &'static str) -> ProgressBar {
+    if !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::with_draw_target(len, ProgressDrawTarget::stderr());
+    // A template is a constant of one of the verbs: it parses, or the bar keeps its default look.
+    if let Ok(style) = ProgressStyle::with_template(template) {
+        bar.set_style(style);
+    }
+    bar
 }

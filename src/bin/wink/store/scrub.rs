@@ -1,9 +1,7 @@
 //! `wink scrub DIR`: reads every value of a store and verifies its checksum.
 
-use std::io::IsTerminal;
 use std::path::PathBuf;
 
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use wink::store::scrub::{ScrubOptions, ScrubProgress, ScrubReport};
 use wink::Result;
 
@@ -46,7 +44,7 @@ pub struct Args {
 
 pub fn run(args: &Args) -> Result<Status> {
     let store = super::open_reader(&args.dir)?;
-    let bar = progress_bar();
+    let bar = super::progress_bar(None, "{bar:40} {pos}/{len} {msg}, eta {eta}");
     let opts = ScrubOptions {
         quarantine: args.quarantine,
     };
@@ -114,18 +112,4 @@ fn print(args: &Args, report: &ScrubReport) -> Result<()> {
         ))?;
     }
     out.finish()
-}
-
-/// A bar on stderr when it is a terminal; hidden otherwise, so that logs and pipes get only the
-/// report.
-fn progress_bar() -> ProgressBar {
-    if !std::io::stderr().is_terminal() {
-        return ProgressBar::hidden();
-    }
-    let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
-    // The template is a constant that names only indicatif's own keys.
-    if let Ok(style) = ProgressStyle::with_template("{bar:40} {pos}/{len} {msg}, eta {eta}") {
-        bar.set_style(style);
-    }
-    bar
 }
