@@ -458,3 +458,48 @@ fn a_survey_through_an_index_that_lost_a_cell_falls_back_to_a_walk() {
     let sparse: Vec<_> = fs.iter_sparse().map(|s| s.unwrap()).collect();
     assert_eq!(sparse, walked, "the walk still finds every file");
 }
+
+/// A datafile written elsewhere can carry a header whose FILESIZE passes SYNCSIZE (appends made
+/// visible with a flush, never synced). A writer's open drops that tail back to SYNCSIZE and says
+/// so: the file, the offset range and how many entries went; the files before it stay.
+#[test]
+fn a_writers_open_drops_an_unsynced_tail_and_reports_range_and_entries() {
+    use wink::format::kvseq::KvSeq;
+    use wink::storage::FileStorage;
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path().join("fs");
+    let clock = ManualClock::new(1_700_000_000);
+    let mut fs = Filesys::create(&base, &FsOptions::default(), &writer(&clock)).unwrap();
+    fs.put(b"kept", 0, b"synced content").unwrap();
+    fs.sync().unwrap();
+    drop(fs);
+    let data = file_path(&base, "data");
+    let (syncsize, filesize) = {
+        let storage = FileStorage::open(&data, true).unwrap();
+        let mut kv = KvSeq::open(Box::new(storage), true).unwrap();
+        let syncsize = kv.filesize();
+        for i in 0..3 {
+            kv.append(format!("junk/{i}").as_bytes(), b"never synced")
+                .unwrap();
+        }
+        kv.flush().unwrap();
+        (syncsize, kv.filesize())
+    };
+    let fs = Filesys::open(&base, &writer(&clock)).unwrap();
+    let expected = format!(
+        "{}: dropped unsynced tail {syncsize}..{filesize}: 3 entries",
+        data.display()
+    );
+    assert!(
+        fs.recovery()
+            .actions
+            .iter()
+            .any(|a| a.starts_with(&expected)),
+        "expected {expected:?} in {:?}",
+        fs.recovery()
+    );
+    assert_eq!(fs.data().filesize(), syncsize);
+    assert_eq!(fs.read(b"kept").unwrap(), b"synced content");
+    drop(fs);
+    assert_clean(&base);
+}

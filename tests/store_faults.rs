@@ -409,3 +409,56 @@ fn a_second_writer_is_refused_or_waits_for_the_first_to_close() {
     assert_eq!(second.get_latest(D, "T").unwrap().unwrap().value, b"two");
     second.put(D, "T", 3, None, HTML, b"three").unwrap();
 }
+
+/// What a crash in the middle of a put leaves — the value's bytes appended to the current
+/// container past its committed FILESIZE, no commit naming them — is reported by the next
+/// writer's open (`Store::recovery`, what `wink` prints as `recovered:`) with the file and the
+/// byte range, and zeroed; the committed renders read as before, a later open reports nothing.
+#[test]
+fn a_writers_open_reports_the_bytes_a_crash_left_in_the_current_container() {
+    let dir = tempfile::tempdir().unwrap();
+    Store::init(dir.path(), &keep_all(), &StoreOptions::writer()).unwrap();
+    let mut s = Store::open(dir.path(), &StoreOptions::writer()).unwrap();
+    s.put(D, "Kept", 1, None, HTML, &value(1, 5000)).unwrap();
+    assert!(s.recovery().is_empty(), "{:?}", s.recovery());
+    drop(s);
+    let data = dir.path().join("c000001.data");
+    let filesize = {
+        let fs = wink::filesys::Filesys::open(
+            &data.with_extension(""),
+            &wink::filesys::OpenOptions::read_only(),
+        )
+        .unwrap();
+        fs.data().filesize()
+    };
+    // An entry's worth of bytes, as a killed writer leaves them (not zero: preallocated space is).
+    let torn = vec![0x5a; 3000];
+    {
+        use std::os::unix::fs::FileExt;
+        let f = std::fs::OpenOptions::new().write(true).open(&data).unwrap();
+        f.write_all_at(&torn, filesize).unwrap();
+    }
+    let mut s = Store::open(dir.path(), &StoreOptions::writer()).unwrap();
+    let expected = format!(
+        "{}: zeroed uncommitted bytes {filesize}..{}",
+        data.display(),
+        filesize + torn.len() as u64
+    );
+    assert!(
+        s.recovery().iter().any(|a| a.starts_with(&expected)),
+        "expected {expected:?} in {:?}",
+        s.recovery()
+    );
+    assert_eq!(
+        s.get_latest(D, "Kept").unwrap().unwrap().value,
+        value(1, 5000)
+    );
+    s.put(D, "Next", 1, None, HTML, &value(2, 100)).unwrap();
+    drop(s);
+    let s = Store::open(dir.path(), &StoreOptions::writer()).unwrap();
+    assert!(s.recovery().is_empty(), "{:?}", s.recovery());
+    assert_eq!(
+        s.get_latest(D, "Next").unwrap().unwrap().value,
+        value(2, 100)
+    );
+}

@@ -384,7 +384,13 @@ impl Store {
         if opts.writable {
             let id = store.current_container()?;
             store.open_writer(id, opts.wait)?;
-            store.recovery = store.recover_generation()?;
+            // What the current container's open repaired (a crash mid-put), then what the
+            // generation file left under way.
+            if let Some(w) = &store.writer {
+                store.recovery = w.fs.recovery().actions.clone();
+            }
+            let generation = store.recover_generation()?;
+            store.recovery.extend(generation);
         }
         for id in store.container_ids()? {
             // A container that cannot be opened now is reported by the read that needs it.
@@ -510,7 +516,9 @@ impl Store {
         &self.archive_base
     }
 
-    /// What the writer's open repaired: unfinished compactions completed or undone.
+    /// What the writer's open repaired: the current container (what a crash mid-put left: a
+    /// journal replayed or discarded, an unsynced tail dropped) and unfinished compactions
+    /// completed or undone. The meta filesys's own repairs are in `meta().recovery()`.
     pub fn recovery(&self) -> &[String] {
         &self.recovery
     }
