@@ -10,17 +10,43 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use wink::archive::map::{Delta, TitleMap};
+use wink::archive::{Archive, ArchiveOptions, Item};
 use wink::clock::ManualClock;
+use wink::filesys::{self, inode::Inode};
 use wink::format::hindex::{Cell, HIndex, HIndexOptions};
-use wink::format::kvseq::{KvSeq, KvSeqOptions};
+use wink::format::kvseq::{KvPointer, KvSeq, KvSeqOptions};
 use wink::format::perm::{Pair, Perm, PermOptions};
 use wink::format::repr::Repr;
 use wink::format::superblock::{var, Superblock};
 use wink::fuzzing::{self, fuzz_key, key_pointers, keys_kvseq, KEY_COUNT};
+use wink::sim::SimDisk;
 use wink::storage::MemStorage;
+use wink::store::policy::{Policy, Stamps};
+use wink::store::record::{Location, Render, TitleRecord};
+use wink::vfs::Vfs;
 use wink::Error;
 
-const TARGETS: [&str; 4] = ["superblock", "kvseq_walk", "hindex_lookup", "perm_read"];
+const TARGETS: [&str; 7] = [
+    "superblock",
+    "kvseq_walk",
+    "hindex_lookup",
+    "perm_read",
+    "inode",
+    "title_record",
+    "archive_map",
+];
+
+/// The harness of each of [`TARGETS`], in the same order.
+const HARNESSES: [fn(&[u8]); 7] = [
+    fuzzing::superblock,
+    fuzzing::kvseq_walk,
+    fuzzing::hindex_lookup,
+    fuzzing::perm_read,
+    fuzzing::inode,
+    fuzzing::title_record,
+    fuzzing::archive_map,
+];
 
 fn fuzz_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz")
@@ -77,6 +103,21 @@ fn hindex_lookup_corpus() {
 #[test]
 fn perm_read_corpus() {
     replay_target("perm_read", fuzzing::perm_read);
+}
+
+#[test]
+fn inode_corpus() {
+    replay_target("inode", fuzzing::inode);
+}
+
+#[test]
+fn title_record_corpus() {
+    replay_target("title_record", fuzzing::title_record);
+}
+
+#[test]
+fn archive_map_corpus() {
+    replay_target("archive_map", fuzzing::archive_map);
 }
 
 // ---- seeds -------------------------------------------------------------------------------
@@ -246,7 +287,9 @@ fn fixture_seeds(target: &str) -> Vec<(String, Vec<u8>)> {
         ],
         "hindex_lookup" => &["kv_var.hindex", "fs_normal.idx", "fs_ao.idx"],
         "perm_read" => &["kv_var.perm"],
-        _ => &["kv_fixed.kvseq", "kv_var.hindex", "kv_var.perm"],
+        "superblock" => &["kv_fixed.kvseq", "kv_var.hindex", "kv_var.perm"],
+        // The record targets read values inside files, not files.
+        _ => &[],
     };
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures");
     names
@@ -260,11 +303,150 @@ fn fixture_seeds(target: &str) -> Vec<(String, Vec<u8>)> {
         .collect()
 }
 
+/// A record that ends in its own checksum, as the record harnesses take it: mode byte 0 and the
+/// bytes as they are, and mode byte 1 with the bytes between `skip` and the 4-byte CRC (the
+/// harness puts the magic and the checksum back).
+fn both_modes(name: &str, bytes: &[u8], skip: usize) -> [(String, Vec<u8>); 2] {
+    [
+        (format!("seed-{name}-raw"), [&[0u8][..], bytes].concat()),
+        (
+            format!("seed-{name}-sealed"),
+            [&[1u8][..], &bytes[skip..bytes.len() - 4]].concat(),
+        ),
+    ]
+}
+
+/// Inodes: empty, with a few pointers, full.
+fn inode_seeds() -> Vec<(String, Vec<u8>)> {
+    let inode = |n: u64, size: u64| Inode {
+        fileid: 0x2a,
+        lsize: n * 100,
+        ftype: 1,
+        mtime: 1_700_000_000,
+        data: (0..n).map(|i| (KvPointer(4096 + i * 200), 100)).collect(),
+        size,
+    };
+    [(0, 128), (3, 128), (4, 120)]
+        .into_iter()
+        .flat_map(|(n, size)| {
+            let bytes = inode(n, size).encode();
+            // An inode's checksum is at its start: the harness seals it in place.
+            [
+                (format!("seed-inode-{n}-raw"), [&[0u8][..], &bytes].concat()),
+                (
+                    format!("seed-inode-{n}-sealed"),
+                    [&[1u8][..], &bytes].concat(),
+                ),
+            ]
+        })
+        .collect()
+}
+
+/// Title records as the store writes them: renders of several revisions and content types,
+/// a superseded and a historical one, and take-downs.
+fn title_record_seeds() -> Vec<(String, Vec<u8>)> {
+    let policy = Policy::default();
+    let render = |rev: u64, secs: u64, historical: bool, content_type: &str| Render {
+        rev,
+        tid: uuid::Uuid::from_fields(secs as u32, 0x1000, 0x11ef, &[0x80, 1, 2, 3, 4, 5, 6, 7]),
+        content_type: content_type.into(),
+        location: Location {
+            container: 1,
+            offset: 4096 * rev,
+            len: 1000,
+            crc: 0xdead_beef,
+        },
+        stamps: Stamps {
+            arrival: 1_700_000_000 + secs as i64,
+            superseded: None,
+            pushed_out: None,
+            historical,
+            first: false,
+        },
+    };
+    let mut record = TitleRecord::default();
+    record.put(render(5, 10, false, "text/html"), &policy, 1_700_000_010);
+    record.put(render(5, 20, false, "text/html"), &policy, 1_700_000_020);
+    record.put(
+        render(7, 30, false, "application/json"),
+        &policy,
+        1_700_000_030,
+    );
+    record.put(render(2, 40, true, "text/html"), &policy, 1_700_000_040);
+    let plain = record.encode();
+    record.take_down(Some(5));
+    let down = record.encode();
+    record.take_down(None);
+    let title_down = record.encode();
+    let mut seeds = Vec::new();
+    for (name, bytes) in [
+        ("record", plain),
+        ("record-rev-down", down),
+        ("record-title-down", title_down),
+    ] {
+        // The harness puts the 4-byte magic back in front.
+        seeds.extend(both_modes(name, &bytes, 4));
+    }
+    seeds
+}
+
+/// Archive maps of a real archive (several blocks, key blocks), as a map and as a log of a
+/// snapshot and a take-down delta.
+fn archive_map_seeds() -> Vec<(String, Vec<u8>)> {
+    let opts = ArchiveOptions {
+        block_bytes: 16 << 10,
+        level: 3,
+        ..ArchiveOptions::default()
+    };
+    let vfs: Arc<dyn Vfs> = Arc::new(SimDisk::new());
+    let base = Path::new("/seed/archive");
+    let fs_opts = filesys::OpenOptions {
+        clock: clock(),
+        ..filesys::OpenOptions::writer()
+    };
+    Archive::create_in(vfs.clone(), base, fs_opts.clock.clone()).expect("archive created");
+    let mut archive = Archive::open_in(vfs, base, &fs_opts, opts).expect("archive opens");
+    let values: Vec<Vec<u8>> = wink::synth::histories(5, 1, 12, 30)
+        .map(|r| r.html)
+        .collect();
+    for (run, chunk) in values.chunks(4).enumerate() {
+        let items: Vec<Item> = chunk
+            .iter()
+            .enumerate()
+            .map(|(i, v)| Item {
+                rev: (run * 4 + i) as u64,
+                tid: [3; 16],
+                content_type: "text/html",
+                value: v,
+            })
+            .collect();
+        archive.add(b"seed/Title", &items).expect("archived");
+        archive.commit().expect("committed");
+    }
+    let map = archive
+        .map(b"seed/Title")
+        .expect("map reads")
+        .expect("a map");
+    assert!(map.blocks.len() >= 2, "{} blocks", map.blocks.len());
+    let delta = Delta {
+        down: vec![(1, [3; 16])],
+        ..Delta::default()
+    };
+    let log = [map.snapshot_record(), delta.record()].concat();
+    let mut seeds = both_modes("map", &map.encode(), 4).to_vec();
+    seeds.push(("seed-map-log".into(), [&[0u8][..], &log].concat()));
+    seeds.push(("seed-map-log-sealed".into(), [&[1u8][..], &log].concat()));
+    seeds
+}
+
 fn seeds(target: &str) -> Vec<(String, Vec<u8>)> {
     let mut seeds = match target {
         "kvseq_walk" => kvseq_seeds(),
         "hindex_lookup" => hindex_seeds(),
         "perm_read" => perm_seeds(),
+        "inode" => inode_seeds(),
+        "title_record" => title_record_seeds(),
+        "archive_map" => archive_map_seeds(),
         _ => {
             // The superblock target parses only the header: one of each format's.
             let mut all = kvseq_seeds();
@@ -280,13 +462,7 @@ fn seeds(target: &str) -> Vec<(String, Vec<u8>)> {
 
 #[test]
 fn seeds_pass_their_harness() {
-    let harnesses: [fn(&[u8]); 4] = [
-        fuzzing::superblock,
-        fuzzing::kvseq_walk,
-        fuzzing::hindex_lookup,
-        fuzzing::perm_read,
-    ];
-    for (target, harness) in TARGETS.iter().zip(harnesses) {
+    for (target, harness) in TARGETS.iter().zip(HARNESSES) {
         for (name, data) in seeds(target) {
             let _guard = Replaying(Path::new(&name));
             harness(&data);
@@ -320,6 +496,33 @@ fn seeds_are_valid_files() {
             .expect("seed perm opens");
         assert_eq!(perm.len(), 12, "{name}");
     }
+    // The record seeds as they are (mode byte 0) decode: the fuzzer starts past the checksums.
+    let raw = |seeds: Vec<(String, Vec<u8>)>| {
+        seeds
+            .into_iter()
+            .filter(|(name, _)| name.ends_with("-raw"))
+            .map(|(name, data)| (name, data[1..].to_vec()))
+            .collect::<Vec<_>>()
+    };
+    let at = Path::new("seed");
+    for (name, data) in raw(inode_seeds()) {
+        Inode::decode(&data, at, 0).unwrap_or_else(|e| panic!("{name}: {e}"));
+    }
+    for (name, data) in raw(title_record_seeds()) {
+        TitleRecord::decode(&data, at, 0).unwrap_or_else(|e| panic!("{name}: {e}"));
+    }
+    for (name, data) in raw(archive_map_seeds()) {
+        TitleMap::decode(&data, at, 0).unwrap_or_else(|e| panic!("{name}: {e}"));
+    }
+    let log = archive_map_seeds()
+        .into_iter()
+        .find(|(name, _)| name == "seed-map-log")
+        .expect("a log seed");
+    let map = TitleMap::decode_log(&log.1[1..], at, 0).expect("the log seed decodes");
+    assert!(
+        map.entries.iter().any(|e| e.taken_down),
+        "the delta took one down"
+    );
 }
 
 #[test]

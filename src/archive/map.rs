@@ -26,7 +26,7 @@ use std::path::Path;
 
 use crate::error::{Error, Result};
 
-const MAGIC: &[u8; 4] = b"WAM1";
+pub(crate) const MAGIC: &[u8; 4] = b"WAM1";
 const ENTRY_SIZE: usize = 51;
 /// Largest raw content a block may claim (bounds allocations from a damaged map).
 pub const MAX_BLOCK_RAW: u64 = 1 << 30;

@@ -24,7 +24,7 @@ use super::key::{cmp_tid, tid_unix_secs};
 use super::policy::{ArchivePolicy, Policy, Renders, Stamps};
 use crate::error::{Error, Result};
 
-const MAGIC: &[u8; 4] = b"WTR1";
+pub(crate) const MAGIC: &[u8; 4] = b"WTR1";
 const RENDER_SIZE: usize = 75;
 const NONE: i64 = i64::MIN;
 
