@@ -531,7 +531,9 @@ pub fn title_record(data: &[u8]) {
     round_trip(&record);
     let numbers = tail_numbers(data);
     let pick = |i: usize| numbers.get(i).copied().unwrap_or(0);
+    // Reads and culls take any clock reading; a put only one the store accepts (`check_now`).
     let now = pick(0) as i64;
+    let put_now = (pick(0) % (crate::store::key::MAX_NOW as u64 + 1)) as i64;
     let rev = pick(1);
     let policies = [
         Policy::default(),
@@ -579,14 +581,14 @@ pub fn title_record(data: &[u8]) {
                 crc: 0,
             },
             stamps: Stamps {
-                arrival: now,
+                arrival: put_now,
                 superseded: None,
                 pushed_out: None,
                 historical: pick(2) & 1 == 1,
                 first: false,
             },
         };
-        let _ = changed.put(render, policy, now);
+        let _ = changed.put(render, policy, put_now);
         let _ = changed.cull(policy, now.saturating_add(1));
         round_trip(&changed);
         let _ = changed.take_down(Some(rev));

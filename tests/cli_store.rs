@@ -662,6 +662,12 @@ fn bad_input_is_refused_with_exit_2_and_changes_nothing() {
         wink(&["get", s(&dir), D, "T", "1", tid]).expect(2);
     }
     wink(&["rm", "--lift", s(&dir), "a/b", "T"]).expect(2);
+    // A clock the store cannot stamp or make tids from (before 1970, past what a v1 UUID
+    // carries, or the record's "no time" marker).
+    for now in ["-1", "103072857661", "-9223372036854775808"] {
+        let run = wink_at(now, &["put", s(&dir), D, "T", "9"], b"x").expect(2);
+        assert!(run.stderr.contains("WINK_NOW"), "{}", run.stderr);
+    }
     assert_eq!(snapshot(&dir), before);
 
     // A directory that holds no store is a usage error, for every verb.

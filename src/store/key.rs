@@ -15,6 +15,23 @@ pub const MAX_TITLE: usize = 1024;
 /// 100-ns ticks between 1582-10-15 (the UUID epoch) and 1970-01-01.
 const TICKS_TO_UNIX: u64 = 0x01B2_1DD2_1381_4000;
 
+/// The last second (since the epoch) whose 100-ns ticks fit a v1 UUID's 60-bit timestamp
+/// (the year 5236).
+pub const MAX_NOW: i64 = (((1u64 << 60) - 1 - TICKS_TO_UNIX) / 10_000_000) as i64;
+
+/// Checks a clock reading a write is about to stamp (arrival, superseded, pushed out) and make
+/// tids from: seconds since the epoch, 0 to [`MAX_NOW`]. Outside that range a generated tid
+/// could not carry the time, and `i64::MIN` is what a title record writes for "no time".
+pub fn check_now(now: i64) -> Result<()> {
+    if (0..=MAX_NOW).contains(&now) {
+        return Ok(());
+    }
+    Err(Error::invalid(format!(
+        "the clock reads {now}: the store takes seconds since the epoch from 0 to {MAX_NOW} \
+         (the last second a version-1 UUID can carry)"
+    )))
+}
+
 /// Checks a domain: UTF-8 (guaranteed by `&str`), 1..=255 bytes, no `/`.
 pub fn check_domain(domain: &str) -> Result<()> {
     if domain.is_empty() || domain.len() > MAX_DOMAIN {
@@ -179,6 +196,18 @@ mod tests {
             "a v4 uuid"
         );
         assert!(parse_tid("not a uuid").is_err());
+    }
+
+    #[test]
+    fn the_clock_range_is_what_a_tid_can_carry() {
+        assert!(check_now(0).is_ok());
+        assert!(check_now(MAX_NOW).is_ok());
+        for bad in [-1, MAX_NOW + 1, i64::MIN, i64::MAX] {
+            assert!(check_now(bad).is_err(), "{bad}");
+        }
+        let last = tid_at(MAX_NOW, 0, [1; 6]);
+        assert_eq!(tid_unix_secs(last), MAX_NOW, "the last second round-trips");
+        assert!(tid_ticks(last) <= (1 << 60) - 1);
     }
 
     #[test]

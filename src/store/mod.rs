@@ -648,6 +648,7 @@ impl Store {
             )));
         }
         let now = self.clock.now();
+        key::check_now(now)?;
         let tid = match put.tid {
             Some(t) => {
                 key::check_tid(t)?;

@@ -163,6 +163,9 @@ fn clock_from_env() -> wink::Result<Arc<dyn Clock>> {
             let now = text.trim().parse::<i64>().map_err(|_| {
                 Error::invalid(format!("WINK_NOW={text:?}: seconds since the epoch"))
             })?;
+            // The store stamps and makes tids from it: one range for every verb.
+            wink::store::key::check_now(now)
+                .map_err(|e| Error::invalid(format!("WINK_NOW={text:?}: {e}")))?;
             Ok(Arc::new(ManualClock::new(now)))
         }
         Err(std::env::VarError::NotPresent) => Ok(clock::system()),
