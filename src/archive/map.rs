@@ -52,12 +52,19 @@ pub struct Block {
 }
 
 impl Block {
+    /// Bytes the block decompresses to. Saturating: frame sizes come from disk, and a total
+    /// past `MAX_BLOCK_RAW` must be seen as such by the map's check, not wrap below it.
     pub fn raw_len(&self) -> u64 {
-        self.frames.iter().map(|f| f.raw).sum()
+        self.frames
+            .iter()
+            .fold(0, |sum, f| sum.saturating_add(f.raw))
     }
 
+    /// Compressed bytes of the block (saturating, as [`Block::raw_len`]).
     pub fn stored_len(&self) -> u64 {
-        self.frames.iter().map(|f| f.stored).sum()
+        self.frames
+            .iter()
+            .fold(0, |sum, f| sum.saturating_add(f.stored))
     }
 }
 
@@ -470,6 +477,28 @@ impl Cursor<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Frame sizes whose total passes 2^64 (a map damaged in a way its CRC does not catch, found
+    /// by fuzzing `archive_map`): the total wrapped to 0 and passed the block-size check.
+    #[test]
+    fn frame_sizes_that_overflow_a_blocks_length_are_refused() {
+        let half = Frame {
+            stored: 1,
+            raw: 1 << 63,
+        };
+        let map = TitleMap {
+            blocks: vec![Block {
+                sealed: true,
+                key: true,
+                last_len: 0,
+                frames: vec![half, half],
+            }],
+            entries: Vec::new(),
+        };
+        assert_eq!(map.blocks[0].raw_len(), u64::MAX);
+        let err = TitleMap::decode(&map.encode(), Path::new("m"), 0).unwrap_err();
+        assert!(err.to_string().contains("block raw length"), "{err}");
+    }
 
     #[test]
     fn roundtrip_and_every_flip_detected() {

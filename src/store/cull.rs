@@ -173,7 +173,8 @@ impl Store {
                 Ok(gone) => {
                     report.titles_touched += 1;
                     report.renders_culled += gone.len() as u64;
-                    report.dead_bytes += gone.iter().map(|r| r.location.len).sum::<u64>();
+                    let bytes = gone.iter().map(|r| r.location.len);
+                    report.dead_bytes = bytes.fold(report.dead_bytes, u64::saturating_add);
                 }
                 Err(e) => {
                     failed = Some((i, e));

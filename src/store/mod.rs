@@ -941,7 +941,9 @@ impl Store {
             let mut revs: Vec<u64> = readable.iter().map(|r| r.rev).collect();
             revs.dedup();
             st.revisions += revs.len() as u64;
-            st.live_bytes += readable.iter().map(|r| r.location.len).sum::<u64>();
+            // Lengths come from the records: saturating, so a damaged one cannot wrap the sum.
+            let bytes = readable.iter().map(|r| r.location.len);
+            st.live_bytes = bytes.fold(st.live_bytes, u64::saturating_add);
         }
         for id in self.container_ids()? {
             let path = filesys::file_path(&container_base(&self.dir, id), "data");

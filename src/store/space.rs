@@ -60,7 +60,8 @@ impl Store {
                 .iter()
                 .filter(|r| policy.readable(&r.stamps, now))
             {
-                *live.entry(r.location.container).or_default() += r.location.len;
+                let bytes = live.entry(r.location.container).or_default();
+                *bytes = bytes.saturating_add(r.location.len);
             }
         }
         let mut space = Space::default();
