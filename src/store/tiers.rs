@@ -233,7 +233,7 @@ impl Store {
     /// archive is committed, and only then are they removed from their records (which are culled
     /// as a put would), committed too. The writer is held for the step only; between steps the
     /// store takes puts and reads as usual (the compression needs the archive's one writer
-    /// handle, the one reads go through: see docs/ARCHITECTURE.md). The cursor moves past the
+    /// handle, the one reads go through: see docs/INTERNALS.md). The cursor moves past the
     /// titles done; on an error, past the title that failed as well, with what was archived
     /// before it committed.
     pub fn archive_step(
