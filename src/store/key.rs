@@ -207,7 +207,9 @@ mod tests {
         }
         let last = tid_at(MAX_NOW, 0, [1; 6]);
         assert_eq!(tid_unix_secs(last), MAX_NOW, "the last second round-trips");
-        assert!(tid_ticks(last) <= (1 << 60) - 1);
+        // ... and it is the last one: the next second's ticks do not fit 60 bits.
+        let next = (MAX_NOW as u64 + 1) * 10_000_000 + TICKS_TO_UNIX;
+        assert!(next >= 1 << 60, "{next}");
     }
 
     #[test]
