@@ -890,6 +890,36 @@ fn share_target(built: &mut Built, target: u32, new_bytes: u64) {
     }
 }
 
+/// A dry run's estimate of what its rewrites will write: their live values plus the fixed files
+/// of the targets they fill (an index presized for a whole container is most of those), shared
+/// among the sources by live bytes, as a real run shares its targets' bytes. Without it a small
+/// store's dry run promised the target's index as reclaimed space.
+fn estimate_targets(plans: &mut [ContainerPlan], cfg: &Config) {
+    let rewrites = |p: &&mut ContainerPlan| p.action == Action::Rewrite;
+    let live: u64 = plans
+        .iter_mut()
+        .filter(rewrites)
+        .map(|p| p.live.bytes)
+        .sum();
+    if live == 0 {
+        return;
+    }
+    let targets = live.div_ceil(cfg.container_bytes.max(1));
+    let fixed = targets.saturating_mul(target_fixed_bytes(cfg));
+    for plan in plans.iter_mut().filter(rewrites) {
+        let share = u128::from(fixed) * u128::from(plan.live.bytes) / u128::from(live);
+        plan.new_bytes = plan.live.bytes.saturating_add(share as u64);
+    }
+}
+
+/// Bytes of a new container's files before its first value: its index, presized for a whole
+/// container (SBSIZE, then HTSIZE cells of 16 bytes: CELLSZ 2), and the superblocks of its
+/// datafile, time index and journal.
+fn target_fixed_bytes(cfg: &Config) -> u64 {
+    let sbsize = crate::format::superblock::DEFAULT_SBSIZE;
+    sbsize + container_options(cfg).htsize * 16 + 3 * sbsize
+}
+
 /// Containers a job surveys at once (a job over sparse containers takes several).
 const SURVEYS_AT_ONCE: usize = 4;
 
@@ -1023,6 +1053,7 @@ impl Store {
             }
             containers.push(plan);
         }
+        estimate_targets(&mut containers, &self.cfg);
         let archive_due = self.archive.as_ref().map(|a| a.rewrite_due()).transpose()?;
         Ok(CompactReport {
             dry_run: true,
