@@ -31,6 +31,7 @@
 //! by the retention rules — deadlines only move earlier — but a survey may race a commit) fails
 //! the validation, and the job is abandoned with its sources intact.
 
+use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -51,7 +52,8 @@ use crate::vfs::Vfs;
 use super::generation::Generation;
 use super::record::{Location, Render, TitleRecord};
 use super::tiers::visible_in;
-use super::{container_base, container_options, read_record, Config, Store};
+use super::view;
+use super::{container_base, container_options, Config, Store};
 
 /// The files of a filesys, data first (a container whose datafile is gone is gone).
 pub(super) const FILESYS_EXTS: [&str; 4] = ["data", "idx", "time", "jnl"];
@@ -339,10 +341,15 @@ struct TitleFacts {
     archived: Option<HashSet<(u64, [u8; 16])>>,
 }
 
+/// Reads a title record by its name: through the writer's view, or a read-only view renewed
+/// when a writer's commit made it stale (see `view.rs`), so that a survey beside a writer
+/// classifies values by the records as they are, not as they were when its view was taken.
+type LoadRecord<'a> = &'a dyn Fn(&[u8]) -> Result<Option<TitleRecord>>;
+
 /// Classifies every file of container `id` against the title records.
 struct Surveyor<'a> {
     cfg: &'a Config,
-    meta: &'a Filesys,
+    load: LoadRecord<'a>,
     archive: Option<&'a Archive>,
     now: i64,
     cache: HashMap<Vec<u8>, TitleFacts>,
@@ -351,13 +358,13 @@ struct Surveyor<'a> {
 impl Surveyor<'_> {
     fn new<'a>(
         cfg: &'a Config,
-        meta: &'a Filesys,
+        load: LoadRecord<'a>,
         archive: Option<&'a Archive>,
         now: i64,
     ) -> Surveyor<'a> {
         Surveyor {
             cfg,
-            meta,
+            load,
             archive,
             now,
             cache: HashMap::new(),
@@ -369,7 +376,7 @@ impl Surveyor<'_> {
             if self.cache.len() >= SURVEY_CACHE {
                 self.cache.clear();
             }
-            let rec = read_record(self.meta, name)?;
+            let rec = (self.load)(name)?;
             let visible = rec
                 .as_ref()
                 .map(|rec| {
@@ -701,11 +708,19 @@ impl CompactJob {
     }
 
     fn survey_one(&self, id: u32, now: i64) -> Result<Survey> {
-        let meta = Filesys::open_in(
-            self.vfs.clone(),
-            &super::meta_base(&self.dir),
-            &filesys::OpenOptions::read_only(),
-        )?;
+        let reopen = || {
+            Filesys::open_in(
+                self.vfs.clone(),
+                &super::meta_base(&self.dir),
+                &filesys::OpenOptions::read_only(),
+            )
+        };
+        let meta = RefCell::new(reopen()?);
+        let load = |name: &[u8]| {
+            view::read_renewing(&meta, reopen, |fs, staleness| {
+                view::record_named(fs, name, staleness)
+            })
+        };
         let archive = match &self.archive_base {
             Some(base) => Some(Archive::open_in(
                 self.vfs.clone(),
@@ -715,7 +730,7 @@ impl CompactJob {
             )?),
             None => None,
         };
-        Surveyor::new(&self.cfg, &meta, archive.as_ref(), now).survey(&self.vfs, &self.dir, id)
+        Surveyor::new(&self.cfg, &load, archive.as_ref(), now).survey(&self.vfs, &self.dir, id)
     }
 
     fn check_space(&self, live_bytes: u64) -> Result<()> {
@@ -1037,12 +1052,8 @@ impl Store {
     pub fn plan_compaction(&self, opts: &CompactOptions) -> Result<CompactReport> {
         let start = Instant::now();
         let g = self.generation()?;
-        let mut surveyor = Surveyor::new(
-            &self.cfg,
-            &self.meta,
-            self.archive.as_ref(),
-            self.clock.now(),
-        );
+        let load = |name: &[u8]| self.load_fresh(name);
+        let mut surveyor = Surveyor::new(&self.cfg, &load, self.archive.as_ref(), self.clock.now());
         let mut containers = Vec::new();
         let current = self.current_container()?;
         for id in self.container_ids()? {
@@ -1182,12 +1193,8 @@ impl Store {
     fn seal_current_if_dead(&mut self, opts: &CompactOptions) -> Result<()> {
         self.commit()?;
         let current = self.current_container()?;
-        let mut surveyor = Surveyor::new(
-            &self.cfg,
-            &self.meta,
-            self.archive.as_ref(),
-            self.clock.now(),
-        );
+        let load = |name: &[u8]| self.load_fresh(name);
+        let mut surveyor = Surveyor::new(&self.cfg, &load, self.archive.as_ref(), self.clock.now());
         let mut plan = surveyor.survey(&self.vfs, &self.dir, current)?.plan;
         decide(&mut plan, opts);
         if plan.action != Action::Keep {

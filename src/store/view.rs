@@ -14,6 +14,7 @@
 //! reads as the writer does: what is still wrong across fresh views is reported as the damage or
 //! the miss it is, never as staleness that would not go away.
 
+use std::cell::RefCell;
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
@@ -81,12 +82,47 @@ pub(super) fn record_in(
 ) -> Result<Option<TitleRecord>> {
     key::check_domain(domain)?;
     key::check_title(title)?;
-    match meta.read_located_as(&record_name(domain, title), staleness)? {
+    record_named(meta, &record_name(domain, title), staleness)
+}
+
+/// The title record named `name` (a record name, as the store's files name it), read through
+/// `meta` treating signs of a later commit as `staleness` says.
+pub(super) fn record_named(
+    meta: &Filesys,
+    name: &[u8],
+    staleness: Staleness,
+) -> Result<Option<TitleRecord>> {
+    match meta.read_located_as(name, staleness)? {
         Some((stat, bytes)) => {
             TitleRecord::decode(&bytes, meta.data().path(), stat.inode.0).map(Some)
         }
         None => Ok(None),
     }
+}
+
+/// [`Store::read_fresh`] for a reader that holds a meta filesys of its own (a compaction job's
+/// survey, on its own thread): a stale view is replaced by `reopen()` and the read run again,
+/// up to [`ATTEMPTS`] times, then once more reading as the writer does.
+pub(super) fn read_renewing<T>(
+    meta: &RefCell<Filesys>,
+    reopen: impl Fn() -> Result<Filesys>,
+    read: impl Fn(&Filesys, Staleness) -> Result<T>,
+) -> Result<T> {
+    for attempt in 0..ATTEMPTS {
+        // The borrow ends with this statement: a renewal below replaces the view.
+        let result = read(&meta.borrow(), Staleness::Report);
+        match result {
+            Err(e) if is_stale(&e) => {
+                if attempt > 0 {
+                    std::thread::sleep(Duration::from_micros(100 << attempt));
+                }
+                *meta.borrow_mut() = reopen()?;
+            }
+            done => return done,
+        }
+    }
+    let result = read(&meta.borrow(), Staleness::Strict);
+    result
 }
 
 impl Store {
@@ -112,6 +148,11 @@ impl Store {
             }
         }
         read(&self.meta_view(), Staleness::Strict)
+    }
+
+    /// The title record named `name`, through a view kept current (see [`Store::read_fresh`]).
+    pub(super) fn load_fresh(&self, name: &[u8]) -> Result<Option<TitleRecord>> {
+        self.read_fresh(|meta, staleness| record_named(meta, name, staleness))
     }
 
     fn meta_view(&self) -> MetaView<'_> {
