@@ -149,11 +149,7 @@ pub struct FileStat {
 
 impl FileStat {
     /// The stat of the live file `name` whose inode entry at `ptr` holds `inode`.
-    pub(crate) fn of(
-        name: &[u8],
-        ptr: crate::format::kvseq::KvPointer,
-        inode: &inode::Inode,
-    ) -> FileStat {
+    pub(crate) fn of(name: &[u8], ptr: KvPointer, inode: &inode::Inode) -> FileStat {
         FileStat {
             name: name.to_vec(),
             size: inode.lsize,
@@ -954,7 +950,6 @@ fn check_data_superblock(data: &KvSeq) -> Result<()> {
     Ok(())
 }
 
-/// Counts (entries, live entries) in `[first, end)`; `end` must be an entry boundary.
 /// How far past FILESIZE a writer's open looks for bytes a crash left (more than any commit's
 /// appends between two drop-behind syncs leave unsynced in practice).
 const UNCOMMITTED_SCAN: u64 = 64 << 20;
@@ -972,6 +967,7 @@ fn count_tail(kv: &KvSeq, from: u64) -> (u64, bool) {
     (entries, false)
 }
 
+/// Counts (entries, live entries) in `[first, end)`; `end` must be an entry boundary.
 fn count_entries(kv: &KvSeq, end: u64) -> Result<(u64, u64)> {
     let (mut entries, mut live) = (0, 0);
     let mut it = kv.iter(kv.first(), false);

@@ -1247,15 +1247,13 @@ impl Store {
     /// removes the old ones. A job that failed or no longer fits leaves its sources as they were.
     pub fn adopt(&mut self, job: &CompactJob, built: Result<Built>) -> Result<Adopted> {
         let adopted = self.adopt_switched(job, built)?;
-        for source in &adopted.switched {
-            self.finish_move(*source)?;
-        }
+        remove_sources(self.vfs.as_ref(), &self.dir, &adopted.switched)?;
         Ok(adopted)
     }
 
     /// [`Store::adopt`] up to the removal of the sources: the sources switched away from are
-    /// in `Adopted::switched`, their records committed; they are to be removed
-    /// ([`Store::finish_move`], or [`remove_sources`]).
+    /// in `Adopted::switched`, their records committed and their readers forgotten; they are to
+    /// be removed ([`remove_sources`]).
     fn adopt_switched(&mut self, job: &CompactJob, built: Result<Built>) -> Result<Adopted> {
         let built = match built {
             Ok(b) => b,

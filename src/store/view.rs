@@ -108,21 +108,36 @@ pub(super) fn read_renewing<T>(
     reopen: impl Fn() -> Result<Filesys>,
     read: impl Fn(&Filesys, Staleness) -> Result<T>,
 ) -> Result<T> {
+    retry_stale(
+        // The borrow ends with the read: a renewal replaces the view.
+        |staleness| read(&meta.borrow(), staleness),
+        || {
+            *meta.borrow_mut() = reopen()?;
+            Ok(())
+        },
+    )
+}
+
+/// Runs `read` reporting staleness; while it finds its view stale, `renew`s the view and runs
+/// it again, up to [`ATTEMPTS`] times (a second stale read in a row means another commit landed
+/// during the read: each further one waits a little longer), then once more reading as the
+/// writer does, so that what stays wrong across fresh views is reported as what it is.
+fn retry_stale<T>(
+    read: impl Fn(Staleness) -> Result<T>,
+    renew: impl Fn() -> Result<()>,
+) -> Result<T> {
     for attempt in 0..ATTEMPTS {
-        // The borrow ends with this statement: a renewal below replaces the view.
-        let result = read(&meta.borrow(), Staleness::Report);
-        match result {
+        match read(Staleness::Report) {
             Err(e) if is_stale(&e) => {
                 if attempt > 0 {
                     std::thread::sleep(Duration::from_micros(100 << attempt));
                 }
-                *meta.borrow_mut() = reopen()?;
+                renew()?;
             }
             done => return done,
         }
     }
-    let result = read(&meta.borrow(), Staleness::Strict);
-    result
+    read(Staleness::Strict)
 }
 
 impl Store {
@@ -136,18 +151,10 @@ impl Store {
         if self.writer.is_some() {
             return read(&self.meta, Staleness::Strict);
         }
-        for attempt in 0..ATTEMPTS {
-            match read(&self.meta_view(), Staleness::Report) {
-                Err(e) if is_stale(&e) => {
-                    if attempt > 0 {
-                        std::thread::sleep(Duration::from_micros(100 << attempt));
-                    }
-                    self.renew_view()?;
-                }
-                done => return done,
-            }
-        }
-        read(&self.meta_view(), Staleness::Strict)
+        retry_stale(
+            |staleness| read(&self.meta_view(), staleness),
+            || self.renew_view(),
+        )
     }
 
     /// The title record named `name`, through a view kept current (see [`Store::read_fresh`]).
