@@ -563,7 +563,7 @@ pub fn title_record(data: &[u8]) {
             ArchivePolicy::Newest,
             ArchivePolicy::Every { secs: 1 },
         ] {
-            let _ = record.candidates(archive);
+            // Works out the archive's candidates, then culls around them.
             let _ = record.clone().cull_keeping(policy, now, Some(archive));
         }
         let _ = record.current_rev(policy, now);

@@ -497,25 +497,27 @@ fn seeds_are_valid_files() {
         assert_eq!(perm.len(), 12, "{name}");
     }
     // The record seeds as they are (mode byte 0) decode: the fuzzer starts past the checksums.
-    let raw = |seeds: Vec<(String, Vec<u8>)>| {
+    let raw = |seeds: &[(String, Vec<u8>)]| {
         seeds
-            .into_iter()
+            .iter()
             .filter(|(name, _)| name.ends_with("-raw"))
-            .map(|(name, data)| (name, data[1..].to_vec()))
+            .map(|(name, data)| (name.clone(), data[1..].to_vec()))
             .collect::<Vec<_>>()
     };
     let at = Path::new("seed");
-    for (name, data) in raw(inode_seeds()) {
+    for (name, data) in raw(&inode_seeds()) {
         Inode::decode(&data, at, 0).unwrap_or_else(|e| panic!("{name}: {e}"));
     }
-    for (name, data) in raw(title_record_seeds()) {
+    for (name, data) in raw(&title_record_seeds()) {
         TitleRecord::decode(&data, at, 0).unwrap_or_else(|e| panic!("{name}: {e}"));
     }
-    for (name, data) in raw(archive_map_seeds()) {
+    // Built once: the map seeds come from a real archive.
+    let map_seeds = archive_map_seeds();
+    for (name, data) in raw(&map_seeds) {
         TitleMap::decode(&data, at, 0).unwrap_or_else(|e| panic!("{name}: {e}"));
     }
-    let log = archive_map_seeds()
-        .into_iter()
+    let log = map_seeds
+        .iter()
         .find(|(name, _)| name == "seed-map-log")
         .expect("a log seed");
     let map = TitleMap::decode_log(&log.1[1..], at, 0).expect("the log seed decodes");
