@@ -9,6 +9,8 @@ use wink::filesys::check::check_filesys;
 use wink::filesys::{file_path, Filesys, FsOptions, OpenOptions};
 use wink::Error;
 
+mod common;
+
 fn writer(clock: &ManualClock) -> OpenOptions {
     OpenOptions {
         clock: Arc::new(clock.clone()),
@@ -166,13 +168,7 @@ fn ao_time_marks_and_ranges() {
 }
 
 fn shared_fixtures() -> Option<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures");
-    if dir.join("fixtures.json").exists() {
-        Some(dir)
-    } else {
-        eprintln!("note: ../shared/fixtures absent; skipping the independent-implementation check");
-        None
-    }
+    common::require::shared("fixtures", "the independent-implementation check")
 }
 
 fn copy_set(from: &Path, to: &Path, stem: &str) {

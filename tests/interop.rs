@@ -1,8 +1,8 @@
 //! Interop: files written by an independent implementation (`../shared/fixtures`) read through
 //! the public API exactly as `fixtures.json` describes them, and `wink check` finds each clean.
 //!
-//! The shared directory sits beside the checkout; without it every test prints a note and passes
-//! (the product must work without it; CI has it).
+//! The shared directory sits beside the checkout; CI has it, and there a missing one fails the
+//! tests; elsewhere they skip loudly (`common::require`).
 
 use std::cmp::Ordering;
 use std::fs;
@@ -10,6 +10,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::Value;
+
+mod common;
 use wink::format::hash::KeyHash;
 use wink::format::hindex::{Cell, HIndex};
 use wink::format::kvseq::{KvPointer, KvSeq};
@@ -24,11 +26,8 @@ struct Fixtures {
 
 impl Fixtures {
     fn load() -> Option<Fixtures> {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures");
-        let Ok(bytes) = fs::read(dir.join("fixtures.json")) else {
-            eprintln!("note: {} is absent; interop test skipped", dir.display());
-            return None;
-        };
+        let dir = common::require::shared("fixtures", "the interop test")?;
+        let bytes = fs::read(dir.join("fixtures.json")).expect("fixtures.json reads");
         let json = serde_json::from_slice(&bytes).expect("fixtures.json parses");
         Some(Fixtures { dir, json })
     }

@@ -151,13 +151,9 @@ pub fn hold_writer(dir: &Path, now: i64) -> Store {
     Store::open(dir, &options).unwrap()
 }
 
-/// Whether file(1) is installed; when not, says that the magic test is skipped.
+/// Whether file(1) is installed; when not, the magic test is skipped (a failure in CI).
 pub fn file_command_installed() -> bool {
-    let installed = Command::new("file").arg("--version").output().is_ok();
-    if !installed {
-        eprintln!("note: file(1) is not installed; magic test skipped");
-    }
-    installed
+    super::require::tool("file", "--version", "the magic test")
 }
 
 /// What the real file(1) says of `path` (`-b`) with the project's magic, magic/wink.

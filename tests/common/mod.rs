@@ -10,6 +10,7 @@ use wink::store::policy::Renders;
 use wink::store::{Page, Policy, Revisions, Store};
 
 pub mod cli;
+pub mod require;
 
 pub fn contains(hay: &[u8], needle: &[u8]) -> bool {
     hay.windows(needle.len()).any(|w| w == needle)
