@@ -56,3 +56,98 @@ impl Clock for ManualClock {
 pub fn system() -> Arc<dyn Clock> {
     Arc::new(SystemClock)
 }
+
+/// Parses an instant given as RFC 3339 (`2024-05-01T12:00:00Z`, `…+02:00`, fractions of a
+/// second too) or as seconds since the epoch (`1714564800`, `-5`, `1714564800.25`).
+pub fn parse_instant(text: &str) -> crate::Result<SystemTime> {
+    use std::time::Duration;
+    let bad = || {
+        crate::Error::invalid(format!(
+            "time {text:?}: RFC 3339 (2024-05-01T12:00:00Z) or seconds since the epoch"
+        ))
+    };
+    let text = text.trim();
+    if text
+        .bytes()
+        .all(|b| b.is_ascii_digit() || b == b'.' || b == b'-')
+    {
+        let (negative, digits) = match text.strip_prefix('-') {
+            Some(rest) => (true, rest),
+            None => (false, text),
+        };
+        let (whole, fraction) = digits.split_once('.').unwrap_or((digits, ""));
+        if whole.is_empty() || !whole.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(bad());
+        }
+        if !fraction.bytes().all(|b| b.is_ascii_digit()) || fraction.len() > 9 {
+            return Err(bad());
+        }
+        let secs: u64 = whole.parse().map_err(|_| bad())?;
+        let nanos: u32 = if fraction.is_empty() {
+            0
+        } else {
+            format!("{fraction:0<9}").parse().map_err(|_| bad())?
+        };
+        let d = Duration::new(secs, nanos);
+        let at = if negative {
+            UNIX_EPOCH.checked_sub(d)
+        } else {
+            UNIX_EPOCH.checked_add(d)
+        };
+        return at.ok_or_else(bad);
+    }
+    let t = time::OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339)
+        .map_err(|_| bad())?;
+    let nanos = t.unix_timestamp_nanos();
+    let d = Duration::from_nanos(u64::try_from(nanos.unsigned_abs()).map_err(|_| bad())?);
+    let at = if nanos < 0 {
+        UNIX_EPOCH.checked_sub(d)
+    } else {
+        UNIX_EPOCH.checked_add(d)
+    };
+    at.ok_or_else(bad)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn instants_in_both_forms() {
+        let at = |s, n| UNIX_EPOCH + Duration::new(s, n);
+        assert_eq!(parse_instant("1714564800").unwrap(), at(1_714_564_800, 0));
+        assert_eq!(
+            parse_instant("1714564800.25").unwrap(),
+            at(1_714_564_800, 250_000_000)
+        );
+        assert_eq!(
+            parse_instant("2024-05-01T12:00:00Z").unwrap(),
+            at(1_714_564_800, 0)
+        );
+        assert_eq!(
+            parse_instant("2024-05-01T14:00:00+02:00").unwrap(),
+            at(1_714_564_800, 0)
+        );
+        assert_eq!(
+            parse_instant("2024-05-01T12:00:00.5Z").unwrap(),
+            at(1_714_564_800, 500_000_000)
+        );
+        assert_eq!(
+            parse_instant("-1").unwrap(),
+            UNIX_EPOCH - Duration::from_secs(1)
+        );
+        for bad in [
+            "",
+            "x",
+            "1.2.3",
+            "-",
+            ".5",
+            "2024-05-01",
+            "2024-13-01T00:00:00Z",
+            "1e9",
+        ] {
+            assert!(parse_instant(bad).is_err(), "{bad}");
+        }
+    }
+}

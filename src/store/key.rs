@@ -104,6 +104,35 @@ pub fn tid_unix_secs(tid: Uuid) -> i64 {
     (tid_ticks(tid) as i64 - TICKS_TO_UNIX as i64).div_euclid(10_000_000)
 }
 
+/// The 100-ns ticks (since 1582-10-15, as a v1 UUID counts them) of an instant; 0 for one
+/// before the UUID epoch, and the 60-bit maximum for one past what a tid can carry.
+pub fn ticks_at(at: std::time::SystemTime) -> u64 {
+    let max = (1u64 << 60) - 1;
+    match at.duration_since(std::time::UNIX_EPOCH) {
+        Ok(d) => {
+            let ticks = u128::from(TICKS_TO_UNIX)
+                + d.as_secs() as u128 * 10_000_000
+                + u128::from(d.subsec_nanos() / 100);
+            u64::try_from(ticks).map_or(max, |t| t.min(max))
+        }
+        Err(before) => {
+            let back = before.duration().as_nanos() / 100;
+            u64::try_from(back).map_or(0, |b| TICKS_TO_UNIX.saturating_sub(b))
+        }
+    }
+}
+
+/// The instant a tid carries (100-ns resolution).
+pub fn tid_time(tid: Uuid) -> std::time::SystemTime {
+    let ticks = tid_ticks(tid);
+    let epoch = std::time::UNIX_EPOCH;
+    if ticks >= TICKS_TO_UNIX {
+        epoch + std::time::Duration::from_nanos((ticks - TICKS_TO_UNIX) * 100)
+    } else {
+        epoch - std::time::Duration::from_nanos((TICKS_TO_UNIX - ticks) * 100)
+    }
+}
+
 /// Precedence of tids: the 60-bit timestamp, then the remaining bytes (clock sequence, node).
 pub fn cmp_tid(a: Uuid, b: Uuid) -> Ordering {
     tid_ticks(a)
@@ -210,6 +239,24 @@ mod tests {
         // ... and it is the last one: the next second's ticks do not fit 60 bits.
         let next = (MAX_NOW as u64 + 1) * 10_000_000 + TICKS_TO_UNIX;
         assert!(next >= 1 << 60, "{next}");
+    }
+
+    #[test]
+    fn instants_and_ticks_round_trip() {
+        use std::time::{Duration, UNIX_EPOCH};
+        let t = UNIX_EPOCH + Duration::new(1_700_000_000, 123_456_700);
+        let tid = uuid::Builder::from_gregorian_timestamp(ticks_at(t), 0, &[1; 6]).into_uuid();
+        assert_eq!(tid_time(tid), t);
+        assert_eq!(tid_unix_secs(tid), 1_700_000_000);
+        assert_eq!(ticks_at(UNIX_EPOCH), TICKS_TO_UNIX);
+        assert_eq!(ticks_at(UNIX_EPOCH - Duration::from_secs(1u64 << 40)), 0);
+        assert_eq!(
+            ticks_at(UNIX_EPOCH + Duration::from_secs(1u64 << 60)),
+            (1 << 60) - 1
+        );
+        // A tid at exactly the instant counts as at it, one tick later does not.
+        let later = uuid::Builder::from_gregorian_timestamp(ticks_at(t) + 1, 0, &[1; 6]);
+        assert!(tid_ticks(later.into_uuid()) > ticks_at(t));
     }
 
     #[test]

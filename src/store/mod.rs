@@ -22,6 +22,7 @@ pub mod cull;
 pub mod generation;
 pub mod import;
 pub mod key;
+pub mod pages;
 pub mod policy;
 pub mod quarantine;
 pub mod record;
@@ -48,6 +49,7 @@ use crate::vfs::{RealFs, Vfs};
 pub use config::Config;
 pub use cull::{CullReport, TitleCursor};
 pub use key::TidMaker;
+pub use pages::{RenderCursor, RenderPage, TitlePage, TitlePosition};
 pub use policy::{Policy, Renders, Revisions};
 use record::{Location, Refusal, Render, TitleRecord};
 pub use tiers::ArchiveReport;
@@ -912,6 +914,27 @@ impl Store {
         tid: Uuid,
     ) -> Result<Option<Got>> {
         self.find(domain, title, |r, t| r == rev && t == tid)
+    }
+
+    /// What was the latest render at `at`: the newest readable render (by revision, then tid)
+    /// whose tid carries a time at or before `at`. Renders that retention has dropped since are
+    /// not found, so neither is a render that was the latest then but is gone now.
+    pub fn get_as_of(
+        &self,
+        domain: &str,
+        title: &str,
+        at: std::time::SystemTime,
+    ) -> Result<Option<Got>> {
+        let limit = key::ticks_at(at);
+        self.find(domain, title, |_, tid| key::tid_ticks(tid) <= limit)
+    }
+
+    /// True when puts of `rev` (or, with `None`, of the whole title) are refused by a take-down
+    /// until it is lifted.
+    pub fn is_taken_down(&self, domain: &str, title: &str, rev: Option<u64>) -> Result<bool> {
+        let rec =
+            self.read_fresh(|meta, staleness| view::record_in(meta, staleness, domain, title))?;
+        Ok(rec.is_some_and(|r| r.title_down || rev.is_some_and(|rev| r.revs_down.contains(&rev))))
     }
 
     /// A title's readable renders in both tiers, newest first.

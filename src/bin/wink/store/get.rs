@@ -15,6 +15,10 @@ Writes the render's bytes, exactly as stored, to stdout: the latest render of th
 revision; with REV, the latest render of that revision; with REV and TID, that render. Only
 renders that retention still keeps (at WINK_NOW when set) and that are not taken down are found.
 
+--as-of T writes what was the latest render at time T (RFC 3339, e.g. 2024-05-01T12:00:00Z, or
+seconds since the epoch): the newest render, by revision then tid, whose tid carries a time at
+or before T — if retention still keeps it (exit status 1 otherwise). It takes no REV or TID.
+
 --meta prints one JSON object instead: domain, title, rev, tid, size, content_type, state
 (current, recent, historical or archived) and etag (an HTTP entity tag, quotes included:
 \"REV/TID\").
@@ -35,6 +39,9 @@ pub struct Args {
     rev: Option<String>,
     /// A render of REV, by its tid (default: the latest render of REV).
     tid: Option<String>,
+    /// What was the latest render at this time (RFC 3339 or seconds since the epoch).
+    #[arg(long, value_name = "T", conflicts_with_all = ["rev", "tid"], allow_hyphen_values = true)]
+    as_of: Option<String>,
     /// Print the render's metadata as JSON instead of its content.
     #[arg(long)]
     meta: bool,
@@ -53,11 +60,17 @@ pub fn run(args: &Args) -> Result<Status> {
     args.title.check()?;
     let rev = args.rev.as_deref().map(super::parse_rev).transpose()?;
     let tid = args.tid.as_deref().map(super::parse_tid).transpose()?;
+    let as_of = args
+        .as_of
+        .as_deref()
+        .map(wink::clock::parse_instant)
+        .transpose()?;
     let store = super::open_reader(&args.dir)?;
     let (domain, title) = (args.title.domain.as_str(), args.title.title.as_str());
-    let got = match (rev, tid) {
-        (Some(rev), Some(tid)) => store.get_render(domain, title, rev, tid)?,
-        (Some(rev), None) => store.get_rev(domain, title, rev)?,
+    let got = match (as_of, rev, tid) {
+        (Some(at), _, _) => store.get_as_of(domain, title, at)?,
+        (None, Some(rev), Some(tid)) => store.get_render(domain, title, rev, tid)?,
+        (None, Some(rev), None) => store.get_rev(domain, title, rev)?,
         _ => store.get_latest(domain, title)?,
     };
     let Some(got) = got else {
@@ -90,6 +103,12 @@ fn meta<'a>(args: &'a Args, got: &'a Got) -> MetaJson<'a> {
 
 fn not_found(args: &Args) -> Error {
     let which = match (&args.rev, &args.tid) {
+        _ if args.as_of.is_some() => {
+            format!(
+                "any revision as of {}",
+                args.as_of.as_deref().unwrap_or_default()
+            )
+        }
         (Some(rev), Some(tid)) => format!("revision {rev} tid {tid}"),
         (Some(rev), None) => format!("revision {rev}"),
         _ => "any revision".to_string(),
