@@ -28,6 +28,8 @@ pub mod error;
 pub mod filesys;
 pub mod format;
 pub mod fuzzing;
+#[cfg(feature = "server")]
+pub mod serve;
 pub mod sim;
 pub mod storage;
 pub mod store;

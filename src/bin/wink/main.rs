@@ -11,6 +11,8 @@ mod fs;
 mod input;
 mod kv;
 mod recording;
+#[cfg(feature = "server")]
+mod serve;
 mod show;
 mod store;
 
@@ -78,6 +80,9 @@ enum Command {
     Snapshot(store::snapshot::Args),
     /// Run the render store end to end on generated pages and print what it measured.
     Demo(demo::Args),
+    /// Serve the render stores under a data root over HTTP (RESTBase's key_rev_value API).
+    #[cfg(feature = "server")]
+    Serve(serve::Args),
 }
 
 /// What a command that did not fail reports: 0, or 1 when `check` found problems.
@@ -107,6 +112,8 @@ fn main() -> ExitCode {
         Command::Cull(args) => store::cull::run(&args),
         Command::Recover(args) => store::recover::run(&args),
         Command::Demo(args) => demo::run(&args),
+        #[cfg(feature = "server")]
+        Command::Serve(args) => serve::run(&args),
     };
     match result {
         Ok(status) => ExitCode::from(status),

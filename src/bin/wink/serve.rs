@@ -1,0 +1,103 @@
+//! `wink serve [ROOT] [--listen ADDR] [--threads N] [--max-body BYTES] [--token-file F] …`.
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use wink::serve::{Auth, ServeOptions, DEFAULT_LISTEN};
+use wink::store::background::MaintenanceOptions;
+use wink::{Error, Result};
+
+use crate::Status;
+
+const AFTER_HELP: &str = "\
+Serves the buckets under ROOT (one render store per directory, created by PUT of a bucket) over
+HTTP: RESTBase's key_rev_value API under /{domain}/sys/key_rev_value/{bucket}, /_health and
+/metrics (see docs/HTTP.md). Prints `listening on ADDR` on stdout once requests are taken.
+
+A PUT is answered 201 only once the render is durable; concurrent PUTs to a bucket share one
+commit. Each bucket's background maintenance (cull, archive, compaction) runs in the server.
+SIGTERM or SIGINT stops it gracefully: no new connections, requests under way finished, queued
+puts committed, exit status 0.
+
+Changes (PUT, DELETE, POST) need `Authorization: Bearer TOKEN` when --token-file is given;
+listening beyond loopback without one is refused (exit status 2).";
+
+/// Serve the render stores under a data root over HTTP.
+#[derive(clap::Args)]
+#[command(after_help = AFTER_HELP)]
+pub struct Args {
+    /// The data root: one directory per bucket (created when missing).
+    #[arg(default_value = "wink-data")]
+    root: PathBuf,
+    /// The address to listen on (port 0: any free port).
+    #[arg(long, value_name = "ADDR", default_value = DEFAULT_LISTEN)]
+    listen: SocketAddr,
+    /// Worker threads (default: one per core).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    threads: usize,
+    /// The largest request body, in bytes.
+    #[arg(long, value_name = "BYTES", default_value_t = 64 << 20)]
+    max_body: u64,
+    /// Request body bytes held at once across all requests (503 past it).
+    #[arg(long, value_name = "BYTES", default_value_t = 512 << 20)]
+    max_inflight: u64,
+    /// Connections served at once (503 past it).
+    #[arg(long, value_name = "N", default_value_t = 4096)]
+    max_connections: usize,
+    /// Seconds a request's head may take to arrive.
+    #[arg(long, value_name = "S", default_value_t = 10.0)]
+    header_timeout: f64,
+    /// Seconds a request's body may take to arrive (408 past it).
+    #[arg(long, value_name = "S", default_value_t = 60.0)]
+    body_timeout: f64,
+    /// A file whose first line is the bearer token that changes need.
+    #[arg(long, value_name = "F")]
+    token_file: Option<PathBuf>,
+    /// Seconds between background maintenance rounds of each bucket (0: no maintenance).
+    #[arg(long, value_name = "S", default_value_t = 600)]
+    maintenance_interval: u64,
+    /// Limit on compaction I/O in the background, MB/s.
+    #[arg(long, value_name = "MBPS", default_value_t = 100.0)]
+    maintenance_mbps: f64,
+    /// Seconds between whole-bucket counts for /_health and /metrics.
+    #[arg(long, value_name = "S", default_value_t = 300)]
+    stat_interval: u64,
+}
+
+fn seconds(v: f64, what: &str) -> Result<Duration> {
+    Duration::try_from_secs_f64(v)
+        .ok()
+        .filter(|d| !d.is_zero())
+        .ok_or_else(|| Error::invalid(format!("{what} {v}: a number of seconds > 0")))
+}
+
+pub fn run(args: &Args) -> Result<Status> {
+    let mut opts = ServeOptions::new(args.root.clone());
+    opts.listen = args.listen;
+    opts.threads = args.threads;
+    opts.max_body = args.max_body;
+    opts.max_inflight = args.max_inflight;
+    opts.max_connections = args.max_connections;
+    opts.header_timeout = seconds(args.header_timeout, "--header-timeout")?;
+    opts.body_timeout = seconds(args.body_timeout, "--body-timeout")?;
+    opts.stat_interval = Duration::from_secs(args.stat_interval.max(1));
+    if let Some(path) = &args.token_file {
+        opts.auth = Auth::from_file(path)?;
+    }
+    opts.maintenance = match args.maintenance_interval {
+        0 => None,
+        secs => Some(MaintenanceOptions {
+            interval: Duration::from_secs(secs),
+            max_mbps: Some(args.maintenance_mbps),
+            ..MaintenanceOptions::default()
+        }),
+    };
+    wink::serve::run(opts, |addr| {
+        let mut out = std::io::stdout();
+        let _ = writeln!(out, "listening on {addr}");
+        let _ = out.flush();
+    })?;
+    Ok(0)
+}

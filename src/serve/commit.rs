@@ -1,0 +1,244 @@
+//! Group commit: one thread per bucket owns the bucket's writes. Requests hand it jobs through a
+//! queue; it takes every job waiting (up to a batch's bounds), applies the puts, makes them
+//! durable with one commit, and only then answers each. A put's 201 therefore always follows the
+//! commit that holds it, and the commits' fixed cost (two fdatasyncs and a journal) is shared by
+//! every put that arrived while the previous commit was under way.
+//!
+//! Take-downs and lifts commit themselves; the puts queued before one are committed and answered
+//! first, so the jobs of a bucket take effect in the order they were queued.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, TryRecvError};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use bytes::Bytes;
+use tokio::sync::oneshot;
+use uuid::Uuid;
+
+use super::metrics::{Histogram, BATCH};
+use crate::error::{Error, Result};
+use crate::store::{Put, Store};
+
+/// Puts one commit takes at most.
+const MAX_BATCH_PUTS: usize = 4096;
+/// Value bytes one commit takes at most.
+const MAX_BATCH_BYTES: u64 = 256 << 20;
+
+/// How a put was refused or failed.
+#[derive(Debug)]
+pub enum PutError {
+    /// The revision or title is taken down.
+    TakenDown,
+    /// The store refused or failed it.
+    Store(Error),
+    /// The commit that was to make it durable failed (shared by the batch's puts).
+    Commit(Arc<Error>),
+    /// The bucket is shutting down.
+    Closed,
+}
+
+/// A render to store.
+#[derive(Debug)]
+pub struct PutJob {
+    pub domain: String,
+    pub title: String,
+    pub rev: u64,
+    pub tid: Option<Uuid>,
+    pub content_type: String,
+    pub value: Bytes,
+}
+
+/// What the bucket's writer thread is asked to do.
+#[derive(Debug)]
+pub enum Job {
+    Put(PutJob, oneshot::Sender<std::result::Result<Uuid, PutError>>),
+    /// A take-down of a revision or (`rev: None`) a title; answers the renders it removed.
+    TakeDown {
+        domain: String,
+        title: String,
+        rev: Option<u64>,
+        reply: oneshot::Sender<Result<usize>>,
+    },
+    /// A lift of a take-down; answers whether there was one.
+    Lift {
+        domain: String,
+        title: String,
+        rev: Option<u64>,
+        reply: oneshot::Sender<Result<bool>>,
+    },
+}
+
+/// What a bucket's writer thread reports.
+#[derive(Debug)]
+pub struct CommitStats {
+    /// Puts per commit.
+    pub batch: Histogram,
+    /// Seconds per commit.
+    pub seconds: Histogram,
+    /// Commits that made puts or take-downs durable; read handles older than this are renewed.
+    pub generation: AtomicU64,
+}
+
+impl Default for CommitStats {
+    fn default() -> Self {
+        CommitStats {
+            batch: Histogram::new(&BATCH),
+            seconds: Histogram::new(&COMMIT_SECONDS),
+            generation: AtomicU64::new(0),
+        }
+    }
+}
+
+const COMMIT_SECONDS: [f64; 12] = [
+    0.000_25, 0.000_5, 0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.064, 0.128, 0.5, 2.0,
+];
+
+type PutReply = oneshot::Sender<std::result::Result<Uuid, PutError>>;
+
+/// The writer thread's loop: runs until every sender of `jobs` is gone, then returns (every job
+/// queued by then has been done and answered).
+pub fn run(store: Arc<Mutex<Store>>, jobs: Receiver<Job>, stats: Arc<CommitStats>) {
+    let mut next: Option<Job> = None;
+    loop {
+        let first = match next.take() {
+            Some(job) => job,
+            None => match jobs.recv() {
+                Ok(job) => job,
+                Err(_) => return,
+            },
+        };
+        let mut puts = Vec::new();
+        let mut bytes = 0u64;
+        let mut other = None;
+        let mut job = Some(first);
+        while let Some(j) = job.take() {
+            match j {
+                Job::Put(put, reply) => {
+                    bytes += put.value.len() as u64;
+                    puts.push((put, reply));
+                }
+                j => {
+                    other = Some(j);
+                    break;
+                }
+            }
+            if puts.len() >= MAX_BATCH_PUTS || bytes >= MAX_BATCH_BYTES {
+                break;
+            }
+            job = match jobs.try_recv() {
+                Ok(j) => Some(j),
+                Err(TryRecvError::Empty | TryRecvError::Disconnected) => None,
+            };
+        }
+        if !puts.is_empty() {
+            commit_puts(&store, puts, &stats);
+        }
+        if let Some(j) = other {
+            run_other(&store, j, &stats);
+        }
+        next = jobs.try_recv().ok();
+    }
+}
+
+/// Applies a batch of puts, commits them once, then answers each.
+fn commit_puts(store: &Mutex<Store>, puts: Vec<(PutJob, PutReply)>, stats: &CommitStats) {
+    let started = Instant::now();
+    let Ok(mut s) = store.lock() else {
+        for (_, reply) in puts {
+            let _ = reply.send(Err(PutError::Store(poisoned())));
+        }
+        return;
+    };
+    let mut done: Vec<(PutReply, std::result::Result<Uuid, PutError>)> = Vec::new();
+    for (put, reply) in puts {
+        let result = s.put_uncommitted(&Put {
+            domain: &put.domain,
+            title: &put.title,
+            rev: put.rev,
+            tid: put.tid,
+            content_type: &put.content_type,
+            value: &put.value,
+            historical: false,
+        });
+        let result = result.map_err(|e| refusal(&s, &put, e));
+        done.push((reply, result));
+    }
+    let applied = done.iter().filter(|(_, r)| r.is_ok()).count();
+    if applied > 0 {
+        if let Err(e) = s.commit() {
+            // Nothing of the batch is promised: its puts may or may not have reached the disk.
+            let e = Arc::new(e);
+            for (_, r) in done.iter_mut().filter(|(_, r)| r.is_ok()) {
+                *r = Err(PutError::Commit(e.clone()));
+            }
+        }
+        stats.generation.fetch_add(1, Ordering::Release);
+        stats.batch.observe(applied as f64);
+        stats.seconds.observe(started.elapsed().as_secs_f64());
+    }
+    drop(s);
+    for (reply, result) in done {
+        // A client that went away no longer waits for its answer.
+        let _ = reply.send(result);
+    }
+}
+
+/// A put the store refused: a take-down says so, anything else is the store's error.
+fn refusal(s: &Store, put: &PutJob, e: Error) -> PutError {
+    if matches!(e, Error::Invalid(_))
+        && s.is_taken_down(&put.domain, &put.title, Some(put.rev))
+            .unwrap_or(false)
+    {
+        return PutError::TakenDown;
+    }
+    PutError::Store(e)
+}
+
+fn run_other(store: &Mutex<Store>, job: Job, stats: &CommitStats) {
+    let Ok(mut s) = store.lock() else {
+        match job {
+            Job::TakeDown { reply, .. } => drop(reply.send(Err(poisoned()))),
+            Job::Lift { reply, .. } => drop(reply.send(Err(poisoned()))),
+            Job::Put(_, reply) => drop(reply.send(Err(PutError::Store(poisoned())))),
+        }
+        return;
+    };
+    match job {
+        Job::TakeDown {
+            domain,
+            title,
+            rev,
+            reply,
+        } => {
+            let r = s.take_down(&domain, &title, rev);
+            stats.generation.fetch_add(1, Ordering::Release);
+            drop(s);
+            let _ = reply.send(r);
+        }
+        Job::Lift {
+            domain,
+            title,
+            rev,
+            reply,
+        } => {
+            let r = s.lift(&domain, &title, rev);
+            stats.generation.fetch_add(1, Ordering::Release);
+            drop(s);
+            let _ = reply.send(r);
+        }
+        Job::Put(put, reply) => {
+            drop(s);
+            commit_puts(store, vec![(put, reply)], stats);
+        }
+    }
+}
+
+/// The error of a bucket whose writer panicked while holding the store (a bug, never input).
+fn poisoned() -> Error {
+    Error::io(
+        std::path::Path::new("(bucket writer)"),
+        None,
+        std::io::Error::other("the bucket's writer stopped after a panic; restart the server"),
+    )
+}

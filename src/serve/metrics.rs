@@ -1,0 +1,294 @@
+//! The service's counters, in Prometheus's text format (`GET /metrics`).
+//!
+//! Everything a request touches is an atomic in a fixed table (route × status, a latency
+//! histogram per route), so counting takes no lock on the request path. Per-bucket figures come
+//! from the bucket registry when the page is rendered.
+
+use std::fmt::Write;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+/// What a request was, for the counters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Route {
+    Health,
+    Metrics,
+    BucketPut,
+    BucketGet,
+    Titles,
+    Latest,
+    AsOf,
+    Revision,
+    Render,
+    Renders,
+    Put,
+    TakeDown,
+    Lift,
+    Other,
+}
+
+impl Route {
+    const ALL: [Route; 14] = [
+        Route::Health,
+        Route::Metrics,
+        Route::BucketPut,
+        Route::BucketGet,
+        Route::Titles,
+        Route::Latest,
+        Route::AsOf,
+        Route::Revision,
+        Route::Render,
+        Route::Renders,
+        Route::Put,
+        Route::TakeDown,
+        Route::Lift,
+        Route::Other,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Route::Health => "health",
+            Route::Metrics => "metrics",
+            Route::BucketPut => "bucket_put",
+            Route::BucketGet => "bucket_get",
+            Route::Titles => "titles",
+            Route::Latest => "get_latest",
+            Route::AsOf => "get_as_of",
+            Route::Revision => "get_revision",
+            Route::Render => "get_render",
+            Route::Renders => "renders",
+            Route::Put => "put",
+            Route::TakeDown => "take_down",
+            Route::Lift => "lift",
+            Route::Other => "other",
+        }
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// The statuses the service answers with; anything else is counted in one more slot, "other".
+const STATUSES: [u16; 14] = [
+    200, 201, 304, 400, 401, 404, 405, 408, 409, 413, 415, 500, 503, 507,
+];
+const STATUS_SLOTS: usize = STATUSES.len() + 1;
+
+fn status_slot(status: u16) -> usize {
+    STATUSES
+        .iter()
+        .position(|s| *s == status)
+        .unwrap_or(STATUSES.len())
+}
+
+/// Upper bounds of the latency histogram, seconds.
+const LATENCY: [f64; 16] = [
+    0.000_1, 0.000_25, 0.000_5, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
+    5.0, 10.0,
+];
+
+/// Upper bounds of the group-commit batch-size histogram, puts.
+pub const BATCH: [f64; 12] = [
+    1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0, 4096.0,
+];
+
+/// A histogram of fixed bounds: counts per bound (not cumulative until rendered) and a sum.
+#[derive(Debug)]
+pub struct Histogram {
+    bounds: &'static [f64],
+    counts: Vec<AtomicU64>,
+    /// The sum, in millionths of the unit.
+    sum_micros: AtomicU64,
+}
+
+impl Histogram {
+    pub fn new(bounds: &'static [f64]) -> Histogram {
+        Histogram {
+            bounds,
+            counts: (0..=bounds.len()).map(|_| AtomicU64::new(0)).collect(),
+            sum_micros: AtomicU64::new(0),
+        }
+    }
+
+    pub fn observe(&self, value: f64) {
+        let slot = self
+            .bounds
+            .iter()
+            .position(|b| value <= *b)
+            .unwrap_or(self.bounds.len());
+        self.counts[slot].fetch_add(1, Ordering::Relaxed);
+        self.sum_micros
+            .fetch_add((value * 1e6) as u64, Ordering::Relaxed);
+    }
+
+    /// Observations so far.
+    pub fn count(&self) -> u64 {
+        self.counts.iter().map(|c| c.load(Ordering::Relaxed)).sum()
+    }
+
+    /// Writes the `_bucket`, `_sum` and `_count` lines of `name` with `labels` (`k="v",` or "").
+    pub fn render(&self, out: &mut String, name: &str, labels: &str) {
+        let mut cumulative = 0;
+        for (i, c) in self.counts.iter().enumerate() {
+            cumulative += c.load(Ordering::Relaxed);
+            let le = match self.bounds.get(i) {
+                Some(b) => format!("{b}"),
+                None => "+Inf".into(),
+            };
+            let _ = writeln!(out, "{name}_bucket{{{labels}le=\"{le}\"}} {cumulative}");
+        }
+        let sum = self.sum_micros.load(Ordering::Relaxed) as f64 / 1e6;
+        let bare = labels.trim_end_matches(',');
+        let _ = writeln!(out, "{name}_sum{{{bare}}} {sum}");
+        let _ = writeln!(out, "{name}_count{{{bare}}} {cumulative}");
+    }
+}
+
+/// The service-wide counters.
+#[derive(Debug)]
+pub struct Metrics {
+    requests: Vec<AtomicU64>,
+    latency: Vec<Histogram>,
+    pub bytes_in: AtomicU64,
+    pub bytes_out: AtomicU64,
+    pub connections_open: AtomicU64,
+    pub connections_refused: AtomicU64,
+    pub inflight_refused: AtomicU64,
+    pub read_handle_refreshes: AtomicU64,
+    pub writer_fallbacks: AtomicU64,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics {
+            requests: (0..Route::ALL.len() * STATUS_SLOTS)
+                .map(|_| AtomicU64::new(0))
+                .collect(),
+            latency: Route::ALL
+                .iter()
+                .map(|_| Histogram::new(&LATENCY))
+                .collect(),
+            bytes_in: AtomicU64::new(0),
+            bytes_out: AtomicU64::new(0),
+            connections_open: AtomicU64::new(0),
+            connections_refused: AtomicU64::new(0),
+            inflight_refused: AtomicU64::new(0),
+            read_handle_refreshes: AtomicU64::new(0),
+            writer_fallbacks: AtomicU64::new(0),
+        }
+    }
+}
+
+impl Metrics {
+    /// Counts one answered request.
+    pub fn request(&self, route: Route, status: u16, took: Duration, out_bytes: u64) {
+        self.requests[route.index() * STATUS_SLOTS + status_slot(status)]
+            .fetch_add(1, Ordering::Relaxed);
+        self.latency[route.index()].observe(took.as_secs_f64());
+        self.bytes_out.fetch_add(out_bytes, Ordering::Relaxed);
+    }
+
+    /// The service-wide part of the metrics page.
+    pub fn render(&self, out: &mut String) {
+        out.push_str("# HELP wink_http_requests_total Requests answered, by route and status.\n");
+        out.push_str("# TYPE wink_http_requests_total counter\n");
+        for route in Route::ALL {
+            for slot in 0..STATUS_SLOTS {
+                let n = self.requests[route.index() * STATUS_SLOTS + slot].load(Ordering::Relaxed);
+                if n == 0 {
+                    continue;
+                }
+                let status = STATUSES
+                    .get(slot)
+                    .map_or("other".to_string(), |s| s.to_string());
+                let _ = writeln!(
+                    out,
+                    "wink_http_requests_total{{route=\"{}\",status=\"{status}\"}} {n}",
+                    route.as_str()
+                );
+            }
+        }
+        out.push_str(
+            "# HELP wink_http_request_duration_seconds Time from a request's head to its answer.\n",
+        );
+        out.push_str("# TYPE wink_http_request_duration_seconds histogram\n");
+        for route in Route::ALL {
+            let h = &self.latency[route.index()];
+            if h.count() > 0 {
+                let labels = format!("route=\"{}\",", route.as_str());
+                h.render(out, "wink_http_request_duration_seconds", &labels);
+            }
+        }
+        let counters: [(&str, &str, &AtomicU64); 6] = [
+            ("wink_http_request_bytes_total", "Request body bytes read.", &self.bytes_in),
+            ("wink_http_response_bytes_total", "Response body bytes sent.", &self.bytes_out),
+            (
+                "wink_http_connections_refused_total",
+                "Connections answered 503 because the connection limit was reached.",
+                &self.connections_refused,
+            ),
+            (
+                "wink_http_inflight_refused_total",
+                "Requests answered 503 because the in-flight body bytes were at their limit.",
+                &self.inflight_refused,
+            ),
+            (
+                "wink_read_handle_refreshes_total",
+                "Read handles brought up to a newer commit before a read.",
+                &self.read_handle_refreshes,
+            ),
+            (
+                "wink_writer_fallback_reads_total",
+                "Reads answered through a bucket's writer (archive tier, listings of archived titles).",
+                &self.writer_fallbacks,
+            ),
+        ];
+        for (name, help, v) in counters {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
+            let _ = writeln!(out, "{name} {}", v.load(Ordering::Relaxed));
+        }
+        let _ = writeln!(
+            out,
+            "# HELP wink_http_connections_open Connections open now.\n\
+             # TYPE wink_http_connections_open gauge\nwink_http_connections_open {}",
+            self.connections_open.load(Ordering::Relaxed)
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histograms_are_cumulative_with_sum_and_count() {
+        let h = Histogram::new(&BATCH);
+        for v in [1.0, 3.0, 3.0, 5000.0] {
+            h.observe(v);
+        }
+        let mut out = String::new();
+        h.render(&mut out, "x", "bucket=\"b\",");
+        assert!(out.contains("x_bucket{bucket=\"b\",le=\"1\"} 1\n"), "{out}");
+        assert!(out.contains("x_bucket{bucket=\"b\",le=\"4\"} 3\n"), "{out}");
+        assert!(
+            out.contains("x_bucket{bucket=\"b\",le=\"+Inf\"} 4\n"),
+            "{out}"
+        );
+        assert!(out.contains("x_sum{bucket=\"b\"} 5007\n"), "{out}");
+        assert!(out.contains("x_count{bucket=\"b\"} 4\n"), "{out}");
+    }
+
+    #[test]
+    fn requests_count_by_route_and_status() {
+        let m = Metrics::default();
+        m.request(Route::Latest, 200, Duration::from_micros(50), 10);
+        m.request(Route::Latest, 200, Duration::from_micros(50), 10);
+        m.request(Route::Put, 418, Duration::from_millis(2), 0);
+        let mut out = String::new();
+        m.render(&mut out);
+        assert!(out.contains("wink_http_requests_total{route=\"get_latest\",status=\"200\"} 2"));
+        assert!(out.contains("wink_http_requests_total{route=\"put\",status=\"other\"} 1"));
+        assert!(out.contains("wink_http_response_bytes_total 20"));
+    }
+}

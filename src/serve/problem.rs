@@ -1,0 +1,175 @@
+//! Errors as HTTP answers: `application/problem+json` bodies in RESTBase's (HyperSwitch's) form,
+//! `{"type":"https://mediawiki.org/wiki/HyperSwitch/errors/not_found","title":"Not found.",
+//! "method":"get","uri":"…","detail":"…"}`, and the mapping of the store's errors to statuses.
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::header::{HeaderValue, ALLOW, CONTENT_TYPE, RETRY_AFTER, WWW_AUTHENTICATE};
+use hyper::{Method, Response, StatusCode};
+use serde::Serialize;
+
+use crate::error::Error;
+
+/// Where the problem types live (RESTBase's error type URIs).
+const TYPE_BASE: &str = "https://mediawiki.org/wiki/HyperSwitch/errors/";
+
+/// An answer other than success, with what the client needs to know.
+#[derive(Debug)]
+pub struct Problem {
+    pub status: StatusCode,
+    pub detail: String,
+    /// Seconds to wait before trying again (503).
+    pub retry_after: Option<u32>,
+    /// The methods a route takes (405).
+    pub allow: Option<&'static str>,
+}
+
+impl Problem {
+    pub fn new(status: StatusCode, detail: impl Into<String>) -> Problem {
+        Problem {
+            status,
+            detail: detail.into(),
+            retry_after: None,
+            allow: None,
+        }
+    }
+
+    pub fn bad_request(detail: impl Into<String>) -> Problem {
+        Problem::new(StatusCode::BAD_REQUEST, detail)
+    }
+
+    pub fn not_found(detail: impl Into<String>) -> Problem {
+        Problem::new(StatusCode::NOT_FOUND, detail)
+    }
+
+    pub fn conflict(detail: impl Into<String>) -> Problem {
+        Problem::new(StatusCode::CONFLICT, detail)
+    }
+
+    pub fn too_large(detail: impl Into<String>) -> Problem {
+        Problem::new(StatusCode::PAYLOAD_TOO_LARGE, detail)
+    }
+
+    pub fn unavailable(detail: impl Into<String>, retry_after: u32) -> Problem {
+        Problem {
+            retry_after: Some(retry_after),
+            ..Problem::new(StatusCode::SERVICE_UNAVAILABLE, detail)
+        }
+    }
+
+    pub fn method_not_allowed(allow: &'static str) -> Problem {
+        Problem {
+            allow: Some(allow),
+            ..Problem::new(
+                StatusCode::METHOD_NOT_ALLOWED,
+                format!("this resource takes {allow}"),
+            )
+        }
+    }
+
+    /// The store's error for a request: what the client got wrong is 4xx, a full disk 507, the
+    /// rest (damage, I/O) 500 with the store's message (file and offset).
+    pub fn from_store(e: &Error) -> Problem {
+        match e {
+            Error::Invalid(what) => Problem::bad_request(what.clone()),
+            Error::NotFound(what) => Problem::not_found(what.clone()),
+            Error::Full { .. } => Problem::new(StatusCode::INSUFFICIENT_STORAGE, e.to_string()),
+            Error::Io { source, .. } if is_no_space(source) => {
+                Problem::new(StatusCode::INSUFFICIENT_STORAGE, e.to_string())
+            }
+            Error::InUse { .. } | Error::Stale { .. } => Problem::unavailable(e.to_string(), 1),
+            _ => Problem::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+        }
+    }
+
+    /// The problem type's last path segment and its title.
+    fn kind(&self) -> (&'static str, &'static str) {
+        match self.status {
+            StatusCode::BAD_REQUEST => ("bad_request", "Bad request."),
+            StatusCode::UNAUTHORIZED => ("unauthorized", "Unauthorized."),
+            StatusCode::NOT_FOUND => ("not_found", "Not found."),
+            StatusCode::METHOD_NOT_ALLOWED => ("method_not_allowed", "Method not allowed."),
+            StatusCode::REQUEST_TIMEOUT => ("request_timeout", "Request timeout."),
+            StatusCode::CONFLICT => ("conflict", "Conflict."),
+            StatusCode::PAYLOAD_TOO_LARGE => ("payload_too_large", "Payload too large."),
+            StatusCode::UNSUPPORTED_MEDIA_TYPE => {
+                ("unsupported_media_type", "Unsupported media type.")
+            }
+            StatusCode::SERVICE_UNAVAILABLE => ("service_unavailable", "Service unavailable."),
+            StatusCode::INSUFFICIENT_STORAGE => ("insufficient_storage", "Insufficient storage."),
+            _ => ("server_error", "Internal server error."),
+        }
+    }
+
+    /// The answer: status, problem+json body and the headers the status calls for.
+    pub fn response(&self, method: &Method, uri: &str) -> Response<Full<Bytes>> {
+        #[derive(Serialize)]
+        struct Body<'a> {
+            #[serde(rename = "type")]
+            kind: String,
+            title: &'a str,
+            method: String,
+            uri: &'a str,
+            detail: &'a str,
+        }
+        let (kind, title) = self.kind();
+        let body = Body {
+            kind: format!("{TYPE_BASE}{kind}"),
+            title,
+            method: method.as_str().to_ascii_lowercase(),
+            uri,
+            detail: &self.detail,
+        };
+        // Serializing strings and a number into a String cannot fail.
+        let json = serde_json::to_vec(&body).unwrap_or_default();
+        let mut resp = Response::new(Full::new(Bytes::from(json)));
+        *resp.status_mut() = self.status;
+        let h = resp.headers_mut();
+        h.insert(
+            CONTENT_TYPE,
+            HeaderValue::from_static("application/problem+json"),
+        );
+        if let Some(secs) = self.retry_after {
+            h.insert(RETRY_AFTER, HeaderValue::from(secs));
+        }
+        if self.status == StatusCode::UNAUTHORIZED {
+            h.insert(WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        if let Some(allow) = self.allow {
+            h.insert(ALLOW, HeaderValue::from_static(allow));
+        }
+        resp
+    }
+}
+
+/// True for the OS's "no space left on device" (and a quota's).
+pub fn is_no_space(e: &std::io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::ENOSPC) | Some(libc::EDQUOT))
+        || e.kind() == std::io::ErrorKind::StorageFull
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn store_errors_map_to_statuses() {
+        let io = |errno| {
+            Error::io(std::path::Path::new("/d/c000001.data"), Some(7), {
+                std::io::Error::from_raw_os_error(errno)
+            })
+        };
+        assert_eq!(Problem::from_store(&io(libc::ENOSPC)).status, 507);
+        assert_eq!(Problem::from_store(&io(libc::EIO)).status, 500);
+        assert_eq!(Problem::from_store(&Error::invalid("x")).status, 400);
+        let p = Problem::from_store(&Error::InUse { path: "/d".into() });
+        assert_eq!((p.status.as_u16(), p.retry_after), (503, Some(1)));
+    }
+
+    #[test]
+    fn bodies_are_problem_json() {
+        let r = Problem::not_found("no render").response(&Method::GET, "/a/b");
+        assert_eq!(r.status(), 404);
+        assert_eq!(r.headers()[CONTENT_TYPE], "application/problem+json");
+    }
+}

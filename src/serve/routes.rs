@@ -1,0 +1,824 @@
+//! The routes: RESTBase's key_rev_value API under `/{domain}/sys/key_rev_value/{bucket}` (`P`),
+//! plus `/_health` and `/metrics`. Every route, with examples, is in docs/HTTP.md.
+//!
+//! | path | methods |
+//! |---|---|
+//! | `P` | `PUT` (create the bucket, or check its settings), `GET` (its settings) |
+//! | `P/` | `GET`: the domain's titles, paged |
+//! | `P/{title}` | `GET`/`HEAD` the latest render (`?as_of=T`: the latest then), `DELETE` (take down) |
+//! | `P/{title}/` | `GET`: the title's renders, newest first, paged |
+//! | `P/{title}/{rev}` | `GET`/`HEAD` the newest render of the revision, `PUT`, `DELETE` |
+//! | `P/{title}/{rev}/{tid}` | `GET`/`HEAD` that render, `PUT` |
+//! | `P/{title}/_lift`, `P/{title}/{rev}/_lift` | `POST`: lift a take-down |
+//!
+//! A path is split into segments first, then each segment is percent-decoded on its own (so a
+//! title's `/` arrives as `%2F` in one segment); nothing of a path but a validated bucket name
+//! ever names a file.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::body::{Body as _, Incoming};
+use hyper::header::{
+    HeaderValue, CACHE_CONTROL, CONTENT_LENGTH, CONTENT_TYPE, ETAG, IF_NONE_MATCH, LAST_MODIFIED,
+};
+use hyper::{HeaderMap, Method, Request, Response, StatusCode};
+use percent_encoding::percent_decode_str;
+use serde::Serialize;
+use tokio::sync::oneshot;
+use uuid::Uuid;
+
+use super::auth::Auth;
+use super::commit::{Job, PutError, PutJob};
+use super::limits::BodyLimits;
+use super::metrics::{Metrics, Route};
+use super::problem::Problem;
+use super::registry::{Bucket, CreateError, Created, ReadError, Registry};
+use super::spec::{describe, valid_bucket_name, BucketSpec};
+use crate::store::{key, Got, RenderCursor, State, Store, TitlePosition};
+
+/// A listing's page size when the request does not say.
+const DEFAULT_LIMIT: usize = 125;
+/// The largest page a listing returns.
+const MAX_LIMIT: usize = 1000;
+/// The largest body of a bucket's settings.
+const MAX_SETTINGS: usize = 64 << 10;
+
+/// What every request handler shares.
+pub struct App {
+    pub registry: Registry,
+    pub metrics: Arc<Metrics>,
+    pub auth: Auth,
+    pub limits: BodyLimits,
+}
+
+type Answer = Response<Full<Bytes>>;
+type Result<T> = std::result::Result<T, Problem>;
+
+/// The bucket and domain a request is about.
+struct Place {
+    domain: String,
+    bucket: String,
+}
+
+/// A request's path, parsed and decoded.
+enum Target {
+    Health,
+    Metrics,
+    Bucket(Place),
+    Titles(Place),
+    Title(Place, String),
+    Renders(Place, String),
+    Revision(Place, String, u64),
+    Render(Place, String, u64, Uuid),
+    Lift(Place, String, Option<u64>),
+}
+
+/// Which render a read asks for.
+#[derive(Clone, Copy)]
+enum Which {
+    Latest,
+    AsOf(SystemTime),
+    Revision(u64),
+    Render(u64, Uuid),
+}
+
+/// Answers one request (never an error: problems are answers too) and counts it.
+pub async fn handle(
+    app: Arc<App>,
+    req: Request<Incoming>,
+) -> std::result::Result<Answer, Infallible> {
+    let started = Instant::now();
+    let method = req.method().clone();
+    let uri = req
+        .uri()
+        .path_and_query()
+        .map_or_else(|| "/".to_string(), |p| p.as_str().to_string());
+    let mut route = Route::Other;
+    let answer = match answer(&app, req, &mut route).await {
+        Ok(a) => a,
+        Err(p) => p.response(&method, &uri),
+    };
+    let out = answer.body().size_hint().exact().unwrap_or(0);
+    app.metrics
+        .request(route, answer.status().as_u16(), started.elapsed(), out);
+    Ok(answer)
+}
+
+async fn answer(app: &App, req: Request<Incoming>, route: &mut Route) -> Result<Answer> {
+    let target = parse_path(req.uri().path())?;
+    let query: Vec<(String, String)> = req
+        .uri()
+        .query()
+        .map(|q| form_urlencoded::parse(q.as_bytes()).into_owned().collect())
+        .unwrap_or_default();
+    let param = |name: &str| {
+        query
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    };
+    let method = req.method().clone();
+    let head = method == Method::HEAD;
+    match (target, &method) {
+        (Target::Health, &Method::GET) => {
+            *route = Route::Health;
+            let (ok, body) = app.registry.health();
+            let status = if ok {
+                StatusCode::OK
+            } else {
+                StatusCode::SERVICE_UNAVAILABLE
+            };
+            Ok(json(status, &body))
+        }
+        (Target::Metrics, &Method::GET) => {
+            *route = Route::Metrics;
+            let mut text = String::new();
+            app.metrics.render(&mut text);
+            app.registry.render_metrics(&mut text);
+            let mut a = Response::new(Full::new(Bytes::from(text)));
+            a.headers_mut().insert(
+                CONTENT_TYPE,
+                HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+            );
+            Ok(a)
+        }
+        (Target::Health | Target::Metrics, _) => Err(Problem::method_not_allowed("GET")),
+        (Target::Bucket(place), &Method::PUT) => {
+            *route = Route::BucketPut;
+            app.auth.check(req.headers())?;
+            create_bucket(app, &place, req).await
+        }
+        (Target::Bucket(place), &Method::GET) => {
+            *route = Route::BucketGet;
+            let b = bucket(app, &place)?;
+            Ok(json(
+                StatusCode::OK,
+                &serde_json::json!({ "bucket": b.name, "settings": describe(&b.config) }),
+            ))
+        }
+        (Target::Bucket(_), _) => Err(Problem::method_not_allowed("GET, PUT")),
+        (Target::Titles(place), &Method::GET) => {
+            *route = Route::Titles;
+            list_titles(app, &place, param("limit"), param("next"))
+        }
+        (Target::Renders(place, title), &Method::GET) => {
+            *route = Route::Renders;
+            list_renders(app, &place, &title, param("limit"), param("next"))
+        }
+        (Target::Titles(_) | Target::Renders(..), _) => Err(Problem::method_not_allowed("GET")),
+        (Target::Title(place, title), &Method::GET | &Method::HEAD) => {
+            let which = match param("as_of") {
+                Some(t) => {
+                    *route = Route::AsOf;
+                    Which::AsOf(
+                        crate::clock::parse_instant(t)
+                            .map_err(|e| Problem::bad_request(format!("invalid as_of: {e}")))?,
+                    )
+                }
+                None => {
+                    *route = Route::Latest;
+                    Which::Latest
+                }
+            };
+            read_render(app, &place, &title, which, head, req.headers())
+        }
+        (Target::Revision(place, title, rev), &Method::GET | &Method::HEAD) => {
+            *route = Route::Revision;
+            no_as_of(param("as_of"))?;
+            read_render(
+                app,
+                &place,
+                &title,
+                Which::Revision(rev),
+                head,
+                req.headers(),
+            )
+        }
+        (Target::Render(place, title, rev, tid), &Method::GET | &Method::HEAD) => {
+            *route = Route::Render;
+            no_as_of(param("as_of"))?;
+            read_render(
+                app,
+                &place,
+                &title,
+                Which::Render(rev, tid),
+                head,
+                req.headers(),
+            )
+        }
+        (Target::Revision(place, title, rev), &Method::PUT) => {
+            *route = Route::Put;
+            put_render(app, place, title, rev, None, req).await
+        }
+        (Target::Render(place, title, rev, tid), &Method::PUT) => {
+            *route = Route::Put;
+            put_render(app, place, title, rev, Some(tid), req).await
+        }
+        (Target::Title(place, title), &Method::DELETE) => {
+            *route = Route::TakeDown;
+            app.auth.check(req.headers())?;
+            take_down(app, place, title, None).await
+        }
+        (Target::Revision(place, title, rev), &Method::DELETE) => {
+            *route = Route::TakeDown;
+            app.auth.check(req.headers())?;
+            take_down(app, place, title, Some(rev)).await
+        }
+        (Target::Title(..), _) => Err(Problem::method_not_allowed("GET, HEAD, DELETE")),
+        (Target::Revision(..), _) => Err(Problem::method_not_allowed("GET, HEAD, PUT, DELETE")),
+        (Target::Render(..), _) => Err(Problem::method_not_allowed("GET, HEAD, PUT")),
+        (Target::Lift(place, title, rev), &Method::POST) => {
+            *route = Route::Lift;
+            app.auth.check(req.headers())?;
+            lift(app, place, title, rev).await
+        }
+        (Target::Lift(..), _) => Err(Problem::method_not_allowed("POST")),
+    }
+}
+
+fn no_as_of(as_of: Option<&str>) -> Result<()> {
+    match as_of {
+        Some(_) => Err(Problem::bad_request(
+            "as_of applies to a title's latest render (P/{title}?as_of=T)",
+        )),
+        None => Ok(()),
+    }
+}
+
+/// One path segment, percent-decoded, as UTF-8.
+fn decode(segment: &str, what: &str) -> Result<String> {
+    percent_decode_str(segment)
+        .decode_utf8()
+        .map(|s| s.into_owned())
+        .map_err(|_| Problem::bad_request(format!("the {what} is not valid UTF-8")))
+}
+
+fn parse_path(path: &str) -> Result<Target> {
+    let not_found = || Problem::not_found(format!("no resource at {path}"));
+    let segments: Vec<&str> = path
+        .strip_prefix('/')
+        .ok_or_else(not_found)?
+        .split('/')
+        .collect();
+    match segments.as_slice() {
+        ["_health"] => return Ok(Target::Health),
+        ["metrics"] => return Ok(Target::Metrics),
+        _ => {}
+    }
+    let [domain, "sys", "key_rev_value", bucket, rest @ ..] = segments.as_slice() else {
+        return Err(not_found());
+    };
+    let domain = decode(domain, "domain")?;
+    key::check_domain(&domain).map_err(|e| Problem::bad_request(strip(e)))?;
+    let bucket = decode(bucket, "bucket name")?;
+    if !valid_bucket_name(&bucket) {
+        return Err(Problem::bad_request(format!(
+            "bucket name {bucket:?}: [a-z0-9][a-z0-9._-]{{0,63}}"
+        )));
+    }
+    let place = Place { domain, bucket };
+    let title = |s: &str| -> Result<String> {
+        let t = decode(s, "title")?;
+        key::check_title(&t).map_err(|e| Problem::bad_request(strip(e)))?;
+        Ok(t)
+    };
+    let rev = |s: &str| {
+        key::parse_rev(s)
+            .map_err(|e| Problem::bad_request(format!("invalid revision: {}", strip(e))))
+    };
+    let tid = |s: &str| {
+        key::parse_tid(&decode(s, "tid")?)
+            .map_err(|e| Problem::bad_request(format!("invalid tid: {}", strip(e))))
+    };
+    Ok(match rest {
+        [] => Target::Bucket(place),
+        [""] => Target::Titles(place),
+        [t] => Target::Title(place, title(t)?),
+        [t, ""] => Target::Renders(place, title(t)?),
+        [t, "_lift"] => Target::Lift(place, title(t)?, None),
+        [t, r] => Target::Revision(place, title(t)?, rev(r)?),
+        [t, r, "_lift"] => Target::Lift(place, title(t)?, Some(rev(r)?)),
+        [t, r, i] => Target::Render(place, title(t)?, rev(r)?, tid(i)?),
+        _ => return Err(not_found()),
+    })
+}
+
+/// The store's message for an invalid argument, without its "invalid: " prefix.
+fn strip(e: crate::Error) -> String {
+    match e {
+        crate::Error::Invalid(what) => what,
+        e => e.to_string(),
+    }
+}
+
+fn json(status: StatusCode, body: &impl Serialize) -> Answer {
+    // Values of plain fields and strings: serializing cannot fail.
+    let bytes = serde_json::to_vec(body).unwrap_or_default();
+    let mut a = Response::new(Full::new(Bytes::from(bytes)));
+    *a.status_mut() = status;
+    a.headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    a
+}
+
+/// The open bucket a request names: 404 when there is none, 503 when it could not be opened.
+fn bucket(app: &App, place: &Place) -> Result<Arc<Bucket>> {
+    match app.registry.bucket(&place.bucket) {
+        Ok(Some(b)) => Ok(b),
+        Ok(None) => Err(no_bucket(&place.bucket)),
+        Err(why) => Err(unreadable(&place.bucket, &why)),
+    }
+}
+
+fn no_bucket(name: &str) -> Problem {
+    Problem::not_found(format!("no bucket {name} (create it with PUT)"))
+}
+
+fn unreadable(name: &str, why: &str) -> Problem {
+    Problem::unavailable(format!("bucket {name} cannot be read: {why}"), 10)
+}
+
+/// Runs a read on this worker's handle of the bucket (see the registry): 404 for no bucket.
+fn read<T>(
+    app: &App,
+    place: &Place,
+    f: impl FnOnce(&Bucket, &Store) -> crate::Result<T>,
+) -> Result<T> {
+    match app.registry.read(&place.bucket, f) {
+        Ok(Some(v)) => Ok(v),
+        Ok(None) => Err(no_bucket(&place.bucket)),
+        Err(ReadError::Failed(why)) => Err(unreadable(&place.bucket, &why)),
+        Err(ReadError::Store(e)) => Err(Problem::from_store(&e)),
+    }
+}
+
+/// Runs `f` through the bucket's writer (answers that may involve the archive tier): the lock
+/// may be held by a commit, so the worker hands its other tasks to another thread meanwhile.
+fn through_writer<T>(
+    app: &App,
+    b: &Bucket,
+    f: impl FnOnce(&Store) -> crate::Result<T>,
+) -> crate::Result<T> {
+    app.metrics
+        .writer_fallbacks
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    tokio::task::block_in_place(|| b.with_writer(f))
+}
+
+fn read_render(
+    app: &App,
+    place: &Place,
+    title: &str,
+    which: Which,
+    head: bool,
+    headers: &HeaderMap,
+) -> Result<Answer> {
+    let domain = place.domain.as_str();
+    let get = move |s: &Store| match which {
+        Which::Latest => s.get_latest(domain, title),
+        Which::AsOf(at) => s.get_as_of(domain, title, at),
+        Which::Revision(rev) => s.get_rev(domain, title, rev),
+        Which::Render(rev, tid) => s.get_render(domain, title, rev, tid),
+    };
+    let got = read(app, place, |b, s| {
+        let got = get(s)?;
+        let hot = got.as_ref().is_some_and(|g| g.state != State::Archived);
+        if b.has_archive() && !hot {
+            return through_writer(app, b, get);
+        }
+        Ok(got)
+    })?;
+    let Some(got) = got else {
+        let what = match which {
+            Which::Latest => "any revision".to_string(),
+            Which::AsOf(_) => "any revision at that time".to_string(),
+            Which::Revision(rev) => format!("revision {rev}"),
+            Which::Render(rev, tid) => format!("revision {rev} tid {tid}"),
+        };
+        return Err(Problem::not_found(format!(
+            "{domain}/{title}: no render of {what} (never stored, taken down, or past retention)"
+        )));
+    };
+    Ok(render_answer(got, head, headers))
+}
+
+/// `"REV/TID"`: a render's entity tag.
+fn etag(rev: u64, tid: Uuid) -> HeaderValue {
+    // Digits, '/', hex and '-' only.
+    HeaderValue::from_str(&format!("\"{rev}/{tid}\"")).unwrap_or(HeaderValue::from_static("\"\""))
+}
+
+/// Whether `If-None-Match` names the current entity tag (or is `*`).
+fn matches_etag(headers: &HeaderMap, tag: &HeaderValue) -> bool {
+    let tag = tag.as_bytes();
+    headers.get_all(IF_NONE_MATCH).iter().any(|v| {
+        v.as_bytes().split(|b| *b == b',').any(|t| {
+            let t = t.trim_ascii();
+            let t = t.strip_prefix(b"W/").unwrap_or(t);
+            t == b"*" || t == tag
+        })
+    })
+}
+
+fn render_answer(got: Got, head: bool, headers: &HeaderMap) -> Answer {
+    let tag = etag(got.rev, got.tid);
+    let modified = key::tid_time(got.tid);
+    let mut a = if matches_etag(headers, &tag) {
+        let mut a = Response::new(Full::new(Bytes::new()));
+        *a.status_mut() = StatusCode::NOT_MODIFIED;
+        a
+    } else {
+        let len = got.value.len();
+        let body = if head {
+            Bytes::new()
+        } else {
+            Bytes::from(got.value)
+        };
+        let mut a = Response::new(Full::new(body));
+        let h = a.headers_mut();
+        h.insert(
+            CONTENT_TYPE,
+            HeaderValue::from_str(&got.content_type)
+                .unwrap_or(HeaderValue::from_static("application/octet-stream")),
+        );
+        h.insert(CONTENT_LENGTH, HeaderValue::from(len));
+        a
+    };
+    let h = a.headers_mut();
+    h.insert(ETAG, tag);
+    // An HTTP date covers 1970 to 9999; a tid may carry a time outside it.
+    if modified >= UNIX_EPOCH
+        && modified < UNIX_EPOCH + std::time::Duration::from_secs(253_402_300_799)
+    {
+        if let Ok(v) = HeaderValue::from_str(&httpdate::fmt_http_date(modified)) {
+            h.insert(LAST_MODIFIED, v);
+        }
+    }
+    h.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    a
+}
+
+fn limit(text: Option<&str>) -> Result<usize> {
+    match text {
+        None => Ok(DEFAULT_LIMIT),
+        Some(t) => t
+            .parse::<usize>()
+            .ok()
+            .filter(|n| (1..=MAX_LIMIT).contains(n))
+            .ok_or_else(|| Problem::bad_request(format!("limit {t:?}: 1 to {MAX_LIMIT}"))),
+    }
+}
+
+fn list_titles(
+    app: &App,
+    place: &Place,
+    limit_text: Option<&str>,
+    next: Option<&str>,
+) -> Result<Answer> {
+    let limit = limit(limit_text)?;
+    let after = next
+        .map(|n| n.parse::<TitlePosition>())
+        .transpose()
+        .map_err(|e| Problem::bad_request(format!("invalid next: {}", strip(e))))?;
+    let domain = place.domain.as_str();
+    let page = read(app, place, |b, s| {
+        if b.has_archive() {
+            return through_writer(app, b, |w| w.titles_after(domain, after, limit));
+        }
+        s.titles_after(domain, after, limit)
+    })?;
+    #[derive(Serialize)]
+    struct Page {
+        items: Vec<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        next: Option<String>,
+    }
+    Ok(json(
+        StatusCode::OK,
+        &Page {
+            items: page.titles,
+            next: page.next.map(|n| n.to_string()),
+        },
+    ))
+}
+
+fn list_renders(
+    app: &App,
+    place: &Place,
+    title: &str,
+    limit_text: Option<&str>,
+    next: Option<&str>,
+) -> Result<Answer> {
+    let limit = limit(limit_text)?;
+    let after = next
+        .map(|n| n.parse::<RenderCursor>())
+        .transpose()
+        .map_err(|e| Problem::bad_request(format!("invalid next: {}", strip(e))))?;
+    let domain = place.domain.as_str();
+    let page = read(app, place, |b, s| {
+        if b.has_archive() {
+            return through_writer(app, b, |w| w.list_after(domain, title, after, limit));
+        }
+        s.list_after(domain, title, after, limit)
+    })?;
+    #[derive(Serialize)]
+    struct Item {
+        revision: u64,
+        tid: String,
+        size: u64,
+        content_type: String,
+        state: &'static str,
+    }
+    #[derive(Serialize)]
+    struct Page {
+        items: Vec<Item>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        next: Option<String>,
+    }
+    let items = page
+        .items
+        .into_iter()
+        .map(|l| Item {
+            revision: l.rev,
+            tid: l.tid.to_string(),
+            size: l.size,
+            content_type: l.content_type,
+            state: l.state.as_str(),
+        })
+        .collect();
+    Ok(json(
+        StatusCode::OK,
+        &Page {
+            items,
+            next: page.next.map(|n| n.to_string()),
+        },
+    ))
+}
+
+/// A render's content type: the request's, or `application/octet-stream`.
+fn content_type(headers: &HeaderMap) -> Result<String> {
+    let Some(v) = headers.get(CONTENT_TYPE) else {
+        return Ok("application/octet-stream".to_string());
+    };
+    let text = v
+        .to_str()
+        .map_err(|_| Problem::bad_request("Content-Type: printable ASCII only"))?
+        .trim();
+    if text.is_empty() || text.len() > 255 {
+        return Err(Problem::bad_request("Content-Type: 1 to 255 bytes"));
+    }
+    Ok(text.to_string())
+}
+
+async fn put_render(
+    app: &App,
+    place: Place,
+    title: String,
+    rev: u64,
+    tid: Option<Uuid>,
+    req: Request<Incoming>,
+) -> Result<Answer> {
+    app.auth.check(req.headers())?;
+    let b = bucket(app, &place)?;
+    let content_type = content_type(req.headers())?;
+    let (parts, body) = req.into_parts();
+    let body = app.limits.read(&parts.headers, body, &app.metrics).await?;
+    if body.bytes.is_empty() {
+        return Err(Problem::bad_request(
+            "a render needs a body; this request has none",
+        ));
+    }
+    if body.bytes.len() as u64 > b.config.max_value {
+        return Err(Problem::too_large(format!(
+            "a render of {} bytes is over bucket {}'s maximum of {} (max_value)",
+            body.bytes.len(),
+            b.name,
+            b.config.max_value
+        )));
+    }
+    let (tx, rx) = oneshot::channel();
+    let job = PutJob {
+        domain: place.domain,
+        title,
+        rev,
+        tid,
+        content_type,
+        value: body.bytes.clone(),
+    };
+    let (domain, title) = (job.domain.clone(), job.title.clone());
+    if !b.submit(Job::Put(job, tx)) {
+        return Err(closing());
+    }
+    let result = rx.await.map_err(|_| closing())?;
+    drop(body);
+    match result {
+        Ok(tid) => {
+            #[derive(Serialize)]
+            struct Created {
+                message: &'static str,
+                rev: u64,
+                tid: String,
+            }
+            let mut a = json(
+                StatusCode::CREATED,
+                &Created {
+                    message: "Created.",
+                    rev,
+                    tid: tid.to_string(),
+                },
+            );
+            a.headers_mut().insert(ETAG, etag(rev, tid));
+            Ok(a)
+        }
+        Err(PutError::TakenDown) => Err(Problem::conflict(format!(
+            "{domain}/{title} revision {rev} is taken down; lift it (POST …/_lift) to store it again"
+        ))),
+        Err(PutError::Store(e)) => Err(Problem::from_store(&e)),
+        Err(PutError::Commit(e)) => Err(Problem::from_store(&e)),
+        Err(PutError::Closed) => Err(closing()),
+    }
+}
+
+fn closing() -> Problem {
+    Problem::unavailable("the server is shutting down", 5)
+}
+
+async fn take_down(app: &App, place: Place, title: String, rev: Option<u64>) -> Result<Answer> {
+    let b = bucket(app, &place)?;
+    let (reply, rx) = oneshot::channel();
+    let job = Job::TakeDown {
+        domain: place.domain,
+        title,
+        rev,
+        reply,
+    };
+    if !b.submit(job) {
+        return Err(closing());
+    }
+    let removed = rx
+        .await
+        .map_err(|_| closing())?
+        .map_err(|e| Problem::from_store(&e))?;
+    Ok(json(
+        StatusCode::OK,
+        &serde_json::json!({ "message": "Taken down.", "removed": removed }),
+    ))
+}
+
+async fn lift(app: &App, place: Place, title: String, rev: Option<u64>) -> Result<Answer> {
+    let b = bucket(app, &place)?;
+    let (reply, rx) = oneshot::channel();
+    let job = Job::Lift {
+        domain: place.domain,
+        title,
+        rev,
+        reply,
+    };
+    if !b.submit(job) {
+        return Err(closing());
+    }
+    let lifted = rx
+        .await
+        .map_err(|_| closing())?
+        .map_err(|e| Problem::from_store(&e))?;
+    let message = if lifted {
+        "Lifted."
+    } else {
+        "Nothing to lift."
+    };
+    Ok(json(
+        StatusCode::OK,
+        &serde_json::json!({ "message": message, "lifted": lifted }),
+    ))
+}
+
+/// `PUT P`: creates the bucket, or checks the settings given against the bucket's.
+async fn create_bucket(app: &App, place: &Place, req: Request<Incoming>) -> Result<Answer> {
+    let (parts, body) = req.into_parts();
+    let body = app.limits.read(&parts.headers, body, &app.metrics).await?;
+    if body.bytes.len() > MAX_SETTINGS {
+        return Err(Problem::too_large(format!(
+            "bucket settings are at most {MAX_SETTINGS} bytes"
+        )));
+    }
+    if !body.bytes.trim_ascii().is_empty() {
+        let is_json = parts
+            .headers
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.split(';').next())
+            .is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json"));
+        if !is_json {
+            return Err(Problem::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "bucket settings are JSON: Content-Type: application/json",
+            ));
+        }
+    }
+    let spec = BucketSpec::parse(&body.bytes).map_err(|e| Problem::bad_request(strip(e)))?;
+    let created = tokio::task::block_in_place(|| app.registry.create(&place.bucket, &spec));
+    match created {
+        Ok(Created::New) => Ok(json(
+            StatusCode::CREATED,
+            &serde_json::json!({ "message": "Created.", "bucket": place.bucket }),
+        )),
+        Ok(Created::Existed) => Ok(json(
+            StatusCode::OK,
+            &serde_json::json!({ "message": "Exists.", "bucket": place.bucket }),
+        )),
+        Err(CreateError::Invalid(e)) => Err(Problem::bad_request(strip(e))),
+        Err(CreateError::Differs(what)) => Err(Problem::conflict(what)),
+        Err(CreateError::Failed(why)) => Err(unreadable(&place.bucket, &why)),
+        Err(CreateError::Store(e)) => Err(Problem::from_store(&e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn target(path: &str) -> Result<Target> {
+        parse_path(path)
+    }
+
+    #[test]
+    fn paths_parse_into_targets() {
+        let p = "/en.wikipedia.org/sys/key_rev_value/html";
+        assert!(matches!(target(p), Ok(Target::Bucket(_))));
+        assert!(matches!(target(&format!("{p}/")), Ok(Target::Titles(_))));
+        match target(&format!("{p}/AC%2FDC%20%C3%BC")) {
+            Ok(Target::Title(_, t)) => assert_eq!(t, "AC/DC ü"),
+            _ => panic!("a title"),
+        }
+        assert!(matches!(
+            target(&format!("{p}/T/")),
+            Ok(Target::Renders(..))
+        ));
+        assert!(matches!(
+            target(&format!("{p}/T/12")),
+            Ok(Target::Revision(_, _, 12))
+        ));
+        assert!(matches!(
+            target(&format!("{p}/T/_lift")),
+            Ok(Target::Lift(_, _, None))
+        ));
+        assert!(matches!(
+            target(&format!("{p}/T/3/_lift")),
+            Ok(Target::Lift(_, _, Some(3)))
+        ));
+        let tid = key::tid_at(1_700_000_000, 1, [1; 6]);
+        assert!(matches!(
+            target(&format!("{p}/T/3/{tid}")),
+            Ok(Target::Render(..))
+        ));
+        assert!(matches!(target("/_health"), Ok(Target::Health)));
+        assert!(matches!(target("/metrics"), Ok(Target::Metrics)));
+    }
+
+    #[test]
+    fn bad_paths_are_400_or_404() {
+        let p = "/en.wikipedia.org/sys/key_rev_value/html";
+        let status = |path: &str| match target(path) {
+            Err(e) => e.status.as_u16(),
+            Ok(_) => 200,
+        };
+        assert_eq!(status("/"), 404);
+        assert_eq!(status("/x/sys/other/html"), 404);
+        assert_eq!(status(&format!("{p}/T/1/2/3")), 404);
+        assert_eq!(status("/en.wikipedia.org/sys/key_rev_value/..%2Fetc"), 400);
+        assert_eq!(status("/en.wikipedia.org/sys/key_rev_value/HTML"), 400);
+        assert_eq!(status(&format!("{p}/%FF")), 400, "not UTF-8");
+        assert_eq!(status(&format!("{p}/%00")), 400, "NUL");
+        assert_eq!(status(&format!("{p}/{}", "t".repeat(1025))), 400);
+        assert_eq!(status(&format!("{p}/T/-1")), 400);
+        assert_eq!(status(&format!("{p}/T/1x")), 400);
+        assert_eq!(status(&format!("{p}/T/1/not-a-uuid")), 400);
+        assert_eq!(
+            status(&format!("{p}/T/1/6ba7b810-9dad-41d1-80b4-00c04fd430c8")),
+            400
+        );
+        assert_eq!(
+            status("/a%2Fb/sys/key_rev_value/html"),
+            400,
+            "a domain with '/'"
+        );
+    }
+
+    #[test]
+    fn if_none_match_lists_and_wildcards() {
+        let tag = etag(5, key::tid_at(1_700_000_000, 1, [1; 6]));
+        let mut h = HeaderMap::new();
+        assert!(!matches_etag(&h, &tag));
+        h.insert(IF_NONE_MATCH, HeaderValue::from_static("\"4/x\""));
+        assert!(!matches_etag(&h, &tag));
+        let list = format!("\"4/x\", W/{}", tag.to_str().unwrap());
+        h.insert(IF_NONE_MATCH, HeaderValue::from_str(&list).unwrap());
+        assert!(matches_etag(&h, &tag));
+        h.insert(IF_NONE_MATCH, HeaderValue::from_static("*"));
+        assert!(matches_etag(&h, &tag));
+    }
+}
