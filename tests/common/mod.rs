@@ -11,6 +11,7 @@ use wink::store::{Page, Policy, Revisions, Store};
 
 pub mod cli;
 pub mod require;
+pub mod server;
 
 pub fn contains(hay: &[u8], needle: &[u8]) -> bool {
     hay.windows(needle.len()).any(|w| w == needle)
