@@ -395,7 +395,16 @@ fn bad_input_is_4xx_and_changes_nothing() {
     assert_eq!(a.status, 201);
     let before = files(&root);
     let long = "t".repeat(1025);
-    let cases: Vec<(&str, String, Vec<(&str, &str)>, Option<Vec<u8>>, u16, &str)> = vec![
+    // (method, URL, headers, body, status, problem type)
+    type Case<'a> = (
+        &'a str,
+        String,
+        Vec<(&'a str, &'a str)>,
+        Option<Vec<u8>>,
+        u16,
+        &'a str,
+    );
+    let cases: Vec<Case> = vec![
         (
             "PUT",
             s.p("b", "/T/2"),

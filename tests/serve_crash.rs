@@ -27,7 +27,11 @@ fn round(dir: &std::path::Path, r: u64, kill_after: Duration) -> usize {
     let root = dir.join("root");
     let mut s = Server::start(&root, &["--maintenance-interval", "0"]);
     if r == 0 {
-        create_bucket(&s, "b", r#"{"renders":"all","revisions":"all","container_bytes":1048576}"#);
+        create_bucket(
+            &s,
+            "b",
+            r#"{"renders":"all","revisions":"all","container_bytes":1048576}"#,
+        );
     }
     let acked: Acked = Arc::default();
     let stop = Arc::new(AtomicBool::new(false));
@@ -72,8 +76,14 @@ fn round(dir: &std::path::Path, r: u64, kill_after: Duration) -> usize {
     for (c, n, tid) in &acked {
         let rev = r * 1_000_000 + n;
         let a = get(&ag, &s.p("b", &format!("/C{c}/{rev}/{tid}")));
-        assert_eq!(a.status, 200, "round {r}: client {c} put {n} was acknowledged");
-        assert!(a.body == render(*c, *n), "round {r}: client {c} put {n} differs");
+        assert_eq!(
+            a.status, 200,
+            "round {r}: client {c} put {n} was acknowledged"
+        );
+        assert!(
+            a.body == render(*c, *n),
+            "round {r}: client {c} put {n} differs"
+        );
     }
     acked.len()
 }
@@ -87,7 +97,10 @@ fn rounds(n: u64) {
         let ms = 150 + (r * 37) % 300;
         total += round(dir.path(), r, Duration::from_millis(ms));
     }
-    assert!(total as u64 >= n * 32, "{total} acknowledged puts in {n} rounds");
+    assert!(
+        total as u64 >= n * 32,
+        "{total} acknowledged puts in {n} rounds"
+    );
     eprintln!("{n} rounds, {total} acknowledged puts, all read back");
 }
 
@@ -119,7 +132,10 @@ fn sigterm_finishes_requests_releases_locks_and_exits_0() {
                         Ok(resp) => {
                             let j: serde_json::Value =
                                 serde_json::from_str(&resp.into_string().unwrap()).unwrap();
-                            acked.lock().unwrap().push((c, n, j["tid"].as_str().unwrap().into()));
+                            acked
+                                .lock()
+                                .unwrap()
+                                .push((c, n, j["tid"].as_str().unwrap().into()));
                         }
                         // Refused once the listener closed, or 503 while draining.
                         Err(ureq::Error::Transport(_)) => break,
@@ -136,23 +152,30 @@ fn sigterm_finishes_requests_releases_locks_and_exits_0() {
     for c in clients {
         c.join().unwrap();
     }
-    assert!(std::net::TcpStream::connect(&s.addr).is_err(), "the listener is closed");
+    assert!(
+        std::net::TcpStream::connect(&s.addr).is_err(),
+        "the listener is closed"
+    );
     // The locks are released: the store opens as a writer, and holds every acknowledged put.
-    let mut store = wink::store::Store::open(
-        &root.join("b"),
-        &wink::store::StoreOptions::writer(),
-    )
-    .expect("the writer's lock was released");
+    let mut store = wink::store::Store::open(&root.join("b"), &wink::store::StoreOptions::writer())
+        .expect("the writer's lock was released");
     let acked = acked.lock().unwrap().clone();
     assert!(!acked.is_empty());
     for (c, n, tid) in &acked {
         let got = store
-            .get_render(common::server::D, &format!("T{c}"), *n, tid.parse().unwrap())
+            .get_render(
+                common::server::D,
+                &format!("T{c}"),
+                *n,
+                tid.parse().unwrap(),
+            )
             .unwrap()
             .expect("an acknowledged put");
         assert!(got.value == render(*c, *n));
     }
-    store.put(common::server::D, "after", 1, None, "text/plain", b"x").unwrap();
+    store
+        .put(common::server::D, "after", 1, None, "text/plain", b"x")
+        .unwrap();
     drop(store);
     // And the server starts again on the same root.
     let s = Server::start(&root, &[]);

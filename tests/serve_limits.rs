@@ -31,7 +31,9 @@ fn connections_past_the_limit_get_503_with_retry_after() {
     let dir = tempfile::tempdir().unwrap();
     let s = Server::start(&dir.path().join("root"), &["--max-connections", "2"]);
     // Two idle keep-alive connections take both slots.
-    let held: Vec<TcpStream> = (0..2).map(|_| TcpStream::connect(&s.addr).unwrap()).collect();
+    let held: Vec<TcpStream> = (0..2)
+        .map(|_| TcpStream::connect(&s.addr).unwrap())
+        .collect();
     std::thread::sleep(Duration::from_millis(200));
     let mut third = TcpStream::connect(&s.addr).unwrap();
     third
@@ -39,11 +41,18 @@ fn connections_past_the_limit_get_503_with_retry_after() {
         .unwrap();
     let answer = String::from_utf8(read_all(&mut third, Duration::from_secs(10))).unwrap();
     assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
-    assert!(answer.to_ascii_lowercase().contains("retry-after: 1"), "{answer}");
+    assert!(
+        answer.to_ascii_lowercase().contains("retry-after: 1"),
+        "{answer}"
+    );
     assert!(answer.contains("service_unavailable"), "{answer}");
     drop(held);
     std::thread::sleep(Duration::from_millis(200));
-    assert_eq!(get(&agent(), &s.url("/_health")).status, 200, "slots are given back");
+    assert_eq!(
+        get(&agent(), &s.url("/_health")).status,
+        200,
+        "slots are given back"
+    );
     let m = String::from_utf8(get(&agent(), &s.url("/metrics")).body).unwrap();
     assert!(m.contains("wink_http_connections_refused_total 1"), "{m}");
 }
@@ -53,7 +62,14 @@ fn in_flight_body_bytes_are_bounded_and_slow_bodies_time_out() {
     let dir = tempfile::tempdir().unwrap();
     let s = Server::start(
         &dir.path().join("root"),
-        &["--max-body", "100000", "--max-inflight", "150000", "--body-timeout", "2"],
+        &[
+            "--max-body",
+            "100000",
+            "--max-inflight",
+            "150000",
+            "--body-timeout",
+            "2",
+        ],
     );
     create_bucket(&s, "b", "{}");
     // A slow client declares 100,000 bytes and sends 10: its body holds 100,000 of the 150,000.
@@ -74,17 +90,32 @@ fn in_flight_body_bytes_are_bounded_and_slow_bodies_time_out() {
     let _ = second.write_all(&vec![b'x'; 60_000]);
     let answer = String::from_utf8(read_all(&mut second, Duration::from_secs(10))).unwrap();
     assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
-    assert!(answer.to_ascii_lowercase().contains("retry-after: 1"), "{answer}");
+    assert!(
+        answer.to_ascii_lowercase().contains("retry-after: 1"),
+        "{answer}"
+    );
     assert!(answer.contains("service_unavailable"), "{answer}");
     // A small one still fits.
-    assert_eq!(put(&agent(), &s.p("b", "/T/3"), "text/html", b"small").status, 201);
+    assert_eq!(
+        put(&agent(), &s.p("b", "/T/3"), "text/html", b"small").status,
+        201
+    );
     // The slow body times out: 408, nothing stored, its bytes given back.
     let started = Instant::now();
     let answer = String::from_utf8(read_all(&mut slow, Duration::from_secs(10))).unwrap();
     assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
     assert!(started.elapsed() < Duration::from_secs(8));
     get(&agent(), &s.p("b", "/T/1")).problem(404, "not_found");
-    assert_eq!(put(&agent(), &s.p("b", "/T/2"), "text/html", &vec![b'x'; 60_000]).status, 201);
+    assert_eq!(
+        put(
+            &agent(),
+            &s.p("b", "/T/2"),
+            "text/html",
+            &vec![b'x'; 60_000]
+        )
+        .status,
+        201
+    );
 }
 
 #[test]
@@ -92,12 +123,17 @@ fn a_client_that_never_finishes_its_head_is_cut_off() {
     let dir = tempfile::tempdir().unwrap();
     let s = Server::start(&dir.path().join("root"), &["--header-timeout", "1"]);
     let mut c = TcpStream::connect(&s.addr).unwrap();
-    c.write_all(b"GET /_health HTTP/1.1\r\nHost: x\r\n").unwrap();
+    c.write_all(b"GET /_health HTTP/1.1\r\nHost: x\r\n")
+        .unwrap();
     let started = Instant::now();
     let answer = read_all(&mut c, Duration::from_secs(15));
     let took = started.elapsed();
     assert!(took < Duration::from_secs(10), "closed after {took:?}");
-    assert!(!answer.starts_with(b"HTTP/1.1 200"), "{}", String::from_utf8_lossy(&answer));
+    assert!(
+        !answer.starts_with(b"HTTP/1.1 200"),
+        "{}",
+        String::from_utf8_lossy(&answer)
+    );
     assert_eq!(get(&agent(), &s.url("/_health")).status, 200);
 }
 
@@ -112,7 +148,10 @@ fn listening_beyond_loopback_needs_a_token() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("refusing to listen on 0.0.0.0:0 without --token-file"), "{err}");
+    assert!(
+        err.contains("refusing to listen on 0.0.0.0:0 without --token-file"),
+        "{err}"
+    );
     assert!(!dir.path().join("root").exists(), "nothing created");
     let token = dir.path().join("token");
     std::fs::write(&token, "secret\n").unwrap();
@@ -132,7 +171,12 @@ fn listening_beyond_loopback_needs_a_token() {
         .args(["--listen", "127.0.0.1:0"])
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(4), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(4),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// `wink serve` in a mount namespace of its own, on a 48 MiB tmpfs at `mnt`.
@@ -150,7 +194,11 @@ fn serve_on_small_disk(mnt: &Path) -> Option<Server> {
     );
     cmd.args(["-m", "--propagation", "private", "sh", "-c", &script]);
     let probe = Command::new("unshare")
-        .args(if root { vec!["-m", "true"] } else { vec!["-r", "-m", "true"] })
+        .args(if root {
+            vec!["-m", "true"]
+        } else {
+            vec!["-r", "-m", "true"]
+        })
         .status();
     if !probe.is_ok_and(|s| s.success()) {
         common::require::skip(
@@ -170,9 +218,16 @@ fn a_full_disk_is_507_for_puts_while_reads_go_on() {
     let Some(s) = serve_on_small_disk(&mnt) else {
         return;
     };
-    create_bucket(&s, "b", r#"{"renders":"all","revisions":"all","container_bytes":4194304}"#);
+    create_bucket(
+        &s,
+        "b",
+        r#"{"renders":"all","revisions":"all","container_bytes":4194304}"#,
+    );
     let ag = agent();
-    assert_eq!(put(&ag, &s.p("b", "/Kept/1"), "text/html", b"kept").status, 201);
+    assert_eq!(
+        put(&ag, &s.p("b", "/Kept/1"), "text/html", b"kept").status,
+        201
+    );
     // The tmpfs as the server sees it, through its mount namespace: fill most of it.
     let inside = Path::new("/proc").join(s.pid().to_string()).join("root");
     let filler = inside.join(mnt.strip_prefix("/").unwrap()).join("filler");
@@ -182,7 +237,12 @@ fn a_full_disk_is_507_for_puts_while_reads_go_on() {
     drop(f);
     let mut full = None;
     for i in 0..64 {
-        let a = put(&ag, &s.p("b", &format!("/Big/{i}")), "text/html", &vec![b'b'; 256 << 10]);
+        let a = put(
+            &ag,
+            &s.p("b", &format!("/Big/{i}")),
+            "text/html",
+            &vec![b'b'; 256 << 10],
+        );
         if a.status != 201 {
             full = Some(a);
             break;
@@ -190,7 +250,10 @@ fn a_full_disk_is_507_for_puts_while_reads_go_on() {
     }
     let a = full.expect("the disk fills up");
     let j = a.problem(507, "insufficient_storage");
-    assert!(j["detail"].as_str().unwrap().contains("No space left"), "{j}");
+    assert!(
+        j["detail"].as_str().unwrap().contains("No space left"),
+        "{j}"
+    );
     // Reads go on.
     assert_eq!(get(&ag, &s.p("b", "/Kept")).body, b"kept");
     assert_eq!(get(&agent(), &s.url("/_health")).status, 200);

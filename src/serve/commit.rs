@@ -8,7 +8,7 @@
 //! first, so the jobs of a bucket take effect in the order they were queued.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{Receiver, TryRecvError};
+use std::sync::mpsc::Receiver;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -126,10 +126,7 @@ pub fn run(store: Arc<Mutex<Store>>, jobs: Receiver<Job>, stats: Arc<CommitStats
             if puts.len() >= MAX_BATCH_PUTS || bytes >= MAX_BATCH_BYTES {
                 break;
             }
-            job = match jobs.try_recv() {
-                Ok(j) => Some(j),
-                Err(TryRecvError::Empty | TryRecvError::Disconnected) => None,
-            };
+            job = jobs.try_recv().ok();
         }
         if !puts.is_empty() {
             commit_puts(&store, puts, &stats);

@@ -348,7 +348,7 @@ impl Registry {
         for b in self.buckets() {
             let started = Instant::now();
             let stat = match handles.get_mut(&b.name) {
-                Some(s) => s.refresh().map(|()| ()),
+                Some(s) => s.refresh(),
                 None => Store::open(&b.dir, &StoreOptions::read_only())
                     .map(|s| drop(handles.insert(b.name.clone(), s))),
             }
