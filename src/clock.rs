@@ -5,50 +5,94 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-/// A source of the current time in seconds since the epoch.
+/// 100-ns ticks in a second: the resolution of a version-1 UUID's timestamp.
+pub const TICKS_PER_SEC: i64 = 10_000_000;
+
+/// A source of the current time.
 pub trait Clock: Send + Sync + fmt::Debug {
     /// Seconds since the epoch.
     fn now(&self) -> i64;
+
+    /// 100-ns ticks since the epoch, for generated tids. A clock that knows only whole seconds
+    /// keeps this default, `now() × 10^7`; whole seconds are then `now_ticks()` divided (floor).
+    fn now_ticks(&self) -> i64 {
+        self.now().saturating_mul(TICKS_PER_SEC)
+    }
 }
 
 /// The system's real-time clock.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct SystemClock;
 
-impl Clock for SystemClock {
-    fn now(&self) -> i64 {
+impl SystemClock {
+    /// Since the epoch, negative for a clock set before 1970 (still ordered), in `unit`s of
+    /// nanoseconds.
+    fn since_epoch(unit: u128) -> i64 {
         match SystemTime::now().duration_since(UNIX_EPOCH) {
-            Ok(d) => i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
-            // A clock set before 1970 still gives an ordered, if negative, time.
-            Err(e) => -i64::try_from(e.duration().as_secs()).unwrap_or(i64::MAX),
+            Ok(d) => i64::try_from(d.as_nanos() / unit).unwrap_or(i64::MAX),
+            Err(e) => -i64::try_from(e.duration().as_nanos().div_ceil(unit)).unwrap_or(i64::MAX),
         }
     }
 }
 
-/// A clock that says what it is told: for tests, simulations and `WINK_NOW`.
+impl Clock for SystemClock {
+    fn now(&self) -> i64 {
+        SystemClock::since_epoch(1_000_000_000)
+    }
+
+    fn now_ticks(&self) -> i64 {
+        SystemClock::since_epoch(100)
+    }
+}
+
+/// A clock that says what it is told: for tests, simulations and `WINK_NOW`. It stands at a
+/// whole second unless [`ManualClock::set_ticks`] moves it to a fraction of one.
 #[derive(Clone, Debug, Default)]
-pub struct ManualClock(Arc<AtomicI64>);
+pub struct ManualClock {
+    secs: Arc<AtomicI64>,
+    /// 100-ns ticks into the second, 0 to 9_999_999.
+    fraction: Arc<AtomicI64>,
+}
 
 impl ManualClock {
     /// A clock standing at `now`.
     pub fn new(now: i64) -> Self {
-        ManualClock(Arc::new(AtomicI64::new(now)))
+        ManualClock {
+            secs: Arc::new(AtomicI64::new(now)),
+            fraction: Arc::new(AtomicI64::new(0)),
+        }
     }
 
     /// Moves the clock to `now` (backwards too: callers must cope with a clock that steps back).
     pub fn set(&self, now: i64) {
-        self.0.store(now, Ordering::SeqCst);
+        self.fraction.store(0, Ordering::SeqCst);
+        self.secs.store(now, Ordering::SeqCst);
+    }
+
+    /// Moves the clock to `ticks` (100 ns each) since the epoch. Not atomic with a concurrent
+    /// read: a test that sets sub-second times does so between reads.
+    pub fn set_ticks(&self, ticks: i64) {
+        self.fraction
+            .store(ticks.rem_euclid(TICKS_PER_SEC), Ordering::SeqCst);
+        self.secs
+            .store(ticks.div_euclid(TICKS_PER_SEC), Ordering::SeqCst);
     }
 
     /// Moves the clock forward by `secs`.
     pub fn advance(&self, secs: i64) {
-        self.0.fetch_add(secs, Ordering::SeqCst);
+        self.secs.fetch_add(secs, Ordering::SeqCst);
     }
 }
 
 impl Clock for ManualClock {
     fn now(&self) -> i64 {
-        self.0.load(Ordering::SeqCst)
+        self.secs.load(Ordering::SeqCst)
+    }
+
+    fn now_ticks(&self) -> i64 {
+        self.now()
+            .saturating_mul(TICKS_PER_SEC)
+            .saturating_add(self.fraction.load(Ordering::SeqCst))
     }
 }
 
@@ -112,6 +156,22 @@ pub fn parse_instant(text: &str) -> crate::Result<SystemTime> {
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    #[test]
+    fn ticks_and_seconds_agree() {
+        let c = ManualClock::new(1_700_000_000);
+        assert_eq!(c.now_ticks(), 1_700_000_000 * TICKS_PER_SEC);
+        c.set_ticks(1_700_000_000 * TICKS_PER_SEC + 1234);
+        assert_eq!((c.now(), c.now_ticks() % TICKS_PER_SEC), (1_700_000_000, 1234));
+        c.set(5);
+        assert_eq!(c.now_ticks(), 5 * TICKS_PER_SEC, "set() is a whole second");
+        c.set_ticks(-1);
+        assert_eq!((c.now(), c.now_ticks()), (-1, -1), "floor before the epoch");
+        let sys = SystemClock;
+        let (secs, ticks) = (sys.now(), sys.now_ticks());
+        assert!(ticks.div_euclid(TICKS_PER_SEC) - secs <= 1, "{secs} {ticks}");
+        assert_eq!(ManualClock::new(i64::MAX).now_ticks(), i64::MAX, "saturates");
+    }
 
     #[test]
     fn instants_in_both_forms() {

@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
 
 use uuid::Uuid;
 
+use crate::clock::TICKS_PER_SEC;
 use crate::error::{Error, Result};
 
 /// Longest domain, bytes.
@@ -149,8 +150,12 @@ pub fn tid_at(secs: i64, counter: u16, node: [u8; 6]) -> Uuid {
     uuid::Builder::from_gregorian_timestamp(ticks, counter & 0x3fff, &node).into_uuid()
 }
 
-/// Makes tids from a clock: strictly increasing within this process even when the clock stands
-/// still or steps back (ticks continue from the last one issued).
+/// The greatest 60-bit timestamp of a version-1 UUID, in 100-ns ticks since 1582-10-15.
+const MAX_TICKS: u64 = (1 << 60) - 1;
+
+/// Makes tids from a clock at its full resolution (100-ns ticks): strictly increasing within
+/// this process even when the clock stands still or steps back (ticks continue from the last
+/// one issued), and, with [`TidMaker::make_after`], greater than a given tid.
 #[derive(Debug)]
 pub struct TidMaker {
     last_ticks: AtomicU64,
@@ -173,28 +178,51 @@ impl TidMaker {
         }
     }
 
-    /// A tid for `now` (seconds since the epoch).
+    /// A tid for `now` (seconds since the epoch); past the last time a tid can carry, that
+    /// last tid again.
     pub fn make(&self, now: i64) -> Uuid {
-        let base = (now.max(0) as u64)
-            .saturating_mul(10_000_000)
-            .saturating_add(TICKS_TO_UNIX);
+        let ticks = now.saturating_mul(TICKS_PER_SEC);
+        self.issue(ticks, None)
+            .unwrap_or_else(|| self.build(MAX_TICKS))
+    }
+
+    /// A tid for `now_ticks` (100-ns ticks since the epoch) that is greater, by precedence,
+    /// than `after` (the newest render of the revision it is for): its timestamp is the later
+    /// of the clock and one tick past `after`'s. Invalid when `after` is at the last tick a
+    /// version-1 UUID can carry.
+    pub fn make_after(&self, now_ticks: i64, after: Option<Uuid>) -> Result<Uuid> {
+        self.issue(now_ticks, after).ok_or_else(|| {
+            Error::invalid(format!(
+                "no tid is left after {}: it carries the last time a version-1 UUID can",
+                after.map_or_else(String::new, |t| t.to_string())
+            ))
+        })
+    }
+
+    fn issue(&self, now_ticks: i64, after: Option<Uuid>) -> Option<Uuid> {
+        let base = (now_ticks.max(0) as u64).saturating_add(TICKS_TO_UNIX);
+        let floor = after.map_or(0, |t| tid_ticks(t).saturating_add(1));
         let mut prev = self.last_ticks.load(AtomicOrdering::SeqCst);
         loop {
-            let ticks = base.max(prev + 1);
+            let ticks = base.max(prev.saturating_add(1)).max(floor);
+            if ticks > MAX_TICKS {
+                return None;
+            }
             match self.last_ticks.compare_exchange(
                 prev,
                 ticks,
                 AtomicOrdering::SeqCst,
                 AtomicOrdering::SeqCst,
             ) {
-                Ok(_) => {
-                    let counter = (ticks & 0x3fff) as u16;
-                    return uuid::Builder::from_gregorian_timestamp(ticks, counter, &self.node)
-                        .into_uuid();
-                }
+                Ok(_) => return Some(self.build(ticks)),
                 Err(actual) => prev = actual,
             }
         }
+    }
+
+    fn build(&self, ticks: u64) -> Uuid {
+        let counter = (ticks & 0x3fff) as u16;
+        uuid::Builder::from_gregorian_timestamp(ticks, counter, &self.node).into_uuid()
     }
 }
 
@@ -225,6 +253,25 @@ mod tests {
             "a v4 uuid"
         );
         assert!(parse_tid("not a uuid").is_err());
+    }
+
+    #[test]
+    fn tids_carry_100ns_and_follow_the_newest_render() {
+        let maker = TidMaker::new();
+        let at = 1_700_000_000 * TICKS_PER_SEC;
+        let a = maker.make_after(at + 5, None).unwrap();
+        assert_eq!(tid_ticks(a), at as u64 + 5 + TICKS_TO_UNIX, "100-ns resolution");
+        // Another process's maker, its clock behind this one's render: still after it.
+        let other = TidMaker::new();
+        let b = other.make_after(at, Some(a)).unwrap();
+        assert_eq!(tid_ticks(b), tid_ticks(a) + 1);
+        assert_eq!(cmp_tid(a, b), Ordering::Less);
+        // A clock ahead of the render wins.
+        let c = other.make_after(at + 1000, Some(a)).unwrap();
+        assert_eq!(tid_ticks(c), at as u64 + 1000 + TICKS_TO_UNIX);
+        // Nothing after the last time a tid carries.
+        let last = uuid::Builder::from_gregorian_timestamp(MAX_TICKS, 0, &[1; 6]).into_uuid();
+        assert!(other.make_after(at, Some(last)).is_err());
     }
 
     #[test]

@@ -649,15 +649,13 @@ impl Store {
                 self.cfg.max_value
             )));
         }
-        let now = self.clock.now();
+        // One reading of the clock: the tid's 100-ns ticks and the stamps' seconds agree.
+        let ticks = self.clock.now_ticks();
+        let now = ticks.div_euclid(crate::clock::TICKS_PER_SEC);
         key::check_now(now)?;
-        let tid = match put.tid {
-            Some(t) => {
-                key::check_tid(t)?;
-                t
-            }
-            None => self.tids.make(now),
-        };
+        if let Some(t) = put.tid {
+            key::check_tid(t)?;
+        }
         let name = record_name(put.domain, put.title);
         // Read for an update: the record's rewrite below reuses this lookup of its name.
         let (old, version) = self.meta.read_for_update(&name)?;
@@ -666,6 +664,13 @@ impl Store {
                 TitleRecord::decode(&bytes, self.meta.data().path(), stat.inode.0)?
             }
             None => TitleRecord::default(),
+        };
+        let tid = match put.tid {
+            Some(t) => t,
+            None => {
+                let newest = self.newest_tid(&name, &rec, put.rev)?;
+                self.tids.make_after(ticks, newest)?
+            }
         };
         let policy = self.cfg.policy;
         rec.check_put(put.rev, put.historical, &policy, now)
@@ -698,6 +703,25 @@ impl Store {
         rec.cull_keeping(&policy, now, self.cfg.archive);
         self.save_over(&name, &rec, Some(version))?;
         Ok(tid)
+    }
+
+    /// The greatest tid of the renders of `rev` stored in either tier: a generated tid must
+    /// be greater, so that a later put of a revision is its newest render (the newest render
+    /// of a revision is the one with the greatest tid), whatever the clocks of the processes
+    /// that wrote them said.
+    fn newest_tid(&self, name: &[u8], rec: &TitleRecord, rev: u64) -> Result<Option<Uuid>> {
+        let hot = rec.renders.iter().filter(|r| r.rev == rev).map(|r| r.tid);
+        let archived = match &self.archive {
+            Some(archive) => archive.map(name)?.map_or_else(Vec::new, |m| {
+                m.entries
+                    .iter()
+                    .filter(|e| e.rev == rev)
+                    .map(|e| Uuid::from_bytes(e.tid))
+                    .collect()
+            }),
+            None => Vec::new(),
+        };
+        Ok(hot.chain(archived).max_by(|a, b| key::cmp_tid(*a, *b)))
     }
 
     fn write_value(&mut self, put: &Put<'_>, tid: Uuid) -> Result<Location> {
