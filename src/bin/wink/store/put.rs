@@ -15,8 +15,10 @@ pub const DEFAULT_TYPE: &str = "text/html; charset=utf-8";
 
 const AFTER_HELP: &str = "\
 Prints the render's tid once the render is durable. Without --tid the tid is made from the clock
-(WINK_NOW when set). Writing the same REV and TID again replaces the value. Which render is the
-latest depends on the revision, then the tid's time, never on the order puts arrive in.
+(100-ns ticks; WINK_NOW when set) and is greater than every tid of REV already stored, so a later
+put of a revision is its latest render. Writing the same REV and TID again replaces the value.
+Which render is the latest depends on the revision, then the tid, never on the order puts with
+given tids arrive in.
 
 --historical stores an old revision regenerated on request: it stays readable for the store's
 historical TTL, and is refused for a revision newer than the current one.
