@@ -27,7 +27,11 @@ pub struct Args {
 }
 
 pub fn run(args: &Args) -> Result<Status> {
-    let bytes = crate::input::read_input(args.file.as_deref())?;
+    let bytes = crate::input::read_input(
+        args.file.as_deref(),
+        crate::input::MAX_INPUT,
+        "the most a `wink fs` input takes (256 MiB)",
+    )?;
     let mut fs = super::open_writer(&args.base, &args.writing)?;
     fs.append(super::name_bytes(&args.name), &bytes)?;
     fs.sync()?;

@@ -1,11 +1,10 @@
 //! `wink kv append FILE KEY [VALUE | -]`.
 
 use std::ffi::OsString;
-use std::io::{self, Read};
 use std::os::unix::ffi::OsStrExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use wink::{Error, Result};
+use wink::Result;
 
 use crate::show::Out;
 use crate::Status;
@@ -24,7 +23,11 @@ pub struct Args {
 pub fn run(args: &Args) -> Result<Status> {
     let value = match args.value.as_deref() {
         Some(v) if v != "-" => v.as_bytes().to_vec(),
-        _ => read_stdin()?,
+        _ => crate::input::read_input(
+            None,
+            crate::input::MAX_INPUT,
+            "the most a `wink kv` input takes (256 MiB)",
+        )?,
     };
     let mut writer = super::open_writer(&args.file)?;
     let ptr = writer.kv.append(args.key.as_bytes(), &value)?;
@@ -33,13 +36,4 @@ pub fn run(args: &Args) -> Result<Status> {
     out.line(&ptr.to_string())?;
     out.finish()?;
     Ok(0)
-}
-
-fn read_stdin() -> Result<Vec<u8>> {
-    let mut value = Vec::new();
-    io::stdin()
-        .lock()
-        .read_to_end(&mut value)
-        .map_err(|e| Error::io(Path::new("<stdin>"), None, e))?;
-    Ok(value)
 }

@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use wink::store::import::{import, read_manifest, CorpusEntry, ImportStats};
+use wink::store::import::{import, read_manifest, verify, CorpusEntry, ImportStats};
 use wink::store::{key, Config};
 use wink::vfs::RealFs;
 use wink::{Error, Result};
@@ -18,10 +18,16 @@ rev, timestamp, bytes, ...) and SRC/DOC/REV.html. Each line becomes a render of 
 revision REV (as a number), with a tid at the line's timestamp that is the same on every import,
 content type text/html; charset=utf-8. Puts are committed every N (one sync per batch).
 
-Before anything is written, the manifest is read and every file it names is checked: a missing
-SRC/manifest.tsv, a malformed line, a DOC that is not a valid title, or a file that is missing or
-over the store's maximum value size is exit status 2, with nothing written. A failure during the
-import (exit status 3) leaves the batches committed before it.
+Before anything is written, the manifest is read and every file it names is checked against its
+line. Exit status 2, with nothing written, for: a missing SRC/manifest.tsv; a manifest over 256
+MiB, a line over 64 KiB or not UTF-8; a malformed line (too few columns, a DOC that is not a
+valid title, a revision that is not a number, a timestamp outside 0 to 103072857660 seconds, a
+bytes column that is not a number, a sha1 column that is neither 40 hex digits nor empty nor
+`-`); a file that is missing, not a regular file, of another length than its bytes column, over
+the store's maximum value size, or of another SHA-1 than its sha1 column. Each message names the
+manifest line. Files with a sha1 are read once for the check, then again to be stored. A file
+that changes length between the check and its put stops the import there (exit 2), and a failure
+during the import (exit status 3) likewise leaves the batches committed before it.
 
 A progress bar goes to stderr when it is a terminal. At the end, a summary on stdout, one
 `FIELD<TAB>VALUE` line each: renders, titles, bytes, batches, seconds, mb_per_s (10^6 bytes).";
@@ -55,7 +61,7 @@ pub fn run(args: &Args) -> Result<Status> {
     super::expect_store(&args.dir)?;
     let entries = manifest(&args.src)?;
     let cfg = Config::read(&RealFs, &args.dir.join("store"))?;
-    preflight(&entries, &cfg)?;
+    verify(&entries, cfg.max_value)?;
     let mut store = super::open_writer(&args.dir, &args.writing)?;
     let bar = super::progress_bar(
         Some(entries.iter().map(|e| e.bytes).sum()),
@@ -70,7 +76,7 @@ pub fn run(args: &Args) -> Result<Status> {
     Ok(0)
 }
 
-/// The manifest; one that is missing or malformed is a wrong argument, not damage in the store.
+/// The manifest; one that is missing is a wrong argument, as a malformed one is.
 fn manifest(src: &Path) -> Result<Vec<CorpusEntry>> {
     let path = src.join("manifest.tsv");
     if !path.is_file() {
@@ -80,41 +86,7 @@ fn manifest(src: &Path) -> Result<Vec<CorpusEntry>> {
             path.display()
         )));
     }
-    read_manifest(src).map_err(|e| match e {
-        Error::Corrupt {
-            path,
-            offset,
-            what,
-            found,
-            ..
-        } => Error::invalid(format!(
-            "{}: at byte {offset}: {what}: {found:?}",
-            path.display()
-        )),
-        other => other,
-    })
-}
-
-/// Checks every entry before the first put: its title, and that its file is there and small
-/// enough.
-fn preflight(entries: &[CorpusEntry], cfg: &Config) -> Result<()> {
-    for e in entries {
-        key::check_title(&e.doc)?;
-        let meta = std::fs::metadata(&e.path)
-            .map_err(|err| Error::invalid(format!("{}: {err}", e.path.display())))?;
-        if !meta.is_file() {
-            return Err(Error::invalid(format!("{}: not a file", e.path.display())));
-        }
-        if meta.len() > cfg.max_value {
-            return Err(Error::invalid(format!(
-                "{}: {} bytes, over this store's maximum value of {}",
-                e.path.display(),
-                meta.len(),
-                cfg.max_value
-            )));
-        }
-    }
-    Ok(())
+    read_manifest(src)
 }
 
 fn summary(stats: &ImportStats, seconds: f64) -> Result<()> {

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use wink::store::{Config, Store};
 use wink::vfs::RealFs;
-use wink::{Error, Result};
+use wink::Result;
 
 use super::{Title, Writing};
 use crate::show::Out;
@@ -57,9 +57,12 @@ pub fn run(args: &Args) -> Result<Status> {
     args.title.check()?;
     let rev = super::parse_rev(&args.rev)?;
     let tid = args.tid.as_deref().map(super::parse_tid).transpose()?;
-    let content = crate::input::read_input(args.file.as_deref())?;
     super::expect_store(&args.dir)?;
-    check_size(&args.dir, content.len())?;
+    // Read against the store's maximum before the writer lock is taken, so that a second
+    // writer's presence does not hide the usage error (the store refuses it again).
+    let max = Config::read(&RealFs, &args.dir.join("store"))?.max_value;
+    let over = format!("this store's maximum of {max} (--max-value at init)");
+    let content = crate::input::read_input(args.file.as_deref(), max, &over)?;
     let mut store = super::open_writer(&args.dir, &args.writing)?;
     let put = if args.historical {
         Store::put_historical
@@ -80,17 +83,4 @@ pub fn run(args: &Args) -> Result<Status> {
     out.line(&tid.to_string())?;
     out.finish()?;
     Ok(0)
-}
-
-/// Refuses a value over the store's maximum before the writer lock is taken, so that a second
-/// writer's presence does not hide the usage error (the store refuses it again).
-fn check_size(dir: &std::path::Path, len: usize) -> Result<()> {
-    let cfg = Config::read(&RealFs, &dir.join("store"))?;
-    if len as u64 > cfg.max_value {
-        return Err(Error::invalid(format!(
-            "a value of {len} bytes is over this store's maximum of {} (--max-value at init)",
-            cfg.max_value
-        )));
-    }
-    Ok(())
 }
