@@ -499,3 +499,18 @@ fn a_writers_open_drops_an_unsynced_tail_and_reports_range_and_entries() {
     drop(fs);
     assert_clean(&base);
 }
+
+#[test]
+fn a_bounded_read_refuses_a_file_over_its_limit_before_reading_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path().join("fs");
+    let clock = ManualClock::new(1_700_000_000);
+    let mut fs = Filesys::create(&base, &FsOptions::default(), &writer(&clock)).unwrap();
+    fs.put(b"map", 0, &[7u8; 1000]).unwrap();
+    let (stat, bytes) = fs.read_located_within(b"map", 1000).unwrap().unwrap();
+    assert_eq!((stat.size, bytes.len()), (1000, 1000));
+    let err = fs.read_located_within(b"map", 999).unwrap_err();
+    assert!(matches!(err, Error::Corrupt { .. }), "{err}");
+    assert!(err.to_string().contains("at most 999 bytes"), "{err}");
+    assert!(fs.read_located_within(b"none", 1).unwrap().is_none());
+}

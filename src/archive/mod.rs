@@ -37,6 +37,9 @@ use map::{Block, Delta, Entry, Frame, TitleMap};
 
 /// Frames (and map records) a file holds: the capacity of the archive filesys's fixed inodes.
 const MAX_FRAMES: u64 = 16;
+/// The largest map (a title's log of snapshot and deltas) a read takes: 256 MiB, some five
+/// million revisions of one title.
+pub const MAX_MAP: u64 = 256 << 20;
 
 /// Archive settings.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -180,7 +183,7 @@ impl Archive {
 
     /// The title's map, if it has archived anything.
     pub fn map(&self, key: &[u8]) -> Result<Option<TitleMap>> {
-        match self.fs.read_located(&map_name(key))? {
+        match self.fs.read_located_within(&map_name(key), MAX_MAP)? {
             Some((stat, bytes)) => {
                 TitleMap::decode_log(&bytes, self.fs.data().path(), stat.inode.0).map(Some)
             }
@@ -192,12 +195,23 @@ impl Archive {
     /// snapshot when the log is new or its inode is full.
     fn write_map(&mut self, key: &[u8], map: &TitleMap, delta: &Delta) -> Result<()> {
         let name = map_name(key);
-        match self.fs.stat(&name)? {
-            Some(stat) if stat.data_entries < MAX_FRAMES => {
+        let stat = self.fs.stat(&name)?;
+        let snapshot = map.snapshot_record();
+        // A map past its reader's limit could not be read back: refused before it is written.
+        if snapshot.len() as u64 > MAX_MAP {
+            return Err(Error::invalid(format!(
+                "the archive map of {:?} would take {} bytes, over the {MAX_MAP} a map may",
+                String::from_utf8_lossy(key),
+                snapshot.len()
+            )));
+        }
+        let fits = |lsize: u64| lsize.saturating_add(delta.record().len() as u64) <= MAX_MAP;
+        match stat {
+            Some(stat) if stat.data_entries < MAX_FRAMES && fits(stat.size) => {
                 self.fs.append(&name, &delta.record())?;
             }
             _ => {
-                self.fs.put(&name, 0, &map.snapshot_record())?;
+                self.fs.put(&name, 0, &snapshot)?;
             }
         }
         Ok(())

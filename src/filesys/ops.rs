@@ -144,6 +144,32 @@ impl Filesys {
         self.read_file(name, Staleness::Strict, self.default_staleness())
     }
 
+    /// [`Filesys::read_located`] of a file its reader bounds: one whose size (LSIZE) is over
+    /// `max` bytes is refused before a byte of it is read, as damage at its inode.
+    pub fn read_located_within(
+        &self,
+        name: &[u8],
+        max: u64,
+    ) -> Result<Option<(FileStat, Vec<u8>)>> {
+        let Some(located) = self.locate(name)? else {
+            return Ok(None);
+        };
+        if located.inode.lsize > max {
+            return Err(Error::corrupt(
+                self.data.path(),
+                located.entry.ptr.0,
+                format!("size of {:?}", String::from_utf8_lossy(name)),
+                format!("at most {max} bytes"),
+                located.inode.lsize,
+            ));
+        }
+        let bytes = self.read_inode_as(&located.inode, 0, u64::MAX, self.default_staleness())?;
+        Ok(Some((
+            FileStat::of(name, located.entry.ptr, &located.inode),
+            bytes,
+        )))
+    }
+
     /// [`Filesys::read_located`], treating every sign of a later commit as `staleness` says:
     /// with [`Staleness::Report`], also a miss that passed one is [`Error::Stale`], so that a
     /// caller that can refresh gets the current answer instead of "no such file".

@@ -19,6 +19,7 @@
 //! each render a title record still names in quarantine (so `--strict` fails). Compaction keeps
 //! a container whose values it cannot read whole.
 
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -231,9 +232,10 @@ pub fn read_entries(dir: &Path) -> Result<Vec<Entry>> {
 
 /// One description, checked to be of this format.
 pub fn read_entry(path: &Path) -> Result<Entry> {
-    let len = std::fs::metadata(path)
-        .map_err(|e| Error::io(path, None, e))?
-        .len();
+    let file = std::fs::File::open(path).map_err(|e| Error::io(path, None, e))?;
+    let meta = file.metadata().map_err(|e| Error::io(path, None, e))?;
+    // Not a regular file (a FIFO, a device) is read no further than its limit either.
+    let len = if meta.is_file() { meta.len() } else { 0 };
     if len > MAX_DESCRIPTION {
         return Err(Error::corrupt(
             path,
@@ -243,7 +245,19 @@ pub fn read_entry(path: &Path) -> Result<Entry> {
             len,
         ));
     }
-    let bytes = std::fs::read(path).map_err(|e| Error::io(path, None, e))?;
+    let mut bytes = Vec::new();
+    file.take(MAX_DESCRIPTION + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| Error::io(path, None, e))?;
+    if bytes.len() as u64 > MAX_DESCRIPTION {
+        return Err(Error::corrupt(
+            path,
+            0,
+            "quarantine description size",
+            format!("at most {MAX_DESCRIPTION} bytes"),
+            format!("more than {MAX_DESCRIPTION}"),
+        ));
+    }
     let entry: Entry = serde_json::from_slice(&bytes).map_err(|e| {
         Error::corrupt(
             path,
