@@ -162,15 +162,25 @@ mod tests {
         let c = ManualClock::new(1_700_000_000);
         assert_eq!(c.now_ticks(), 1_700_000_000 * TICKS_PER_SEC);
         c.set_ticks(1_700_000_000 * TICKS_PER_SEC + 1234);
-        assert_eq!((c.now(), c.now_ticks() % TICKS_PER_SEC), (1_700_000_000, 1234));
+        assert_eq!(
+            (c.now(), c.now_ticks() % TICKS_PER_SEC),
+            (1_700_000_000, 1234)
+        );
         c.set(5);
         assert_eq!(c.now_ticks(), 5 * TICKS_PER_SEC, "set() is a whole second");
         c.set_ticks(-1);
         assert_eq!((c.now(), c.now_ticks()), (-1, -1), "floor before the epoch");
         let sys = SystemClock;
         let (secs, ticks) = (sys.now(), sys.now_ticks());
-        assert!(ticks.div_euclid(TICKS_PER_SEC) - secs <= 1, "{secs} {ticks}");
-        assert_eq!(ManualClock::new(i64::MAX).now_ticks(), i64::MAX, "saturates");
+        assert!(
+            ticks.div_euclid(TICKS_PER_SEC) - secs <= 1,
+            "{secs} {ticks}"
+        );
+        assert_eq!(
+            ManualClock::new(i64::MAX).now_ticks(),
+            i64::MAX,
+            "saturates"
+        );
     }
 
     #[test]

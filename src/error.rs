@@ -16,8 +16,9 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// The operating system failed a read, write or sync.
-    #[error("{}: I/O error{}: {source}", path.display(), At(*offset))]
+    /// The operating system failed a read, write or sync. A full disk (or quota) says "disk
+    /// full": nothing is wrong with the files, what failed was not committed.
+    #[error("{}: {}{}: {source}", path.display(), IoWhat(source), At(*offset))]
     Io {
         path: PathBuf,
         offset: Option<u64>,
@@ -71,13 +72,33 @@ pub enum Error {
         what: String,
     },
 
-    /// Another writer holds the lock.
+    /// Another writer holds the lock of `path` (a store's directory, or a file).
     #[error("{}: in use by another writer (lock held); retry later, or wait for it", path.display())]
     InUse { path: PathBuf },
 
     /// A fixed capacity is exhausted (an ao inode, a superblock with no room for a variable).
     #[error("{}: full: {what}", path.display())]
     Full { path: PathBuf, what: String },
+}
+
+/// What an I/O error is, in words: "disk full" for ENOSPC and EDQUOT.
+struct IoWhat<'a>(&'a io::Error);
+
+impl fmt::Display for IoWhat<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if is_disk_full(self.0) {
+            f.write_str("disk full (the write was not committed; free space and retry)")
+        } else {
+            f.write_str("I/O error")
+        }
+    }
+}
+
+/// Whether an I/O error means the file system (or a quota) has no room left.
+pub fn is_disk_full(e: &io::Error) -> bool {
+    e.kind() == io::ErrorKind::StorageFull
+        || e.kind() == io::ErrorKind::QuotaExceeded
+        || matches!(e.raw_os_error(), Some(libc::ENOSPC) | Some(libc::EDQUOT))
 }
 
 struct At(Option<u64>);
@@ -181,5 +202,12 @@ mod tests {
         assert_eq!(e.exit_code(), 3);
         let e = Error::io(Path::new("/y"), Some(7), io::Error::other("boom"));
         assert!(e.to_string().contains("at byte 7"));
+        assert!(e.to_string().contains("I/O error"));
+        let full = io::Error::from_raw_os_error(libc::ENOSPC);
+        let text = Error::io(Path::new("/y"), Some(7), full).to_string();
+        assert!(
+            text.starts_with("/y: disk full") && text.contains("at byte 7"),
+            "{text}"
+        );
     }
 }

@@ -183,7 +183,10 @@ fn every_input_is_refused_at_its_limit() {
     wink(&["kv", "create", s(&kv)]).expect(0);
     let (run, fed) = wink_fed(&["kv", "append", s(&kv), "k"], 512 << 20);
     run.expect(2);
-    assert!(fed < (256 << 20) + (1 << 20), "{fed} bytes read before the refusal");
+    assert!(
+        fed < (256 << 20) + (1 << 20),
+        "{fed} bytes read before the refusal"
+    );
 }
 
 // ---- import validation -----------------------------------------------------------------------
@@ -224,7 +227,10 @@ fn import_verifies_every_line_before_writing() {
         (b"bad\t0001\t-5\t4\t-\tt".to_vec(), "timestamp"),
         (b"bad\t0001\t1600000000\t5\t-\tt".to_vec(), "bytes column"),
         (b"bad\t0001\t1600000000\t3\t-\tt".to_vec(), "bytes column"),
-        (format!("bad\t0001\t1600000000\t4\t{wrong}\tt").into_bytes(), "SHA-1"),
+        (
+            format!("bad\t0001\t1600000000\t4\t{wrong}\tt").into_bytes(),
+            "SHA-1",
+        ),
         (b"bad\t0001\t1600000000\t4\tnot-hex\tt".to_vec(), "sha1"),
         (b"bad\t0001\t1600000000\t4\t-\tcaf\xe9".to_vec(), "UTF-8"),
         (long.into_bytes(), "longer than"),
@@ -250,7 +256,66 @@ fn import_verifies_every_line_before_writing() {
     let run = wink(&["import", s(&dir), s(&src)]).expect(2);
     assert!(run.stderr.contains("line 1"), "{}", run.stderr);
 
-    corpus_with(&src, format!("bad\t0001\t1600000000\t4\t{right}\tt").as_bytes());
+    corpus_with(
+        &src,
+        format!("bad\t0001\t1600000000\t4\t{right}\tt").as_bytes(),
+    );
     wink(&["import", s(&dir), s(&src)]).expect(0);
-    assert_eq!(wink(&["get", s(&dir), "corpus", "bad"]).expect(0).stdout, b"bad!");
+    assert_eq!(
+        wink(&["get", s(&dir), "corpus", "bad"]).expect(0).stdout,
+        b"bad!"
+    );
+}
+
+// ---- messages --------------------------------------------------------------------------------
+
+#[test]
+fn messages_say_what_happened_once() {
+    let (_tmp, dir) = new_store(&[]);
+    let d = s(&dir);
+    wink_at(T, &["put", d, D, "P", "1"], b"one").expect(0);
+
+    // `recover` reports each repair once: on stdout, not again on stderr.
+    fs::write(
+        dir.join("generation.tmp"),
+        b"a switch killed before its rename",
+    )
+    .unwrap();
+    let run = wink(&["recover", d]).expect(0);
+    let both = format!("{}{}", run.out(), run.stderr);
+    assert_eq!(both.matches("generation.tmp").count(), 1, "{both}");
+    assert!(run.out().starts_with("repaired: "), "{}", run.out());
+    assert!(run.stderr.is_empty(), "{}", run.stderr);
+    // Other writing verbs say it on stderr.
+    fs::write(dir.join("generation.tmp"), b"again").unwrap();
+    let run = wink_at(T, &["put", d, D, "P", "2"], b"two").expect(0);
+    assert_eq!(
+        run.stderr.matches("generation.tmp").count(),
+        1,
+        "{}",
+        run.stderr
+    );
+
+    // A second writer is told which store is in use.
+    let held = common::cli::hold_writer(&dir, T);
+    let run = wink_at(T, &["put", d, D, "P", "3"], b"three").expect(4);
+    assert!(
+        run.stderr
+            .starts_with(&format!("wink: {d}: in use by another writer")),
+        "{}",
+        run.stderr
+    );
+    drop(held);
+
+    // `ls --limit 0` is a usage error, as `import --batch 0` is; `--limit 1` lists one.
+    let run = wink(&["ls", d, D, "P", "--limit", "0"]).expect(2);
+    assert!(run.stderr.contains("--limit 0"), "{}", run.stderr);
+    assert_eq!(
+        wink(&["ls", d, D, "P", "--limit", "1"])
+            .expect(0)
+            .out()
+            .lines()
+            .count(),
+        1
+    );
 }

@@ -58,6 +58,10 @@ fn assert_no_space(e: &Error, dir: &Path, errno: i32) -> PathBuf {
             assert_eq!(source.raw_os_error(), Some(errno), "{e}");
             assert!(path.starts_with(dir), "{e}");
             assert!(e.to_string().contains(&path.display().to_string()), "{e}");
+            if errno == libc::ENOSPC {
+                // What an operator must read: the disk is full, not a crash or damage.
+                assert!(e.to_string().contains(": disk full"), "{e}");
+            }
             path.clone()
         }
         other => panic!("expected an I/O error, got {other}"),

@@ -750,8 +750,8 @@ impl Filesys {
                 at += n as u64;
             }
             self.recovery.actions.push(format!(
-                "{}: zeroed uncommitted bytes {from}..{to} (appends a crash cut off before their \
-                 commit; no header counted their entries)",
+                "{}: zeroed uncommitted bytes {from}..{to} (appends without a commit, left by a \
+                 crash or a failed write such as on a full disk; no header counted them)",
                 self.data.path().display(),
             ));
         }

@@ -65,10 +65,7 @@ pub fn read_manifest(src: &Path) -> Result<Vec<CorpusEntry>> {
         let at = offset;
         offset += got as u64;
         let bad = |what: String| {
-            Error::invalid(format!(
-                "{}: line {n} (byte {at}): {what}",
-                path.display()
-            ))
+            Error::invalid(format!("{}: line {n} (byte {at}): {what}", path.display()))
         };
         if offset > MAX_MANIFEST {
             return Err(bad(format!(
@@ -78,8 +75,12 @@ pub fn read_manifest(src: &Path) -> Result<Vec<CorpusEntry>> {
         if buf.last() != Some(&b'\n') && got as u64 > MAX_LINE {
             return Err(bad(format!("longer than {MAX_LINE} bytes")));
         }
-        let line = std::str::from_utf8(&buf)
-            .map_err(|e| bad(format!("not UTF-8 (at byte {})", at + e.valid_up_to() as u64)))?;
+        let line = std::str::from_utf8(&buf).map_err(|e| {
+            bad(format!(
+                "not UTF-8 (at byte {})",
+                at + e.valid_up_to() as u64
+            ))
+        })?;
         let line = line.strip_suffix('\n').unwrap_or(line);
         let line = line.strip_suffix('\r').unwrap_or(line);
         if n == 1 || line.trim().is_empty() {
@@ -98,7 +99,9 @@ fn parse_line(src: &Path, line: &str, n: u64) -> std::result::Result<CorpusEntry
     }
     let doc = cols[0];
     if doc.contains('/') || doc.contains("..") || key::check_title(doc).is_err() {
-        return Err(format!("doc {doc:?} is not a title (1 to 1024 bytes, no '/', '..', NUL)"));
+        return Err(format!(
+            "doc {doc:?} is not a title (1 to 1024 bytes, no '/', '..', NUL)"
+        ));
     }
     let rev = key::parse_rev(cols[1]).map_err(|_| format!("rev {:?}", cols[1]))?;
     let timestamp = cols[2]

@@ -260,7 +260,11 @@ mod tests {
         let maker = TidMaker::new();
         let at = 1_700_000_000 * TICKS_PER_SEC;
         let a = maker.make_after(at + 5, None).unwrap();
-        assert_eq!(tid_ticks(a), at as u64 + 5 + TICKS_TO_UNIX, "100-ns resolution");
+        assert_eq!(
+            tid_ticks(a),
+            at as u64 + 5 + TICKS_TO_UNIX,
+            "100-ns resolution"
+        );
         // Another process's maker, its clock behind this one's render: still after it.
         let other = TidMaker::new();
         let b = other.make_after(at, Some(a)).unwrap();

@@ -346,7 +346,14 @@ impl Store {
             clock: opts.clock.clone(),
             drop_behind: None,
         };
-        let meta = Filesys::open_in(vfs.clone(), &meta_base(dir), &fs_open)?;
+        // The writer's lock is the meta filesys's: a second writer is told the store's name.
+        let in_use = |e: Error| match e {
+            Error::InUse { .. } => Error::InUse {
+                path: dir.to_path_buf(),
+            },
+            e => e,
+        };
+        let meta = Filesys::open_in(vfs.clone(), &meta_base(dir), &fs_open).map_err(in_use)?;
         let generation = generation::Generation::read(vfs.as_ref(), dir)?;
         let archive = match cfg.archive {
             Some(_) => {
@@ -360,12 +367,10 @@ impl Store {
                     drop_behind: Some(8 << 20),
                     ..fs_open.clone()
                 };
-                Some(Archive::open_in(
-                    vfs.clone(),
-                    &generation.archive_base(dir),
-                    &open,
-                    aopts,
-                )?)
+                Some(
+                    Archive::open_in(vfs.clone(), &generation.archive_base(dir), &open, aopts)
+                        .map_err(in_use)?,
+                )
             }
             None => None,
         };

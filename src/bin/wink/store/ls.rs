@@ -19,7 +19,10 @@ A render whose value is damaged and quarantined (`wink scrub --quarantine`; read
 exit 3) has a sixth field, `quarantined PATH` (PATH: its quarantine entry's description); in
 JSON, a `quarantined` key with that path. Other renders have neither.
 
-Exit status 1, with nothing printed, when the title has no readable render.";
+--limit takes 1 or more (--limit 0 is a usage error, exit 2: leave it out to list them all).
+
+Exit status 1, with nothing printed, when the title has no readable render (or none from
+--offset on).";
 
 /// Lists a title's renders, newest first.
 #[derive(clap::Args)]
@@ -42,6 +45,11 @@ pub struct Args {
 
 pub fn run(args: &Args) -> Result<Status> {
     args.title.check()?;
+    if args.limit == Some(0) {
+        return Err(Error::invalid(
+            "--limit 0: list at least 1 render (leave --limit out to list them all)",
+        ));
+    }
     let store = super::open_reader(&args.dir)?;
     let page = Page {
         offset: args.offset,

@@ -83,25 +83,36 @@ fn open_reader(dir: &Path) -> Result<Store> {
     )
 }
 
-/// Opens the store in `dir` for writing, and reports what the open repaired.
+/// Opens the store in `dir` for writing, and reports on stderr what the open repaired.
 fn open_writer(dir: &Path, writing: &Writing) -> Result<Store> {
+    let store = open_writer_quietly(dir, writing)?;
+    for action in repairs(&store) {
+        eprintln!("wink: recovered: {action}");
+    }
+    Ok(store)
+}
+
+/// Opens the store in `dir` for writing; what the open repaired is left to [`repairs`].
+fn open_writer_quietly(dir: &Path, writing: &Writing) -> Result<Store> {
     let clock = crate::clock_from_env()?;
     expect_store(dir)?;
-    let store = Store::open(
+    Store::open(
         dir,
         &StoreOptions {
             wait: writing.wait,
             clock,
             ..StoreOptions::writer()
         },
-    )?;
-    for action in &store.meta().recovery().actions {
-        eprintln!("wink: recovered: {}", action.replace('\n', " "));
-    }
-    for action in store.recovery() {
-        eprintln!("wink: recovered: {}", action.replace('\n', " "));
-    }
-    Ok(store)
+    )
+}
+
+/// What a writer's open repaired (the title records', then the containers' and compaction's),
+/// one line each.
+fn repairs(store: &Store) -> Vec<String> {
+    let meta = store.meta().recovery().actions.iter();
+    meta.chain(store.recovery())
+        .map(|a| a.replace('\n', " "))
+        .collect()
 }
 
 /// A directory that holds no store is a usage mistake (exit 2), as a base that names no filesys

@@ -34,12 +34,12 @@ pub struct Args {
 }
 
 pub fn run(args: &Args) -> Result<Status> {
-    let store = super::open_writer(&args.dir, &args.writing)?;
+    // Each repair is reported once, here on stdout (not again on stderr as other verbs do).
+    let store = super::open_writer_quietly(&args.dir, &args.writing)?;
     let mut out = Out::new();
-    let mut repairs: Vec<String> = store.meta().recovery().actions.clone();
-    repairs.extend(store.recovery().iter().cloned());
+    let repairs = super::repairs(&store);
     for r in &repairs {
-        out.line(&format!("repaired: {}", r.replace('\n', " ")))?;
+        out.line(&format!("repaired: {r}"))?;
     }
     drop(store);
     let report = wink::store::check::check_store(&args.dir);
