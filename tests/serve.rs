@@ -727,3 +727,119 @@ fn an_acknowledged_put_is_seen_by_every_later_read() {
     let text = String::from_utf8(get(&agent(), &s.url("/metrics")).body).unwrap();
     assert!(text.contains("wink_read_handle_refreshes_total"), "{text}");
 }
+
+#[test]
+fn reads_fall_through_to_the_archive_that_maintenance_fills() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Server::start(&dir.path().join("root"), &["--maintenance-interval", "1"]);
+    create_bucket(
+        &s,
+        "a",
+        r#"{"revisions":"recent:1","renders":"all","archive":"newest"}"#,
+    );
+    let ag = agent();
+    assert_eq!(
+        put(&ag, &s.p("a", "/T/1"), "text/html", b"first").status,
+        201
+    );
+    let between = std::time::SystemTime::now();
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    assert_eq!(
+        put(&ag, &s.p("a", "/T/2"), "text/html", b"second").status,
+        201
+    );
+    // Revision 1 leaves the hot tier a second after revision 2 arrived; a maintenance round
+    // (every second here) archives it.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let h = get(&ag, &s.url("/_health")).json();
+        if h["buckets"]["a"]["maintenance"]["archived_revisions"].as_u64() >= Some(1) {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "not archived: {h}");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    let a = get(&ag, &s.p("a", "/T/1"));
+    assert_eq!(
+        (a.status, a.body.as_slice()),
+        (200, &b"first"[..]),
+        "read from the archive"
+    );
+    assert_eq!(get(&ag, &s.p("a", "/T")).body, b"second");
+    let list = get(&ag, &s.p("a", "/T/")).json();
+    let states: Vec<(u64, &str)> = list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| {
+            (
+                i["revision"].as_u64().unwrap(),
+                i["state"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(states, [(2, "current"), (1, "archived")]);
+    let secs = between
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    let then = get(&ag, &s.p("a", &format!("/T?as_of={secs:.3}")));
+    assert_eq!(
+        then.body, b"first",
+        "as of before revision 2: the archived revision 1"
+    );
+    // A take-down reaches the archive too.
+    assert_eq!(
+        call(&ag, "DELETE", &s.p("a", "/T/1"), &[], None).status,
+        200
+    );
+    get(&ag, &s.p("a", "/T/1")).problem(404, "not_found");
+    let text = String::from_utf8(get(&ag, &s.url("/metrics")).body).unwrap();
+    let fallbacks = text
+        .lines()
+        .find_map(|l| l.strip_prefix("wink_writer_fallback_reads_total "))
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap();
+    assert!(fallbacks >= 3, "{fallbacks}");
+}
+
+#[test]
+fn an_unreadable_bucket_is_503_and_the_others_serve() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    std::fs::create_dir_all(root.join("bad")).unwrap();
+    std::fs::write(root.join("bad/store"), b"this is not a store configuration").unwrap();
+    let s = Server::start(&root, &[]);
+    let ag = agent();
+    let h = get(&ag, &s.url("/_health"));
+    assert_eq!(h.status, 503);
+    let j = h.json();
+    assert_eq!(
+        (j["status"].as_str(), j["buckets"]["bad"]["status"].as_str()),
+        (Some("degraded"), Some("unreadable"))
+    );
+    assert!(
+        j["buckets"]["bad"]["error"]
+            .as_str()
+            .unwrap()
+            .contains("bad/store"),
+        "{j}"
+    );
+    let a = get(&ag, &s.p("bad", "/T"));
+    a.problem(503, "service_unavailable");
+    assert!(a.header("retry-after").is_some());
+    call(&ag, "PUT", &s.p("bad", ""), &[], None).problem(503, "service_unavailable");
+    put(&ag, &s.p("bad", "/T/1"), "text/html", b"x").problem(503, "service_unavailable");
+    create_bucket(&s, "good", "{}");
+    assert_eq!(
+        put(&ag, &s.p("good", "/T/1"), "text/html", b"x").status,
+        201
+    );
+    assert_eq!(get(&ag, &s.p("good", "/T")).body, b"x");
+    let m = String::from_utf8(get(&ag, &s.url("/metrics")).body).unwrap();
+    assert!(m.contains("wink_bucket_unreadable 1"), "{m}");
+    assert_eq!(
+        std::fs::read(root.join("bad/store")).unwrap(),
+        b"this is not a store configuration"
+    );
+}
