@@ -740,6 +740,7 @@ async fn create_bucket(app: &App, place: &Place, req: Request<Incoming>) -> Resu
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     fn target(path: &str) -> Result<Target> {
         parse_path(path)
@@ -820,5 +821,39 @@ mod tests {
         assert!(matches_etag(&h, &tag));
         h.insert(IF_NONE_MATCH, HeaderValue::from_static("*"));
         assert!(matches_etag(&h, &tag));
+    }
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+
+        /// Any path a client sends parses into a target or a 400/404, never a panic.
+        #[test]
+        fn any_path_is_a_target_or_a_client_error(
+            tail in proptest::collection::vec(
+                prop_oneof![
+                    proptest::string::string_regex("[A-Za-z0-9._~-]{0,12}").unwrap(),
+                    proptest::string::string_regex("(%[0-9A-Fa-f]{2}){1,6}").unwrap(),
+                    proptest::string::string_regex("[%_/]{0,3}").unwrap(),
+                    proptest::string::string_regex(".{0,8}").unwrap(),
+                ],
+                0..6,
+            ),
+            prefix in 0usize..3,
+        ) {
+            let start = ["/", "/en.wikipedia.org/sys/key_rev_value/", "/d/sys/key_rev_value/b/"];
+            let path = format!("{}{}", start[prefix], tail.join("/"));
+            if let Err(p) = parse_path(&path) {
+                prop_assert!(matches!(p.status.as_u16(), 400 | 404), "{}", p.status);
+            }
+        }
+
+        /// Any query value given as a limit or a cursor is a value or a 400.
+        #[test]
+        fn any_limit_or_cursor_is_a_value_or_a_400(text in ".{0,40}") {
+            let limited = limit(Some(&text));
+            prop_assert!(limited.map_or_else(|p| p.status == 400, |n| (1..=MAX_LIMIT).contains(&n)));
+            let _ = text.parse::<TitlePosition>();
+            let _ = text.parse::<RenderCursor>();
+            let _ = crate::clock::parse_instant(&text);
+        }
     }
 }

@@ -240,6 +240,7 @@ pub fn valid_bucket_name(name: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     #[test]
     fn restbase_retention_policies() {
@@ -331,6 +332,24 @@ mod tests {
             "é",
         ] {
             assert!(!valid_bucket_name(bad), "{bad}");
+        }
+    }
+    proptest! {
+        /// Any body given as bucket settings is a configuration or an error, never a panic.
+        #[test]
+        fn any_settings_body_is_a_config_or_an_error(
+            body in prop_oneof![
+                proptest::collection::vec(proptest::num::u8::ANY, 0..64),
+                proptest::string::string_regex(
+                    r#"\{("(renders|revisions|archive|historical_ttl|container_bytes|max_value|revisionRetentionPolicy)":("[a-z:0-9]{0,12}"|-?[0-9]{1,20}|\{"type":"[a-z]{0,8}"(,"(count|grace_ttl|interval|ttl)":-?[0-9]{1,12})*\}),?){0,4}\}"#
+                ).unwrap().prop_map(String::into_bytes),
+            ]
+        ) {
+            if let Ok(spec) = BucketSpec::parse(&body) {
+                if let Ok(cfg) = spec.config() {
+                    prop_assert_eq!(spec.differences(&cfg).unwrap(), "");
+                }
+            }
         }
     }
 }
