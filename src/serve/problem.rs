@@ -74,7 +74,7 @@ impl Problem {
             Error::Invalid(what) => Problem::bad_request(what.clone()),
             Error::NotFound(what) => Problem::not_found(what.clone()),
             Error::Full { .. } => Problem::new(StatusCode::INSUFFICIENT_STORAGE, e.to_string()),
-            Error::Io { source, .. } if is_no_space(source) => {
+            Error::Io { source, .. } if crate::error::is_disk_full(source) => {
                 Problem::new(StatusCode::INSUFFICIENT_STORAGE, e.to_string())
             }
             Error::InUse { .. } | Error::Stale { .. } => Problem::unavailable(e.to_string(), 1),
@@ -140,12 +140,6 @@ impl Problem {
         }
         resp
     }
-}
-
-/// True for the OS's "no space left on device" (and a quota's).
-pub fn is_no_space(e: &std::io::Error) -> bool {
-    matches!(e.raw_os_error(), Some(libc::ENOSPC) | Some(libc::EDQUOT))
-        || e.kind() == std::io::ErrorKind::StorageFull
 }
 
 #[cfg(test)]
