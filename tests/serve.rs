@@ -283,6 +283,8 @@ fn routes_statuses_headers_and_bodies() {
         "wink_http_response_bytes_total",
         "wink_maintenance_rounds_total{bucket=\"all\"}",
         "wink_http_connections_open",
+        "wink_http_inflight_bytes 0\n",
+        "wink_http_inflight_limit_bytes 536870912\n",
     ] {
         assert!(text.contains(needle), "{needle} in\n{text}");
     }

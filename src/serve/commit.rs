@@ -34,8 +34,6 @@ pub enum PutError {
     Store(Error),
     /// The commit that was to make it durable failed (shared by the batch's puts).
     Commit(Arc<Error>),
-    /// The bucket is shutting down.
-    Closed,
 }
 
 /// A render to store.

@@ -28,6 +28,8 @@ pub struct BodyLimits {
     pub timeout: Duration,
     /// Body bytes held across requests, in [`UNIT`]s.
     inflight: Arc<Semaphore>,
+    /// The semaphore's permits in all.
+    total_units: u32,
 }
 
 /// A body read in whole, and its share of the in-flight bytes (released when dropped).
@@ -43,17 +45,33 @@ fn units(bytes: u64) -> u32 {
 
 impl BodyLimits {
     pub fn new(max_body: u64, max_inflight: u64, timeout: Duration) -> BodyLimits {
+        let total_units = units(max_inflight.max(max_body));
         BodyLimits {
             max_body,
             timeout,
-            inflight: Arc::new(Semaphore::new(units(max_inflight.max(max_body)) as usize)),
+            inflight: Arc::new(Semaphore::new(total_units as usize)),
+            total_units,
         }
     }
 
-    /// Body bytes held now.
-    pub fn inflight_bytes(&self, max_inflight: u64) -> u64 {
-        let free = self.inflight.available_permits() as u64 * UNIT;
-        max_inflight.max(self.max_body).saturating_sub(free)
+    /// Request-body bytes held now (in whole KiB), and the most that may be.
+    pub fn inflight_bytes(&self) -> (u64, u64) {
+        let total = u64::from(self.total_units);
+        let free = self.inflight.available_permits() as u64;
+        (total.saturating_sub(free) * UNIT, total * UNIT)
+    }
+
+    /// The in-flight gauges of `/metrics`.
+    pub fn render(&self, out: &mut String) {
+        use std::fmt::Write;
+        let (held, limit) = self.inflight_bytes();
+        let _ = writeln!(
+            out,
+            "# HELP wink_http_inflight_bytes Request-body bytes held now (KiB units).\n\
+             # TYPE wink_http_inflight_bytes gauge\nwink_http_inflight_bytes {held}\n\
+             # HELP wink_http_inflight_limit_bytes The most request-body bytes held at once.\n\
+             # TYPE wink_http_inflight_limit_bytes gauge\nwink_http_inflight_limit_bytes {limit}"
+        );
     }
 
     /// Reads a request's body: 413 past `max_body` (before reading when Content-Length says so,

@@ -138,6 +138,7 @@ async fn answer(app: &App, req: Request<Incoming>, route: &mut Route) -> Result<
             *route = Route::Metrics;
             let mut text = String::new();
             app.metrics.render(&mut text);
+            app.limits.render(&mut text);
             app.registry.render_metrics(&mut text);
             let mut a = Response::new(Full::new(Bytes::from(text)));
             a.headers_mut().insert(
@@ -639,7 +640,6 @@ async fn put_render(
         ))),
         Err(PutError::Store(e)) => Err(Problem::from_store(&e)),
         Err(PutError::Commit(e)) => Err(Problem::from_store(&e)),
-        Err(PutError::Closed) => Err(closing()),
     }
 }
 
