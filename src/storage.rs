@@ -71,6 +71,13 @@ pub trait Storage: Send + Sync + fmt::Debug {
     fn advise_sequential(&self) -> io::Result<()> {
         Ok(())
     }
+    /// [`Storage::read_at`] that leaves the page cache as it found it, for a reader passing over
+    /// much data once (a dump): the pages it had to bring in from the disk are dropped after the
+    /// read, and pages that were cached before stay cached, so a node's working set is neither
+    /// evicted by the dump's pages nor dropped by it. Default: a plain read.
+    fn read_at_uncached(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        self.read_at(buf, offset)
+    }
 }
 
 /// Reads exactly `buf.len()` bytes at `offset`. A short read means the file is shorter than its
@@ -158,6 +165,9 @@ pub fn residency(path: &Path) -> Result<(u64, u64)> {
     Ok(((resident * page).min(len), len))
 }
 
+/// The page size the page-cache hooks round to.
+const PAGE: u64 = 4096;
+
 /// A real file, read and written with pread/pwrite.
 #[derive(Debug)]
 pub struct FileStorage {
@@ -211,6 +221,22 @@ impl FileStorage {
             .map_err(io::Error::from)
     }
 
+    /// One `preadv2(RWF_NOWAIT)`: the bytes at `offset` that are in the page cache, up to the
+    /// first page that is not (0 or `WouldBlock` when that is the first one).
+    fn read_cached(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        let offset = i64::try_from(offset).map_err(|_| io::ErrorKind::InvalidInput)?;
+        let iov = libc::iovec {
+            iov_base: buf.as_mut_ptr().cast(),
+            iov_len: buf.len(),
+        };
+        // SAFETY: one iovec describing `buf`, which is valid for writes of its length for the
+        // duration of the call; the descriptor is open.
+        let n = unsafe {
+            libc::preadv2(self.file.as_raw_fd(), &iov, 1, offset, libc::RWF_NOWAIT)
+        };
+        usize::try_from(n).map_err(|_| io::Error::last_os_error())
+    }
+
     fn sync_range(&self, offset: u64, len: u64, flags: libc::c_uint) -> io::Result<()> {
         let (Ok(offset), Ok(len)) = (i64::try_from(offset), i64::try_from(len)) else {
             return Ok(());
@@ -250,6 +276,30 @@ impl Storage for FileStorage {
 
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
         self.file.write_all_at(buf, offset)
+    }
+
+    fn read_at_uncached(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        // What the cache holds already, read without waiting for the disk: preadv2(RWF_NOWAIT)
+        // stops at the first page that is not cached.
+        let mut cached = 0;
+        while cached < buf.len() {
+            match self.read_cached(&mut buf[cached..], offset + cached as u64) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => cached += n,
+            }
+        }
+        if cached == buf.len() {
+            return Ok(cached);
+        }
+        let cold = offset + cached as u64;
+        let done = cached + self.read_at(&mut buf[cached..], cold)?;
+        // From the page the disk read started in to the end of the last page read.
+        let start = cold & !(PAGE - 1);
+        let end = (offset + done as u64).div_ceil(PAGE) * PAGE;
+        if end > start {
+            self.drop_cache(start, end - start)?;
+        }
+        Ok(done)
     }
 
     fn set_len(&self, len: u64) -> io::Result<()> {
@@ -475,5 +525,29 @@ mod tests {
         assert_eq!(&buf, b"hello");
         s.flush_and_drop(0, 4096).unwrap();
         assert!(FileStorage::create_new(&path).is_err());
+    }
+
+    #[test]
+    fn an_uncached_read_keeps_what_was_cached_and_drops_what_it_brought_in() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        let s = FileStorage::create_new(&path).unwrap();
+        let bytes: Vec<u8> = (0..4 << 20).map(|i: u32| (i % 251) as u8).collect();
+        s.write_at(&bytes, 0).unwrap();
+        s.flush_and_drop(0, bytes.len() as u64).unwrap();
+        s.advise_random().unwrap(); // no readahead past what is read
+        // The first MiB is read the usual way: a working set.
+        let mut hot = vec![0u8; 1 << 20];
+        assert_eq!(s.read_at(&mut hot, 0).unwrap(), hot.len());
+        let (before, _) = residency(&path).unwrap();
+        let mut all = vec![0u8; bytes.len() + 100];
+        assert_eq!(s.read_at_uncached(&mut all, 0).unwrap(), bytes.len());
+        assert_eq!(&all[..bytes.len()], &bytes[..]);
+        let (after, _) = residency(&path).unwrap();
+        // Where the page cache does not hold written pages (tmpfs keeps everything), skip.
+        if (1 << 20..2 << 20).contains(&before) {
+            assert!(after >= 1 << 20, "the working set stayed: {after} bytes resident");
+            assert!(after < 2 << 20, "the rest was dropped: {after} bytes resident");
+        }
     }
 }
