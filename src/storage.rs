@@ -136,33 +136,84 @@ pub fn sync_parent_dir(path: &Path) -> io::Result<()> {
 /// The file is mapped read-only just long enough to ask the kernel which of its pages are in the
 /// page cache; no page is touched, so asking does not change the answer.
 pub fn residency(path: &Path) -> Result<(u64, u64)> {
-    let file = File::open(path).map_err(|e| Error::io(path, None, e))?;
-    let len = file.metadata().map_err(|e| Error::io(path, None, e))?.len();
-    if len == 0 {
-        return Ok((0, 0));
+    let map = PageMap::of(path)?;
+    let resident = map.pages.iter().filter(|b| *b & 1 == 1).count() as u64;
+    Ok(((resident * PAGE).min(map.len), map.len))
+}
+
+/// Which pages of a file were in the page cache at one moment (mincore(2), one byte per 4 KiB
+/// page), so that a reader passing over the file once can later drop the pages it brought in and
+/// keep the ones that were cached before it.
+#[derive(Clone, Debug, Default)]
+pub struct PageMap {
+    pages: Vec<u8>,
+    len: u64,
+}
+
+impl PageMap {
+    /// The residency of `path` now (an empty map for a missing or empty file).
+    pub fn of(path: &Path) -> Result<PageMap> {
+        let file = match File::open(path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(PageMap::default()),
+            Err(e) => return Err(Error::io(path, None, e)),
+        };
+        let len = file.metadata().map_err(|e| Error::io(path, None, e))?.len();
+        if len == 0 {
+            return Ok(PageMap::default());
+        }
+        // SAFETY: a read-only shared mapping of a file we opened. Its bytes are never read
+        // through the mapping (mincore only inspects page-table state), so a concurrent truncate
+        // by another process cannot fault us, and the mapping is dropped before returning.
+        let map = unsafe { memmap2::MmapOptions::new().map(&file) }
+            .map_err(|e| Error::io(path, None, e))?;
+        let mut pages = vec![0u8; len.div_ceil(PAGE) as usize];
+        // SAFETY: `map` is a live mapping of `len` bytes starting at its (page-aligned) address,
+        // and `pages` has one byte per page of it, as mincore requires.
+        let rc = unsafe {
+            libc::mincore(
+                map.as_ptr() as *mut libc::c_void,
+                len as usize,
+                pages.as_mut_ptr(),
+            )
+        };
+        if rc != 0 {
+            return Err(Error::io(path, None, io::Error::last_os_error()));
+        }
+        Ok(PageMap { pages, len })
     }
-    // SAFETY: a read-only shared mapping of a file we opened. Its bytes are never read through the
-    // mapping (mincore only inspects page-table state), so a concurrent truncate by another
-    // process cannot fault us, and the mapping is dropped before returning.
-    let map =
-        unsafe { memmap2::MmapOptions::new().map(&file) }.map_err(|e| Error::io(path, None, e))?;
-    let page = 4096u64;
-    let pages = len.div_ceil(page) as usize;
-    let mut vec = vec![0u8; pages];
-    // SAFETY: `map` is a live mapping of `len` bytes starting at its (page-aligned) address, and
-    // `vec` has one byte per page of it, as mincore requires.
-    let rc = unsafe {
-        libc::mincore(
-            map.as_ptr() as *mut libc::c_void,
-            len as usize,
-            vec.as_mut_ptr(),
-        )
-    };
-    if rc != 0 {
-        return Err(Error::io(path, None, io::Error::last_os_error()));
+
+    /// Drops from the page cache every page of `path` that this map does not show resident
+    /// (pages past the map's end included).
+    pub fn drop_others(&self, path: &Path) -> Result<()> {
+        let s = match FileStorage::open(path, false) {
+            Ok(s) => s,
+            Err(Error::Io { source, .. }) if source.kind() == io::ErrorKind::NotFound => {
+                return Ok(())
+            }
+            Err(e) => return Err(e),
+        };
+        let drop = |from: usize, to: usize| {
+            let (start, len) = (from as u64 * PAGE, (to - from) as u64 * PAGE);
+            s.drop_cache(start, len)
+                .map_err(|e| Error::io(path, Some(start), e))
+        };
+        let mut run: Option<usize> = None;
+        for (i, page) in self.pages.iter().enumerate() {
+            match (page & 1 == 1, run) {
+                (true, Some(from)) => {
+                    drop(from, i)?;
+                    run = None;
+                }
+                (false, None) => run = Some(i),
+                _ => {}
+            }
+        }
+        let from = run.unwrap_or(self.pages.len());
+        // Whatever lies past the map: a length of 0 asks for everything to the end.
+        s.drop_cache(from as u64 * PAGE, 0)
+            .map_err(|e| Error::io(path, Some(from as u64 * PAGE), e))
     }
-    let resident = vec.iter().filter(|b| *b & 1 == 1).count() as u64;
-    Ok(((resident * page).min(len), len))
 }
 
 /// The page size the page-cache hooks round to.
@@ -231,9 +282,7 @@ impl FileStorage {
         };
         // SAFETY: one iovec describing `buf`, which is valid for writes of its length for the
         // duration of the call; the descriptor is open.
-        let n = unsafe {
-            libc::preadv2(self.file.as_raw_fd(), &iov, 1, offset, libc::RWF_NOWAIT)
-        };
+        let n = unsafe { libc::preadv2(self.file.as_raw_fd(), &iov, 1, offset, libc::RWF_NOWAIT) };
         usize::try_from(n).map_err(|_| io::Error::last_os_error())
     }
 
@@ -536,7 +585,7 @@ mod tests {
         s.write_at(&bytes, 0).unwrap();
         s.flush_and_drop(0, bytes.len() as u64).unwrap();
         s.advise_random().unwrap(); // no readahead past what is read
-        // The first MiB is read the usual way: a working set.
+                                    // The first MiB is read the usual way: a working set.
         let mut hot = vec![0u8; 1 << 20];
         assert_eq!(s.read_at(&mut hot, 0).unwrap(), hot.len());
         let (before, _) = residency(&path).unwrap();
@@ -546,8 +595,14 @@ mod tests {
         let (after, _) = residency(&path).unwrap();
         // Where the page cache does not hold written pages (tmpfs keeps everything), skip.
         if (1 << 20..2 << 20).contains(&before) {
-            assert!(after >= 1 << 20, "the working set stayed: {after} bytes resident");
-            assert!(after < 2 << 20, "the rest was dropped: {after} bytes resident");
+            assert!(
+                after >= 1 << 20,
+                "the working set stayed: {after} bytes resident"
+            );
+            assert!(
+                after < 2 << 20,
+                "the rest was dropped: {after} bytes resident"
+            );
         }
     }
 }

@@ -19,6 +19,7 @@ pub mod check;
 pub mod compact;
 pub mod config;
 pub mod cull;
+pub mod dump;
 pub mod generation;
 pub mod import;
 pub mod key;
@@ -48,6 +49,7 @@ use crate::vfs::{RealFs, Vfs};
 
 pub use config::Config;
 pub use cull::{CullReport, TitleCursor};
+pub use dump::{DumpReader, DumpRender, DumpTitle};
 pub use key::TidMaker;
 pub use pages::{RenderCursor, RenderPage, TitlePage, TitlePosition};
 pub use policy::{Policy, Renders, Revisions};

@@ -88,7 +88,11 @@ impl Store {
     }
 
     /// Archived renders of a title that may be returned (not taken down in either tier).
-    fn archived(&self, name: &[u8], rec: Option<&TitleRecord>) -> Result<Vec<ArchiveEntry>> {
+    pub(super) fn archived(
+        &self,
+        name: &[u8],
+        rec: Option<&TitleRecord>,
+    ) -> Result<Vec<ArchiveEntry>> {
         let Some(archive) = &self.archive else {
             return Ok(Vec::new());
         };

@@ -1,0 +1,261 @@
+//! A dump's walk over a store: every title's readable renders in both tiers, title by title, and
+//! reads of their values that leave the page cache as they found it.
+//!
+//! The walk goes over the title records in steps, from a [`TitleCursor`] as culling does, so a
+//! dump holds one step's titles in memory whatever the store's size. A title's renders are what
+//! [`Store::list`] returns (the hot tier's readable renders, then the archived ones the hot tier
+//! does not hold), oldest first.
+//!
+//! Reading a whole store once must not evict a serving node's working set. Hot values are read
+//! with [`Storage::read_at_uncached`](crate::storage::Storage::read_at_uncached): what was cached
+//! stays, what the read brought in is dropped. Archived values are decompressed from blocks that
+//! the archive reads itself; for them a [`DumpReader`] takes the archive datafile's residency when
+//! it starts (one byte per 4 KiB page, mincore) and, every time it has decompressed as much as the
+//! archive file holds (64 MiB at least) and when it finishes, drops the pages of that file that
+//! were not resident at the start.
+
+use std::path::PathBuf;
+
+use uuid::Uuid;
+
+use crate::archive::map::Entry as ArchiveEntry;
+use crate::error::{Error, Result};
+use crate::filesys;
+use crate::storage::PageMap;
+
+use super::cull::TitleCursor;
+use super::key::cmp_tid;
+use super::record::Location;
+use super::{record_name, State, Store};
+
+/// One title's renders, as a dump sees them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DumpTitle {
+    pub domain: String,
+    pub title: String,
+    /// Oldest first: revision, then tid precedence.
+    pub renders: Vec<DumpRender>,
+}
+
+/// One render of a [`DumpTitle`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DumpRender {
+    pub rev: u64,
+    pub tid: Uuid,
+    pub content_type: String,
+    pub state: State,
+    /// The value's length in bytes.
+    pub size: u64,
+    source: Source,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Source {
+    Hot(Location),
+    Archived(ArchiveEntry),
+}
+
+/// Decompressed bytes between two drops of the archive's pages, at least.
+const ARCHIVE_SWEEP_MIN: u64 = 64 << 20;
+
+impl Store {
+    /// The next titles of a dump from `cursor`, at most `max_titles` records walked (titles with
+    /// no readable render are left out). The cursor moves past them; it is done when the pass
+    /// has walked every record that existed when it started.
+    pub fn dump_step(&self, cursor: &mut TitleCursor, max_titles: usize) -> Result<Vec<DumpTitle>> {
+        let walk = self.walk_titles(cursor, max_titles)?;
+        let mut out = Vec::with_capacity(walk.titles.len());
+        for (name, _) in &walk.titles {
+            let Some((domain, title)) = split_name(name) else {
+                return Err(Error::corrupt(
+                    self.meta.data().path(),
+                    0,
+                    "title record name",
+                    "DOMAIN/TITLE in UTF-8",
+                    String::from_utf8_lossy(name),
+                ));
+            };
+            if let Some(t) = self.dump_title(domain, title)? {
+                out.push(t);
+            }
+        }
+        walk.finish(cursor);
+        Ok(out)
+    }
+
+    /// One title's renders for a dump; `None` when it has no readable render.
+    pub fn dump_title(&self, domain: &str, title: &str) -> Result<Option<DumpTitle>> {
+        let name = record_name(domain, title);
+        let rec = self.load_fresh(&name)?;
+        let now = self.clock.now();
+        let mut renders: Vec<DumpRender> = match &rec {
+            Some(rec) => self
+                .visible(rec, now)
+                .into_iter()
+                .map(|r| DumpRender {
+                    rev: r.rev,
+                    tid: r.tid,
+                    content_type: r.content_type.clone(),
+                    state: super::state_of(rec, r, &self.cfg.policy, now),
+                    size: r.location.len,
+                    source: Source::Hot(r.location),
+                })
+                .collect(),
+            None => Vec::new(),
+        };
+        for e in self.archived(&name, rec.as_ref())? {
+            let tid = Uuid::from_bytes(e.tid);
+            if !renders.iter().any(|r| r.rev == e.rev && r.tid == tid) {
+                renders.push(DumpRender {
+                    rev: e.rev,
+                    tid,
+                    content_type: e.content_type.clone(),
+                    state: State::Archived,
+                    size: e.len,
+                    source: Source::Archived(e),
+                });
+            }
+        }
+        if renders.is_empty() {
+            return Ok(None);
+        }
+        renders.sort_by(|a, b| a.rev.cmp(&b.rev).then_with(|| cmp_tid(a.tid, b.tid)));
+        Ok(Some(DumpTitle {
+            domain: domain.to_string(),
+            title: title.to_string(),
+            renders,
+        }))
+    }
+
+    /// A reader of dumped values that leaves the page cache as it found it (module doc).
+    pub fn dump_reader(&self) -> Result<DumpReader<'_>> {
+        let archive = match self.archive() {
+            Some(_) => {
+                let path = filesys::file_path(self.archive_base(), "data");
+                let len = std::fs::metadata(&path).map_or(0, |m| m.len());
+                Some(ArchivePages {
+                    before: PageMap::of(&path)?,
+                    path,
+                    sweep_every: len.max(ARCHIVE_SWEEP_MIN),
+                    since_sweep: 0,
+                })
+            }
+            None => None,
+        };
+        Ok(DumpReader {
+            store: self,
+            archive,
+            hot_bytes: 0,
+            archived_bytes: 0,
+        })
+    }
+}
+
+/// "DOMAIN/TITLE" as (domain, title): a domain never holds `/`.
+fn split_name(name: &[u8]) -> Option<(&str, &str)> {
+    std::str::from_utf8(name).ok()?.split_once('/')
+}
+
+/// The archive datafile's pages as the dump found them.
+#[derive(Debug)]
+struct ArchivePages {
+    path: PathBuf,
+    before: PageMap,
+    sweep_every: u64,
+    since_sweep: u64,
+}
+
+impl ArchivePages {
+    fn sweep(&mut self) -> Result<()> {
+        self.since_sweep = 0;
+        self.before.drop_others(&self.path)
+    }
+}
+
+/// Reads the values of a dump (see [`Store::dump_reader`]); drops the archive's pages it brought
+/// in when it finishes (or is dropped).
+#[derive(Debug)]
+pub struct DumpReader<'s> {
+    store: &'s Store,
+    archive: Option<ArchivePages>,
+    hot_bytes: u64,
+    archived_bytes: u64,
+}
+
+impl DumpReader<'_> {
+    /// A render's value, verified against its checksum (a damaged one is an error naming the
+    /// file and offset, or its quarantine entry).
+    pub fn read(&mut self, title: &DumpTitle, render: &DumpRender) -> Result<Vec<u8>> {
+        match &render.source {
+            Source::Hot(loc) => {
+                let value = self.read_hot(loc).map_err(|e| match e {
+                    Error::Corrupt { .. } | Error::Io { .. } => self.store.damaged_or(loc, e),
+                    e => e,
+                })?;
+                self.hot_bytes += value.len() as u64;
+                Ok(value)
+            }
+            Source::Archived(entry) => {
+                let archive = self
+                    .store
+                    .archive()
+                    .ok_or_else(|| Error::invalid("no archive"))?;
+                let name = record_name(&title.domain, &title.title);
+                let value = archive.read(&name, entry)?;
+                self.archived_bytes += value.len() as u64;
+                if let Some(pages) = self.archive.as_mut() {
+                    pages.since_sweep += value.len() as u64;
+                    if pages.since_sweep >= pages.sweep_every {
+                        pages.sweep()?;
+                    }
+                }
+                Ok(value)
+            }
+        }
+    }
+
+    fn read_hot(&self, loc: &Location) -> Result<Vec<u8>> {
+        let len = usize::try_from(loc.len).map_err(|_| Error::invalid("value too large"))?;
+        let mut value = vec![0u8; len];
+        if len == 0 {
+            return Ok(value);
+        }
+        let s = self.store.container(loc.container)?;
+        let n = s
+            .read_at_uncached(&mut value, loc.offset)
+            .map_err(|e| Error::io(s.path(), Some(loc.offset), e))?;
+        if n < len {
+            return Err(Error::corrupt(
+                s.path(),
+                loc.offset + n as u64,
+                "file ends inside a value",
+                format!("{len} bytes at {}", loc.offset),
+                format!("{n} bytes"),
+            ));
+        }
+        loc.verify(s.path(), &value)?;
+        Ok(value)
+    }
+
+    /// (value bytes read from the hot tier, from the archive).
+    pub fn bytes(&self) -> (u64, u64) {
+        (self.hot_bytes, self.archived_bytes)
+    }
+
+    /// Drops the archive's pages this reader brought into the page cache.
+    pub fn finish(mut self) -> Result<()> {
+        match self.archive.as_mut() {
+            Some(pages) => pages.sweep(),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for DumpReader<'_> {
+    fn drop(&mut self) {
+        if let Some(pages) = self.archive.as_mut() {
+            // A page cache hint; a dump that failed reports its own error.
+            let _ = pages.sweep();
+        }
+    }
+}
