@@ -9,6 +9,7 @@
 //! - [`filesys`]: a flat filesystem on kvseq + hindex, with the append-only variant.
 //! - [`store`]: the render store — revisions and renders with precedence and retention.
 //! - [`synth`]: deterministic revision histories for the demo and benchmarks.
+//! - [`warc`] (feature `warc`): WARC export and import of a store, with a CDXJ index.
 //!
 //! ```
 //! use wink::format::kvseq::{KvSeq, KvSeqOptions};
@@ -35,6 +36,8 @@ pub mod storage;
 pub mod store;
 pub mod synth;
 pub mod vfs;
+#[cfg(feature = "warc")]
+pub mod warc;
 
 pub use error::{Error, Result};
 pub use format::hindex::HIndex;

@@ -1,0 +1,17 @@
+//! WARC 1.1 (ISO 28500:2017) interchange: a store's renders exported as web-archive records with
+//! a CDXJ index, WARC files imported back into a store, and WARC files checked on their own.
+//! `docs/WARC.md` has the record layout, the URI form and the import mapping.
+//!
+//! | file          | what                                                                  |
+//! |---------------|-----------------------------------------------------------------------|
+//! | `record.rs`   | a record's header: fields, writing, parsing                           |
+//! | `digest.rs`   | block and payload digests (`sha1:` base32 written; sha1/sha256/md5 read) |
+//! | `date.rs`     | `WARC-Date` and 14-digit timestamps from and to a tid's 100-ns ticks  |
+//! | `codec.rs`    | a gzip member or zstd frame per record; decoding member by member     |
+//! | `reader.rs`   | records read one at a time, framing, fields and digests checked       |
+
+pub mod codec;
+pub mod date;
+pub mod digest;
+pub mod reader;
+pub mod record;
