@@ -78,6 +78,13 @@ pub trait Storage: Send + Sync + fmt::Debug {
     fn read_at_uncached(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
         self.read_at(buf, offset)
     }
+    /// Which pages of `[offset, offset + len)` are in the page cache now: one flag per 4 KiB
+    /// page, from the page holding `offset`. Default: none (a storage without a page cache).
+    fn cached_pages(&self, offset: u64, len: u64) -> io::Result<Vec<bool>> {
+        let first = offset / PAGE;
+        let end = (offset + len).div_ceil(PAGE);
+        Ok(vec![false; end.saturating_sub(first) as usize])
+    }
 }
 
 /// Reads exactly `buf.len()` bytes at `offset`. A short read means the file is shorter than its
@@ -217,7 +224,7 @@ impl PageMap {
 }
 
 /// The page size the page-cache hooks round to.
-const PAGE: u64 = 4096;
+pub const PAGE: u64 = 4096;
 
 /// A real file, read and written with pread/pwrite.
 #[derive(Debug)]
@@ -325,6 +332,38 @@ impl Storage for FileStorage {
 
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
         self.file.write_all_at(buf, offset)
+    }
+
+    fn cached_pages(&self, offset: u64, len: u64) -> io::Result<Vec<bool>> {
+        let first = offset / PAGE;
+        let end = (offset + len).div_ceil(PAGE);
+        let pages = end.saturating_sub(first) as usize;
+        if pages == 0 {
+            return Ok(Vec::new());
+        }
+        // SAFETY: a read-only shared mapping of a range of a file we hold open. Its bytes are
+        // never read through the mapping (mincore only inspects page-table state), so a
+        // concurrent truncate cannot fault us; the mapping is dropped before returning.
+        let map = unsafe {
+            memmap2::MmapOptions::new()
+                .offset(first * PAGE)
+                .len(pages * PAGE as usize)
+                .map(&self.file)
+        }?;
+        let mut flags = vec![0u8; pages];
+        // SAFETY: `map` is a live, page-aligned mapping of `pages` pages, and `flags` has one
+        // byte per page of it, as mincore requires.
+        let rc = unsafe {
+            libc::mincore(
+                map.as_ptr() as *mut libc::c_void,
+                pages * PAGE as usize,
+                flags.as_mut_ptr(),
+            )
+        };
+        if rc != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(flags.iter().map(|f| f & 1 == 1).collect())
     }
 
     fn read_at_uncached(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {

@@ -6,14 +6,19 @@
 //! [`Store::list`] returns (the hot tier's readable renders, then the archived ones the hot tier
 //! does not hold), oldest first.
 //!
-//! Reading a whole store once must not evict a serving node's working set. Hot values are read
-//! with [`Storage::read_at_uncached`](crate::storage::Storage::read_at_uncached): what was cached
+//! Reading a whole store once must not evict a serving node's working set. Hot values a caller
+//! announces ([`DumpReader::plan`]) are read ahead: up to [`READ_AHEAD`] bytes of them are asked
+//! for in the background (`POSIX_FADV_WILLNEED`, so the disk sees large requests) after their
+//! pages' residency was taken (mincore), and after each is read, the pages that were not cached
+//! before are dropped. A value not announced is read with
+//! [`Storage::read_at_uncached`](crate::storage::Storage::read_at_uncached): what was cached
 //! stays, what the read brought in is dropped. Archived values are decompressed from blocks that
 //! the archive reads itself; for them a [`DumpReader`] takes the archive datafile's residency when
 //! it starts (one byte per 4 KiB page, mincore) and, every time it has decompressed as much as the
 //! archive file holds (64 MiB at least) and when it finishes, drops the pages of that file that
 //! were not resident at the start.
 
+use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
 
 use uuid::Uuid;
@@ -21,7 +26,7 @@ use uuid::Uuid;
 use crate::archive::map::Entry as ArchiveEntry;
 use crate::error::{Error, Result};
 use crate::filesys;
-use crate::storage::PageMap;
+use crate::storage::{PageMap, PAGE};
 
 use super::cull::TitleCursor;
 use super::key::cmp_tid;
@@ -54,6 +59,9 @@ enum Source {
     Hot(Location),
     Archived(ArchiveEntry),
 }
+
+/// Bytes of announced hot values asked for ahead of the one being read.
+pub const READ_AHEAD: u64 = 32 << 20;
 
 /// Decompressed bytes between two drops of the archive's pages, at least.
 const ARCHIVE_SWEEP_MIN: u64 = 64 << 20;
@@ -147,6 +155,9 @@ impl Store {
             archive,
             hot_bytes: 0,
             archived_bytes: 0,
+            planned: VecDeque::new(),
+            ahead: HashMap::new(),
+            ahead_bytes: 0,
         })
     }
 }
@@ -180,9 +191,63 @@ pub struct DumpReader<'s> {
     archive: Option<ArchivePages>,
     hot_bytes: u64,
     archived_bytes: u64,
+    /// Hot values announced and not asked for yet, in the order they will be read.
+    planned: VecDeque<Location>,
+    /// Values asked for: their pages that were cached before, by (container, offset).
+    ahead: HashMap<(u32, u64), Vec<bool>>,
+    ahead_bytes: u64,
 }
 
 impl DumpReader<'_> {
+    /// Announces that `render` will be read, after the ones announced before it: its value is
+    /// then read ahead.
+    pub fn plan(&mut self, render: &DumpRender) {
+        if let Source::Hot(loc) = &render.source {
+            if loc.len > 0 {
+                self.planned.push_back(*loc);
+            }
+        }
+    }
+
+    /// Asks for announced values until [`READ_AHEAD`] bytes are ahead.
+    fn read_ahead(&mut self) -> Result<()> {
+        while self.ahead_bytes < READ_AHEAD {
+            let Some(loc) = self.planned.pop_front() else {
+                return Ok(());
+            };
+            let s = self.store.container(loc.container)?;
+            let cached = s
+                .cached_pages(loc.offset, loc.len)
+                .map_err(|e| Error::io(s.path(), Some(loc.offset), e))?;
+            // A hint: a read that finds the pages missing reads them itself.
+            let _ = s.will_need(loc.offset, loc.len);
+            self.ahead_bytes += loc.len;
+            self.ahead.insert((loc.container, loc.offset), cached);
+        }
+        Ok(())
+    }
+
+    /// Drops the pages of `loc` that `cached` does not show cached.
+    fn drop_uncached(&self, loc: &Location, cached: &[bool]) -> Result<()> {
+        let s = self.store.container(loc.container)?;
+        let first = loc.offset / PAGE;
+        let mut run: Option<usize> = None;
+        for i in 0..=cached.len() {
+            let keep = cached.get(i).copied().unwrap_or(true);
+            match (keep, run) {
+                (false, None) => run = Some(i),
+                (true, Some(from)) => {
+                    let at = (first + from as u64) * PAGE;
+                    s.drop_cache(at, (i - from) as u64 * PAGE)
+                        .map_err(|e| Error::io(s.path(), Some(at), e))?;
+                    run = None;
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
     /// A render's value, verified against its checksum (a damaged one is an error naming the
     /// file and offset, or its quarantine entry).
     pub fn read(&mut self, title: &DumpTitle, render: &DumpRender) -> Result<Vec<u8>> {
@@ -214,16 +279,24 @@ impl DumpReader<'_> {
         }
     }
 
-    fn read_hot(&self, loc: &Location) -> Result<Vec<u8>> {
+    fn read_hot(&mut self, loc: &Location) -> Result<Vec<u8>> {
         let len = usize::try_from(loc.len).map_err(|_| Error::invalid("value too large"))?;
         let mut value = vec![0u8; len];
         if len == 0 {
             return Ok(value);
         }
+        self.read_ahead()?;
         let s = self.store.container(loc.container)?;
-        let n = s
-            .read_at_uncached(&mut value, loc.offset)
-            .map_err(|e| Error::io(s.path(), Some(loc.offset), e))?;
+        let n = match self.ahead.remove(&(loc.container, loc.offset)) {
+            Some(cached) => {
+                self.ahead_bytes -= loc.len;
+                let n = s.read_at(&mut value, loc.offset);
+                self.drop_uncached(loc, &cached)?;
+                n
+            }
+            None => s.read_at_uncached(&mut value, loc.offset),
+        }
+        .map_err(|e| Error::io(s.path(), Some(loc.offset), e))?;
         if n < len {
             return Err(Error::corrupt(
                 s.path(),
@@ -242,8 +315,26 @@ impl DumpReader<'_> {
         (self.hot_bytes, self.archived_bytes)
     }
 
-    /// Drops the archive's pages this reader brought into the page cache.
+    /// Drops the pages this reader brought into the page cache and has not dropped yet: values
+    /// read ahead but not read, the archive's.
     pub fn finish(mut self) -> Result<()> {
+        self.drop_leftovers()
+    }
+
+    fn drop_leftovers(&mut self) -> Result<()> {
+        let ahead: Vec<_> = self.ahead.drain().collect();
+        self.ahead_bytes = 0;
+        self.planned.clear();
+        for ((container, offset), cached) in ahead {
+            let len = cached.len() as u64 * PAGE;
+            let loc = Location {
+                container,
+                offset: offset / PAGE * PAGE,
+                len,
+                crc: 0,
+            };
+            self.drop_uncached(&loc, &cached)?;
+        }
         match self.archive.as_mut() {
             Some(pages) => pages.sweep(),
             None => Ok(()),
@@ -253,9 +344,7 @@ impl DumpReader<'_> {
 
 impl Drop for DumpReader<'_> {
     fn drop(&mut self) {
-        if let Some(pages) = self.archive.as_mut() {
-            // A page cache hint; a dump that failed reports its own error.
-            let _ = pages.sweep();
-        }
+        // A page-cache hint; a dump that failed reports its own error.
+        let _ = self.drop_leftovers();
     }
 }

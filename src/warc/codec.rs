@@ -198,7 +198,10 @@ impl<R: Read + Seek> Members<R> {
 
     /// Whether a member is being decoded (for a plain file: always, until its end).
     pub fn in_member(&self) -> bool {
-        matches!(self.state, State::Gzip(_) | State::Zstd(_) | State::Plain(_))
+        matches!(
+            self.state,
+            State::Gzip(_) | State::Zstd(_) | State::Plain(_)
+        )
     }
 
     fn read_dictionary(&mut self) -> io::Result<()> {
@@ -358,7 +361,10 @@ mod tests {
     #[test]
     fn members_decode_one_at_a_time_with_their_offsets() {
         for c in [Compression::Gzip, Compression::Zstd] {
-            let (a, b) = (c.compress(b"first", 3).unwrap(), c.compress(b"second", 3).unwrap());
+            let (a, b) = (
+                c.compress(b"first", 3).unwrap(),
+                c.compress(b"second", 3).unwrap(),
+            );
             let file = [a.clone(), b].concat();
             assert_eq!(
                 members_of(file),
@@ -401,7 +407,10 @@ mod tests {
         assert_eq!(m.read(&mut buf).unwrap(), 14);
         assert_eq!(m.read(&mut buf).unwrap(), 0);
         assert_eq!(m.next_member().unwrap(), None);
-        assert_eq!(Compression::of_path(Path::new("a.warc.zst")), Compression::Zstd);
+        assert_eq!(
+            Compression::of_path(Path::new("a.warc.zst")),
+            Compression::Zstd
+        );
     }
 
     #[test]

@@ -79,7 +79,10 @@ mod tests {
             Ticks::parse("2024-05-01T12:00:00Z"),
             Ok(Ticks::from_unix_secs(1_714_564_800))
         );
-        assert_eq!(Ticks(0).warc_date().unwrap(), "1970-01-01T00:00:00.0000000Z");
+        assert_eq!(
+            Ticks(0).warc_date().unwrap(),
+            "1970-01-01T00:00:00.0000000Z"
+        );
         assert!(Ticks::parse("2024-05-01").is_err());
         assert!(Ticks::parse("yesterday").is_err());
         assert!(Ticks(i128::MAX).warc_date().is_none());

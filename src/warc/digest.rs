@@ -136,9 +136,14 @@ mod tests {
     #[test]
     fn every_encoding_and_algorithm_parses() {
         let hex = "aaf4c61ddcc5e8a2dabede0f3b482cd9aea9434d";
-        assert_eq!(Digest::parse(&format!("sha1:{hex}")).unwrap().bytes, sha1(b"hello"));
         assert_eq!(
-            Digest::parse("sha1:qvTGHdzF6KLavt4PO0gs2a6pQ00=").unwrap().bytes,
+            Digest::parse(&format!("sha1:{hex}")).unwrap().bytes,
+            sha1(b"hello")
+        );
+        assert_eq!(
+            Digest::parse("sha1:qvTGHdzF6KLavt4PO0gs2a6pQ00=")
+                .unwrap()
+                .bytes,
             sha1(b"hello")
         );
         let mut h = Hasher::new(Algorithm::Sha256);
@@ -147,7 +152,9 @@ mod tests {
         let text = format!("sha256:{}", data_encoding::HEXLOWER.encode(&sha256));
         assert_eq!(Digest::parse(&text).unwrap().bytes, sha256);
         assert!(Digest::parse("sha1:short").is_err());
-        assert!(Digest::parse("crc32:abcd").unwrap_err().contains("algorithm"));
+        assert!(Digest::parse("crc32:abcd")
+            .unwrap_err()
+            .contains("algorithm"));
         assert!(Digest::parse("nocolon").is_err());
     }
 }

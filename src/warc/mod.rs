@@ -10,8 +10,16 @@
 //! | `codec.rs`    | a gzip member or zstd frame per record; decoding member by member     |
 //! | `reader.rs`   | records read one at a time, framing, fields and digests checked       |
 
+pub mod cdxj;
+pub mod check;
 pub mod codec;
 pub mod date;
 pub mod digest;
+pub mod export;
+pub mod import;
+pub mod mapping;
+pub mod payload;
 pub mod reader;
 pub mod record;
+pub mod surt;
+pub mod writer;

@@ -36,8 +36,6 @@ pub struct Record {
     /// Where the payload starts in the block: after the HTTP header of an `application/http`
     /// block, else 0.
     pub payload_start: usize,
-    /// The payload's SHA-1, computed as it was read.
-    pub payload_sha1: [u8; 20],
 }
 
 impl Record {
@@ -74,7 +72,12 @@ impl Damage {
     }
 }
 
-fn damage(offset: u64, field: &str, expected: impl Into<String>, found: impl Into<String>) -> Damage {
+fn damage(
+    offset: u64,
+    field: &str,
+    expected: impl Into<String>,
+    found: impl Into<String>,
+) -> Damage {
     Damage {
         offset,
         field: field.to_string(),
@@ -96,9 +99,8 @@ impl Check {
         let Some(text) = header.get(field) else {
             return Ok(None);
         };
-        let declared = Digest::parse(text).map_err(|why| {
-            damage(offset, field, "ALGORITHM:VALUE (sha1, sha256 or md5)", why)
-        })?;
+        let declared = Digest::parse(text)
+            .map_err(|why| damage(offset, field, "ALGORITHM:VALUE (sha1, sha256 or md5)", why))?;
         Ok(Some(Check {
             field,
             hasher: Hasher::new(declared.algorithm),
@@ -117,10 +119,7 @@ impl Check {
             offset,
             self.field,
             format!("the digest of the bytes read, {}", self.text),
-            format!(
-                "{name}:{}",
-                data_encoding::BASE32.encode(&found)
-            ),
+            format!("{name}:{}", data_encoding::BASE32.encode(&found)),
         ))
     }
 }
@@ -253,9 +252,14 @@ impl<R: Read + Seek> RecordReader<R> {
                 let found = if self.carry.is_empty() {
                     "nothing".to_string()
                 } else {
-                    format!("{} bytes and the end of the record's member or file", self.carry.len())
+                    format!(
+                        "{} bytes and the end of the record's member or file",
+                        self.carry.len()
+                    )
                 };
-                return Err(damage(offset, "header", "a header ended by a blank line", found).into());
+                return Err(
+                    damage(offset, "header", "a header ended by a blank line", found).into(),
+                );
             }
         };
         let header = Header::parse(&self.carry[..end + blank / 2])
@@ -300,7 +304,13 @@ impl<R: Read + Seek> RecordReader<R> {
             .content_length()
             .map_err(|e| damage(offset, &e.field, e.expected, e.found))?;
         if let Some(field) = header.missing_mandatory() {
-            return Err(damage(offset, field, "the field (mandatory in every record)", "none").into());
+            return Err(damage(
+                offset,
+                field,
+                "the field (mandatory in every record)",
+                "none",
+            )
+            .into());
         }
         let kind = header.get("WARC-Type").unwrap_or("").to_string();
         let http = matches!(kind.as_str(), "response" | "request" | "revisit")
@@ -317,7 +327,12 @@ impl<R: Read + Seek> RecordReader<R> {
         let mut block = Vec::with_capacity(if kept { block_len as usize } else { 0 });
         let mut head: Vec<u8> = Vec::new();
         let mut payload_start: Option<usize> = if http { None } else { Some(0) };
-        let mut sha1 = Hasher::new(super::digest::Algorithm::Sha1);
+        // A payload that is the whole block, checked with the block's algorithm: one hash.
+        let shared = !http
+            && match (&block_check, &payload_check) {
+                (Some(b), Some(p)) => b.declared.algorithm == p.declared.algorithm,
+                _ => false,
+            };
         let mut remaining = block_len;
         let mut seen = 0u64;
         while remaining > 0 {
@@ -328,7 +343,11 @@ impl<R: Read + Seek> RecordReader<R> {
                     format!("{block_len} bytes of block"),
                     format!(
                         "{seen} bytes before the {} ended",
-                        if compressed { "record's member" } else { "file" }
+                        if compressed {
+                            "record's member"
+                        } else {
+                            "file"
+                        }
                     ),
                 )
                 .into());
@@ -362,10 +381,9 @@ impl<R: Read + Seek> RecordReader<R> {
                     }
                 }
             };
-            if let Some(c) = payload_check.as_mut() {
+            if let Some(c) = payload_check.as_mut().filter(|_| !shared) {
                 c.hasher.update(payload_piece);
             }
-            sha1.update(payload_piece);
             if kept {
                 block.extend_from_slice(piece);
             }
@@ -374,7 +392,13 @@ impl<R: Read + Seek> RecordReader<R> {
             seen += take as u64;
         }
         if payload_start.is_none() && block_len > 0 {
-            return Err(damage(offset, "HTTP header", "CRLF CRLF ending the HTTP header", "none").into());
+            return Err(damage(
+                offset,
+                "HTTP header",
+                "CRLF CRLF ending the HTTP header",
+                "none",
+            )
+            .into());
         }
         // The end of the record.
         while self.carry.len() < END_OF_RECORD.len() {
@@ -393,6 +417,9 @@ impl<R: Read + Seek> RecordReader<R> {
             .into());
         }
         self.carry.drain(..END_OF_RECORD.len());
+        if let (true, Some(b), Some(p)) = (shared, &block_check, payload_check.as_mut()) {
+            p.hasher = b.hasher.clone();
+        }
         if let Some(c) = block_check {
             c.verify(offset)?;
         }
@@ -420,7 +447,6 @@ impl<R: Read + Seek> RecordReader<R> {
             block,
             kept,
             payload_start: payload_start.unwrap_or(0),
-            payload_sha1: sha1.finish().try_into().unwrap_or([0; 20]),
         }))
     }
 }

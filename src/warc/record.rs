@@ -24,12 +24,7 @@ pub const VERSION: &str = "WARC/1.1";
 pub const END_OF_RECORD: &[u8] = b"\r\n\r\n";
 
 /// Fields every record must have (WARC 1.1 §5.2–5.6).
-pub const MANDATORY: [&str; 4] = [
-    "WARC-Record-ID",
-    "Content-Length",
-    "WARC-Date",
-    "WARC-Type",
-];
+pub const MANDATORY: [&str; 4] = ["WARC-Record-ID", "Content-Length", "WARC-Date", "WARC-Type"];
 
 /// A record's version line and named fields, in order.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -147,7 +142,11 @@ impl Header {
             }
             if line.starts_with([' ', '\t']) {
                 let Some((_, value)) = header.fields.last_mut() else {
-                    return Err(bad("header", "a field before a continuation line", clip(line)));
+                    return Err(bad(
+                        "header",
+                        "a field before a continuation line",
+                        clip(line),
+                    ));
                 };
                 value.push(' ');
                 value.push_str(line.trim());

@@ -28,6 +28,13 @@ title records' filesys and every container are checked as above, then every titl
 (checksum, render order) and every render's location in its container. Values themselves are
 verified against their CRC-32 by every read (`wink get` exits 3 on a damaged one).
 
+With --warc FILE..., WARC files (gzip, zstd or plain) are checked as `wink import --warc` reads
+them, every problem reported (`FILE: error at byte OFFSET: FIELD: expected ..., found ...`, the
+offset the record's): a member that does not decode to its end, a record cut short, a wrong
+Content-Length, a missing mandatory field, a block or payload digest that does not match, a
+revisit whose original (WARC-Refers-To) is not in the files checked before it. `FILE: ok (...)`
+counts the records of a clean file by type.
+
 Exit status: 0 when no file has an error (nor, with --strict, a warning); 1 otherwise.";
 
 /// Checks Wink files for damage and reports every problem with file and byte offset.
@@ -36,8 +43,12 @@ Exit status: 0 when no file has an error (nor, with --strict, a warning); 1 othe
 pub struct Args {
     /// Wink files (kvseq, hindex, perm), filesys bases (BASE for BASE.data, BASE.idx, ...), or
     /// store directories.
-    #[arg(required = true)]
+    #[arg(required_unless_present = "warc")]
     paths: Vec<PathBuf>,
+    /// WARC files to check (the paths are checked too).
+    #[cfg(feature = "warc")]
+    #[arg(long, value_name = "FILE", num_args = 1..)]
+    warc: Vec<PathBuf>,
     /// Count warnings as problems too.
     #[arg(long)]
     strict: bool,
@@ -59,13 +70,42 @@ pub fn run(args: &Args) -> Result<Status> {
         warnings += report.warnings();
         bad_files += usize::from(!report.is_clean(args.strict));
     }
+    #[cfg(feature = "warc")]
+    {
+        let (problems, bad) = check_warcs(&mut out, &args.warc)?;
+        errors += problems;
+        bad_files += bad;
+    }
     out.finish()?;
     if bad_files == 0 {
         return Ok(0);
     }
+    #[cfg(feature = "warc")]
+    let files = args.paths.len() + args.warc.len();
+    #[cfg(not(feature = "warc"))]
     let files = args.paths.len();
     eprintln!("wink: check: {errors} errors and {warnings} warnings; {bad_files} of {files} files not clean");
     Ok(1)
+}
+
+/// Checks WARC files: (problems, files with a problem).
+#[cfg(feature = "warc")]
+fn check_warcs(out: &mut Out, files: &[PathBuf]) -> Result<(usize, usize)> {
+    use wink::warc::check;
+    let mut lines = Vec::new();
+    let summaries = check::check(files, |p| lines.push(p.to_string()))?;
+    for l in &lines {
+        out.line(l)?;
+    }
+    let mut bad = 0;
+    for s in &summaries {
+        if s.problems == 0 {
+            out.line(&check::ok_line(s))?;
+        } else {
+            bad += 1;
+        }
+    }
+    Ok((lines.len(), bad))
 }
 
 /// A directory with the store's configuration file in it is a store.

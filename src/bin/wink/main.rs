@@ -78,6 +78,9 @@ enum Command {
     Recover(store::recover::Args),
     /// Copy a live store consistently to a new directory (a backup that opens on its own).
     Snapshot(store::snapshot::Args),
+    /// Export a store's renders as WARC 1.1 records (gzip, zstd or plain) with a CDXJ index.
+    #[cfg(feature = "warc")]
+    Export(store::export::Args),
     /// Run the render store end to end on generated pages and print what it measured.
     Demo(demo::Args),
     /// Serve the render stores under a data root over HTTP (RESTBase's key_rev_value API).
@@ -108,6 +111,8 @@ fn main() -> ExitCode {
         Command::Archive(args) => store::archive::run(&args),
         Command::Scrub(args) => store::scrub::run(&args),
         Command::Snapshot(args) => store::snapshot::run(&args),
+        #[cfg(feature = "warc")]
+        Command::Export(args) => store::export::run(&args),
         Command::Compact(args) => store::compact::run(&args),
         Command::Cull(args) => store::cull::run(&args),
         Command::Recover(args) => store::recover::run(&args),

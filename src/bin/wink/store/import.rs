@@ -1,4 +1,5 @@
-//! `wink import DIR SRC [--domain D] [--batch N] [--wait]`.
+//! `wink import DIR SRC [--domain D] [--batch N] [--wait]`, and `wink import DIR --warc FILE...`
+//! ([`super::import_warc`]).
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -30,7 +31,18 @@ that changes length between the check and its put stops the import there (exit 2
 during the import (exit status 3) likewise leaves the batches committed before it.
 
 A progress bar goes to stderr when it is a terminal. At the end, a summary on stdout, one
-`FIELD<TAB>VALUE` line each: renders, titles, bytes, batches, seconds, mb_per_s (10^6 bytes).";
+`FIELD<TAB>VALUE` line each: renders, titles, bytes, batches, seconds, mb_per_s (10^6 bytes).
+
+With --warc FILE... instead of SRC, WARC files (gzip, zstd or plain) are imported in order:
+resource, response and revisit records become renders (a Wink export's with their revision, tid
+and content type; other WARCs' as docs/WARC.md maps them), records without a render are passed
+over, and a render that cannot be mapped is refused with its reason (one stderr line each).
+Damage (a truncated member, a wrong Content-Length, a bad digest, a missing mandatory field, a
+revisit whose original is absent) stops the import with exit status 3 and an error naming the
+file, the record's offset and the field; what came before it is committed, nothing after it is
+imported. --skip-damaged skips damaged records instead (one stderr line each) and counts them.
+Summary fields: files, records, renders, revisits, passed_over, refused, damaged, bytes,
+file_bytes, seconds, mb_per_s (of file bytes).";
 
 /// The domain of imported titles unless `--domain` says otherwise.
 const DEFAULT_DOMAIN: &str = "corpus";
@@ -42,7 +54,16 @@ pub struct Args {
     /// The store's directory.
     dir: PathBuf,
     /// The corpus directory (holding manifest.tsv).
-    src: PathBuf,
+    #[arg(required_unless_present = "warc", conflicts_with = "warc")]
+    src: Option<PathBuf>,
+    /// WARC files (.warc.gz, .warc.zst or .warc) to import instead of a corpus.
+    #[cfg(feature = "warc")]
+    #[arg(long, value_name = "FILE", num_args = 1.., conflicts_with = "domain")]
+    warc: Vec<PathBuf>,
+    /// With --warc: skip damaged records (counted) instead of stopping at the first.
+    #[cfg(feature = "warc")]
+    #[arg(long, requires = "warc")]
+    skip_damaged: bool,
     /// The domain the documents are stored under.
     #[arg(long, default_value = DEFAULT_DOMAIN)]
     domain: String,
@@ -59,7 +80,18 @@ pub fn run(args: &Args) -> Result<Status> {
         return Err(Error::invalid("--batch 0: at least 1 put per commit"));
     }
     super::expect_store(&args.dir)?;
-    let entries = manifest(&args.src)?;
+    #[cfg(feature = "warc")]
+    if !args.warc.is_empty() {
+        let opts = wink::warc::import::ImportOptions {
+            batch: args.batch,
+            skip_damaged: args.skip_damaged,
+        };
+        return super::import_warc::run(&args.dir, &args.warc, &opts, &args.writing);
+    }
+    let Some(src) = &args.src else {
+        return Err(Error::invalid("a corpus directory or --warc FILE..."));
+    };
+    let entries = manifest(src)?;
     let cfg = Config::read(&RealFs, &args.dir.join("store"))?;
     verify(&entries, cfg.max_value)?;
     let mut store = super::open_writer(&args.dir, &args.writing)?;

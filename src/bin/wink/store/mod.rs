@@ -10,8 +10,12 @@
 pub mod archive;
 pub mod compact;
 pub mod cull;
+#[cfg(feature = "warc")]
+pub mod export;
 pub mod get;
 pub mod import;
+#[cfg(feature = "warc")]
+pub mod import_warc;
 pub mod init;
 pub mod ls;
 pub mod put;

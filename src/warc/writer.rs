@@ -1,0 +1,372 @@
+//! Writing records: compressed on every core, written in order, split into files of at most N
+//! bytes, each file opening with its own `warcinfo` record, and indexed as they are written.
+//!
+//! The caller (one thread: it reads the store) hands over whole uncompressed records in order.
+//! Compressor threads, one per core, each make a record's member or frame; one writer thread puts
+//! them back in order, appends them to the current file and adds their index lines. Memory is
+//! bounded: at most [`IN_FLIGHT_BYTES`] of records (or one record, when it is larger) are between
+//! the caller and the file. The files are written with drop-behind (writeback started every
+//! 8 MiB, the chunk before it waited for and dropped from the page cache) and synced at the end,
+//! so a dump leaves neither what it read nor what it wrote in the page cache.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{self, Receiver, SyncSender};
+use std::sync::{Arc, Condvar, Mutex};
+
+use crate::error::{Error, Result};
+use crate::storage::{FileStorage, Storage};
+
+use super::cdxj::{self, Sorter};
+use super::codec::Compression;
+
+/// Bytes of records between the caller and the files, at most.
+pub const IN_FLIGHT_BYTES: u64 = 64 << 20;
+/// The drop-behind chunk of the files written.
+const CHUNK: u64 = 8 << 20;
+
+/// What the index needs of a record besides where it landed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IndexEntry {
+    pub surt: String,
+    pub timestamp14: String,
+    pub url: String,
+    pub mime: String,
+    pub digest: String,
+}
+
+/// Where the records go.
+#[derive(Clone, Debug)]
+pub struct Output {
+    /// The file name without its extension (`dump` for `dump.warc.gz`).
+    pub base: PathBuf,
+    pub compression: Compression,
+    pub level: u32,
+    /// Files of at most this many bytes, named `BASE-00000.EXT`, … (one file `BASE.EXT` when
+    /// `None`). A record larger than that gets a file of its own.
+    pub max_file_bytes: Option<u64>,
+    /// The index, written when `Some`.
+    pub index: Option<PathBuf>,
+    /// Compressor threads.
+    pub threads: usize,
+}
+
+/// What the writing did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Written {
+    pub files: Vec<PathBuf>,
+    /// Records written, the `warcinfo` records included.
+    pub records: u64,
+    /// Bytes of the records before compression.
+    pub raw_bytes: u64,
+    /// Bytes of the files.
+    pub file_bytes: u64,
+    pub index_lines: u64,
+}
+
+impl Output {
+    /// The path of file number `n`.
+    pub fn file(&self, n: usize) -> PathBuf {
+        let ext = self.compression.extension();
+        match self.max_file_bytes {
+            None => PathBuf::from(format!("{}{ext}", self.base.display())),
+            Some(_) => PathBuf::from(format!("{}-{n:05}{ext}", self.base.display())),
+        }
+    }
+}
+
+/// The caller's end: hands records over in order.
+pub struct Feed {
+    jobs: SyncSender<(u64, Vec<u8>, Option<IndexEntry>)>,
+    budget: Arc<Budget>,
+    seq: u64,
+    /// Bytes the writer has put in files so far (for progress).
+    pub written: Arc<AtomicU64>,
+}
+
+impl Feed {
+    /// Hands a record over; an error means the writing has stopped (its error is the one
+    /// [`write`] returns).
+    pub fn send(&mut self, record: Vec<u8>, index: Option<IndexEntry>) -> Result<()> {
+        self.budget.take(record.len() as u64);
+        self.jobs
+            .send((self.seq, record, index))
+            .map_err(|_| Error::invalid("the WARC writer stopped"))?;
+        self.seq += 1;
+        Ok(())
+    }
+}
+
+/// Bytes in flight, with a wait for room.
+#[derive(Debug, Default)]
+struct Budget {
+    used: Mutex<u64>,
+    room: Condvar,
+    stopped: std::sync::atomic::AtomicBool,
+}
+
+impl Budget {
+    fn take(&self, n: u64) {
+        let mut used = self.used.lock().unwrap_or_else(|p| p.into_inner());
+        while *used > 0 && *used + n > IN_FLIGHT_BYTES && !self.stopped.load(Ordering::Relaxed) {
+            used = self.room.wait(used).unwrap_or_else(|p| p.into_inner());
+        }
+        *used += n;
+    }
+
+    fn give(&self, n: u64) {
+        let mut used = self.used.lock().unwrap_or_else(|p| p.into_inner());
+        *used = used.saturating_sub(n);
+        self.room.notify_all();
+    }
+
+    fn stop(&self) {
+        self.stopped.store(true, Ordering::Relaxed);
+        self.room.notify_all();
+    }
+}
+
+type Done = (u64, std::io::Result<Vec<u8>>, u64, Option<IndexEntry>);
+
+/// Runs `produce` with a [`Feed`], compressing and writing what it sends; `warcinfo(name)` makes
+/// the uncompressed `warcinfo` record that opens the file `name`. On an error (of `produce` or of
+/// the writing) the files written so far are removed.
+pub fn write(
+    out: &Output,
+    warcinfo: &(dyn Fn(&str) -> Vec<u8> + Sync),
+    produce: impl FnOnce(&mut Feed) -> Result<()>,
+) -> Result<Written> {
+    let threads = out.threads.max(1);
+    let (jobs_tx, jobs_rx) = mpsc::sync_channel::<(u64, Vec<u8>, Option<IndexEntry>)>(threads * 2);
+    let jobs_rx = Arc::new(Mutex::new(jobs_rx));
+    let (done_tx, done_rx) = mpsc::channel::<Done>();
+    let budget = Arc::new(Budget::default());
+    let written = Arc::new(AtomicU64::new(0));
+    let created: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+    let result = std::thread::scope(|scope| {
+        for _ in 0..threads {
+            let (rx, tx) = (jobs_rx.clone(), done_tx.clone());
+            let (compression, level) = (out.compression, out.level);
+            scope.spawn(move || compress_jobs(&rx, &tx, compression, level));
+        }
+        drop(done_tx);
+        let writer = {
+            let (budget, written, created) = (budget.clone(), written.clone(), &created);
+            scope.spawn(move || {
+                let r = write_in_order(out, warcinfo, done_rx, &budget, &written, created);
+                budget.stop();
+                r
+            })
+        };
+        let mut feed = Feed {
+            jobs: jobs_tx,
+            budget: budget.clone(),
+            seq: 0,
+            written,
+        };
+        let produced = produce(&mut feed);
+        drop(feed);
+        let wrote = writer
+            .join()
+            .unwrap_or_else(|_| Err(Error::invalid("internal error: the WARC writer panicked")));
+        // The writer's error explains a producer's "writer stopped".
+        match (produced, wrote) {
+            (_, Err(e)) => Err(e),
+            (Err(e), Ok(_)) => Err(e),
+            (Ok(()), Ok(w)) => Ok(w),
+        }
+    });
+    if result.is_err() {
+        for path in created.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+    result
+}
+
+fn compress_jobs(
+    jobs: &Mutex<Receiver<(u64, Vec<u8>, Option<IndexEntry>)>>,
+    done: &mpsc::Sender<Done>,
+    compression: Compression,
+    level: u32,
+) {
+    loop {
+        let job = jobs.lock().unwrap_or_else(|p| p.into_inner()).recv();
+        let Ok((seq, record, index)) = job else {
+            return;
+        };
+        let raw = record.len() as u64;
+        let member = match compression {
+            Compression::None => Ok(record),
+            c => c.compress(&record, level),
+        };
+        if done.send((seq, member, raw, index)).is_err() {
+            return;
+        }
+    }
+}
+
+/// The file being written.
+struct OpenFile {
+    path: PathBuf,
+    name: String,
+    storage: FileStorage,
+    len: u64,
+    /// Bytes before this have had writeback started; before `dropped`, waited for and dropped.
+    kicked: u64,
+    dropped: u64,
+    /// Records other than its warcinfo.
+    records: u64,
+}
+
+impl OpenFile {
+    fn append(&mut self, bytes: &[u8]) -> Result<u64> {
+        let at = self.len;
+        self.storage
+            .write_at(bytes, at)
+            .map_err(|e| Error::io(&self.path, Some(at), e))?;
+        self.len += bytes.len() as u64;
+        if self.len >= self.kicked + CHUNK {
+            let s = &self.storage;
+            s.start_writeback(self.kicked, self.len - self.kicked)
+                .and_then(|()| s.flush_and_drop(self.dropped, self.kicked - self.dropped))
+                .map_err(|e| Error::io(&self.path, Some(self.kicked), e))?;
+            self.dropped = self.kicked;
+            self.kicked = self.len;
+        }
+        Ok(at)
+    }
+
+    fn close(self) -> Result<u64> {
+        self.storage
+            .sync_data()
+            .and_then(|()| self.storage.flush_and_drop(0, self.len))
+            .map_err(|e| Error::io(&self.path, None, e))?;
+        Ok(self.len)
+    }
+}
+
+fn write_in_order(
+    out: &Output,
+    warcinfo: &(dyn Fn(&str) -> Vec<u8> + Sync),
+    done: Receiver<Done>,
+    budget: &Budget,
+    written: &AtomicU64,
+    created: &Mutex<Vec<PathBuf>>,
+) -> Result<Written> {
+    let mut report = Written::default();
+    let mut sorter = out.index.as_ref().map(|p| Sorter::new(p));
+    let mut pending: BTreeMap<u64, Done> = BTreeMap::new();
+    let mut next = 0u64;
+    let mut file: Option<OpenFile> = None;
+    let open = |n: usize, report: &mut Written| -> Result<OpenFile> {
+        let path = out.file(n);
+        let storage = FileStorage::create_new(&path).map_err(|e| match e {
+            Error::Io { source, .. } if source.kind() == std::io::ErrorKind::AlreadyExists => {
+                Error::invalid(format!(
+                    "{} exists; remove it or choose another name",
+                    path.display()
+                ))
+            }
+            e => e,
+        })?;
+        created
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(path.clone());
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let mut f = OpenFile {
+            path: path.clone(),
+            name,
+            storage,
+            len: 0,
+            kicked: 0,
+            dropped: 0,
+            records: 0,
+        };
+        let info = warcinfo(&f.name);
+        let member = out
+            .compression
+            .compress(&info, out.level)
+            .map_err(|e| Error::io(&path, Some(0), e))?;
+        f.append(&member)?;
+        report.files.push(path);
+        report.records += 1;
+        report.raw_bytes += info.len() as u64;
+        Ok(f)
+    };
+    for item in done {
+        pending.insert(item.0, item);
+        while let Some((_, member, raw, index)) = pending.remove(&next) {
+            next += 1;
+            budget.give(raw);
+            let member = member.map_err(|e| Error::io(&out.file(report.files.len()), None, e))?;
+            let full = match (&file, out.max_file_bytes) {
+                (Some(f), Some(max)) => f.records > 0 && f.len + member.len() as u64 > max,
+                _ => false,
+            };
+            if full {
+                if let Some(f) = file.take() {
+                    report.file_bytes += f.close()?;
+                }
+            }
+            if file.is_none() {
+                file = Some(open(report.files.len(), &mut report)?);
+            }
+            let Some(f) = file.as_mut() else { continue };
+            let at = f.append(&member)?;
+            f.records += 1;
+            report.records += 1;
+            report.raw_bytes += raw;
+            written.store(report.file_bytes + f.len, Ordering::Relaxed);
+            if let (Some(sorter), Some(e)) = (sorter.as_mut(), index) {
+                let fields = cdxj::Fields {
+                    url: &e.url,
+                    mime: &e.mime,
+                    digest: &e.digest,
+                    length: member.len().to_string(),
+                    offset: at.to_string(),
+                    filename: &f.name,
+                };
+                sorter.push(cdxj::line(&e.surt, &e.timestamp14, &fields))?;
+            }
+        }
+    }
+    if file.is_none() {
+        // An export of nothing is still a WARC file: its warcinfo.
+        file = Some(open(0, &mut report)?);
+    }
+    if let Some(f) = file.take() {
+        report.file_bytes += f.close()?;
+    }
+    if let Some(sorter) = sorter {
+        report.index_lines = sorter.finish()?;
+        if let Some(p) = &out.index {
+            created
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(p.clone());
+        }
+    }
+    sync_dir(out.files_dir())?;
+    Ok(report)
+}
+
+impl Output {
+    fn files_dir(&self) -> &Path {
+        match self.base.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
+        }
+    }
+}
+
+fn sync_dir(dir: &Path) -> Result<()> {
+    std::fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| Error::io(dir, None, e))
+}
