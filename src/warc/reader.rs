@@ -137,6 +137,8 @@ pub struct RecordReader<R: Read + Seek = File> {
     header_len: usize,
     /// The offset of the record being read (for damage and resync).
     current: u64,
+    /// Where the last resync went.
+    resynced: u64,
     done: bool,
 }
 
@@ -169,6 +171,7 @@ impl<R: Read + Seek> RecordReader<R> {
             keep,
             header_len: 0,
             current: 0,
+            resynced: 0,
             done: false,
         })
     }
@@ -200,12 +203,15 @@ impl<R: Read + Seek> RecordReader<R> {
     /// holds none.
     pub fn skip_damage(&mut self) -> Result<bool> {
         self.carry.clear();
+        // Always forward: past the damaged record, and past where the last resync went.
+        let after = self.current.max(self.resynced);
         let found = self
             .members
-            .resync(self.current)
+            .resync(after)
             .map_err(|e| Error::io(&self.path, Some(self.current), e))?;
         if let Some(at) = found {
             self.plain_at = at;
+            self.resynced = at;
             self.done = false;
         }
         Ok(found.is_some())
@@ -277,7 +283,8 @@ impl<R: Read + Seek> RecordReader<R> {
         }
         if self.carry.is_empty() {
             match self.members.next_member() {
-                Ok(Some(_)) => {}
+                // Damage from here on is this member's, and a resync starts past it.
+                Ok(Some(at)) => self.current = at,
                 Ok(None) => return Ok(None),
                 Err(e) => return Err(ReadError::Io(Error::io(&self.path, None, e))),
             }
@@ -412,7 +419,7 @@ impl<R: Read + Seek> RecordReader<R> {
                 offset,
                 "Content-Length",
                 format!("CRLF CRLF after the {block_len} bytes of block it gives"),
-                format!("{found:?}"),
+                format!("{:?}", String::from_utf8_lossy(found)),
             )
             .into());
         }

@@ -328,7 +328,7 @@ fn write_in_order(
                     url: &e.url,
                     mime: &e.mime,
                     digest: &e.digest,
-                    length: member.len().to_string(),
+                    length: index_length(out.compression, member.len()).to_string(),
                     offset: at.to_string(),
                     filename: &f.name,
                 };
@@ -354,6 +354,16 @@ fn write_in_order(
     }
     sync_dir(out.files_dir())?;
     Ok(report)
+}
+
+/// The `length` an index gives a record of `len` bytes in the file: a plain record's without
+/// the CRLF CRLF that ends it (what cdxj-indexer and warcio count: a reader needs only the
+/// header and the block), a member's whole.
+fn index_length(compression: Compression, len: usize) -> usize {
+    match compression {
+        Compression::None => len.saturating_sub(super::record::END_OF_RECORD.len()),
+        _ => len,
+    }
 }
 
 impl Output {

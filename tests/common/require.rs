@@ -52,3 +52,20 @@ pub fn shared(sub: &str, what: &str) -> Option<PathBuf> {
         None
     }
 }
+
+/// A Python tool that `.ci/pytools` installs (warcio, cdxj-indexer): in `target/pyenv/bin` of
+/// the checkout, else on the PATH. When it is in neither, the check `what` is skipped as
+/// [`skip`] says (a failure in CI).
+pub fn python_tool(name: &str, what: &str) -> Option<PathBuf> {
+    let venv = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("target/pyenv/bin")
+        .join(name);
+    if venv.is_file() {
+        return Some(venv);
+    }
+    if Command::new(name).arg("-h").output().is_ok() {
+        return Some(PathBuf::from(name));
+    }
+    skip(what, &format!("{name} is not installed (run .ci/pytools)"));
+    None
+}
