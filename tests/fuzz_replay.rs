@@ -120,6 +120,13 @@ fn archive_map_corpus() {
     replay_target("archive_map", fuzzing::archive_map);
 }
 
+/// Its seeds are small exports (plain, gzip, zstd) and damaged copies of them, written once by
+/// hand: `wink export` of a store of a few renders, with a mode byte in front.
+#[test]
+fn warc_record_corpus() {
+    replay_target("warc_record", fuzzing::warc_record);
+}
+
 // ---- seeds -------------------------------------------------------------------------------
 
 fn clock() -> Arc<ManualClock> {

@@ -1,0 +1,7 @@
+//! Fuzz target `warc_record`: the harness is [`wink::fuzzing::warc_record`], shared with
+//! `tests/fuzz_replay.rs`.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| wink::fuzzing::warc_record(data));
