@@ -646,28 +646,6 @@ fn seal_log_records(log: &mut [u8]) {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn fixed_keys_are_all_there() {
-        let ptrs = key_pointers();
-        assert_eq!(ptrs.len(), KEY_COUNT);
-        assert_eq!(keys_kvseq().key_at(ptrs[3]).unwrap(), fuzz_key(3));
-    }
-
-    #[test]
-    fn harnesses_take_empty_and_tiny_inputs() {
-        for data in [&b""[..], b"#!WINKME", &[0xff; 40]] {
-            superblock(data);
-            kvseq_walk(data);
-            hindex_lookup(data);
-            perm_read(data);
-        }
-    }
-}
-
 // ---- warc_record -------------------------------------------------------------------------
 
 /// Reads `data[1..]` as a WARC file with [`crate::warc::reader::RecordReader`], skipping damage
@@ -724,4 +702,26 @@ pub fn warc_record(data: &[u8]) {
         }
     }
     panic!("more records than bytes: the walk does not end");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fixed_keys_are_all_there() {
+        let ptrs = key_pointers();
+        assert_eq!(ptrs.len(), KEY_COUNT);
+        assert_eq!(keys_kvseq().key_at(ptrs[3]).unwrap(), fuzz_key(3));
+    }
+
+    #[test]
+    fn harnesses_take_empty_and_tiny_inputs() {
+        for data in [&b""[..], b"#!WINKME", &[0xff; 40]] {
+            superblock(data);
+            kvseq_walk(data);
+            hindex_lookup(data);
+            perm_read(data);
+        }
+    }
 }

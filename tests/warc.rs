@@ -276,7 +276,7 @@ fn a_generated_store_round_trips_and_the_fields_tools_accept_its_export() {
             assert!(cdxj.contains(&needle), "{kind} at {offset} indexed");
         }
     }
-    cdxj_matches(&[out.clone()], &tmp.path().join("dump.cdxj"));
+    cdxj_matches(std::slice::from_ref(&out), &tmp.path().join("dump.cdxj"));
     wink(&["check", "--warc", s(&out)]).expect(0);
 
     // Into an empty store, and out again.
@@ -351,7 +351,7 @@ fn zstd_and_plain_exports_and_split_files() {
     let none = tmp.path().join("n.warc");
     wink(&["export", s(&src), "-o", s(&none), "--compress", "none"]).expect(0);
     warcio_check(&none);
-    cdxj_matches(&[none.clone()], &tmp.path().join("n.cdxj"));
+    cdxj_matches(std::slice::from_ref(&none), &tmp.path().join("n.cdxj"));
     assert_eq!(comparable(&none).len(), comparable(&zst).len());
 
     // Files of at most 20 kB: each opens with its warcinfo, none is over (a record is < 8 kB).
@@ -479,7 +479,7 @@ fn the_shared_corpus_exports_checks_and_round_trips() {
     let report = json(&wink(&["export", s(&src), "-o", s(&out), "--json"]).expect(0));
     assert_eq!(report["value_bytes"], 128_835_824);
     warcio_check(&out);
-    cdxj_matches(&[out.clone()], &tmp.path().join("corpus.cdxj"));
+    cdxj_matches(std::slice::from_ref(&out), &tmp.path().join("corpus.cdxj"));
     let dst = tmp.path().join("dst");
     wink(&["init", s(&dst)]).expect(0);
     wink(&["import", s(&dst), "--warc", s(&out)]).expect(0);

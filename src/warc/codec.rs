@@ -116,7 +116,7 @@ type Source<R> = Counting<io::BufReader<R>>;
 enum State<R: Read> {
     /// Between members (or before the first).
     Between(Source<R>),
-    Gzip(GzDecoder<Source<R>>),
+    Gzip(Box<GzDecoder<Source<R>>>),
     Zstd(zstd::stream::read::Decoder<'static, Source<R>>),
     /// A plain file: one "member", the whole file.
     Plain(Source<R>),
@@ -246,7 +246,7 @@ impl<R: Read + Seek> Members<R> {
         }
         self.member_start = source.position;
         self.state = match self.compression {
-            Compression::Gzip => State::Gzip(GzDecoder::new(source)),
+            Compression::Gzip => State::Gzip(Box::new(GzDecoder::new(source))),
             _ => {
                 let decoder = match &self.dictionary {
                     Some(dict) => zstd::stream::read::Decoder::with_dictionary(source, dict)?,
@@ -282,7 +282,7 @@ impl<R: Read + Seek> Members<R> {
 
     fn end_member(&mut self) {
         self.state = match std::mem::replace(&mut self.state, State::Moving) {
-            State::Gzip(d) => State::Between(d.into_inner()),
+            State::Gzip(d) => State::Between((*d).into_inner()),
             State::Zstd(d) => State::Between(d.finish()),
             State::Plain(s) => State::Between(s),
             other => other,

@@ -78,7 +78,7 @@ impl Output {
 
 /// The caller's end: hands records over in order.
 pub struct Feed {
-    jobs: SyncSender<(u64, Vec<u8>, Option<IndexEntry>)>,
+    jobs: SyncSender<Job>,
     budget: Arc<Budget>,
     seq: u64,
     /// Bytes the writer has put in files so far (for progress).
@@ -127,6 +127,9 @@ impl Budget {
     }
 }
 
+/// A record handed over: its place in the order, its bytes, its index entry.
+type Job = (u64, Vec<u8>, Option<IndexEntry>);
+/// A record compressed: its place, its member (or the error), its raw length, its index entry.
 type Done = (u64, std::io::Result<Vec<u8>>, u64, Option<IndexEntry>);
 
 /// Runs `produce` with a [`Feed`], compressing and writing what it sends; `warcinfo(name)` makes
@@ -138,7 +141,7 @@ pub fn write(
     produce: impl FnOnce(&mut Feed) -> Result<()>,
 ) -> Result<Written> {
     let threads = out.threads.max(1);
-    let (jobs_tx, jobs_rx) = mpsc::sync_channel::<(u64, Vec<u8>, Option<IndexEntry>)>(threads * 2);
+    let (jobs_tx, jobs_rx) = mpsc::sync_channel::<Job>(threads * 2);
     let jobs_rx = Arc::new(Mutex::new(jobs_rx));
     let (done_tx, done_rx) = mpsc::channel::<Done>();
     let budget = Arc::new(Budget::default());
@@ -186,7 +189,7 @@ pub fn write(
 }
 
 fn compress_jobs(
-    jobs: &Mutex<Receiver<(u64, Vec<u8>, Option<IndexEntry>)>>,
+    jobs: &Mutex<Receiver<Job>>,
     done: &mpsc::Sender<Done>,
     compression: Compression,
     level: u32,
