@@ -371,7 +371,8 @@ fn zstd_and_plain_exports_and_split_files() {
         .iter()
         .map(|f| PathBuf::from(f.as_str().unwrap()))
         .collect();
-    assert!(files.len() > 5, "{files:?}");
+    // How many files depends on how well each record compresses; three or more shows splitting.
+    assert!(files.len() >= 3, "{files:?}");
     for (n, f) in files.iter().enumerate() {
         assert!(f.ends_with(format!("part-{n:05}.warc.gz")), "{f:?}");
         assert!(std::fs::metadata(f).unwrap().len() <= 20_000);
@@ -653,7 +654,7 @@ fn each_kind_of_damage_names_file_offset_and_field() {
 
 #[test]
 fn other_warcs_import_as_mapped_or_are_refused_with_the_reason() {
-    let Some(python) = require::python_tool("python", "a WARC written by warcio's writer") else {
+    let Some(python) = require::python_with("warcio", "a WARC written by warcio's writer") else {
         return;
     };
     let tmp = tempfile::tempdir().unwrap();

@@ -69,3 +69,23 @@ pub fn python_tool(name: &str, what: &str) -> Option<PathBuf> {
     skip(what, &format!("{name} is not installed (run .ci/pytools)"));
     None
 }
+
+/// A Python interpreter that can import `module`: the checkout's `target/pyenv` first, then
+/// `python3` on the PATH.
+pub fn python_with(module: &str, what: &str) -> Option<PathBuf> {
+    let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/pyenv/bin/python");
+    for python in [venv, PathBuf::from("python3")] {
+        let imports = Command::new(&python)
+            .args(["-c", &format!("import {module}")])
+            .output()
+            .is_ok_and(|out| out.status.success());
+        if imports {
+            return Some(python);
+        }
+    }
+    skip(
+        what,
+        &format!("no Python here imports {module} (run .ci/pytools)"),
+    );
+    None
+}
