@@ -11,6 +11,7 @@ POSIX_FADV_DONTNEED, the only files touched):
 - none:     `wink export --compress none` (a .warc, plain);
 - gzip:     `wink export` (a gzip member per record, level 6, compressed on every core);
 - gzip9:    `wink export --level 9` (warcio's level);
+- gzip1:    `wink export --level 1` (the fastest gzip);
 - zstd:     `wink export --compress zstd` (level 3);
 - warcio:   warcio_export.py, warcio's writer (gzip level 9) over the same renders, read from the
             corpus's files;
@@ -88,6 +89,7 @@ def main():
             ("none", ["--compress", "none"], "out-none.warc"),
             ("gzip", [], "out-gzip.warc.gz"),
             ("gzip9", ["--level", "9"], "out-gzip9.warc.gz"),
+            ("gzip1", ["--level", "1"], "out-gzip1.warc.gz"),
             ("zstd", [], "out-zstd.warc.zst"),
         ]:
             t[name] = timed([WINK, "export", store, "-o", os.path.join(WORK, out)] + extra, [store])
@@ -107,13 +109,15 @@ def main():
             t[name] = timed([WINK, "import", dst] + src, [CORPUS] + src[-1:])
         sizes = {k: os.path.getsize(os.path.join(WORK, f)) for k, f in [
             ("none", "out-none.warc"), ("gzip", "out-gzip.warc.gz"), ("gzip9", "out-gzip9.warc.gz"),
-            ("zstd", "out-zstd.warc.zst"), ("warcio", "out-warcio.warc.gz")]}
+            ("gzip1", "out-gzip1.warc.gz"), ("zstd", "out-zstd.warc.zst"), ("warcio", "out-warcio.warc.gz")]}
         print(f"round {r + 1}: " + ", ".join(f"{k} {v:.3f}s" for k, v in t.items()), flush=True)
         for k, v in t.items():
             runs.setdefault(k, []).append(v)
         ratios = {
             "export_gzip_vs_warcio": t["warcio"] / t["gzip"],
             "export_gzip9_vs_warcio": t["warcio"] / t["gzip9"],
+            "export_gzip1_vs_warcio": t["warcio"] / t["gzip1"],
+            "export_zstd_vs_warcio": t["warcio"] / t["zstd"],
             "export_none_vs_warcio_plain": t["warcio-plain"] / t["none"],
             "export_none_vs_cat": t["cat"] / t["none"],
             "import_warc_vs_files": t["import-files"] / t["import-warc"],
@@ -122,7 +126,7 @@ def main():
             runs.setdefault(k, []).append(v)
     print()
     print(f"{'contender':<28} {'median s':>9} {'MB/s':>8}   (of {RAW / 1e6:.1f} MB of renders)")
-    for k in ["cat", "none", "gzip", "gzip9", "zstd", "warcio", "warcio-plain", "import-files", "import-warc"]:
+    for k in ["cat", "none", "gzip", "gzip9", "gzip1", "zstd", "warcio", "warcio-plain", "import-files", "import-warc"]:
         m = statistics.median(runs[k])
         print(f"{k:<28} {m:>9.3f} {RAW / 1e6 / m:>8.1f}")
     print()
@@ -130,6 +134,8 @@ def main():
     targets = {
         "export_gzip_vs_warcio": ">= 10",
         "export_gzip9_vs_warcio": "",
+        "export_gzip1_vs_warcio": "",
+        "export_zstd_vs_warcio": "",
         "export_none_vs_warcio_plain": "",
         "export_none_vs_cat": ">= 0.5",
         "import_warc_vs_files": ">= 0.5",
