@@ -179,6 +179,64 @@ impl Error {
         }
     }
 
+    /// The same error again, for a damage found once and reported to every read that needs
+    /// what it damaged (an I/O error's source keeps its kind and message).
+    pub fn again(&self) -> Error {
+        match self {
+            Error::Io {
+                path,
+                offset,
+                source,
+            } => Error::Io {
+                path: path.clone(),
+                offset: *offset,
+                source: match source.raw_os_error() {
+                    Some(code) => io::Error::from_raw_os_error(code),
+                    None => io::Error::new(source.kind(), source.to_string()),
+                },
+            },
+            Error::Corrupt {
+                path,
+                offset,
+                what,
+                expected,
+                found,
+            } => Error::Corrupt {
+                path: path.clone(),
+                offset: *offset,
+                what: what.clone(),
+                expected: expected.clone(),
+                found: found.clone(),
+            },
+            Error::Damaged {
+                path,
+                offset,
+                quarantine,
+            } => Error::Damaged {
+                path: path.clone(),
+                offset: *offset,
+                quarantine: quarantine.clone(),
+            },
+            Error::Unsupported { path, offset, what } => Error::Unsupported {
+                path: path.clone(),
+                offset: *offset,
+                what: what.clone(),
+            },
+            Error::Invalid(what) => Error::Invalid(what.clone()),
+            Error::NotFound(what) => Error::NotFound(what.clone()),
+            Error::Stale { path, offset, what } => Error::Stale {
+                path: path.clone(),
+                offset: *offset,
+                what: what.clone(),
+            },
+            Error::InUse { path } => Error::InUse { path: path.clone() },
+            Error::Full { path, what } => Error::Full {
+                path: path.clone(),
+                what: what.clone(),
+            },
+        }
+    }
+
     /// True when the error means the bytes on disk are damaged (as opposed to an I/O failure).
     pub fn is_corruption(&self) -> bool {
         matches!(

@@ -735,7 +735,7 @@ fn damage_is_reported_with_file_and_offset() {
 
     // A flipped byte inside a title record: check reports meta.data, and reads exit 3.
     let meta = dir.join("meta.data");
-    let record = find_last(&meta, b"WTR1");
+    let record = find_last(&meta, b"WTR2");
     flip(&meta, record + 20);
     let run = wink(&["check", s(&dir)]).expect(1);
     assert!(

@@ -280,7 +280,8 @@ fn referenced(s: &Store) -> (BTreeSet<u32>, BTreeSet<u32>) {
     for item in s.meta().iter() {
         let file = item.unwrap();
         let bytes = s.meta().read_stat(&file).unwrap();
-        let rec = TitleRecord::decode(&bytes, s.meta().data().path(), file.inode.0).unwrap();
+        let rec =
+            TitleRecord::decode(&bytes, &file.name, s.meta().data().path(), file.inode.0).unwrap();
         for r in &rec.renders {
             any.insert(r.location.container);
             if policy.readable(&r.stamps, NOW) {

@@ -192,6 +192,8 @@ pub struct Filesys {
     /// The write count at which [`Filesys::sync_ahead`] last synced the files: a commit at the
     /// same count finds nothing new to sync.
     synced_ahead: std::sync::atomic::AtomicU64,
+    /// Whether a lookup's miss is verified ([`Filesys::set_verify_misses`]).
+    verify_misses: bool,
 }
 
 /// `BASE.ext`.
@@ -475,6 +477,7 @@ impl Filesys {
             commits: 0,
             writes: std::sync::atomic::AtomicU64::new(0),
             synced_ahead: std::sync::atomic::AtomicU64::new(u64::MAX),
+            verify_misses: false,
         };
         if check_index {
             fs.idx.spot_check(&fs.data)?;
@@ -512,6 +515,15 @@ impl Filesys {
         };
         *self = Filesys::open_in(self.vfs.clone(), &self.base, &open)?;
         Ok(())
+    }
+
+    /// Makes every lookup that finds no file verify the cells it passed: each used cell on the
+    /// probe path must name an entry whose key hashes to the hash the cell stores, so a
+    /// damaged cell or key is reported as damage (naming the cell) instead of "no such file".
+    /// It costs a key read per cell passed, on misses only: for a filesys whose misses are
+    /// rare and whose answer "absent" others rely on (the render store's title records).
+    pub fn set_verify_misses(&mut self, on: bool) {
+        self.verify_misses = on;
     }
 
     /// The base path.

@@ -1,6 +1,7 @@
 //! File operations: lookup, stat, read, put, create, append, delete, rename.
 
 use crate::error::{Error, Result};
+use crate::format::hash::KeyHash;
 use crate::format::hindex::Found;
 use crate::format::kvseq::{Entry, KvPointer};
 
@@ -102,6 +103,23 @@ impl Filesys {
                     hit = Some(e);
                     Ok(live)
                 }
+                // The cell's stored hash is this key's: another key there is a 64-bit collision
+                // only if its own hash is the same, else the key or the cell is damaged.
+                Ok(e)
+                    if self.idx.cellsz() >= 2
+                        && KeyHash::of(&e.key).stored() != KeyHash::of(&key).stored() =>
+                {
+                    Err(Error::corrupt(
+                        self.data.path(),
+                        ptr.0,
+                        format!(
+                            "the key of the entry the index names for {:?}",
+                            String::from_utf8_lossy(&key)
+                        ),
+                        "a key with the hash its index cell stores",
+                        format!("{:?}", String::from_utf8_lossy(&e.key)),
+                    ))
+                }
                 Ok(_) => Ok(false),
                 // A cell naming an entry past this handle's FILESIZE: a commit it has not seen.
                 Err(Error::NotFound(_)) => {
@@ -120,6 +138,10 @@ impl Filesys {
                         String::from_utf8_lossy(name)
                     ),
                 )),
+                _ if self.verify_misses => {
+                    self.idx.check_probe_path(&key, &self.data)?;
+                    Ok(None)
+                }
                 _ => Ok(None),
             };
         };

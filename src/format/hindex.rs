@@ -324,7 +324,8 @@ impl HIndex {
         KeyHash::of(key).home(self.htsize)
     }
 
-    fn cell_offset(&self, cell: u64) -> u64 {
+    /// The byte offset of cell `cell` in the index file.
+    pub fn cell_offset(&self, cell: u64) -> u64 {
         self.sb.sbsize() + cell * self.cellsz * 8
     }
 
@@ -657,6 +658,25 @@ impl HIndex {
                 start += n;
                 scanned += n;
             }
+        }
+        Ok(())
+    }
+
+    /// Checks the used cells a lookup of `key` passes (from its home cell to the first free
+    /// one) against their keys: a miss is then known not to come from a damaged cell or key on
+    /// its path. A cell zeroed whole reads as free and cannot be told apart here.
+    pub fn check_probe_path(&self, key: &[u8], keys: &dyn KeySource) -> Result<()> {
+        let mut cell = self.home(key);
+        for _ in 0..self.htsize {
+            match self.get(cell)? {
+                Cell::Free => return Ok(()),
+                Cell::Deleted => {}
+                Cell::Used { ptr, stored_hash } => {
+                    let own = KeyHash::of(&keys.key_at(ptr)?);
+                    self.check_stored_hash(cell, ptr, stored_hash, own)?;
+                }
+            }
+            cell = (cell + 1) % self.htsize;
         }
         Ok(())
     }

@@ -28,9 +28,18 @@ pub fn check_store(dir: &Path) -> Report {
     report
         .problems
         .extend(crate::check::check_file(&dir.join("store")).problems);
-    report
-        .problems
-        .extend(check_filesys(&meta_base(dir)).problems);
+    // The title records' own index is rebuilt from their checksummed keys, not from the inode
+    // keys a plain reindex of the meta filesys would trust.
+    let rebuild = format!("run `wink recover --rebuild-index {}`", dir.display());
+    report.problems.extend(
+        check_filesys(&meta_base(dir))
+            .problems
+            .into_iter()
+            .map(|mut p| {
+                p.what = p.what.replace("run `wink fs reindex`", &rebuild);
+                p
+            }),
+    );
     let store = match Store::open(dir, &StoreOptions::read_only()) {
         Ok(s) => s,
         Err(e) => {
@@ -77,11 +86,20 @@ pub fn check_store(dir: &Path) -> Report {
         let rec = match store
             .meta
             .read_stat(&file)
-            .and_then(|b| TitleRecord::decode(&b, &meta_path, file.inode.0))
+            .and_then(|b| TitleRecord::decode(&b, &file.name, &meta_path, file.inode.0))
         {
             Ok(r) => r,
             Err(e) => {
-                report.problems.push(Problem::from_error(&meta_path, &e));
+                let mut p = Problem::from_error(&meta_path, &e);
+                p.what = format!(
+                    "title {:?}: {}",
+                    String::from_utf8_lossy(&file.name),
+                    p.what
+                );
+                if matches!(&e, crate::Error::Corrupt { what, .. } if what == "title record key") {
+                    p.what = format!("{}; {rebuild}", p.what);
+                }
+                report.problems.push(p);
                 continue;
             }
         };
@@ -130,12 +148,23 @@ pub fn check_store(dir: &Path) -> Report {
             }
         }
     }
-    if let Some(archive) = store.archive() {
-        report
-            .problems
-            .extend(check_filesys(store.archive_base()).problems);
-        // Every block decompresses and every revision matches its map entry and CRC-32.
-        report.problems.extend(archive.verify());
+    match store.archive_tier() {
+        Ok(Some(archive)) => {
+            report
+                .problems
+                .extend(check_filesys(store.archive_base()).problems);
+            // Every block decompresses and every revision matches its map entry and CRC-32.
+            report.problems.extend(archive.verify());
+        }
+        Ok(None) => {}
+        Err(e) => {
+            report
+                .problems
+                .extend(check_filesys(store.archive_base()).problems);
+            report
+                .problems
+                .push(Problem::from_error(store.archive_base(), &e));
+        }
     }
     report.summary = format!(
         "store {}: {titles} titles, {renders} renders, {} containers{}",

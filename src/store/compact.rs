@@ -709,9 +709,9 @@ impl CompactJob {
 
     fn survey_one(&self, id: u32, now: i64) -> Result<Survey> {
         let reopen = || {
-            Filesys::open_in(
+            super::open_meta(
                 self.vfs.clone(),
-                &super::meta_base(&self.dir),
+                &self.dir,
                 &filesys::OpenOptions::read_only(),
             )
         };
@@ -1507,7 +1507,8 @@ impl Store {
         for item in self.meta.iter() {
             let file = item?;
             let bytes = self.meta.read_stat(&file)?;
-            let rec = TitleRecord::decode(&bytes, self.meta.data().path(), file.inode.0)?;
+            let rec =
+                TitleRecord::decode(&bytes, &file.name, self.meta.data().path(), file.inode.0)?;
             if rec.renders.iter().any(|r| r.location.container == source) {
                 titles.insert(file.name);
             }

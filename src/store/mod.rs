@@ -26,6 +26,7 @@ pub mod key;
 pub mod pages;
 pub mod policy;
 pub mod quarantine;
+pub mod rebuild;
 pub mod record;
 pub mod scrub;
 pub mod snapshot;
@@ -218,6 +219,9 @@ pub struct Store {
     clock: Arc<dyn Clock>,
     tids: TidMaker,
     archive: Option<Archive>,
+    /// Why the archive could not be opened: only what needs it fails, with this error (see
+    /// [`Store::archive_tier`]); titles that never reached the archive read as usual.
+    archive_damage: Option<Error>,
     /// What the writer's open repaired (for the log).
     recovery: Vec<String>,
     /// The archive filesys's base (named by the generation file).
@@ -228,6 +232,14 @@ pub struct Store {
 
 fn meta_base(dir: &Path) -> PathBuf {
     dir.join("meta")
+}
+
+/// Opens the title records: a miss is verified, since "no record" decides whether a title
+/// exists (see [`Filesys::set_verify_misses`]).
+fn open_meta(vfs: Arc<dyn Vfs>, dir: &Path, open: &filesys::OpenOptions) -> Result<Filesys> {
+    let mut meta = Filesys::open_in(vfs, &meta_base(dir), open)?;
+    meta.set_verify_misses(true);
+    Ok(meta)
 }
 
 fn container_base(dir: &Path, id: u32) -> PathBuf {
@@ -258,7 +270,7 @@ fn value_name(domain: &str, title: &str, rev: u64, tid: Uuid) -> Vec<u8> {
 fn read_record(meta: &Filesys, name: &[u8]) -> Result<Option<TitleRecord>> {
     match meta.read_located(name)? {
         Some((stat, bytes)) => {
-            TitleRecord::decode(&bytes, meta.data().path(), stat.inode.0).map(Some)
+            TitleRecord::decode(&bytes, name, meta.data().path(), stat.inode.0).map(Some)
         }
         None => Ok(None),
     }
@@ -355,7 +367,7 @@ impl Store {
             },
             e => e,
         };
-        let meta = Filesys::open_in(vfs.clone(), &meta_base(dir), &fs_open).map_err(in_use)?;
+        let meta = open_meta(vfs.clone(), dir, &fs_open).map_err(in_use)?;
         let generation = generation::Generation::read(vfs.as_ref(), dir)?;
         let archive = match cfg.archive {
             Some(_) => {
@@ -369,12 +381,18 @@ impl Store {
                     drop_behind: Some(8 << 20),
                     ..fs_open.clone()
                 };
-                Some(
-                    Archive::open_in(vfs.clone(), &generation.archive_base(dir), &open, aopts)
-                        .map_err(in_use)?,
-                )
+                match Archive::open_in(vfs.clone(), &generation.archive_base(dir), &open, aopts) {
+                    Ok(archive) => Ok(Some(archive)),
+                    // Damage stays with what it touches: the hot tier opens without it.
+                    Err(e) if e.is_corruption() || matches!(e, Error::Io { .. }) => Err(e),
+                    Err(e) => return Err(in_use(e)),
+                }
             }
-            None => None,
+            None => Ok(None),
+        };
+        let (archive, archive_damage) = match archive {
+            Ok(archive) => (archive, None),
+            Err(e) => (None, Some(e)),
         };
         let mut store = Store {
             vfs,
@@ -386,6 +404,7 @@ impl Store {
             clock: opts.clock.clone(),
             tids: TidMaker::new(),
             archive,
+            archive_damage,
             recovery: Vec::new(),
             archive_base: generation.archive_base(dir),
             views: view::Views::default(),
@@ -503,8 +522,44 @@ impl Store {
         };
         self.archive = None;
         self.archive = Some(Archive::open_in(self.vfs.clone(), base, &open, aopts)?);
+        self.archive_damage = None;
         self.archive_base = base.to_path_buf();
         Ok(())
+    }
+
+    /// The archive tier: `None` for a store without one; the damage that kept it from opening
+    /// for a store whose archive could not be read.
+    pub(crate) fn archive_tier(&self) -> Result<Option<&Archive>> {
+        match &self.archive_damage {
+            Some(e) => Err(e.again()),
+            None => Ok(self.archive.as_ref()),
+        }
+    }
+
+    /// [`Store::archive_tier`], to write to.
+    pub(crate) fn archive_tier_mut(&mut self) -> Result<Option<&mut Archive>> {
+        match &self.archive_damage {
+            Some(e) => Err(e.again()),
+            None => Ok(self.archive.as_mut()),
+        }
+    }
+
+    /// The damage of a title whose record is missing while the archive holds revisions of it:
+    /// its index cell or its record was lost. Never answered from the archive alone, which
+    /// would return an old revision as the latest.
+    pub(crate) fn missing_record(&self, name: &[u8]) -> Error {
+        let idx = self.meta.index();
+        let cell = idx.home(&filesys::inode::inode_key(name));
+        Error::corrupt(
+            idx.path(),
+            idx.cell_offset(cell),
+            format!(
+                "title record of {:?} (its index cell, home cell {cell}, or its record)",
+                String::from_utf8_lossy(name)
+            ),
+            "a record: the archive holds revisions of the title",
+            "none; run `wink recover --rebuild-index`",
+        )
     }
 
     /// Moves a read-only handle to the latest commit of the title records. Reads need no refresh
@@ -668,9 +723,9 @@ impl Store {
         let (old, version) = self.meta.read_for_update(&name)?;
         let mut rec = match old {
             Some((stat, bytes)) => {
-                TitleRecord::decode(&bytes, self.meta.data().path(), stat.inode.0)?
+                TitleRecord::decode(&bytes, &name, self.meta.data().path(), stat.inode.0)?
             }
-            None => TitleRecord::default(),
+            None => self.new_record(&name)?,
         };
         let tid = match put.tid {
             Some(t) => t,
@@ -718,7 +773,11 @@ impl Store {
     /// that wrote them said.
     fn newest_tid(&self, name: &[u8], rec: &TitleRecord, rev: u64) -> Result<Option<Uuid>> {
         let hot = rec.renders.iter().filter(|r| r.rev == rev).map(|r| r.tid);
-        let archived = match &self.archive {
+        let archive = match rec.archived {
+            true => self.archive_tier()?,
+            false => None,
+        };
+        let archived = match archive {
             Some(archive) => archive.map(name)?.map_or_else(Vec::new, |m| {
                 m.entries
                     .iter()
@@ -793,7 +852,7 @@ impl Store {
         key::check_domain(domain)?;
         key::check_title(title)?;
         let name = record_name(domain, title);
-        let mut rec = self.load(&name)?.unwrap_or_default();
+        let mut rec = self.load_or_new(&name)?;
         let (policy, now) = (self.cfg.policy, self.clock.now());
         let removed = rec
             .take_down(rev)
@@ -802,7 +861,7 @@ impl Store {
             .count();
         // The archive first: a crash in between leaves the hot tombstone missing, never an
         // archived copy of a taken-down revision that reads could still find.
-        let archived = match self.archive.as_mut() {
+        let archived = match self.archive_tier_mut()? {
             Some(archive) => {
                 let n = archive.take_down(&name, rev)?;
                 archive.commit()?;
@@ -829,7 +888,7 @@ impl Store {
     pub fn lift(&mut self, domain: &str, title: &str, rev: Option<u64>) -> Result<bool> {
         self.writer()?;
         let name = record_name(domain, title);
-        let mut rec = self.load(&name)?.unwrap_or_default();
+        let mut rec = self.load_or_new(&name)?;
         let lifted = rec.lift(rev);
         if lifted {
             self.save(&name, &rec)?;
@@ -856,7 +915,7 @@ impl Store {
             // in-place writes are held, records of puts not yet committed included: the values
             // they point to must be durable by then. (A record rewrite holds its inode, delete
             // flags and index cell: a few KiB at most besides the record.)
-            let record = rec.encode();
+            let record = rec.encode(name);
             if self.meta.may_commit_on_its_own(record.len() as u64 + 8192) {
                 if let Some(w) = self.writer.as_mut() {
                     w.fs.sync()?;
@@ -874,6 +933,25 @@ impl Store {
 
     fn load(&self, name: &[u8]) -> Result<Option<TitleRecord>> {
         read_record(&self.meta, name)
+    }
+
+    /// A title's record, or a new one for a title the store has never seen; a title whose
+    /// record is missing while the archive holds it is damage, never written over.
+    fn load_or_new(&self, name: &[u8]) -> Result<TitleRecord> {
+        match self.load(name)? {
+            Some(rec) => Ok(rec),
+            None => self.new_record(name),
+        }
+    }
+
+    /// The record of a title not found in the title records.
+    fn new_record(&self, name: &[u8]) -> Result<TitleRecord> {
+        if let Some(archive) = self.archive_tier()? {
+            if archive.map(name)?.is_some() {
+                return Err(self.missing_record(name));
+            }
+        }
+        Ok(TitleRecord::default())
     }
 
     fn container(&self, id: u32) -> Result<Arc<dyn Storage>> {
@@ -981,7 +1059,8 @@ impl Store {
         for item in self.meta.iter() {
             let file = item?;
             let bytes = self.meta.read_stat(&file)?;
-            let rec = TitleRecord::decode(&bytes, self.meta.data().path(), file.inode.0)?;
+            let rec =
+                TitleRecord::decode(&bytes, &file.name, self.meta.data().path(), file.inode.0)?;
             let readable: Vec<&Render> = rec
                 .renders
                 .iter()
@@ -1006,7 +1085,7 @@ impl Store {
             st.container_bytes += kv.filesize();
         }
         st.dead_bytes = st.container_bytes.saturating_sub(st.live_bytes);
-        st.archive = self.archive.as_ref().map(|a| a.stats()).transpose()?;
+        st.archive = self.archive_tier()?.map(|a| a.stats()).transpose()?;
         Ok(st)
     }
 }

@@ -3,8 +3,10 @@
 //!
 //! | field            | size      | meaning                                                  |
 //! |------------------|-----------|----------------------------------------------------------|
-//! | magic            | 4         | `WTR1`                                                   |
-//! | flags            | 1         | bit 0: the whole title is taken down                     |
+//! | magic            | 4         | `WTR2` (`WTR1`: no key field, flags bit 1 read as set)   |
+//! | key_len          | 2         | the record's own name `DOMAIN/TITLE`, then its bytes     |
+//! | flags            | 1         | bit 0: the whole title is taken down; bit 1: the archive |
+//! |                  |           | may hold revisions of the title                          |
 //! | n_down           | 4         | revisions taken down, then n_down × rev (8)              |
 //! | n_types          | 2         | content types, then n_types × (len (2), UTF-8 bytes)     |
 //! | n_renders        | 4         | renders, newest first (revision, then tid precedence)    |
@@ -24,7 +26,11 @@ use super::key::{cmp_tid, tid_unix_secs};
 use super::policy::{ArchivePolicy, Policy, Renders, Stamps};
 use crate::error::{Error, Result};
 
-pub(crate) const MAGIC: &[u8; 4] = b"WTR1";
+pub(crate) const MAGIC: &[u8; 4] = b"WTR2";
+/// Records written before the key and the archive flag were kept in them; still read.
+pub(crate) const MAGIC_V1: &[u8; 4] = b"WTR1";
+/// The longest record name: a domain, `/` and a title (see [`super::key`]), well within.
+const MAX_KEY: usize = u16::MAX as usize;
 const RENDER_SIZE: usize = 75;
 const NONE: i64 = i64::MIN;
 
@@ -92,6 +98,10 @@ pub struct TitleRecord {
     pub revs_down: BTreeSet<u64>,
     /// Newest first.
     pub renders: Vec<Render>,
+    /// The archive may hold revisions of this title: reads look there only when this is set
+    /// (positive evidence; a record that cannot be found is never a reason to). Set by an
+    /// archive run, never cleared; read as set from a record written before it was kept.
+    pub archived: bool,
 }
 
 impl TitleRecord {
@@ -303,21 +313,28 @@ impl TitleRecord {
     }
 
     /// True when the record holds nothing worth keeping.
+    /// A record that says the archive may hold revisions is kept: without it, a read could not
+    /// tell an archived title from a record lost to damage.
     pub fn is_empty(&self) -> bool {
-        !self.title_down && self.revs_down.is_empty() && self.renders.is_empty()
+        !self.title_down && self.revs_down.is_empty() && self.renders.is_empty() && !self.archived
     }
 
-    /// The record's bytes.
-    pub fn encode(&self) -> Vec<u8> {
+    /// The record's bytes, under the name `key` (`DOMAIN/TITLE`) it is stored as.
+    pub fn encode(&self, key: &[u8]) -> Vec<u8> {
         let mut types: Vec<&str> = Vec::new();
         for r in &self.renders {
             if !types.contains(&r.content_type.as_str()) {
                 types.push(&r.content_type);
             }
         }
-        let mut out = Vec::with_capacity(16 + self.renders.len() * RENDER_SIZE);
+        let mut out = Vec::with_capacity(16 + key.len() + self.renders.len() * RENDER_SIZE);
         out.extend_from_slice(MAGIC);
-        out.push(u8::from(self.title_down));
+        // Record names are bounded far below this by the key checks; a longer one is cut rather
+        // than let the length wrap (a decode then names the mismatch).
+        let key = &key[..key.len().min(MAX_KEY)];
+        out.extend_from_slice(&(key.len() as u16).to_be_bytes());
+        out.extend_from_slice(key);
+        out.push(u8::from(self.title_down) | (u8::from(self.archived) << 1));
         out.extend_from_slice(&(self.revs_down.len() as u32).to_be_bytes());
         for rev in &self.revs_down {
             out.extend_from_slice(&rev.to_be_bytes());
@@ -351,8 +368,31 @@ impl TitleRecord {
         out
     }
 
-    /// Decodes a record read from `path`, whose bytes start at `offset` there (for messages).
-    pub fn decode(bytes: &[u8], path: &Path, offset: u64) -> Result<TitleRecord> {
+    /// Decodes the record stored under the name `key`, read from `path`, whose bytes start at
+    /// `offset` there (for messages). A record that names another key is damage: the name it
+    /// was found under (an inode's key, an index cell) is wrong, and its renders are not this
+    /// title's.
+    pub fn decode(bytes: &[u8], key: &[u8], path: &Path, offset: u64) -> Result<TitleRecord> {
+        let (own, rec) = TitleRecord::decode_any(bytes, path, offset)?;
+        match own {
+            Some(own) if own != key => Err(Error::corrupt(
+                path,
+                offset + 6,
+                "title record key",
+                String::from_utf8_lossy(key),
+                String::from_utf8_lossy(&own),
+            )),
+            _ => Ok(rec),
+        }
+    }
+
+    /// Decodes a record whatever name it was found under; returns the key it names (`None`
+    /// for a `WTR1` record, which keeps none) beside it.
+    pub fn decode_any(
+        bytes: &[u8],
+        path: &Path,
+        offset: u64,
+    ) -> Result<(Option<Vec<u8>>, TitleRecord)> {
         let bad = |at: usize, what: &str| {
             Error::corrupt(
                 path,
@@ -362,7 +402,8 @@ impl TitleRecord {
                 "damage",
             )
         };
-        if bytes.len() < 8 || &bytes[..4] != MAGIC {
+        let v1 = bytes.get(..4) == Some(MAGIC_V1.as_slice());
+        if bytes.len() < 8 || !(v1 || &bytes[..4] == MAGIC) {
             return Err(bad(0, "magic"));
         }
         let (body, tail) = bytes.split_at(bytes.len() - 4);
@@ -377,9 +418,16 @@ impl TitleRecord {
             path,
             base: offset,
         };
+        let key = if v1 {
+            None
+        } else {
+            let len = r.u16()? as usize;
+            Some(r.take(len)?.to_vec())
+        };
         let flags = r.take(1)?[0];
         let mut rec = TitleRecord {
             title_down: flags & 1 == 1,
+            archived: v1 || flags & 2 == 2,
             ..TitleRecord::default()
         };
         for _ in 0..r.u32()? {
@@ -437,7 +485,7 @@ impl TitleRecord {
         if r.pos != body.len() {
             return Err(bad(r.pos, "trailing bytes"));
         }
-        Ok(rec)
+        Ok((key, rec))
     }
 }
 
@@ -546,16 +594,51 @@ mod tests {
             (Some(130), Some(130))
         );
         rec.take_down(Some(7));
-        let bytes = rec.encode();
-        assert_eq!(TitleRecord::decode(&bytes, Path::new("m"), 0).unwrap(), rec);
+        let bytes = rec.encode(b"d/T");
+        assert_eq!(
+            TitleRecord::decode(&bytes, b"d/T", Path::new("m"), 0).unwrap(),
+            rec
+        );
         for i in 0..bytes.len() {
             let mut bad = bytes.clone();
             bad[i] ^= 0x10;
             assert!(
-                TitleRecord::decode(&bad, Path::new("m"), 0).is_err(),
+                TitleRecord::decode(&bad, b"d/T", Path::new("m"), 0).is_err(),
                 "flip at {i}"
             );
         }
-        assert!(TitleRecord::decode(&bytes[..bytes.len() - 1], Path::new("m"), 0).is_err());
+        assert!(TitleRecord::decode(&bytes[..bytes.len() - 1], b"d/T", Path::new("m"), 0).is_err());
+    }
+
+    #[test]
+    fn a_record_found_under_another_name_is_damage() {
+        let mut rec = TitleRecord::default();
+        rec.put(render(1, TidMaker::new().make(10)), &Policy::default(), 100);
+        let bytes = rec.encode(b"d/Apple");
+        let e = TitleRecord::decode(&bytes, b"d/Apply", Path::new("m"), 4096).unwrap_err();
+        let text = e.to_string();
+        assert!(
+            text.contains("m: corrupt at byte 4102") && text.contains("d/Apple"),
+            "{text}"
+        );
+        assert_eq!(e.exit_code(), 3);
+    }
+
+    #[test]
+    fn a_v1_record_reads_with_the_archive_flag_set() {
+        let mut rec = TitleRecord::default();
+        rec.put(render(4, TidMaker::new().make(10)), &Policy::default(), 100);
+        // A v1 record is a v2 record without the key field, under the old magic.
+        let v2 = rec.encode(b"");
+        let mut v1 = MAGIC_V1.to_vec();
+        v1.extend_from_slice(&v2[6..v2.len() - 4]);
+        let crc = crc32fast::hash(&v1);
+        v1.extend_from_slice(&crc.to_be_bytes());
+        let (key, back) = TitleRecord::decode_any(&v1, Path::new("m"), 0).unwrap();
+        assert_eq!(key, None);
+        assert!(back.archived && !rec.archived);
+        assert_eq!(back.renders, rec.renders);
+        // Any name will do for a record that keeps none.
+        assert!(TitleRecord::decode(&v1, b"d/Any", Path::new("m"), 0).is_ok());
     }
 }

@@ -10,6 +10,12 @@
 //!
 //! With [`ScrubOptions::quarantine`], each damaged hot value is also copied to the store's
 //! quarantine ([`super::quarantine`]) as it is found.
+//!
+//! Before the values, the title records themselves: each decoded under its checksum and its
+//! own key, each reachable through the title index at its own inode, and every index cell
+//! naming an inode whose key hashes to the hash the cell stores. A damaged record or cell is
+//! reported by title (tier `meta`, revision 0) and its titles' values are skipped, never read
+//! through it.
 
 use std::path::{Path, PathBuf};
 
@@ -31,6 +37,8 @@ const PASS_BYTES: u64 = 4 << 30;
 pub enum Tier {
     Hot,
     Archive,
+    /// The title records and their index: the damage is to a title, not a value.
+    Meta,
 }
 
 impl Tier {
@@ -38,6 +46,7 @@ impl Tier {
         match self {
             Tier::Hot => "hot",
             Tier::Archive => "archive",
+            Tier::Meta => "meta",
         }
     }
 }
@@ -146,6 +155,7 @@ impl Store {
         mut progress: impl FnMut(ScrubProgress),
     ) -> Result<ScrubReport> {
         let mut report = ScrubReport::default();
+        self.scrub_titles(&mut report);
         let sizes = self.container_sizes()?;
         let total: u64 = sizes.iter().map(|(_, s)| s).sum();
         let mut done = 0u64;
@@ -186,9 +196,14 @@ impl Store {
         let now = self.clock.now();
         let mut pass = Pass::default();
         for item in self.meta.iter() {
-            let file = item?;
-            let bytes = self.meta.read_stat(&file)?;
-            let rec = TitleRecord::decode(&bytes, self.meta.data().path(), file.inode.0)?;
+            // Damaged records (and what follows a damaged entry) were reported by the walk of
+            // the title records; their values are not read through them.
+            let Ok(file) = item else { break };
+            let Ok(rec) = self.meta.read_stat(&file).and_then(|bytes| {
+                TitleRecord::decode(&bytes, &file.name, self.meta.data().path(), file.inode.0)
+            }) else {
+                continue;
+            };
             let title = pass.titles.len();
             let before = pass.jobs.len();
             pass.jobs.extend(
@@ -209,6 +224,73 @@ impl Store {
         pass.jobs
             .sort_by_key(|j| (j.loc.container, j.loc.offset, j.loc.len));
         Ok(pass)
+    }
+
+    /// Verifies the title records and their index: each record under its checksum and key,
+    /// reachable through the index at its own inode; each used index cell against its key.
+    fn scrub_titles(&self, report: &mut ScrubReport) {
+        let meta = &self.meta;
+        let data_path = meta.data().path().to_path_buf();
+        let mut damage = |name: &[u8], e: &Error, file: &Path, offset: u64| {
+            let (domain, title) = split_name(name);
+            let (file, offset) = located(e, file, offset);
+            report.damaged.push(Damage {
+                tier: Tier::Meta,
+                domain,
+                title,
+                rev: 0,
+                tid: Uuid::nil(),
+                file,
+                offset,
+                what: e.to_string(),
+                quarantined: None,
+            });
+        };
+        for item in meta.iter() {
+            let file = match item {
+                Ok(file) => file,
+                Err(e) => {
+                    damage(b"", &e, &data_path, 0);
+                    break;
+                }
+            };
+            let decoded = meta.read_stat(&file).and_then(|bytes| {
+                TitleRecord::decode(&bytes, &file.name, &data_path, file.inode.0)
+            });
+            if let Err(e) = decoded {
+                damage(&file.name, &e, &data_path, file.inode.0);
+                continue;
+            }
+            match meta.stat(&file.name) {
+                Ok(Some(found)) if found.inode == file.inode => {}
+                Ok(found) => {
+                    let idx = meta.index();
+                    let home = idx.home(&filesys::inode::inode_key(&file.name));
+                    let e = Error::corrupt(
+                        idx.path(),
+                        idx.cell_offset(home),
+                        format!(
+                            "title index entry of {:?} (run `wink recover --rebuild-index`)",
+                            String::from_utf8_lossy(&file.name)
+                        ),
+                        format!("its record's inode at {}", file.inode),
+                        found.map_or("no entry".to_string(), |f| format!("{}", f.inode)),
+                    );
+                    damage(&file.name, &e, idx.path(), 0);
+                }
+                Err(e) => damage(&file.name, &e, meta.index().path(), 0),
+            }
+        }
+        let idx = meta.index();
+        for cell in idx.used_cells() {
+            let checked = cell.and_then(|(cell, ptr)| {
+                idx.verify_cell(cell, ptr, meta.data())?;
+                Ok(ptr)
+            });
+            if let Err(e) = checked {
+                damage(b"", &e, idx.path(), 0);
+            }
+        }
     }
 
     /// Verifies one container's values in offset order, then drops its pages from the cache.
@@ -300,8 +382,25 @@ impl Store {
         report: &mut ScrubReport,
         progress: &mut impl FnMut(ScrubProgress),
     ) -> Result<()> {
-        let Some(archive) = &self.archive else {
-            return Ok(());
+        let archive = match self.archive_tier() {
+            Ok(Some(archive)) => archive,
+            Ok(None) => return Ok(()),
+            // An archive that cannot be opened damages every revision in it.
+            Err(e) => {
+                let (file, offset) = located(&e, &self.archive_base, 0);
+                report.damaged.push(Damage {
+                    tier: Tier::Archive,
+                    domain: String::new(),
+                    title: String::new(),
+                    rev: 0,
+                    tid: Uuid::nil(),
+                    file,
+                    offset,
+                    what: e.to_string(),
+                    quarantined: None,
+                });
+                return Ok(());
+            }
         };
         let path = archive.filesys().data().path().to_path_buf();
         let keys = archive.titles()?;

@@ -54,7 +54,8 @@ impl Store {
         for item in self.meta.iter() {
             let file = item?;
             let bytes = self.meta.read_stat(&file)?;
-            let rec = TitleRecord::decode(&bytes, self.meta.data().path(), file.inode.0)?;
+            let rec =
+                TitleRecord::decode(&bytes, &file.name, self.meta.data().path(), file.inode.0)?;
             for r in rec
                 .renders
                 .iter()

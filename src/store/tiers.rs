@@ -87,22 +87,31 @@ impl Store {
         visible_in(&self.cfg, rec, now)
     }
 
-    /// Archived renders of a title that may be returned (not taken down in either tier).
+    /// Archived renders of a title that may be returned (not taken down in either tier). The
+    /// archive is looked at only on positive evidence, its record saying it may hold some: a
+    /// title without a record has none there, and an archive that does hold it means the
+    /// record was lost (damage, never an answer from the archive alone).
     pub(super) fn archived(
         &self,
         name: &[u8],
         rec: Option<&TitleRecord>,
     ) -> Result<Vec<ArchiveEntry>> {
-        let Some(archive) = &self.archive else {
+        let Some(rec) = rec else {
+            if let Some(archive) = self.archive_tier()? {
+                if archive.map(name)?.is_some() {
+                    return Err(self.missing_record(name));
+                }
+            }
             return Ok(Vec::new());
         };
-        if rec.is_some_and(|r| r.title_down) {
+        if rec.title_down || !rec.archived {
             return Ok(Vec::new());
         }
+        let Some(archive) = self.archive_tier()? else {
+            return Ok(Vec::new());
+        };
         let mut entries = archive.entries(name)?;
-        if let Some(rec) = rec {
-            entries.retain(|e| !rec.revs_down.contains(&e.rev));
-        }
+        entries.retain(|e| !rec.revs_down.contains(&e.rev));
         Ok(entries)
     }
 
@@ -152,8 +161,7 @@ impl Store {
             (Some(Hit::Hot(r)), Some(rec)) => self.got(rec, r, now).map(Some),
             (Some(Hit::Archived(e)), _) => {
                 let archive = self
-                    .archive
-                    .as_ref()
+                    .archive_tier()?
                     .ok_or_else(|| Error::invalid("no archive"))?;
                 let value = archive.read(&name, &e)?;
                 Ok(Some(Got {
@@ -254,6 +262,7 @@ impl Store {
         };
         let now = self.clock.now();
         let walk = self.walk_titles(cursor, max_titles)?;
+        self.archive_tier()?;
         let mut report = ArchiveReport::default();
         let mut moved: Vec<Moved<'_>> = Vec::new();
         let mut failed = None;
@@ -286,6 +295,8 @@ impl Store {
             // (the newest render left, say) and be readable again, then archived by the next run.
             rec.cull_keeping(&self.cfg.policy, now, Some(policy));
             rec.renders.retain(|r| !gone.contains(&(r.rev, r.tid)));
+            // Reads look in the archive only for titles whose record says so.
+            rec.archived = true;
             self.save(name, &rec)?;
         }
         if report.titles > 0 {
@@ -353,8 +364,7 @@ impl Store {
             })
             .collect();
         let archive = self
-            .archive
-            .as_mut()
+            .archive_tier_mut()?
             .ok_or_else(|| Error::invalid("no archive"))?;
         archive.add(name, &items)?;
         let bytes = values.iter().map(|v| v.len() as u64).sum();

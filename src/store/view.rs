@@ -24,7 +24,7 @@ use crate::error::{Error, Result};
 use crate::filesys::{self, Filesys, Staleness};
 
 use super::record::TitleRecord;
-use super::{key, meta_base, record_name, Store};
+use super::{key, record_name, Store};
 
 /// Reads through fresh views before the last, strict, attempt. A second stale read in a row
 /// means another commit landed during the read; each further one waits a little longer.
@@ -94,7 +94,7 @@ pub(super) fn record_named(
 ) -> Result<Option<TitleRecord>> {
     match meta.read_located_as(name, staleness)? {
         Some((stat, bytes)) => {
-            TitleRecord::decode(&bytes, meta.data().path(), stat.inode.0).map(Some)
+            TitleRecord::decode(&bytes, name, meta.data().path(), stat.inode.0).map(Some)
         }
         None => Ok(None),
     }
@@ -176,7 +176,7 @@ impl Store {
             clock: self.clock.clone(),
             ..filesys::OpenOptions::read_only()
         };
-        let fresh = Filesys::open_in(self.vfs.clone(), &meta_base(&self.dir), &open)?;
+        let fresh = super::open_meta(self.vfs.clone(), &self.dir, &open)?;
         *self.views.fresh.write().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(fresh));
         self.views.renewals.fetch_add(1, Ordering::Relaxed);
         Ok(())

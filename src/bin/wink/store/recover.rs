@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 
+use wink::store::{Store, StoreOptions};
 use wink::Result;
 
 use super::Writing;
@@ -17,6 +18,13 @@ reported (and reads of the values it holds fail with exit 3) for an operator to 
 snapshot; `wink scrub --quarantine` finds damaged values and copies them, described, to
 DIR/quarantine/, after which check warns about each one.
 
+With --rebuild-index, the title index is rebuilt from the title records first (what `wink check`
+suggests when the index or a record's name is damaged). Unlike `wink fs reindex` of the meta
+files, it trusts only what checksums cover: a record that does not decode is refused (its
+title's reads keep failing with the damage); a record whose own key differs from the name its
+inode carries is written again under its own key; a title the archive holds without a record
+gets one, so that reads find its archived revisions again. One line per change or refusal.
+
 Output: one `repaired: ...` line per repair (none when the store was clean), then the check's
 report.
 
@@ -31,12 +39,18 @@ pub struct Args {
     dir: PathBuf,
     #[command(flatten)]
     writing: Writing,
+    /// Rebuild the title index from the title records (trusting only checksummed keys).
+    #[arg(long)]
+    rebuild_index: bool,
 }
 
 pub fn run(args: &Args) -> Result<Status> {
+    let mut out = Out::new();
+    if args.rebuild_index {
+        rebuild(args, &mut out)?;
+    }
     // Each repair is reported once, here on stdout (not again on stderr as other verbs do).
     let store = super::open_writer_quietly(&args.dir, &args.writing)?;
-    let mut out = Out::new();
     let repairs = super::repairs(&store);
     for r in &repairs {
         out.line(&format!("repaired: {r}"))?;
@@ -58,4 +72,36 @@ pub fn run(args: &Args) -> Result<Status> {
     ))?;
     out.finish()?;
     Ok(if report.problems.is_empty() { 0 } else { 1 })
+}
+
+/// Rebuilds the title index and reports what it did, one line each.
+fn rebuild(args: &Args, out: &mut Out) -> Result<()> {
+    super::expect_store(&args.dir)?;
+    let opts = StoreOptions {
+        wait: args.writing.wait,
+        clock: crate::clock_from_env()?,
+        ..StoreOptions::writer()
+    };
+    let report = Store::rebuild_index(&args.dir, &opts)?;
+    for (found, own) in &report.renamed {
+        out.line(&format!(
+            "repaired: title record found as {found:?} names {own:?}: written again under it"
+        ))?;
+    }
+    for title in &report.archive_only {
+        out.line(&format!(
+            "repaired: archived title {title:?} had no record: one written"
+        ))?;
+    }
+    for refusal in &report.refused {
+        out.line(&format!("refused: {refusal}"))?;
+    }
+    out.line(&format!(
+        "{}: title index rebuilt: {} records indexed, {} verified by their own key, {} without \
+         one (older records)",
+        args.dir.display(),
+        report.indexed,
+        report.verified,
+        report.unverified
+    ))
 }

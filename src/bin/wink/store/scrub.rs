@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use wink::store::scrub::{ScrubOptions, ScrubProgress, ScrubReport};
+use wink::store::scrub::{ScrubOptions, ScrubProgress, ScrubReport, Tier};
 use wink::Result;
 
 use crate::show::Out;
@@ -15,8 +15,11 @@ its CRC-32. The page cache is left as it was found: a container's pages are drop
 values are read. A progress bar goes to stderr when it is a terminal.
 
 One line on stdout per damaged value:
-`DOMAIN/TITLE rev REV tid TID: TIER FILE at byte OFFSET: WHAT` (TIER is hot or archive); when
-there is none, `DIR: ok (N values, B bytes, A archived revisions)`.
+`DOMAIN/TITLE rev REV tid TID: TIER FILE at byte OFFSET: WHAT` (TIER is hot or archive), and
+one per damaged title record or title index cell, checked first:
+`DOMAIN/TITLE: meta FILE at byte OFFSET: WHAT` (each record under its checksum and its own key,
+reachable through the index; each index cell against its key). When there is none,
+`DIR: ok (N values, B bytes, A archived revisions)`.
 
 With --quarantine, each damaged hot value is also copied, exactly as found, to
 DIR/quarantine/cNNNNNN-OFFSET.bin with a JSON description beside it (cNNNNNN-OFFSET.json:
@@ -66,9 +69,16 @@ pub fn run(args: &Args) -> Result<Status> {
         .iter()
         .filter(|d| d.quarantined.is_some())
         .count();
+    let titles = report
+        .damaged
+        .iter()
+        .filter(|d| d.tier == Tier::Meta)
+        .count();
     eprintln!(
-        "wink: scrub: {} damaged values of {} hot values and {} archived revisions{}",
-        report.damaged.len(),
+        "wink: scrub: {} damaged titles (records or index), {} damaged values of {} hot values \
+         and {} archived revisions{}",
+        titles,
+        report.damaged.len() - titles,
         report.values,
         report.archived,
         if args.quarantine {
@@ -86,6 +96,18 @@ pub fn run(args: &Args) -> Result<Status> {
 fn print(args: &Args, report: &ScrubReport) -> Result<()> {
     let mut out = Out::new();
     for d in &report.damaged {
+        if d.tier == Tier::Meta {
+            // Damage to a title record or its index: no value of it was read.
+            out.line(&format!(
+                "{}/{}: meta {} at byte {}: {}",
+                d.domain,
+                d.title,
+                d.file.display(),
+                d.offset,
+                d.what.replace('\n', " ")
+            ))?;
+            continue;
+        }
         out.line(&format!(
             "{}/{} rev {} tid {}: {} {} at byte {}: {}{}",
             d.domain,
