@@ -32,6 +32,7 @@ pub fn check_filesys(base: &Path) -> Report {
     }
     match Filesys::open(base, &OpenOptions::read_only()) {
         Ok(fs) => {
+            check_roles(&fs, &mut report);
             if let Err(e) = check_open(&fs, &mut report) {
                 report
                     .problems
@@ -43,6 +44,63 @@ pub fn check_filesys(base: &Path) -> Report {
             .push(Problem::from_error(&file_path(base, "data"), &e)),
     }
     report
+}
+
+/// What a filesys's writers put in its files' headers, which readers do not depend on (so a
+/// flipped byte there reads on): a warning, so that it is seen before a tool that does depend on
+/// it (`file -m magic/wink`, another implementation) trips over it.
+fn check_roles(fs: &Filesys, report: &mut Report) {
+    let purposes = [
+        (
+            fs.data().superblock(),
+            fs.data().path(),
+            super::DATA_PURPOSE,
+        ),
+        (
+            fs.index().superblock(),
+            fs.index().path(),
+            super::INDEX_PURPOSE,
+        ),
+    ];
+    let time = fs.time_index().map(|t| {
+        (
+            t.kv().superblock(),
+            t.kv().path(),
+            super::timeindex::PURPOSE,
+        )
+    });
+    for (sb, path, want) in purposes.into_iter().chain(time) {
+        if sb.purpose() != want {
+            problem(
+                report,
+                path,
+                crate::format::superblock::PURPOSE_VALUE_OFFSET,
+                Severity::Warning,
+                format!("PURPOSE is {}, where a filesys writes {want}", sb.purpose()),
+            );
+        }
+    }
+    let (idx, path) = (fs.index().superblock(), fs.index().path());
+    for (name, want) in [
+        (
+            crate::format::superblock::var::HTFREE,
+            crate::format::hindex::WRITER_HTFREE,
+        ),
+        (
+            crate::format::superblock::var::HTDEL,
+            crate::format::hindex::WRITER_HTDEL,
+        ),
+    ] {
+        if let Some(found) = idx.get(name).filter(|v| *v != want) {
+            problem(
+                report,
+                path,
+                idx.value_offset(name).unwrap_or(0),
+                Severity::Warning,
+                format!("{name} is {found}, where a filesys writes {want}"),
+            );
+        }
+    }
 }
 
 struct Walk {

@@ -603,6 +603,10 @@ impl HIndex {
         }
         let width = (self.cellsz * 8) as usize;
         let mut buf = Vec::new();
+        // One bad cell is damage to that cell, for the lookups that pass it to find; a wrong
+        // CELLSZ or a table of another format fails many.
+        let mut first_bad = None;
+        let mut bad = 0u32;
         for k in 0..4u64 {
             let start = self.htsize * k / 4;
             let n = 16.min(self.htsize - start);
@@ -615,10 +619,17 @@ impl HIndex {
             )?;
             for (i, chunk) in buf.chunks_exact(width).enumerate() {
                 let cell = start + i as u64;
-                if !matches!(self.decode(cell, chunk)?, Cell::Used { .. })
-                    && chunk[8..16] != [0u8; 8]
-                {
-                    return Err(Error::corrupt(
+                let used = match self.decode(cell, chunk) {
+                    Ok(c) => matches!(c, Cell::Used { .. }),
+                    Err(e) => {
+                        bad += 1;
+                        first_bad.get_or_insert(e);
+                        continue;
+                    }
+                };
+                if !used && chunk[8..16] != [0u8; 8] {
+                    bad += 1;
+                    first_bad.get_or_insert(Error::corrupt(
                         self.path(),
                         self.cell_offset(cell) + 8,
                         format!("stored hash of free/deleted cell {cell}"),
@@ -628,15 +639,21 @@ impl HIndex {
                 }
             }
         }
-        Ok(())
+        match first_bad {
+            Some(e) if bad > 1 => Err(e),
+            _ => Ok(()),
+        }
     }
 
     /// Verifies a few used cells against their keys: the stored hash equals MD5(key)'s first 8
     /// bytes, and the key's probe from its home reaches the cell without passing a free cell. A
-    /// wrong HTALGO or CELLSZ, or an index of another datafile, fails here at once.
+    /// wrong HTALGO or CELLSZ, or an index of another datafile, fails here at once: every cell
+    /// fails. A minority that fails is damage to those cells (or their keys), left for the
+    /// lookups that pass them to report, so that it stays with the names it touches.
     pub fn spot_check(&self, keys: &dyn KeySource) -> Result<()> {
         let (mut buf, mut cells) = (Vec::new(), Vec::new());
         let mut last_checked = None;
+        let (mut passed, mut failed) = (0u32, Vec::new());
         // From evenly spaced points, the next used cell (within a bounded scan) is verified, so
         // a sparse table is checked as well as a full one.
         for k in 0..SPOT_CHECKS as u64 {
@@ -649,7 +666,10 @@ impl HIndex {
                     let cell = start + i as u64;
                     if let Cell::Used { ptr, .. } = *c {
                         if last_checked != Some(cell) {
-                            self.verify_cell(cell, ptr, keys)?;
+                            match self.verify_cell(cell, ptr, keys) {
+                                Ok(()) => passed += 1,
+                                Err(e) => failed.push(e),
+                            }
                             last_checked = Some(cell);
                         }
                         break 'scan;
@@ -659,7 +679,24 @@ impl HIndex {
                 scanned += n;
             }
         }
+        if failed.len() as u32 >= passed.max(1) {
+            return Err(failed.swap_remove(0));
+        }
         Ok(())
+    }
+
+    /// The key of the entry used cell `cell` names; a cell that names no entry is damaged.
+    fn key_of(&self, cell: u64, ptr: KvPointer, keys: &dyn KeySource) -> Result<Vec<u8>> {
+        keys.key_at(ptr).map_err(|e| match e {
+            Error::NotFound(found) => Error::corrupt(
+                self.path(),
+                self.cell_offset(cell),
+                format!("the kv_pointer of cell {cell}"),
+                "a pointer to an entry",
+                found,
+            ),
+            e => e,
+        })
     }
 
     /// Checks the used cells a lookup of `key` passes (from its home cell to the first free
@@ -672,7 +709,7 @@ impl HIndex {
                 Cell::Free => return Ok(()),
                 Cell::Deleted => {}
                 Cell::Used { ptr, stored_hash } => {
-                    let own = KeyHash::of(&keys.key_at(ptr)?);
+                    let own = KeyHash::of(&self.key_of(cell, ptr, keys)?);
                     self.check_stored_hash(cell, ptr, stored_hash, own)?;
                 }
             }
@@ -683,7 +720,7 @@ impl HIndex {
 
     /// Checks one used cell against its key (see [`HIndex::spot_check`]).
     pub fn verify_cell(&self, cell: u64, ptr: KvPointer, keys: &dyn KeySource) -> Result<()> {
-        let key = keys.key_at(ptr)?;
+        let key = self.key_of(cell, ptr, keys)?;
         let hash = KeyHash::of(&key);
         if let Cell::Used { stored_hash, .. } = self.get(cell)? {
             self.check_stored_hash(cell, ptr, stored_hash, hash)?;
