@@ -4,6 +4,7 @@ use std::ffi::OsStr;
 use std::fs::{self, File};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+use std::process::Command;
 
 use serde_json::Value;
 use wink::format::hindex::{HIndex, HIndexOptions};
@@ -13,6 +14,7 @@ use wink::format::superblock::{var, Purpose};
 
 mod common;
 use common::cli::{bytes_at, file_command_installed, file_magic, patch, s, wink_at, Run};
+use common::require;
 
 const NOW: &str = "1700000000";
 
@@ -404,6 +406,40 @@ fn check_warnings_count_only_with_strict() {
     assert_eq!(
         wink(&["check", "--strict", s(&f)]).expect_code(1).out(),
         warning
+    );
+}
+
+/// `wink check` draws its bar only on a terminal: script(1) gives it one.
+#[test]
+fn check_shows_progress_only_on_a_terminal() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = three_entries(dir.path());
+    let piped = wink(&["check", s(&f)]).expect(0);
+    assert!(
+        piped.stderr.is_empty(),
+        "no bar off a terminal: {:?}",
+        piped.stderr
+    );
+    if !require::tool("script", "-V", "wink check's progress bar on a terminal") {
+        return;
+    }
+    let command = format!("'{}' check '{}'", env!("CARGO_BIN_EXE_wink"), f.display());
+    let tty = Command::new("script")
+        .args(["-qec", &command, "/dev/null"])
+        // Without a TERM the terminal counts as dumb, and indicatif draws nothing on it.
+        .env("TERM", "xterm")
+        .env("WINK_NOW", NOW)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&tty.stdout);
+    assert!(tty.status.success(), "{text}");
+    assert!(
+        text.contains(&format!("checking {}", f.display())),
+        "{text:?}"
+    );
+    assert!(
+        text.contains(&format!("{}: ok (kvseq", f.display())),
+        "{text:?}"
     );
 }
 

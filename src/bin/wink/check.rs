@@ -2,6 +2,9 @@
 //! report line per problem.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use indicatif::{ProgressBar, ProgressFinish};
 
 use wink::check::{check_file, Report};
 use wink::filesys::check::check_filesys;
@@ -35,6 +38,9 @@ Content-Length, a missing mandatory field, a block or payload digest that does n
 revisit whose original (WARC-Refers-To) is not in the files checked before it. `FILE: ok (...)`
 counts the records of a clean file by type.
 
+A progress bar (the path being checked, how many are done, the time so far) goes to stderr when it
+is a terminal; piped or redirected, stderr gets only the summary of a failed check.
+
 Exit status: 0 when no file has an error (nor, with --strict, a warning); 1 otherwise.";
 
 /// Checks Wink files for damage and reports every problem with file and byte offset.
@@ -56,8 +62,14 @@ pub struct Args {
 
 pub fn run(args: &Args) -> Result<Status> {
     let mut out = Out::new();
+    #[cfg(feature = "warc")]
+    let warc_step = usize::from(!args.warc.is_empty());
+    #[cfg(not(feature = "warc"))]
+    let warc_step = 0;
+    let bar = progress(args.paths.len() + warc_step);
     let (mut errors, mut warnings, mut bad_files) = (0, 0, 0);
     for path in &args.paths {
+        bar.set_message(path.display().to_string());
         let report = if is_store_dir(path) {
             check_store(path)
         } else if is_filesys_base(path) {
@@ -65,17 +77,25 @@ pub fn run(args: &Args) -> Result<Status> {
         } else {
             check_file(path)
         };
-        print(&mut out, &report, args.strict)?;
+        // Printed with the bar cleared, so that report lines and bar never share a terminal line.
+        bar.suspend(|| print(&mut out, &report, args.strict))?;
+        bar.inc(1);
         errors += report.errors();
         warnings += report.warnings();
         bad_files += usize::from(!report.is_clean(args.strict));
     }
     #[cfg(feature = "warc")]
-    {
-        let (problems, bad) = check_warcs(&mut out, &args.warc)?;
+    if !args.warc.is_empty() {
+        bar.set_message("the WARC files");
+        let (lines, problems, bad) = check_warcs(&args.warc)?;
+        bar.suspend(|| {
+            lines.iter().try_for_each(|l| out.line(l))?;
+            out.flush()
+        })?;
         errors += problems;
         bad_files += bad;
     }
+    bar.finish_and_clear();
     out.finish()?;
     if bad_files == 0 {
         return Ok(0);
@@ -84,28 +104,45 @@ pub fn run(args: &Args) -> Result<Status> {
     let files = args.paths.len() + args.warc.len();
     #[cfg(not(feature = "warc"))]
     let files = args.paths.len();
-    eprintln!("wink: check: {errors} errors and {warnings} warnings; {bad_files} of {files} files not clean");
+    eprintln!(
+        "wink: check: {errors} errors and {warnings} warnings; \
+         {bad_files} of {files} files not clean"
+    );
     Ok(1)
 }
 
-/// Checks WARC files: (problems, files with a problem).
+/// Checks WARC files: one line per problem, then an ok line per clean file; the number of
+/// problems, and of files with one.
 #[cfg(feature = "warc")]
-fn check_warcs(out: &mut Out, files: &[PathBuf]) -> Result<(usize, usize)> {
+fn check_warcs(files: &[PathBuf]) -> Result<(Vec<String>, usize, usize)> {
     use wink::warc::check;
     let mut lines = Vec::new();
     let summaries = check::check(files, |p| lines.push(p.to_string()))?;
-    for l in &lines {
-        out.line(l)?;
-    }
+    let problems = lines.len();
     let mut bad = 0;
     for s in &summaries {
         if s.problems == 0 {
-            out.line(&check::ok_line(s))?;
+            lines.push(check::ok_line(s));
         } else {
             bad += 1;
         }
     }
-    Ok((lines.len(), bad))
+    Ok((lines, problems, bad))
+}
+
+/// A bar over the paths (and the WARC files, as one step) on a terminal, hidden elsewhere. It
+/// ticks on its own: one store can take minutes, and a frozen bar would look like a hang. It is
+/// cleared however the check ends, so that an error message starts a line of its own.
+fn progress(steps: usize) -> ProgressBar {
+    let bar = crate::store::progress_bar(
+        Some(steps as u64),
+        "{spinner} checking {wide_msg} {pos}/{len}, {elapsed}",
+    )
+    .with_finish(ProgressFinish::AndClear);
+    if !bar.is_hidden() {
+        bar.enable_steady_tick(Duration::from_millis(200));
+    }
+    bar
 }
 
 /// A directory with the store's configuration file in it is a store.
@@ -130,5 +167,5 @@ fn print(out: &mut Out, report: &Report, strict: bool) -> Result<()> {
         };
         out.line(&format!("{path}: ok ({}{warned})", report.summary))?;
     }
-    Ok(())
+    out.flush()
 }

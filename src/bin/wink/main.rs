@@ -1,8 +1,8 @@
 //! `wink`: the command-line program over the Wink library.
 //!
-//! Exit codes are a stable contract: 0 success; 1 not found, or `check` found problems; 2 bad
-//! usage or invalid input (nothing changed); 3 data could not be read (corruption or I/O); 4 in
-//! use by another writer. Errors go to stderr as one line starting with `wink: `.
+//! Exit codes are a stable contract: 0 success; 1 not found, or `check` or `scrub` found
+//! problems; 2 bad usage or invalid input (nothing changed); 3 data could not be read (corruption
+//! or I/O); 4 in use by another writer. Errors go to stderr as one line starting with `wink: `.
 
 mod check;
 mod demo;
@@ -26,8 +26,9 @@ use wink::clock::{self, Clock, ManualClock};
 use wink::Error;
 
 const AFTER_HELP: &str = "\
-Exit status: 0 success; 1 not found, or `check` found problems; 2 bad usage or invalid input
-(nothing changed); 3 data could not be read (corruption or I/O error); 4 in use by another writer.
+Exit status: 0 success; 1 not found, or `check` or `scrub` found problems; 2 bad usage or invalid
+input (nothing changed); 3 data could not be read (corruption or I/O error); 4 in use by another
+writer.
 
 Environment: WINK_NOW (seconds since the epoch), when set, is the clock for SYNCTIME, for the
 mtimes of filesys files, and for the render store (arrival times, generated tids, retention).";
@@ -88,7 +89,7 @@ enum Command {
     Serve(serve::Args),
 }
 
-/// What a command that did not fail reports: 0, or 1 when `check` found problems.
+/// What a command that did not fail reports: 0, or 1 when `check` or `scrub` found problems.
 type Status = u8;
 
 fn main() -> ExitCode {

@@ -38,6 +38,11 @@ impl Out {
         self.w.write_all(bytes).map_err(stdout_error)
     }
 
+    /// Writes out what is buffered, so that it lands before what goes to stderr next.
+    pub fn flush(&mut self) -> Result<()> {
+        self.w.flush().map_err(stdout_error)
+    }
+
     /// Flushes; output is complete only after this.
     pub fn finish(mut self) -> Result<()> {
         self.w.flush().map_err(stdout_error)

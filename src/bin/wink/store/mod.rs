@@ -161,7 +161,7 @@ impl<'a> RenderJson<'a> {
 
 /// A progress bar on stderr when it is a terminal; hidden otherwise, so that logs and pipes get
 /// only the verb's report. `template` names only indicatif's own keys.
-fn progress_bar(len: Option<u64>, template: &'static str) -> ProgressBar {
+pub(crate) fn progress_bar(len: Option<u64>, template: &'static str) -> ProgressBar {
     if !std::io::stderr().is_terminal() {
         return ProgressBar::hidden();
     }
