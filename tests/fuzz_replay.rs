@@ -383,7 +383,7 @@ fn title_record_seeds() -> Vec<(String, Vec<u8>)> {
     let key = b"en.wikipedia.org/Main_Page";
     let plain = record.encode(key);
     record.take_down(Some(5));
-    record.archived = true;
+    record.archive = wink::store::record::InArchive::Yes;
     let down = record.encode(key);
     record.take_down(None);
     let title_down = record.encode(key);

@@ -108,7 +108,8 @@ pub struct Archive {
     decompressed: std::sync::atomic::AtomicU64,
 }
 
-fn map_name(key: &[u8]) -> Vec<u8> {
+/// The name of the file holding the map of the title `key`.
+pub fn map_name(key: &[u8]) -> Vec<u8> {
     [b"m/".as_slice(), key].concat()
 }
 

@@ -611,12 +611,17 @@ impl HIndex {
             let start = self.htsize * k / 4;
             let n = 16.min(self.htsize - start);
             buf.resize(n as usize * width, 0);
-            read_exact_at(
+            let read = read_exact_at(
                 self.storage.as_ref(),
                 &mut buf,
                 self.cell_offset(start),
                 "hindex cells",
-            )?;
+            );
+            if let Err(e) = read {
+                bad += 1;
+                first_bad.get_or_insert(e);
+                continue;
+            }
             for (i, chunk) in buf.chunks_exact(width).enumerate() {
                 let cell = start + i as u64;
                 let used = match self.decode(cell, chunk) {
@@ -661,7 +666,10 @@ impl HIndex {
             let mut scanned = 0;
             'scan: while scanned < SPOT_SCAN && start < self.htsize {
                 let n = PROBE_BATCH.min(self.htsize - start);
-                self.read_run(start, n, &mut buf, &mut cells)?;
+                if let Err(e) = self.read_run(start, n, &mut buf, &mut cells) {
+                    failed.push(e);
+                    break 'scan;
+                }
                 for (i, c) in cells.iter().enumerate() {
                     let cell = start + i as u64;
                     if let Cell::Used { ptr, .. } = *c {

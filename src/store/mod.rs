@@ -773,9 +773,9 @@ impl Store {
     /// that wrote them said.
     fn newest_tid(&self, name: &[u8], rec: &TitleRecord, rev: u64) -> Result<Option<Uuid>> {
         let hot = rec.renders.iter().filter(|r| r.rev == rev).map(|r| r.tid);
-        let archive = match rec.archived {
-            true => self.archive_tier()?,
-            false => None,
+        let archive = match rec.archive {
+            record::InArchive::No => None,
+            _ => self.archive_tier()?,
         };
         let archived = match archive {
             Some(archive) => archive.map(name)?.map_or_else(Vec::new, |m| {

@@ -18,7 +18,7 @@
 use crate::error::Result;
 use crate::filesys::{self, Filesys};
 
-use super::record::TitleRecord;
+use super::record::{InArchive, TitleRecord};
 use super::{meta_base, Store, StoreOptions};
 
 /// What a rebuild found and did.
@@ -100,7 +100,7 @@ impl Store {
         for key in archived {
             if store.meta.stat(&key)?.is_none() {
                 let rec = TitleRecord {
-                    archived: true,
+                    archive: InArchive::Yes,
                     ..TitleRecord::default()
                 };
                 store.save(&key, &rec)?;

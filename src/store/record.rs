@@ -3,10 +3,11 @@
 //!
 //! | field            | size      | meaning                                                  |
 //! |------------------|-----------|----------------------------------------------------------|
-//! | magic            | 4         | `WTR2` (`WTR1`: no key field, flags bit 1 read as set)   |
+//! | magic            | 4         | `WTR2` (`WTR1`: no key field, flags bit 2 read as set)   |
 //! | key_len          | 2         | the record's own name `DOMAIN/TITLE`, then its bytes     |
 //! | flags            | 1         | bit 0: the whole title is taken down; bit 1: the archive |
-//! |                  |           | may hold revisions of the title                          |
+//! |                  |           | holds revisions of the title; bit 2: not known whether   |
+//! |                  |           | it does (a record first written as `WTR1`)               |
 //! | n_down           | 4         | revisions taken down, then n_down × rev (8)              |
 //! | n_types          | 2         | content types, then n_types × (len (2), UTF-8 bytes)     |
 //! | n_renders        | 4         | renders, newest first (revision, then tid precedence)    |
@@ -98,10 +99,21 @@ pub struct TitleRecord {
     pub revs_down: BTreeSet<u64>,
     /// Newest first.
     pub renders: Vec<Render>,
-    /// The archive may hold revisions of this title: reads look there only when this is set
-    /// (positive evidence; a record that cannot be found is never a reason to). Set by an
-    /// archive run, never cleared; read as set from a record written before it was kept.
-    pub archived: bool,
+    /// What the record knows of the title in the archive: reads look there only on this
+    /// evidence, never because a record could not be found.
+    pub archive: InArchive,
+}
+
+/// Whether the archive holds revisions of a title, as its record says.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum InArchive {
+    /// Nothing of the title was archived: reads never look there.
+    #[default]
+    No,
+    /// An archive run moved revisions of the title there (never cleared): its map must exist.
+    Yes,
+    /// A record written before records said (`WTR1`): reads look, and take no map for none.
+    Unknown,
 }
 
 impl TitleRecord {
@@ -316,7 +328,10 @@ impl TitleRecord {
     /// A record that says the archive may hold revisions is kept: without it, a read could not
     /// tell an archived title from a record lost to damage.
     pub fn is_empty(&self) -> bool {
-        !self.title_down && self.revs_down.is_empty() && self.renders.is_empty() && !self.archived
+        !self.title_down
+            && self.revs_down.is_empty()
+            && self.renders.is_empty()
+            && self.archive == InArchive::No
     }
 
     /// The record's bytes, under the name `key` (`DOMAIN/TITLE`) it is stored as.
@@ -334,7 +349,12 @@ impl TitleRecord {
         let key = &key[..key.len().min(MAX_KEY)];
         out.extend_from_slice(&(key.len() as u16).to_be_bytes());
         out.extend_from_slice(key);
-        out.push(u8::from(self.title_down) | (u8::from(self.archived) << 1));
+        let archive = match self.archive {
+            InArchive::No => 0,
+            InArchive::Yes => 2,
+            InArchive::Unknown => 4,
+        };
+        out.push(u8::from(self.title_down) | archive);
         out.extend_from_slice(&(self.revs_down.len() as u32).to_be_bytes());
         for rev in &self.revs_down {
             out.extend_from_slice(&rev.to_be_bytes());
@@ -427,7 +447,12 @@ impl TitleRecord {
         let flags = r.take(1)?[0];
         let mut rec = TitleRecord {
             title_down: flags & 1 == 1,
-            archived: v1 || flags & 2 == 2,
+            archive: match (v1, flags & 6) {
+                (true, _) | (false, 4) => InArchive::Unknown,
+                (false, 2) => InArchive::Yes,
+                (false, 0) => InArchive::No,
+                _ => return Err(bad(r.pos - 1, "archive flags")),
+            },
             ..TitleRecord::default()
         };
         for _ in 0..r.u32()? {
@@ -636,7 +661,14 @@ mod tests {
         v1.extend_from_slice(&crc.to_be_bytes());
         let (key, back) = TitleRecord::decode_any(&v1, Path::new("m"), 0).unwrap();
         assert_eq!(key, None);
-        assert!(back.archived && !rec.archived);
+        assert_eq!(
+            (back.archive, rec.archive),
+            (InArchive::Unknown, InArchive::No)
+        );
+        // Written again, it stays unknown.
+        let again = back.encode(b"d/Any");
+        let (_, again) = TitleRecord::decode_any(&again, Path::new("m"), 0).unwrap();
+        assert_eq!(again, back);
         assert_eq!(back.renders, rec.renders);
         // Any name will do for a record that keeps none.
         assert!(TitleRecord::decode(&v1, b"d/Any", Path::new("m"), 0).is_ok());

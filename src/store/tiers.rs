@@ -16,7 +16,7 @@ use crate::filesys::{Filesys, Staleness};
 use super::cull::{TitleCursor, STEP_TITLES};
 use super::key::cmp_tid;
 use super::policy::{ArchivePolicy, Revisions};
-use super::record::{Render, TitleRecord};
+use super::record::{InArchive, Render, TitleRecord};
 use super::{record_name, Got, Listed, Page, State, Store};
 
 /// What an archive run (or step) did.
@@ -104,15 +104,40 @@ impl Store {
             }
             return Ok(Vec::new());
         };
-        if rec.title_down || !rec.archived {
+        if rec.title_down || rec.archive == InArchive::No {
             return Ok(Vec::new());
         }
         let Some(archive) = self.archive_tier()? else {
             return Ok(Vec::new());
         };
-        let mut entries = archive.entries(name)?;
-        entries.retain(|e| !rec.revs_down.contains(&e.rev));
+        let mut entries = match archive.map(name)? {
+            Some(map) => map.entries.into_iter().filter(|e| !e.taken_down).collect(),
+            // The record says the archive holds revisions: its map was lost (an index cell).
+            None if rec.archive == InArchive::Yes => return Err(self.missing_map(archive, name)),
+            None => Vec::new(),
+        };
+        entries.retain(|e: &ArchiveEntry| !rec.revs_down.contains(&e.rev));
         Ok(entries)
+    }
+
+    /// The damage of a title whose record says the archive holds revisions of it while the
+    /// archive has no map of it: the map's index cell or inode was lost.
+    fn missing_map(&self, archive: &crate::archive::Archive, name: &[u8]) -> Error {
+        let fs = archive.filesys();
+        let idx = fs.index();
+        let cell = idx.home(&crate::filesys::inode::inode_key(
+            &crate::archive::map_name(name),
+        ));
+        Error::corrupt(
+            idx.path(),
+            idx.cell_offset(cell),
+            format!(
+                "archive map of {:?} (its index cell, home cell {cell}, or its inode)",
+                String::from_utf8_lossy(name)
+            ),
+            "a map: the title record says the archive holds revisions of the title",
+            "none",
+        )
     }
 
     /// The newest render in either tier that `pick` accepts.
@@ -296,7 +321,7 @@ impl Store {
             rec.cull_keeping(&self.cfg.policy, now, Some(policy));
             rec.renders.retain(|r| !gone.contains(&(r.rev, r.tid)));
             // Reads look in the archive only for titles whose record says so.
-            rec.archived = true;
+            rec.archive = InArchive::Yes;
             self.save(name, &rec)?;
         }
         if report.titles > 0 {
