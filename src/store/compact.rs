@@ -1,4 +1,4 @@
-//! Compaction (DESIGN.md §5): container by container, the values no read can return any more are
+//! Compaction: container by container, the values no read can return any more are
 //! dropped and the rest copied into a new container, and the switch is made by the generation file
 //! ([`super::generation`]).
 //!
@@ -17,10 +17,12 @@
 //! | forward  | the records' renders in the sources pointed into M (or dropped, when not live); one commit | rolled forward at open |
 //! | remove   | each source's files removed (the datafile first), the directory synced; the moves are left out of the generation file's next write | removal finished at open |
 //!
-//! A source with no live value is dropped whole (`move N 0`), without a copy. Free space needed:
-//! the live bytes of one target, at most one container's (checked before the build). Only sealed
-//! containers are compacted; [`CompactOptions::seal_current`] rotates the current one first when
-//! it holds dead values (so that a take-down can be verified at once). A live value that cannot
+//! A source with no live value is dropped whole (`move N 0`), without a copy and without writing
+//! a target. Free space needed: what one target's build writes ([`TargetCost`]: its values and
+//! their overhead, an index sized for them, its small files, room for the records' commit),
+//! checked before the build. Only sealed containers are compacted;
+//! [`CompactOptions::seal_current`] rotates the current one first when it holds dead values (so
+//! that a take-down can be verified at once). A live value that cannot
 //! be read intact keeps its container whole; the other sources of its job are compacted again by
 //! another job without it.
 //!
@@ -61,8 +63,9 @@ pub(super) const FILESYS_EXTS: [&str; 4] = ["data", "idx", "time", "jnl"];
 /// How to compact.
 #[derive(Clone, Debug)]
 pub struct CompactOptions {
-    /// Rewrite a sealed container once this fraction of its bytes is dead. A container holding a
-    /// taken-down value is always rewritten, and one with no live value always dropped.
+    /// Rewrite a sealed container once its rewrite would give back this fraction of its bytes
+    /// (its bytes less its copy's; never when that is nothing). A container holding a taken-down
+    /// value is always rewritten, and one with no live value always dropped.
     pub min_dead: f64,
     /// Limit on compaction I/O (bytes read plus written), in MB/s.
     pub max_mbps: Option<f64>,
@@ -155,11 +158,15 @@ pub struct ContainerPlan {
     /// Bytes of its files.
     pub bytes: u64,
     pub live: Tally,
+    /// Bytes of the live values' names: a copy writes them beside the values.
+    pub live_names: u64,
     pub dropped: BTreeMap<Reason, Tally>,
     pub action: Action,
     /// The container its live values went to.
     pub into: Option<u32>,
-    /// Bytes of the new container's files.
+    /// Bytes of the new container's files: its share of its target's (estimated by a plan), and
+    /// for the current container, sealed to be compacted, the files of the one started in its
+    /// place.
     pub new_bytes: u64,
     /// Why a step was abandoned.
     pub note: Option<String>,
@@ -170,14 +177,11 @@ impl ContainerPlan {
     pub fn reclaimed(&self) -> u64 {
         match self.action {
             Action::Keep | Action::Abandoned => 0,
-            Action::Drop => self.bytes,
+            // `new_bytes` of a dropped container is the current container that replaced it.
+            Action::Drop => self.bytes.saturating_sub(self.new_bytes),
             Action::Rewrite if self.new_bytes > 0 => self.bytes.saturating_sub(self.new_bytes),
             Action::Rewrite => self.bytes.saturating_sub(self.live.bytes),
         }
-    }
-
-    fn dead_bytes(&self) -> u64 {
-        self.bytes.saturating_sub(self.live.bytes)
     }
 }
 
@@ -405,6 +409,7 @@ impl Surveyor<'_> {
             id,
             bytes: filesys_bytes(vfs.as_ref(), &base, fs.data().filesize())?,
             live: Tally::default(),
+            live_names: 0,
             dropped: BTreeMap::new(),
             action: Action::Keep,
             into: None,
@@ -431,6 +436,7 @@ impl Surveyor<'_> {
             match self.classify(&record, rev, tid, id)? {
                 Ok(render) => {
                     plan.live.add(render.location.len);
+                    plan.live_names += file.name.len() as u64;
                     live.push(LiveValue {
                         name: file.name,
                         record,
@@ -493,8 +499,14 @@ impl Surveyor<'_> {
     }
 }
 
-/// Decides a surveyed container's action.
-fn decide(plan: &mut ContainerPlan, opts: &CompactOptions) {
+/// Decides a surveyed container's action. `replacement`: bytes of the container that a seal
+/// starts in its place when it is the current one (0 for a sealed one).
+///
+/// A rewrite must pay for itself: what it is estimated to give back (the container's bytes less
+/// its copy's, and less a replacement's) must be positive and at least `min_dead` of the
+/// container, or a run could leave the store bigger than it found it. A taken-down value is
+/// rewritten out whatever it costs.
+fn decide(plan: &mut ContainerPlan, opts: &CompactOptions, replacement: u64) {
     // A container without files (a fresh current one) has nothing to reclaim.
     let empty = plan.live.values == 0 && plan.dropped.is_empty();
     plan.action = if empty {
@@ -505,13 +517,121 @@ fn decide(plan: &mut ContainerPlan, opts: &CompactOptions) {
         // Its dead bytes are overhead (headers, inodes, index) a copy would have as well: a
         // small container would otherwise pass min_dead and be rewritten by every run.
         Action::Keep
-    } else if plan.dropped.contains_key(&Reason::TakenDown)
-        || plan.dead_bytes() as f64 >= opts.min_dead * plan.bytes as f64
-    {
+    } else if plan.dropped.contains_key(&Reason::TakenDown) {
         Action::Rewrite
     } else {
-        Action::Keep
+        let copy = TargetCost::of(plan).files_bytes();
+        let gain = plan.bytes.saturating_sub(copy.saturating_add(replacement));
+        if gain > 0 && gain as f64 >= opts.min_dead * plan.bytes as f64 {
+            Action::Rewrite
+        } else {
+            Action::Keep
+        }
     };
+}
+
+/// Bytes of a value's entry in a container's datafile besides the value and its name: the
+/// entry headers and padding, and its inode (ISZ 88). Measured, rounded up.
+const ENTRY_OVERHEAD: u64 = 128;
+
+/// Bytes a value adds to a target's journal: its index cell and inode, written in place and
+/// committed through the journal. Measured, rounded up.
+const JOURNAL_PER_VALUE: u64 = 64;
+
+/// Free space a run keeps for the generation file and the title records' commit (each title
+/// with a value in a source is rewritten; `RECORD_PER_VALUE` for each of those values).
+const META_ROOM: u64 = 2 << 20;
+const RECORD_PER_VALUE: u64 = 128;
+
+/// What a target container costs when it holds `values` values of `bytes` bytes whose names
+/// take `names` bytes: its files after the copy, and the free space the copy needs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct TargetCost {
+    values: u64,
+    bytes: u64,
+    names: u64,
+}
+
+impl TargetCost {
+    fn of(plan: &ContainerPlan) -> TargetCost {
+        let mut cost = TargetCost::default();
+        cost.add(plan);
+        cost
+    }
+
+    fn add(&mut self, plan: &ContainerPlan) {
+        self.values += plan.live.values;
+        self.bytes += plan.live.bytes;
+        self.names += plan.live_names;
+    }
+
+    /// Index cells for exactly its values under the load limit: the copy never grows the index,
+    /// and a small target does not carry the index of a whole container.
+    fn htsize(&self) -> u64 {
+        ((self.values + 1) * 4 / 3 + 1).next_power_of_two().max(16)
+    }
+
+    fn data_bytes(&self) -> u64 {
+        SBSIZE + self.bytes + self.names + self.values * ENTRY_OVERHEAD
+    }
+
+    /// The datafile's one preallocation: a little past its estimate, so that it is never
+    /// extended (a second step of the same size would double what the copy needs).
+    fn data_allocation(&self) -> u64 {
+        let data = self.data_bytes();
+        (data + data / 64 + (64 << 10)).next_multiple_of(64 << 10)
+    }
+
+    fn fixed_bytes(&self) -> u64 {
+        let index = SBSIZE + self.htsize() * 16;
+        let time = 2 * SBSIZE;
+        let journal = SBSIZE + self.values * JOURNAL_PER_VALUE;
+        index + time + journal
+    }
+
+    /// Bytes of its files once it is sealed.
+    fn files_bytes(&self) -> u64 {
+        self.data_bytes() + self.fixed_bytes()
+    }
+
+    /// Free space its build needs: the datafile's preallocation, its other files, and room for
+    /// the generation file and the records' commit.
+    fn need(&self) -> u64 {
+        self.data_allocation() + self.fixed_bytes() + META_ROOM + self.values * RECORD_PER_VALUE
+    }
+
+    fn options(&self, cfg: &Config) -> crate::filesys::FsOptions {
+        crate::filesys::FsOptions {
+            htsize: self.htsize(),
+            fileincr: self.data_allocation(),
+            ..container_options(cfg)
+        }
+    }
+}
+
+const SBSIZE: u64 = crate::format::superblock::DEFAULT_SBSIZE;
+
+/// Indexes of the rewrites among `plans` (in order), grouped into targets as jobs group them:
+/// while their live bytes fit one container (the first always fits).
+fn target_groups(plans: &[ContainerPlan], cfg: &Config) -> Vec<Vec<usize>> {
+    let mut groups: Vec<Vec<usize>> = Vec::new();
+    let mut live = 0u64;
+    for (i, plan) in plans.iter().enumerate() {
+        if plan.action != Action::Rewrite {
+            continue;
+        }
+        match groups.last_mut() {
+            Some(group) if live == 0 || live + plan.live.bytes <= cfg.container_bytes => {
+                group.push(i);
+                live += plan.live.bytes;
+            }
+            _ => {
+                groups.push(vec![i]);
+                live = plan.live.bytes;
+            }
+        }
+    }
+    groups
 }
 
 /// Whether the archive is worth rewriting: it holds taken-down bytes, or enough dead ones.
@@ -641,6 +761,7 @@ impl CompactJob {
         };
         let mut live = Vec::new();
         let mut live_bytes = 0u64;
+        let mut cost = TargetCost::default();
         let mut surveyed: VecDeque<Result<Survey>> = VecDeque::new();
         let mut next = 0;
         loop {
@@ -661,12 +782,13 @@ impl CompactJob {
                 live: values,
                 titles,
             } = survey?;
-            decide(&mut plan, &self.opts);
+            decide(&mut plan, &self.opts, 0);
             if plan.action == Action::Rewrite {
                 if live_bytes > 0 && live_bytes + plan.live.bytes > self.cfg.container_bytes {
                     break;
                 }
                 live_bytes += plan.live.bytes;
+                cost.add(&plan);
                 live.extend(values);
             }
             if matches!(plan.action, Action::Rewrite | Action::Drop) {
@@ -675,7 +797,7 @@ impl CompactJob {
             built.plans.push(plan);
         }
         if built.plans.iter().any(|p| p.action == Action::Rewrite) {
-            self.check_space(live_bytes)?;
+            self.check_space(&cost)?;
             // Named before it exists: a crash from here on leaves it to be removed at open.
             let mut g = Generation::read(self.vfs.as_ref(), &self.dir)?;
             g.pending = self.target;
@@ -684,7 +806,7 @@ impl CompactJob {
                 ..KvSeqOptions::default()
             };
             g.write(self.vfs.as_ref(), &self.dir, &kv)?;
-            self.copy(live, &mut built)?;
+            self.copy(live, &cost, &mut built)?;
         }
         Ok(built)
     }
@@ -733,25 +855,24 @@ impl CompactJob {
         Surveyor::new(&self.cfg, &load, archive.as_ref(), now).survey(&self.vfs, &self.dir, id)
     }
 
-    fn check_space(&self, live_bytes: u64) -> Result<()> {
-        // Values, their inodes and headers, the index: a tenth more than the values is ample.
-        let need = live_bytes + live_bytes / 10 + (16 << 20);
-        if let Some(free) = free_bytes(&self.dir) {
-            if free < need {
-                return Err(Error::Full {
-                    path: self.dir.clone(),
-                    what: format!(
-                        "compacting into container {} needs {need} bytes free, {free} are",
-                        self.target
-                    ),
-                });
-            }
+    /// Refuses a build the free space cannot hold: counts what it writes (see [`TargetCost`]).
+    fn check_space(&self, cost: &TargetCost) -> Result<()> {
+        let need = cost.need();
+        match free_bytes(&self.dir) {
+            Some(free) if free < need => Err(Error::Full {
+                path: self.dir.clone(),
+                what: format!(
+                    "compacting {} bytes of values into container {} needs {need} bytes free, \
+                     {free} are",
+                    cost.bytes, self.target
+                ),
+            }),
+            _ => Ok(()),
         }
-        Ok(())
     }
 
     /// Copies the live values into the target, a title's values together (grouped with a perm).
-    fn copy(&self, mut live: Vec<LiveValue>, built: &mut Built) -> Result<()> {
+    fn copy(&self, mut live: Vec<LiveValue>, cost: &TargetCost, built: &mut Built) -> Result<()> {
         // Old order within a title: by container, then by inode.
         live.sort_by_key(|v| (v.loc.container, v.inode));
         let order = self.title_order(&live)?;
@@ -772,7 +893,7 @@ impl CompactJob {
         let mut target = Filesys::create_in(
             self.vfs.clone(),
             &target_base,
-            &container_options(&self.cfg),
+            &cost.options(&self.cfg),
             &open,
         )?;
         let mut throttle = Throttle::new(self.opts.max_mbps);
@@ -905,34 +1026,30 @@ fn share_target(built: &mut Built, target: u32, new_bytes: u64) {
     }
 }
 
-/// A dry run's estimate of what its rewrites will write: their live values plus the fixed files
-/// of the targets they fill (an index presized for a whole container is most of those), shared
-/// among the sources by live bytes, as a real run shares its targets' bytes. Without it a small
-/// store's dry run promised the target's index as reclaimed space.
+/// A plan's estimate of what its rewrites will write: for each target, as the jobs will group
+/// them, its values and their overhead, and its fixed files (an index sized for what it holds),
+/// shared among its sources by live bytes, as a real run shares its targets' bytes.
 fn estimate_targets(plans: &mut [ContainerPlan], cfg: &Config) {
-    let rewrites = |p: &&mut ContainerPlan| p.action == Action::Rewrite;
-    let live: u64 = plans
-        .iter_mut()
-        .filter(rewrites)
-        .map(|p| p.live.bytes)
-        .sum();
-    if live == 0 {
-        return;
-    }
-    let targets = live.div_ceil(cfg.container_bytes.max(1));
-    let fixed = targets.saturating_mul(target_fixed_bytes(cfg));
-    for plan in plans.iter_mut().filter(rewrites) {
-        let share = u128::from(fixed) * u128::from(plan.live.bytes) / u128::from(live);
-        plan.new_bytes = plan.live.bytes.saturating_add(share as u64);
+    for group in target_groups(plans, cfg) {
+        let mut cost = TargetCost::default();
+        for &i in &group {
+            cost.add(&plans[i]);
+        }
+        let live = cost.bytes.max(1);
+        let fixed = cost.files_bytes() - cost.bytes;
+        for &i in &group {
+            let plan = &mut plans[i];
+            let share = u128::from(fixed) * u128::from(plan.live.bytes) / u128::from(live);
+            plan.new_bytes = plan.live.bytes.saturating_add(share as u64);
+        }
     }
 }
 
-/// Bytes of a new container's files before its first value: its index, presized for a whole
-/// container (SBSIZE, then HTSIZE cells of 16 bytes: CELLSZ 2), and the superblocks of its
-/// datafile, time index and journal.
-fn target_fixed_bytes(cfg: &Config) -> u64 {
-    let sbsize = crate::format::superblock::DEFAULT_SBSIZE;
-    sbsize + container_options(cfg).htsize * 16 + 3 * sbsize
+/// Bytes of a new current container's files before its first value: its index, presized for a
+/// whole container (SBSIZE, then HTSIZE cells of 16 bytes: CELLSZ 2), and the superblocks of its
+/// datafile, time index and journal. Sealing the current container to compact it starts one.
+fn replacement_bytes(cfg: &Config) -> u64 {
+    SBSIZE + container_options(cfg).htsize * 16 + 3 * SBSIZE
 }
 
 /// Containers a job surveys at once (a job over sparse containers takes several).
@@ -1002,6 +1119,11 @@ fn read_checked_into(storage: &dyn Storage, loc: &Location, value: &mut Vec<u8>)
     loc.verify(storage.path(), value)
 }
 
+/// Whether a plan changes its container.
+fn acts(plan: &ContainerPlan) -> bool {
+    matches!(plan.action, Action::Rewrite | Action::Drop)
+}
+
 /// Free bytes of the file system holding `dir`, when it can be asked.
 fn free_bytes(dir: &Path) -> Option<u64> {
     let st = nix::sys::statvfs::statvfs(dir).ok()?;
@@ -1056,15 +1178,21 @@ impl Store {
         let mut surveyor = Surveyor::new(&self.cfg, &load, self.archive.as_ref(), self.clock.now());
         let mut containers = Vec::new();
         let current = self.current_container()?;
+        let replacement = replacement_bytes(&self.cfg);
         for id in self.container_ids()? {
             let mut plan = surveyor.survey(&self.vfs, &self.dir, id)?.plan;
-            decide(&mut plan, opts);
-            if id == current && !opts.seal_current {
-                plan.action = Action::Keep;
+            if id != current {
+                decide(&mut plan, opts, 0);
+            } else if opts.seal_current {
+                decide(&mut plan, opts, replacement);
             }
             containers.push(plan);
         }
         estimate_targets(&mut containers, &self.cfg);
+        // Sealing the current container to compact it starts another in its place.
+        for plan in containers.iter_mut().filter(|p| p.id == current && acts(p)) {
+            plan.new_bytes += replacement;
+        }
         let archive_due = self.archive.as_ref().map(|a| a.rewrite_due()).transpose()?;
         Ok(CompactReport {
             dry_run: true,
@@ -1093,9 +1221,10 @@ impl Store {
         self.writer()?;
         let start = Instant::now();
         let before = self.generation()?.generation;
-        if opts.seal_current {
-            self.seal_current_if_dead(opts)?;
-        }
+        let replaced = match opts.seal_current {
+            true => self.seal_current_if_dead(opts)?,
+            false => None,
+        };
         let mut queue: VecDeque<u32> = self.sealed_containers()?.into();
         let mut removal = None;
         let total = queue.len() as u64;
@@ -1131,6 +1260,15 @@ impl Store {
         }
         if let Some(last) = removal.take() {
             join_removal(last)?;
+        }
+        if let Some((id, bytes)) = replaced {
+            for plan in report
+                .containers
+                .iter_mut()
+                .filter(|p| p.id == id && acts(p))
+            {
+                plan.new_bytes += bytes;
+            }
         }
         report.containers.sort_by_key(|c| c.id);
         self.compact_archive(opts, &mut report)?;
@@ -1189,18 +1327,23 @@ impl Store {
         Ok(())
     }
 
-    /// Seals the current container when it holds dead values a compaction should reclaim.
-    fn seal_current_if_dead(&mut self, opts: &CompactOptions) -> Result<()> {
+    /// Seals the current container when it holds dead values a compaction should reclaim;
+    /// returns it and the bytes of the one started in its place.
+    fn seal_current_if_dead(&mut self, opts: &CompactOptions) -> Result<Option<(u32, u64)>> {
         self.commit()?;
         let current = self.current_container()?;
         let load = |name: &[u8]| self.load_fresh(name);
         let mut surveyor = Surveyor::new(&self.cfg, &load, self.archive.as_ref(), self.clock.now());
         let mut plan = surveyor.survey(&self.vfs, &self.dir, current)?.plan;
-        decide(&mut plan, opts);
-        if plan.action != Action::Keep {
-            self.rotate()?;
+        decide(&mut plan, opts, replacement_bytes(&self.cfg));
+        if plan.action == Action::Keep {
+            return Ok(None);
         }
-        Ok(())
+        self.rotate()?;
+        let id = self.current_container()?;
+        let filesize = self.writer()?.fs.data().filesize();
+        let bytes = filesys_bytes(self.vfs.as_ref(), &container_base(&self.dir, id), filesize)?;
+        Ok(Some((current, bytes)))
     }
 
     /// Prepares the compaction of sealed container `source` (see [`Store::start_compaction_of`]).

@@ -15,11 +15,15 @@ Rewrites the store's sealed containers one at a time: the values no read can ret
 dropped (expired: past their retention deadline; taken down: `wink rm`; replaced: written again;
 archived: moved into the archive; deleted: their title is gone), the rest are copied into a new
 container with each title's renders together, and the switch is atomic (the generation file).
-A container with no live value is removed whole. A container is rewritten when at least
---min-dead percent of its bytes are dead, and always when it holds a taken-down value. The
+A container with no live value is removed whole. A container is rewritten when its rewrite
+would give back at least --min-dead percent of its bytes, and always when it holds a taken-down
+value. The
 current container is sealed first when it holds values to drop, so that after `wink rm` and
-`wink compact` no file of the store holds the removed bytes. Free space for one container's live
-bytes is checked before it is copied. Reads and writes are dropped from the page cache after use.
+`wink compact` no file of the store holds the removed bytes. A container is rewritten only when
+that gives back space (a taken-down value excepted), so a run never leaves the store bigger.
+Free space for what a copy writes (the live values, their new container's index and small files,
+the title records) is checked before it starts. Reads and writes are dropped from the page cache
+after use.
 
 A crash (or kill) at any moment leaves the store as it was before the container being compacted,
 or after it; the next writer's open finishes or undoes the step and says so on stderr.
