@@ -30,8 +30,8 @@
 //!   preallocated room), the store intact; remounted larger, the store compacts. Skipped, saying
 //!   so, where `unshare` cannot make the namespace. A real ENOSPC in the middle of a copy cannot
 //!   be provoked this way (the check asks more than a copy writes); EFBIG stands for it.
-//!   `tests/compact_full_disk.rs` tests a full disk through the CLI: a copy on a disk with a few
-//!   MiB free.
+//!   `tests/compact_full_disk.rs` tests a full disk through the CLI: nothing changed by a
+//!   refusal, nothing written with nothing to do, a copy on a disk with a few MiB free.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};

@@ -1,5 +1,8 @@
 //! Compaction on a full disk, and what a run costs: through the library and the built binary.
 //!
+//! - A run with nothing to do writes nothing, not even on a disk with no byte free.
+//! - A refused run (exit 2) leaves every file of the store byte for byte, and its mtime, as it
+//!   was, and makes no file.
 //! - Dead containers are dropped without a container written for them, and the free-space check
 //!   counts what a run writes: on a disk with a few MiB free a run that drops two containers and
 //!   rewrites some goes through.
@@ -101,6 +104,32 @@ fn readable(dir: &Path, now: i64) -> BTreeMap<(usize, u64), Vec<u8>> {
         .collect()
 }
 
+/// Every file of the store: name → (bytes, mtime in ns).
+fn files(dir: &Path) -> BTreeMap<String, (Vec<u8>, i128)> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            let m = e.metadata().unwrap();
+            let mtime = i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec());
+            let name = e.file_name().to_string_lossy().into_owned();
+            (name, (std::fs::read(e.path()).unwrap(), mtime))
+        })
+        .collect()
+}
+
+/// Asserts that every file is as it was: the same names, bytes and mtimes.
+fn assert_unchanged(before: &BTreeMap<String, (Vec<u8>, i128)>, dir: &Path) {
+    let after = files(dir);
+    let names = |m: &BTreeMap<String, (Vec<u8>, i128)>| m.keys().cloned().collect::<Vec<_>>();
+    assert_eq!(names(before), names(&after), "the store's files");
+    for (name, (bytes, mtime)) in before {
+        let (now_bytes, now_mtime) = &after[name];
+        assert!(bytes == now_bytes, "{name}: its bytes changed");
+        assert_eq!(mtime, now_mtime, "{name}: its mtime changed");
+    }
+}
+
 /// (sum of lengths, sum of allocated blocks in bytes) of the store's files.
 fn store_bytes(dir: &Path) -> (u64, u64) {
     std::fs::read_dir(dir)
@@ -175,6 +204,33 @@ fn a_dry_run_estimates_the_reclaimed_bytes_and_the_store_never_grows() {
     assert!(real.containers.iter().any(|c| c.action == Action::Rewrite));
     assert_eq!(readable(dir.path(), NOW), expected);
     common::assert_checks_clean(dir.path());
+
+    // One big current container (a 4 MiB index, presized for 1 GiB) holding 300 titles, 100 of
+    // them removed: its copy gets an index for 200 values, not another 4 MiB one.
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(T));
+    let cfg = Config {
+        policy: common::recent_policy(TTL),
+        ..Config::default()
+    };
+    Store::init(dir.path(), &cfg, &options(&clock)).unwrap();
+    let mut s = Store::open(dir.path(), &options(&clock)).unwrap();
+    for t in 0..300 {
+        put(&mut s, t, 1, 60_000);
+    }
+    for t in 0..100 {
+        s.take_down(D, &title(t), None).unwrap();
+    }
+    drop(s);
+    let (_, real) = estimate_then_run(dir.path(), T);
+    let target = real.containers[0].into.unwrap();
+    let idx = dir.path().join(format!("c{target:06}.idx"));
+    let idx_len = std::fs::metadata(&idx).unwrap().len();
+    assert!(idx_len < 64 << 10, "{}: {idx_len} bytes", idx.display());
+    // Again: nothing left to do, and nothing done.
+    let mut s = open_at(dir.path(), T);
+    let again = s.compact(&CompactOptions::default(), |_, _| {}).unwrap();
+    assert!(again.nothing_to_do(), "{again:#?}");
 }
 
 #[test]
@@ -234,6 +290,28 @@ fn dead_containers_are_dropped_without_a_container_written() {
     );
 }
 
+#[test]
+fn a_run_with_nothing_to_do_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    template(dir.path(), true);
+    let mut s = open_at(dir.path(), NOW);
+    s.compact(&CompactOptions::default(), |_, _| {}).unwrap();
+    drop(s);
+    let before = files(dir.path());
+    let mut s = open_at(dir.path(), NOW);
+    let report = s.compact(&CompactOptions::default(), |_, _| {}).unwrap();
+    drop(s);
+    assert!(report.nothing_to_do(), "{report:#?}");
+    assert_eq!(report.generation_after, report.generation_before);
+    assert_unchanged(&before, dir.path());
+
+    let run = wink(dir.path(), &[]).expect(0);
+    assert!(run.out().contains("nothing to do\n"), "{}", run.out());
+    let run = wink(dir.path(), &["--json"]).expect(0);
+    assert_eq!(run.json()["nothing_to_do"], true);
+    assert_unchanged(&before, dir.path());
+}
+
 // ---- on a full disk ------------------------------------------------------------------------
 
 /// Bytes free on the file system of `dir`.
@@ -289,6 +367,26 @@ fn full_disk_child() {
     copy_store(template_dir, &dir);
     let expected = readable(&dir, NOW);
     match case {
+        "idle" => {
+            fill(mount, 0);
+            println!("free: {}", free(mount));
+            let before = files(&dir);
+            let run = wink(&dir, &[]).expect(0);
+            assert!(run.out().contains("nothing to do"), "{}", run.out());
+            assert_unchanged(&before, &dir);
+        }
+        "refused" => {
+            fill(mount, 1 << 20);
+            println!("free: {}", free(mount));
+            let before = files(&dir);
+            let run = wink(&dir, &[]).expect(2);
+            println!("refused: {}", run.stderr);
+            assert!(run.stderr.contains("nothing was changed"), "{}", run.stderr);
+            assert_unchanged(&before, &dir);
+            let run = wink(&dir, &["--json"]).expect(2);
+            assert_eq!(run.out(), "");
+            assert_unchanged(&before, &dir);
+        }
         "tight" => {
             // Less than one container's preallocation step (16 MiB) free: the copy needs its
             // values, their small files and the records' room, not a whole container.
@@ -365,6 +463,16 @@ fn on_full_disk(case: &str, current_dead: bool, compacted: bool) {
         out.status,
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+#[test]
+fn on_a_full_disk_a_run_with_nothing_to_do_succeeds_and_writes_nothing() {
+    on_full_disk("idle", true, true);
+}
+
+#[test]
+fn a_refused_run_changes_no_byte_of_the_store() {
+    on_full_disk("refused", true, false);
 }
 
 #[test]

@@ -20,9 +20,10 @@
 //! A source with no live value is dropped whole (`move N 0`), without a copy and without writing
 //! a target. Free space needed: what one target's build writes ([`TargetCost`]: its values and
 //! their overhead, an index sized for them, its small files, room for the records' commit),
-//! checked before the build. Only sealed containers are compacted;
-//! [`CompactOptions::seal_current`] rotates the current one first when it holds dead values (so
-//! that a take-down can be verified at once). A live value that cannot
+//! checked for the whole run before [`Store::compact`] changes anything, and again before each
+//! build. Only sealed containers are compacted; [`CompactOptions::seal_current`] rotates the
+//! current one first when it holds dead values (so that a take-down can be verified at once),
+//! once the run is known to go ahead. A live value that cannot
 //! be read intact keeps its container whole; the other sources of its job are compacted again by
 //! another job without it.
 //!
@@ -218,6 +219,18 @@ impl CompactReport {
             .map(ContainerPlan::reclaimed)
             .sum::<u64>()
             + archive
+    }
+
+    /// Whether the run has (or, dry, would have) nothing to do: no container to rewrite or
+    /// drop, no archive to rewrite. A run with nothing to do writes nothing.
+    pub fn nothing_to_do(&self) -> bool {
+        let archive = match (&self.archive_rewrite, &self.archive_due) {
+            (Some(_), _) => true,
+            (None, Some(d)) => self.dry_run && archive_worth_it(d, self.min_dead),
+            (None, None) => false,
+        };
+        // An abandoned container was worked on: the run had something to do.
+        !archive && self.containers.iter().all(|c| c.action == Action::Keep)
     }
 
     /// Values dropped, by reason, over every container acted on.
@@ -1119,6 +1132,21 @@ fn read_checked_into(storage: &dyn Storage, loc: &Location, value: &mut Vec<u8>)
     loc.verify(storage.path(), value)
 }
 
+/// Refuses the first of `steps` (what it is for, bytes it needs) that `room` cannot hold.
+fn room_for(dir: &Path, room: i128, steps: &[(String, u64)], free: u64) -> Result<()> {
+    match steps.iter().find(|(_, need)| i128::from(*need) > room) {
+        Some((what, need)) => Err(Error::Full {
+            path: dir.to_path_buf(),
+            what: format!(
+                "compaction needs {need} bytes free {what}, {} would be ({free} are now); \
+                 nothing was changed",
+                room.max(0)
+            ),
+        }),
+        None => Ok(()),
+    }
+}
+
 /// Whether a plan changes its container.
 fn acts(plan: &ContainerPlan) -> bool {
     matches!(plan.action, Action::Rewrite | Action::Drop)
@@ -1160,16 +1188,6 @@ impl Store {
             .any(|ext| self.vfs.exists(&filesys::file_path(&base, ext)))
     }
 
-    /// Sealed containers, oldest first.
-    fn sealed_containers(&self) -> Result<Vec<u32>> {
-        let current = self.current_container()?;
-        Ok(self
-            .container_ids()?
-            .into_iter()
-            .filter(|id| *id != current)
-            .collect())
-    }
-
     /// What a compaction would do, without changing anything (any handle).
     pub fn plan_compaction(&self, opts: &CompactOptions) -> Result<CompactReport> {
         let start = Instant::now();
@@ -1208,8 +1226,15 @@ impl Store {
         })
     }
 
-    /// Compacts every sealed container worth it, one at a time (see the module doc). With
-    /// `dry_run`, only reports. `progress` is told (containers done, containers in all).
+    /// Compacts every container worth it (see the module doc). With `dry_run`, only reports.
+    ///
+    /// The whole run is planned first, changing nothing: with nothing to do, nothing is written
+    /// (the report's [`CompactReport::nothing_to_do`] says so), and a run the free space cannot
+    /// hold is refused with [`Error::Full`] before any change. Then the current container is
+    /// sealed when it holds values to drop, the containers with nothing live are dropped (no
+    /// container is written for them, and their space is free before any copy needs it), and
+    /// the rest are rewritten, a target at a time. `progress` is told (containers done,
+    /// containers to compact).
     pub fn compact(
         &mut self,
         opts: &CompactOptions,
@@ -1220,23 +1245,89 @@ impl Store {
         }
         self.writer()?;
         let start = Instant::now();
-        let before = self.generation()?.generation;
-        let replaced = match opts.seal_current {
-            true => self.seal_current_if_dead(opts)?,
-            false => None,
-        };
-        let mut queue: VecDeque<u32> = self.sealed_containers()?.into();
-        let mut removal = None;
-        let total = queue.len() as u64;
+        let mut plan = self.plan_compaction(opts)?;
+        let idle = plan.nothing_to_do();
+        plan.dry_run = false;
+        if idle {
+            plan.seconds = start.elapsed().as_secs_f64();
+            return Ok(plan);
+        }
+        let current = self.current_container()?;
+        let seal = plan.containers.iter().any(|p| p.id == current && acts(p));
+        let peak = self.check_run_space(&plan, seal)?;
+        // From here on the run changes the store.
+        let mut replaced = None;
+        if seal {
+            self.rotate()?;
+            let id = self.current_container()?;
+            let filesize = self.writer()?.fs.data().filesize();
+            let bytes = filesys_bytes(self.vfs.as_ref(), &container_base(&self.dir, id), filesize)?;
+            replaced = Some((current, bytes));
+        } else {
+            // The jobs survey what is committed.
+            self.commit()?;
+        }
+        let planned: HashMap<u32, ContainerPlan> =
+            plan.containers.iter().map(|p| (p.id, p.clone())).collect();
         let mut report = CompactReport {
-            generation_before: before,
+            generation_before: plan.generation_before,
             min_dead: opts.min_dead,
+            containers: plan
+                .containers
+                .iter()
+                .filter(|p| !acts(p))
+                .cloned()
+                .collect(),
             ..CompactReport::default()
         };
+        let ids = |action| -> Vec<u32> {
+            plan.containers
+                .iter()
+                .filter(|p| p.action == action)
+                .map(|p| p.id)
+                .collect()
+        };
+        let (dead, rewrites) = (ids(Action::Drop), ids(Action::Rewrite));
+        let total = (dead.len() + rewrites.len()) as u64;
+        if !dead.is_empty() {
+            // Dropped in a job of their own, which writes no container, and removed before any
+            // copy: their space is what a full disk's copy may need.
+            let job = self.start_compaction_of(&dead, opts)?;
+            let built = job.run();
+            let adopted = self.adopt(&job, built)?;
+            report.read_bytes += adopted.read_bytes;
+            report.written_bytes += adopted.written_bytes;
+            report.containers.extend(adopted.plans);
+            progress(dead.len() as u64, total);
+        }
+        let mut queue: VecDeque<u32> = rewrites.into();
+        let mut removal = None;
         while !queue.is_empty() {
+            if removal.is_some() && free_bytes(&self.dir).is_some_and(|free| free < peak) {
+                // Too little room to copy while the last job's sources are still being removed.
+                if let Some(previous) = removal.take() {
+                    join_removal(previous)?;
+                }
+            }
             let candidates: Vec<u32> = queue.iter().copied().collect();
             let job = self.start_compaction_of(&candidates, opts)?;
             let built = job.run();
+            if let Err(e @ Error::Full { .. }) = &built {
+                // The disk filled since the plan. The run has changed the store already, so it
+                // is not refused: what is left is reported as abandoned, and kept.
+                let why = e.to_string();
+                self.abandon(&job)?;
+                for id in queue.drain(..) {
+                    let mut plan = planned
+                        .get(&id)
+                        .cloned()
+                        .ok_or_else(|| Error::invalid(format!("container {id} was not planned")))?;
+                    plan.action = Action::Abandoned;
+                    plan.note = Some(why.clone());
+                    report.containers.push(plan);
+                }
+                break;
+            }
             let adopted = self.adopt_switched(&job, built)?;
             // Freeing a container's blocks is slow on some file systems (tens of ms per 64 MiB
             // with online discard); the next job's survey and copy go on meanwhile.
@@ -1256,7 +1347,8 @@ impl Store {
             report.containers.extend(adopted.plans);
             report.read_bytes += adopted.read_bytes;
             report.written_bytes += adopted.written_bytes;
-            progress(report.containers.len() as u64, total);
+            let done = report.containers.iter().filter(|p| acts(p)).count() as u64;
+            progress(done, total.max(done));
         }
         if let Some(last) = removal.take() {
             join_removal(last)?;
@@ -1275,6 +1367,66 @@ impl Store {
         report.seconds = start.elapsed().as_secs_f64();
         self.record_run(&mut report)?;
         Ok(report)
+    }
+
+    /// Refuses a run (nothing changed yet) whose steps the free space cannot hold, in the order
+    /// they come: the seal of the current container (its preallocated room given back, its
+    /// replacement's files written), the drops (the generation file and the records' commit;
+    /// their space free once done), each target's build ([`TargetCost::need`]). Returns the
+    /// largest build's need.
+    fn check_run_space(&mut self, plan: &CompactReport, seal: bool) -> Result<u64> {
+        let mut needs = Vec::new();
+        for group in target_groups(&plan.containers, &self.cfg) {
+            let mut cost = TargetCost::default();
+            for &i in &group {
+                cost.add(&plan.containers[i]);
+            }
+            needs.push((
+                format!("to copy {} bytes of values", cost.bytes),
+                cost.need(),
+            ));
+        }
+        let peak = needs.iter().map(|n| n.1).max().unwrap_or(0);
+        let Some(free) = free_bytes(&self.dir) else {
+            return Ok(peak);
+        };
+        let mut room = i128::from(free);
+        let mut steps = Vec::new();
+        if seal {
+            let current = self.current_container()?;
+            let path = filesys::file_path(&container_base(&self.dir, current), "data");
+            let len = self
+                .vfs
+                .open(&path, false)?
+                .len()
+                .map_err(|e| Error::io(&path, None, e))?;
+            let slack = len.saturating_sub(self.writer()?.fs.data().filesize());
+            let replacement = replacement_bytes(&self.cfg);
+            steps.push((
+                "to seal the current container".to_string(),
+                replacement + META_ROOM,
+            ));
+            room_for(&self.dir, room, &steps, free)?;
+            room += i128::from(slack) - i128::from(replacement);
+            steps.clear();
+        }
+        let dropped: u64 = plan
+            .containers
+            .iter()
+            .filter(|p| p.action == Action::Drop)
+            .map(|p| p.bytes)
+            .sum();
+        if dropped > 0 {
+            steps.push((
+                "to drop the containers with nothing live".to_string(),
+                META_ROOM,
+            ));
+            room_for(&self.dir, room, &steps, free)?;
+            room += i128::from(dropped);
+            steps.clear();
+        }
+        room_for(&self.dir, room, &needs, free)?;
+        Ok(peak)
     }
 
     /// Rewrites the archive without taken-down bytes or dead entries when it is worth it: into
@@ -1325,25 +1477,6 @@ impl Store {
         self.write_generation(&g)?;
         report.archive_rewrite = Some(rewritten);
         Ok(())
-    }
-
-    /// Seals the current container when it holds dead values a compaction should reclaim;
-    /// returns it and the bytes of the one started in its place.
-    fn seal_current_if_dead(&mut self, opts: &CompactOptions) -> Result<Option<(u32, u64)>> {
-        self.commit()?;
-        let current = self.current_container()?;
-        let load = |name: &[u8]| self.load_fresh(name);
-        let mut surveyor = Surveyor::new(&self.cfg, &load, self.archive.as_ref(), self.clock.now());
-        let mut plan = surveyor.survey(&self.vfs, &self.dir, current)?.plan;
-        decide(&mut plan, opts, replacement_bytes(&self.cfg));
-        if plan.action == Action::Keep {
-            return Ok(None);
-        }
-        self.rotate()?;
-        let id = self.current_container()?;
-        let filesize = self.writer()?.fs.data().filesize();
-        let bytes = filesys_bytes(self.vfs.as_ref(), &container_base(&self.dir, id), filesize)?;
-        Ok(Some((current, bytes)))
     }
 
     /// Prepares the compaction of sealed container `source` (see [`Store::start_compaction_of`]).

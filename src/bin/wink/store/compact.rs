@@ -21,19 +21,25 @@ value. The
 current container is sealed first when it holds values to drop, so that after `wink rm` and
 `wink compact` no file of the store holds the removed bytes. A container is rewritten only when
 that gives back space (a taken-down value excepted), so a run never leaves the store bigger.
-Free space for what a copy writes (the live values, their new container's index and small files,
-the title records) is checked before it starts. Reads and writes are dropped from the page cache
-after use.
+Reads and writes are dropped from the page cache after use.
+
+The run is planned before anything is written. With nothing to do it writes nothing and says
+`nothing to do`. Free space is checked against what the run writes — the live values to copy,
+their new container's index and small files, the generation file and the title records — with
+the space of the containers it drops counted as free once they are gone; a run that does not
+fit is refused before any change.
 
 A crash (or kill) at any moment leaves the store as it was before the container being compacted,
 or after it; the next writer's open finishes or undoes the step and says so on stderr.
 
 Output: one line per container, `container N: ACTION, BYTES bytes, live VALUES values (BYTES
 bytes), dropped REASON VALUES values (BYTES bytes), ...` (ACTION: keep, rewrite, drop), then
-`reclaimed BYTES bytes` and `generation G`. --dry-run prints the same report and changes
-nothing (it takes no lock). --json: one object with the same fields.
+`nothing to do` when that is so, `reclaimed BYTES bytes` and `generation G`. --dry-run prints
+the same report and changes nothing (it takes no lock). --json: one object with the same fields
+(and `nothing_to_do`).
 
-Exit status: 0 on success; 2 on bad options or a disk too full to start (nothing changed); 3 on
+Exit status: 0 on success (and with nothing to do); 2 on bad options or a disk too full for the
+run (nothing changed: every file as it was); 3 on
 a read or write error (the store stays at the last completed step); 4 when another writer holds
 the store (unless --wait).";
 
@@ -82,6 +88,7 @@ struct ContainerJson {
 #[derive(Serialize)]
 struct ReportJson {
     dry_run: bool,
+    nothing_to_do: bool,
     generation_before: u64,
     generation_after: u64,
     reclaimed_bytes: u64,
@@ -173,6 +180,7 @@ fn tallies(
 fn to_json(report: &CompactReport) -> ReportJson {
     ReportJson {
         dry_run: report.dry_run,
+        nothing_to_do: report.nothing_to_do(),
         generation_before: report.generation_before,
         generation_after: report.generation_after,
         reclaimed_bytes: report.reclaimed(),
@@ -241,6 +249,9 @@ fn print(report: &CompactReport) -> Result<()> {
             line.push_str(&format!(", now {after} bytes"));
         }
         out.line(&line)?;
+    }
+    if report.nothing_to_do() {
+        out.line("nothing to do")?;
     }
     let verb = if report.dry_run {
         "would reclaim"
