@@ -9,6 +9,7 @@
 //! - A dry run's estimate of reclaimed bytes is the real run's within 5%, and a run never leaves
 //!   the store bigger (lengths and allocated blocks), nor a new container with an index sized
 //!   for more than it holds.
+//! - Progress is reported in bytes copied; `--json` prints the report alone.
 //!
 //! A full disk is a small tmpfs in a private user and mount namespace (`unshare -rm`): this test
 //! binary is re-executed there as `full_disk_child`, copies a template store in, fills the disk
@@ -310,6 +311,50 @@ fn a_run_with_nothing_to_do_writes_nothing() {
     let run = wink(dir.path(), &["--json"]).expect(0);
     assert_eq!(run.json()["nothing_to_do"], true);
     assert_unchanged(&before, dir.path());
+}
+
+#[test]
+fn progress_counts_bytes_copied_and_json_is_the_report_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    template(dir.path(), true);
+    let mut s = open_at(dir.path(), NOW);
+    let mut seen = Vec::new();
+    let report = s
+        .compact(&CompactOptions::default(), |done, total| {
+            seen.push((done, total))
+        })
+        .unwrap();
+    let total = seen.first().map(|s| s.1).unwrap();
+    assert!(seen.windows(2).all(|w| w[0].0 <= w[1].0), "{seen:?}");
+    assert_eq!(seen.last(), Some(&(total, total)), "{seen:?}");
+    assert_eq!(report.written_bytes, total);
+    assert!(seen.len() > 10, "{} calls", seen.len());
+
+    let dir = tempfile::tempdir().unwrap();
+    template(dir.path(), true);
+    let run = wink(dir.path(), &["--json"]).expect(0);
+    assert_eq!(run.stderr, "");
+    assert_eq!(run.json()["nothing_to_do"], false);
+    assert!(run.json()["reclaimed_bytes"].as_u64().unwrap() > 0);
+
+    // On a terminal (`script` gives the command one), stderr shows the bytes copied.
+    if !common::require::tool("script", "--version", "compact progress on a terminal") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    template(dir.path(), true);
+    let command = format!(
+        "WINK_NOW={NOW} {} compact {} >/dev/null",
+        env!("CARGO_BIN_EXE_wink"),
+        dir.path().display()
+    );
+    let out = Command::new("script")
+        .args(["-qec", &command, "/dev/null"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("copied"), "{text:?}");
 }
 
 // ---- on a full disk ------------------------------------------------------------------------

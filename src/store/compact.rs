@@ -763,6 +763,11 @@ impl CompactJob {
     /// Surveys the candidates, takes those whose live bytes fit one container, and copies the
     /// live values of those worth a rewrite into the target.
     pub fn run(&self) -> Result<Built> {
+        self.run_with_progress(&mut |_| {})
+    }
+
+    /// [`CompactJob::run`], telling `progress` the bytes of values copied so far.
+    pub fn run_with_progress(&self, progress: &mut dyn FnMut(u64)) -> Result<Built> {
         let now = self.clock.now();
         let mut built = Built {
             plans: Vec::new(),
@@ -819,7 +824,7 @@ impl CompactJob {
                 ..KvSeqOptions::default()
             };
             g.write(self.vfs.as_ref(), &self.dir, &kv)?;
-            self.copy(live, &cost, &mut built)?;
+            self.copy(live, &cost, &mut built, progress)?;
         }
         Ok(built)
     }
@@ -885,7 +890,13 @@ impl CompactJob {
     }
 
     /// Copies the live values into the target, a title's values together (grouped with a perm).
-    fn copy(&self, mut live: Vec<LiveValue>, cost: &TargetCost, built: &mut Built) -> Result<()> {
+    fn copy(
+        &self,
+        mut live: Vec<LiveValue>,
+        cost: &TargetCost,
+        built: &mut Built,
+        progress: &mut dyn FnMut(u64),
+    ) -> Result<()> {
         // Old order within a title: by container, then by inode.
         live.sort_by_key(|v| (v.loc.container, v.inode));
         let order = self.title_order(&live)?;
@@ -936,6 +947,7 @@ impl CompactJob {
                 .insert((v.record.clone(), v.rev, v.tid), (v.loc, new));
             built.read_bytes += v.loc.len;
             built.written_bytes += v.loc.len;
+            progress(built.written_bytes);
             throttle.account(2 * v.loc.len);
         }
         target.sync()?;
@@ -1233,8 +1245,8 @@ impl Store {
     /// hold is refused with [`Error::Full`] before any change. Then the current container is
     /// sealed when it holds values to drop, the containers with nothing live are dropped (no
     /// container is written for them, and their space is free before any copy needs it), and
-    /// the rest are rewritten, a target at a time. `progress` is told (containers done,
-    /// containers to compact).
+    /// the rest are rewritten, a target at a time. `progress` is told (bytes of values copied,
+    /// bytes to copy).
     pub fn compact(
         &mut self,
         opts: &CompactOptions,
@@ -1288,7 +1300,13 @@ impl Store {
                 .collect()
         };
         let (dead, rewrites) = (ids(Action::Drop), ids(Action::Rewrite));
-        let total = (dead.len() + rewrites.len()) as u64;
+        let total: u64 = plan
+            .containers
+            .iter()
+            .filter(|p| p.action == Action::Rewrite)
+            .map(|p| p.live.bytes)
+            .sum();
+        progress(0, total);
         if !dead.is_empty() {
             // Dropped in a job of their own, which writes no container, and removed before any
             // copy: their space is what a full disk's copy may need.
@@ -1298,10 +1316,10 @@ impl Store {
             report.read_bytes += adopted.read_bytes;
             report.written_bytes += adopted.written_bytes;
             report.containers.extend(adopted.plans);
-            progress(dead.len() as u64, total);
         }
         let mut queue: VecDeque<u32> = rewrites.into();
         let mut removal = None;
+        let mut copied = 0u64;
         while !queue.is_empty() {
             if removal.is_some() && free_bytes(&self.dir).is_some_and(|free| free < peak) {
                 // Too little room to copy while the last job's sources are still being removed.
@@ -1311,7 +1329,7 @@ impl Store {
             }
             let candidates: Vec<u32> = queue.iter().copied().collect();
             let job = self.start_compaction_of(&candidates, opts)?;
-            let built = job.run();
+            let built = job.run_with_progress(&mut |n| progress(copied + n, total.max(copied + n)));
             if let Err(e @ Error::Full { .. }) = &built {
                 // The disk filled since the plan. The run has changed the store already, so it
                 // is not refused: what is left is reported as abandoned, and kept.
@@ -1347,8 +1365,8 @@ impl Store {
             report.containers.extend(adopted.plans);
             report.read_bytes += adopted.read_bytes;
             report.written_bytes += adopted.written_bytes;
-            let done = report.containers.iter().filter(|p| acts(p)).count() as u64;
-            progress(done, total.max(done));
+            copied = report.written_bytes;
+            progress(copied, total.max(copied));
         }
         if let Some(last) = removal.take() {
             join_removal(last)?;

@@ -27,7 +27,7 @@ The run is planned before anything is written. With nothing to do it writes noth
 `nothing to do`. Free space is checked against what the run writes — the live values to copy,
 their new container's index and small files, the generation file and the title records — with
 the space of the containers it drops counted as free once they are gone; a run that does not
-fit is refused before any change.
+fit is refused before any change. On a terminal, stderr shows the bytes copied.
 
 A crash (or kill) at any moment leaves the store as it was before the container being compacted,
 or after it; the next writer's open finishes or undoes the step and says so on stderr.
@@ -36,7 +36,7 @@ Output: one line per container, `container N: ACTION, BYTES bytes, live VALUES v
 bytes), dropped REASON VALUES values (BYTES bytes), ...` (ACTION: keep, rewrite, drop), then
 `nothing to do` when that is so, `reclaimed BYTES bytes` and `generation G`. --dry-run prints
 the same report and changes nothing (it takes no lock). --json: one object with the same fields
-(and `nothing_to_do`).
+(and `nothing_to_do`), nothing else on stdout or stderr.
 
 Exit status: 0 on success (and with nothing to do); 2 on bad options or a disk too full for the
 run (nothing changed: every file as it was); 3 on
@@ -142,10 +142,14 @@ pub fn run(args: &Args) -> Result<Status> {
         super::open_reader(&args.dir)?.plan_compaction(&opts)?
     } else {
         let mut store = super::open_writer(&args.dir, &args.writing)?;
-        let bar = super::progress_bar(
-            None,
-            "compacting {bar:40} {pos}/{len} containers, eta {eta}",
-        );
+        let bar = if args.json {
+            indicatif::ProgressBar::hidden()
+        } else {
+            super::progress_bar(
+                None,
+                "compacting {bar:40} {bytes}/{total_bytes} copied, {bytes_per_sec}, eta {eta}",
+            )
+        };
         let report = store.compact(&opts, |done, total| {
             bar.set_length(total);
             bar.set_position(done);
