@@ -16,12 +16,10 @@ dropped (expired: past their retention deadline; taken down: `wink rm`; replaced
 archived: moved into the archive; deleted: their title is gone), the rest are copied into a new
 container with each title's renders together, and the switch is atomic (the generation file).
 A container with no live value is removed whole. A container is rewritten when its rewrite
-would give back at least --min-dead percent of its bytes, and always when it holds a taken-down
-value. The
-current container is sealed first when it holds values to drop, so that after `wink rm` and
-`wink compact` no file of the store holds the removed bytes. A container is rewritten only when
-that gives back space (a taken-down value excepted), so a run never leaves the store bigger.
-Reads and writes are dropped from the page cache after use.
+would give back space, at least --min-dead percent of its bytes, so that a run does not leave the
+store bigger; and always when it holds a taken-down value. The current container is sealed first
+when it holds values to drop, so that after `wink rm` and `wink compact` no file of the store
+holds the removed bytes. Reads and writes are dropped from the page cache after use.
 
 The run is planned before anything is written. With nothing to do it writes nothing and says
 `nothing to do`. Free space is checked against what the run writes — the live values to copy,
@@ -55,7 +53,7 @@ pub struct Args {
     /// Limit compaction's reads plus writes to this many MB/s.
     #[arg(long, value_name = "N")]
     max_mbps: Option<f64>,
-    /// Rewrite a container once this percentage of its bytes is dead.
+    /// Rewrite a container once its rewrite would give back this percentage of its bytes.
     #[arg(long, value_name = "PCT", default_value_t = 25.0)]
     min_dead: f64,
     /// One JSON object instead of text.
