@@ -235,6 +235,39 @@ fn a_dry_run_estimates_the_reclaimed_bytes_and_the_store_never_grows() {
 }
 
 #[test]
+fn a_few_dead_values_in_the_current_container_do_not_make_a_run_grow_the_store() {
+    // 10 MB in the current container, whose index is presized for 1 GiB (4 MiB), and 120 KB of
+    // it expired: a seal would start another 4 MiB index and the copy give back 120 KB.
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(T));
+    let cfg = Config {
+        policy: common::recent_policy(TTL),
+        ..Config::default()
+    };
+    Store::init(dir.path(), &cfg, &options(&clock)).unwrap();
+    let mut s = Store::open(dir.path(), &options(&clock)).unwrap();
+    for t in 0..170 {
+        put(&mut s, t, 1, 60_000);
+    }
+    for t in 0..2 {
+        put(&mut s, t, 2, 60_000);
+    }
+    drop(s);
+    let before = store_bytes(dir.path());
+    let mut s = open_at(dir.path(), T + 2 * TTL);
+    let dry = s.plan_compaction(&CompactOptions::default()).unwrap();
+    let real = s.compact(&CompactOptions::default(), |_, _| {}).unwrap();
+    drop(s);
+    let after = store_bytes(dir.path());
+    println!("{before:?} -> {after:?}: {:?}", real.containers);
+    assert!(
+        after.0 <= before.0 && after.1 <= before.1,
+        "{before:?} -> {after:?}"
+    );
+    assert!(dry.nothing_to_do() && real.nothing_to_do(), "{real:#?}");
+}
+
+#[test]
 fn dead_containers_are_dropped_without_a_container_written() {
     let dir = tempfile::tempdir().unwrap();
     template(dir.path(), false);
