@@ -1,4 +1,4 @@
-//! Compaction (DESIGN.md §5): container by container, the values no read can return any more are
+//! Compaction: container by container, the values no read can return any more are
 //! dropped and the rest copied into a new container, and the switch is made by the generation file
 //! ([`super::generation`]).
 //!
@@ -17,10 +17,13 @@
 //! | forward  | the records' renders in the sources pointed into M (or dropped, when not live); one commit | rolled forward at open |
 //! | remove   | each source's files removed (the datafile first), the directory synced; the moves are left out of the generation file's next write | removal finished at open |
 //!
-//! A source with no live value is dropped whole (`move N 0`), without a copy. Free space needed:
-//! the live bytes of one target, at most one container's (checked before the build). Only sealed
-//! containers are compacted; [`CompactOptions::seal_current`] rotates the current one first when
-//! it holds dead values (so that a take-down can be verified at once). A live value that cannot
+//! A source with no live value is dropped whole (`move N 0`), without a copy and without writing
+//! a target. Free space needed: what one target's build writes ([`TargetCost`]: its values and
+//! their overhead, an index sized for them, its small files, room for the records' commit),
+//! checked for the whole run before [`Store::compact`] changes anything, and again before each
+//! build. Only sealed containers are compacted; [`CompactOptions::seal_current`] rotates the
+//! current one first when it holds dead values (so that a take-down can be verified at once),
+//! once the run is known to go ahead. A live value that cannot
 //! be read intact keeps its container whole; the other sources of its job are compacted again by
 //! another job without it.
 //!
@@ -61,8 +64,9 @@ pub(super) const FILESYS_EXTS: [&str; 4] = ["data", "idx", "time", "jnl"];
 /// How to compact.
 #[derive(Clone, Debug)]
 pub struct CompactOptions {
-    /// Rewrite a sealed container once this fraction of its bytes is dead. A container holding a
-    /// taken-down value is always rewritten, and one with no live value always dropped.
+    /// Rewrite a sealed container once its rewrite would give back this fraction of its bytes
+    /// (its bytes less its copy's; never when that is nothing). A container holding a taken-down
+    /// value is always rewritten, and one with no live value always dropped.
     pub min_dead: f64,
     /// Limit on compaction I/O (bytes read plus written), in MB/s.
     pub max_mbps: Option<f64>,
@@ -155,11 +159,15 @@ pub struct ContainerPlan {
     /// Bytes of its files.
     pub bytes: u64,
     pub live: Tally,
+    /// Bytes of the live values' names: a copy writes them beside the values.
+    pub live_names: u64,
     pub dropped: BTreeMap<Reason, Tally>,
     pub action: Action,
     /// The container its live values went to.
     pub into: Option<u32>,
-    /// Bytes of the new container's files.
+    /// Bytes of the new container's files: its share of its target's (estimated by a plan), and
+    /// for the current container, sealed to be compacted, the files of the one started in its
+    /// place.
     pub new_bytes: u64,
     /// Why a step was abandoned.
     pub note: Option<String>,
@@ -170,14 +178,11 @@ impl ContainerPlan {
     pub fn reclaimed(&self) -> u64 {
         match self.action {
             Action::Keep | Action::Abandoned => 0,
-            Action::Drop => self.bytes,
+            // `new_bytes` of a dropped container is the current container that replaced it.
+            Action::Drop => self.bytes.saturating_sub(self.new_bytes),
             Action::Rewrite if self.new_bytes > 0 => self.bytes.saturating_sub(self.new_bytes),
             Action::Rewrite => self.bytes.saturating_sub(self.live.bytes),
         }
-    }
-
-    fn dead_bytes(&self) -> u64 {
-        self.bytes.saturating_sub(self.live.bytes)
     }
 }
 
@@ -214,6 +219,18 @@ impl CompactReport {
             .map(ContainerPlan::reclaimed)
             .sum::<u64>()
             + archive
+    }
+
+    /// Whether the run has (or, dry, would have) nothing to do: no container to rewrite or
+    /// drop, no archive to rewrite. A run with nothing to do writes nothing.
+    pub fn nothing_to_do(&self) -> bool {
+        let archive = match (&self.archive_rewrite, &self.archive_due) {
+            (Some(_), _) => true,
+            (None, Some(d)) => self.dry_run && archive_worth_it(d, self.min_dead),
+            (None, None) => false,
+        };
+        // An abandoned container was worked on: the run had something to do.
+        !archive && self.containers.iter().all(|c| c.action == Action::Keep)
     }
 
     /// Values dropped, by reason, over every container acted on.
@@ -405,6 +422,7 @@ impl Surveyor<'_> {
             id,
             bytes: filesys_bytes(vfs.as_ref(), &base, fs.data().filesize())?,
             live: Tally::default(),
+            live_names: 0,
             dropped: BTreeMap::new(),
             action: Action::Keep,
             into: None,
@@ -431,6 +449,7 @@ impl Surveyor<'_> {
             match self.classify(&record, rev, tid, id)? {
                 Ok(render) => {
                     plan.live.add(render.location.len);
+                    plan.live_names += file.name.len() as u64;
                     live.push(LiveValue {
                         name: file.name,
                         record,
@@ -493,8 +512,14 @@ impl Surveyor<'_> {
     }
 }
 
-/// Decides a surveyed container's action.
-fn decide(plan: &mut ContainerPlan, opts: &CompactOptions) {
+/// Decides a surveyed container's action. `replacement`: bytes of the container that a seal
+/// starts in its place when it is the current one (0 for a sealed one).
+///
+/// A rewrite must pay for itself: what it is estimated to give back (the container's bytes less
+/// its copy's, and less a replacement's) must be positive and at least `min_dead` of the
+/// container, or a run could leave the store bigger than it found it. A taken-down value is
+/// rewritten out whatever it costs.
+fn decide(plan: &mut ContainerPlan, opts: &CompactOptions, replacement: u64) {
     // A container without files (a fresh current one) has nothing to reclaim.
     let empty = plan.live.values == 0 && plan.dropped.is_empty();
     plan.action = if empty {
@@ -505,13 +530,121 @@ fn decide(plan: &mut ContainerPlan, opts: &CompactOptions) {
         // Its dead bytes are overhead (headers, inodes, index) a copy would have as well: a
         // small container would otherwise pass min_dead and be rewritten by every run.
         Action::Keep
-    } else if plan.dropped.contains_key(&Reason::TakenDown)
-        || plan.dead_bytes() as f64 >= opts.min_dead * plan.bytes as f64
-    {
+    } else if plan.dropped.contains_key(&Reason::TakenDown) {
         Action::Rewrite
     } else {
-        Action::Keep
+        let copy = TargetCost::of(plan).files_bytes();
+        let gain = plan.bytes.saturating_sub(copy.saturating_add(replacement));
+        if gain > 0 && gain as f64 >= opts.min_dead * plan.bytes as f64 {
+            Action::Rewrite
+        } else {
+            Action::Keep
+        }
     };
+}
+
+/// Bytes of a value's entry in a container's datafile besides the value and its name: the
+/// entry headers and padding, and its inode (ISZ 88). Measured, rounded up.
+const ENTRY_OVERHEAD: u64 = 128;
+
+/// Bytes a value adds to a target's journal: its index cell and inode, written in place and
+/// committed through the journal. Measured, rounded up.
+const JOURNAL_PER_VALUE: u64 = 64;
+
+/// Free space a run keeps for the generation file and the title records' commit (each title
+/// with a value in a source is rewritten; `RECORD_PER_VALUE` for each of those values).
+const META_ROOM: u64 = 2 << 20;
+const RECORD_PER_VALUE: u64 = 128;
+
+/// What a target container costs when it holds `values` values of `bytes` bytes whose names
+/// take `names` bytes: its files after the copy, and the free space the copy needs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct TargetCost {
+    values: u64,
+    bytes: u64,
+    names: u64,
+}
+
+impl TargetCost {
+    fn of(plan: &ContainerPlan) -> TargetCost {
+        let mut cost = TargetCost::default();
+        cost.add(plan);
+        cost
+    }
+
+    fn add(&mut self, plan: &ContainerPlan) {
+        self.values += plan.live.values;
+        self.bytes += plan.live.bytes;
+        self.names += plan.live_names;
+    }
+
+    /// Index cells for exactly its values under the load limit: the copy never grows the index,
+    /// and a small target does not carry the index of a whole container.
+    fn htsize(&self) -> u64 {
+        ((self.values + 1) * 4 / 3 + 1).next_power_of_two().max(16)
+    }
+
+    fn data_bytes(&self) -> u64 {
+        SBSIZE + self.bytes + self.names + self.values * ENTRY_OVERHEAD
+    }
+
+    /// The datafile's one preallocation: a little past its estimate, so that it is never
+    /// extended (a second step of the same size would double what the copy needs).
+    fn data_allocation(&self) -> u64 {
+        let data = self.data_bytes();
+        (data + data / 64 + (64 << 10)).next_multiple_of(64 << 10)
+    }
+
+    fn fixed_bytes(&self) -> u64 {
+        let index = SBSIZE + self.htsize() * 16;
+        let time = 2 * SBSIZE;
+        let journal = SBSIZE + self.values * JOURNAL_PER_VALUE;
+        index + time + journal
+    }
+
+    /// Bytes of its files once it is sealed.
+    fn files_bytes(&self) -> u64 {
+        self.data_bytes() + self.fixed_bytes()
+    }
+
+    /// Free space its build needs: the datafile's preallocation, its other files, and room for
+    /// the generation file and the records' commit.
+    fn need(&self) -> u64 {
+        self.data_allocation() + self.fixed_bytes() + META_ROOM + self.values * RECORD_PER_VALUE
+    }
+
+    fn options(&self, cfg: &Config) -> crate::filesys::FsOptions {
+        crate::filesys::FsOptions {
+            htsize: self.htsize(),
+            fileincr: self.data_allocation(),
+            ..container_options(cfg)
+        }
+    }
+}
+
+const SBSIZE: u64 = crate::format::superblock::DEFAULT_SBSIZE;
+
+/// Indexes of the rewrites among `plans` (in order), grouped into targets as jobs group them:
+/// while their live bytes fit one container (the first always fits).
+fn target_groups(plans: &[ContainerPlan], cfg: &Config) -> Vec<Vec<usize>> {
+    let mut groups: Vec<Vec<usize>> = Vec::new();
+    let mut live = 0u64;
+    for (i, plan) in plans.iter().enumerate() {
+        if plan.action != Action::Rewrite {
+            continue;
+        }
+        match groups.last_mut() {
+            Some(group) if live == 0 || live + plan.live.bytes <= cfg.container_bytes => {
+                group.push(i);
+                live += plan.live.bytes;
+            }
+            _ => {
+                groups.push(vec![i]);
+                live = plan.live.bytes;
+            }
+        }
+    }
+    groups
 }
 
 /// Whether the archive is worth rewriting: it holds taken-down bytes, or enough dead ones.
@@ -630,6 +763,11 @@ impl CompactJob {
     /// Surveys the candidates, takes those whose live bytes fit one container, and copies the
     /// live values of those worth a rewrite into the target.
     pub fn run(&self) -> Result<Built> {
+        self.run_with_progress(&mut |_| {})
+    }
+
+    /// [`CompactJob::run`], telling `progress` the bytes of values copied so far.
+    pub fn run_with_progress(&self, progress: &mut dyn FnMut(u64)) -> Result<Built> {
         let now = self.clock.now();
         let mut built = Built {
             plans: Vec::new(),
@@ -641,6 +779,7 @@ impl CompactJob {
         };
         let mut live = Vec::new();
         let mut live_bytes = 0u64;
+        let mut cost = TargetCost::default();
         let mut surveyed: VecDeque<Result<Survey>> = VecDeque::new();
         let mut next = 0;
         loop {
@@ -661,12 +800,13 @@ impl CompactJob {
                 live: values,
                 titles,
             } = survey?;
-            decide(&mut plan, &self.opts);
+            decide(&mut plan, &self.opts, 0);
             if plan.action == Action::Rewrite {
                 if live_bytes > 0 && live_bytes + plan.live.bytes > self.cfg.container_bytes {
                     break;
                 }
                 live_bytes += plan.live.bytes;
+                cost.add(&plan);
                 live.extend(values);
             }
             if matches!(plan.action, Action::Rewrite | Action::Drop) {
@@ -675,7 +815,7 @@ impl CompactJob {
             built.plans.push(plan);
         }
         if built.plans.iter().any(|p| p.action == Action::Rewrite) {
-            self.check_space(live_bytes)?;
+            self.check_space(&cost)?;
             // Named before it exists: a crash from here on leaves it to be removed at open.
             let mut g = Generation::read(self.vfs.as_ref(), &self.dir)?;
             g.pending = self.target;
@@ -684,7 +824,7 @@ impl CompactJob {
                 ..KvSeqOptions::default()
             };
             g.write(self.vfs.as_ref(), &self.dir, &kv)?;
-            self.copy(live, &mut built)?;
+            self.copy(live, &cost, &mut built, progress)?;
         }
         Ok(built)
     }
@@ -733,25 +873,30 @@ impl CompactJob {
         Surveyor::new(&self.cfg, &load, archive.as_ref(), now).survey(&self.vfs, &self.dir, id)
     }
 
-    fn check_space(&self, live_bytes: u64) -> Result<()> {
-        // Values, their inodes and headers, the index: a tenth more than the values is ample.
-        let need = live_bytes + live_bytes / 10 + (16 << 20);
-        if let Some(free) = free_bytes(&self.dir) {
-            if free < need {
-                return Err(Error::Full {
-                    path: self.dir.clone(),
-                    what: format!(
-                        "compacting into container {} needs {need} bytes free, {free} are",
-                        self.target
-                    ),
-                });
-            }
+    /// Refuses a build the free space cannot hold: counts what it writes (see [`TargetCost`]).
+    fn check_space(&self, cost: &TargetCost) -> Result<()> {
+        let need = cost.need();
+        match free_bytes(&self.dir) {
+            Some(free) if free < need => Err(Error::Full {
+                path: self.dir.clone(),
+                what: format!(
+                    "compacting {} bytes of values into container {} needs {need} bytes free, \
+                     {free} are",
+                    cost.bytes, self.target
+                ),
+            }),
+            _ => Ok(()),
         }
-        Ok(())
     }
 
     /// Copies the live values into the target, a title's values together (grouped with a perm).
-    fn copy(&self, mut live: Vec<LiveValue>, built: &mut Built) -> Result<()> {
+    fn copy(
+        &self,
+        mut live: Vec<LiveValue>,
+        cost: &TargetCost,
+        built: &mut Built,
+        progress: &mut dyn FnMut(u64),
+    ) -> Result<()> {
         // Old order within a title: by container, then by inode.
         live.sort_by_key(|v| (v.loc.container, v.inode));
         let order = self.title_order(&live)?;
@@ -772,7 +917,7 @@ impl CompactJob {
         let mut target = Filesys::create_in(
             self.vfs.clone(),
             &target_base,
-            &container_options(&self.cfg),
+            &cost.options(&self.cfg),
             &open,
         )?;
         let mut throttle = Throttle::new(self.opts.max_mbps);
@@ -802,6 +947,7 @@ impl CompactJob {
                 .insert((v.record.clone(), v.rev, v.tid), (v.loc, new));
             built.read_bytes += v.loc.len;
             built.written_bytes += v.loc.len;
+            progress(built.written_bytes);
             throttle.account(2 * v.loc.len);
         }
         target.sync()?;
@@ -905,34 +1051,30 @@ fn share_target(built: &mut Built, target: u32, new_bytes: u64) {
     }
 }
 
-/// A dry run's estimate of what its rewrites will write: their live values plus the fixed files
-/// of the targets they fill (an index presized for a whole container is most of those), shared
-/// among the sources by live bytes, as a real run shares its targets' bytes. Without it a small
-/// store's dry run promised the target's index as reclaimed space.
+/// A plan's estimate of what its rewrites will write: for each target, as the jobs will group
+/// them, its values and their overhead, and its fixed files (an index sized for what it holds),
+/// shared among its sources by live bytes, as a real run shares its targets' bytes.
 fn estimate_targets(plans: &mut [ContainerPlan], cfg: &Config) {
-    let rewrites = |p: &&mut ContainerPlan| p.action == Action::Rewrite;
-    let live: u64 = plans
-        .iter_mut()
-        .filter(rewrites)
-        .map(|p| p.live.bytes)
-        .sum();
-    if live == 0 {
-        return;
-    }
-    let targets = live.div_ceil(cfg.container_bytes.max(1));
-    let fixed = targets.saturating_mul(target_fixed_bytes(cfg));
-    for plan in plans.iter_mut().filter(rewrites) {
-        let share = u128::from(fixed) * u128::from(plan.live.bytes) / u128::from(live);
-        plan.new_bytes = plan.live.bytes.saturating_add(share as u64);
+    for group in target_groups(plans, cfg) {
+        let mut cost = TargetCost::default();
+        for &i in &group {
+            cost.add(&plans[i]);
+        }
+        let live = cost.bytes.max(1);
+        let fixed = cost.files_bytes() - cost.bytes;
+        for &i in &group {
+            let plan = &mut plans[i];
+            let share = u128::from(fixed) * u128::from(plan.live.bytes) / u128::from(live);
+            plan.new_bytes = plan.live.bytes.saturating_add(share as u64);
+        }
     }
 }
 
-/// Bytes of a new container's files before its first value: its index, presized for a whole
-/// container (SBSIZE, then HTSIZE cells of 16 bytes: CELLSZ 2), and the superblocks of its
-/// datafile, time index and journal.
-fn target_fixed_bytes(cfg: &Config) -> u64 {
-    let sbsize = crate::format::superblock::DEFAULT_SBSIZE;
-    sbsize + container_options(cfg).htsize * 16 + 3 * sbsize
+/// Bytes of a new current container's files before its first value: its index, presized for a
+/// whole container (SBSIZE, then HTSIZE cells of 16 bytes: CELLSZ 2), and the superblocks of its
+/// datafile, time index and journal. Sealing the current container to compact it starts one.
+fn replacement_bytes(cfg: &Config) -> u64 {
+    SBSIZE + container_options(cfg).htsize * 16 + 3 * SBSIZE
 }
 
 /// Containers a job surveys at once (a job over sparse containers takes several).
@@ -1002,6 +1144,26 @@ fn read_checked_into(storage: &dyn Storage, loc: &Location, value: &mut Vec<u8>)
     loc.verify(storage.path(), value)
 }
 
+/// Refuses the first of `steps` (what it is for, bytes it needs) that `room` cannot hold.
+fn room_for(dir: &Path, room: i128, steps: &[(String, u64)], free: u64) -> Result<()> {
+    match steps.iter().find(|(_, need)| i128::from(*need) > room) {
+        Some((what, need)) => Err(Error::Full {
+            path: dir.to_path_buf(),
+            what: format!(
+                "compaction needs {need} bytes free {what}, {} would be ({free} are now); \
+                 nothing was changed",
+                room.max(0)
+            ),
+        }),
+        None => Ok(()),
+    }
+}
+
+/// Whether a plan changes its container.
+fn acts(plan: &ContainerPlan) -> bool {
+    matches!(plan.action, Action::Rewrite | Action::Drop)
+}
+
 /// Free bytes of the file system holding `dir`, when it can be asked.
 fn free_bytes(dir: &Path) -> Option<u64> {
     let st = nix::sys::statvfs::statvfs(dir).ok()?;
@@ -1038,16 +1200,6 @@ impl Store {
             .any(|ext| self.vfs.exists(&filesys::file_path(&base, ext)))
     }
 
-    /// Sealed containers, oldest first.
-    fn sealed_containers(&self) -> Result<Vec<u32>> {
-        let current = self.current_container()?;
-        Ok(self
-            .container_ids()?
-            .into_iter()
-            .filter(|id| *id != current)
-            .collect())
-    }
-
     /// What a compaction would do, without changing anything (any handle).
     pub fn plan_compaction(&self, opts: &CompactOptions) -> Result<CompactReport> {
         let start = Instant::now();
@@ -1056,15 +1208,21 @@ impl Store {
         let mut surveyor = Surveyor::new(&self.cfg, &load, self.archive.as_ref(), self.clock.now());
         let mut containers = Vec::new();
         let current = self.current_container()?;
+        let replacement = replacement_bytes(&self.cfg);
         for id in self.container_ids()? {
             let mut plan = surveyor.survey(&self.vfs, &self.dir, id)?.plan;
-            decide(&mut plan, opts);
-            if id == current && !opts.seal_current {
-                plan.action = Action::Keep;
+            if id != current {
+                decide(&mut plan, opts, 0);
+            } else if opts.seal_current {
+                decide(&mut plan, opts, replacement);
             }
             containers.push(plan);
         }
         estimate_targets(&mut containers, &self.cfg);
+        // Sealing the current container to compact it starts another in its place.
+        for plan in containers.iter_mut().filter(|p| p.id == current && acts(p)) {
+            plan.new_bytes += replacement;
+        }
         let archive_due = self.archive.as_ref().map(|a| a.rewrite_due()).transpose()?;
         Ok(CompactReport {
             dry_run: true,
@@ -1080,8 +1238,15 @@ impl Store {
         })
     }
 
-    /// Compacts every sealed container worth it, one at a time (see the module doc). With
-    /// `dry_run`, only reports. `progress` is told (containers done, containers in all).
+    /// Compacts every container worth it (see the module doc). With `dry_run`, only reports.
+    ///
+    /// The whole run is planned first, changing nothing: with nothing to do, nothing is written
+    /// (the report's [`CompactReport::nothing_to_do`] says so), and a run the free space cannot
+    /// hold is refused with [`Error::Full`] before any change. Then the current container is
+    /// sealed when it holds values to drop, the containers with nothing live are dropped (no
+    /// container is written for them, and their space is free before any copy needs it), and
+    /// the rest are rewritten, a target at a time. `progress` is told (bytes of values copied,
+    /// bytes to copy).
     pub fn compact(
         &mut self,
         opts: &CompactOptions,
@@ -1092,22 +1257,95 @@ impl Store {
         }
         self.writer()?;
         let start = Instant::now();
-        let before = self.generation()?.generation;
-        if opts.seal_current {
-            self.seal_current_if_dead(opts)?;
+        let mut plan = self.plan_compaction(opts)?;
+        let idle = plan.nothing_to_do();
+        plan.dry_run = false;
+        if idle {
+            plan.seconds = start.elapsed().as_secs_f64();
+            return Ok(plan);
         }
-        let mut queue: VecDeque<u32> = self.sealed_containers()?.into();
-        let mut removal = None;
-        let total = queue.len() as u64;
+        let current = self.current_container()?;
+        let seal = plan.containers.iter().any(|p| p.id == current && acts(p));
+        let peak = self.check_run_space(&plan, seal)?;
+        // From here on the run changes the store.
+        let mut replaced = None;
+        if seal {
+            self.rotate()?;
+            let id = self.current_container()?;
+            let filesize = self.writer()?.fs.data().filesize();
+            let bytes = filesys_bytes(self.vfs.as_ref(), &container_base(&self.dir, id), filesize)?;
+            replaced = Some((current, bytes));
+        } else {
+            // The jobs survey what is committed.
+            self.commit()?;
+        }
+        let planned: HashMap<u32, ContainerPlan> =
+            plan.containers.iter().map(|p| (p.id, p.clone())).collect();
         let mut report = CompactReport {
-            generation_before: before,
+            generation_before: plan.generation_before,
             min_dead: opts.min_dead,
+            containers: plan
+                .containers
+                .iter()
+                .filter(|p| !acts(p))
+                .cloned()
+                .collect(),
             ..CompactReport::default()
         };
+        let ids = |action| -> Vec<u32> {
+            plan.containers
+                .iter()
+                .filter(|p| p.action == action)
+                .map(|p| p.id)
+                .collect()
+        };
+        let (dead, rewrites) = (ids(Action::Drop), ids(Action::Rewrite));
+        let total: u64 = plan
+            .containers
+            .iter()
+            .filter(|p| p.action == Action::Rewrite)
+            .map(|p| p.live.bytes)
+            .sum();
+        progress(0, total);
+        if !dead.is_empty() {
+            // Dropped in a job of their own, which writes no container, and removed before any
+            // copy: their space is what a full disk's copy may need.
+            let job = self.start_compaction_of(&dead, opts)?;
+            let built = job.run();
+            let adopted = self.adopt(&job, built)?;
+            report.read_bytes += adopted.read_bytes;
+            report.written_bytes += adopted.written_bytes;
+            report.containers.extend(adopted.plans);
+        }
+        let mut queue: VecDeque<u32> = rewrites.into();
+        let mut removal = None;
+        let mut copied = 0u64;
         while !queue.is_empty() {
+            if removal.is_some() && free_bytes(&self.dir).is_some_and(|free| free < peak) {
+                // Too little room to copy while the last job's sources are still being removed.
+                if let Some(previous) = removal.take() {
+                    join_removal(previous)?;
+                }
+            }
             let candidates: Vec<u32> = queue.iter().copied().collect();
             let job = self.start_compaction_of(&candidates, opts)?;
-            let built = job.run();
+            let built = job.run_with_progress(&mut |n| progress(copied + n, total.max(copied + n)));
+            if let Err(e @ Error::Full { .. }) = &built {
+                // The disk filled since the plan. The run has changed the store already, so it
+                // is not refused: what is left is reported as abandoned, and kept.
+                let why = e.to_string();
+                self.abandon(&job)?;
+                for id in queue.drain(..) {
+                    let mut plan = planned
+                        .get(&id)
+                        .cloned()
+                        .ok_or_else(|| Error::invalid(format!("container {id} was not planned")))?;
+                    plan.action = Action::Abandoned;
+                    plan.note = Some(why.clone());
+                    report.containers.push(plan);
+                }
+                break;
+            }
             let adopted = self.adopt_switched(&job, built)?;
             // Freeing a container's blocks is slow on some file systems (tens of ms per 64 MiB
             // with online discard); the next job's survey and copy go on meanwhile.
@@ -1127,16 +1365,86 @@ impl Store {
             report.containers.extend(adopted.plans);
             report.read_bytes += adopted.read_bytes;
             report.written_bytes += adopted.written_bytes;
-            progress(report.containers.len() as u64, total);
+            copied = report.written_bytes;
+            progress(copied, total.max(copied));
         }
         if let Some(last) = removal.take() {
             join_removal(last)?;
+        }
+        if let Some((id, bytes)) = replaced {
+            for plan in report
+                .containers
+                .iter_mut()
+                .filter(|p| p.id == id && acts(p))
+            {
+                plan.new_bytes += bytes;
+            }
         }
         report.containers.sort_by_key(|c| c.id);
         self.compact_archive(opts, &mut report)?;
         report.seconds = start.elapsed().as_secs_f64();
         self.record_run(&mut report)?;
         Ok(report)
+    }
+
+    /// Refuses a run (nothing changed yet) whose steps the free space cannot hold, in the order
+    /// they come: the seal of the current container (its preallocated room given back, its
+    /// replacement's files written), the drops (the generation file and the records' commit;
+    /// their space free once done), each target's build ([`TargetCost::need`]). Returns the
+    /// largest build's need.
+    fn check_run_space(&mut self, plan: &CompactReport, seal: bool) -> Result<u64> {
+        let mut needs = Vec::new();
+        for group in target_groups(&plan.containers, &self.cfg) {
+            let mut cost = TargetCost::default();
+            for &i in &group {
+                cost.add(&plan.containers[i]);
+            }
+            needs.push((
+                format!("to copy {} bytes of values", cost.bytes),
+                cost.need(),
+            ));
+        }
+        let peak = needs.iter().map(|n| n.1).max().unwrap_or(0);
+        let Some(free) = free_bytes(&self.dir) else {
+            return Ok(peak);
+        };
+        let mut room = i128::from(free);
+        let mut steps = Vec::new();
+        if seal {
+            let current = self.current_container()?;
+            let path = filesys::file_path(&container_base(&self.dir, current), "data");
+            let len = self
+                .vfs
+                .open(&path, false)?
+                .len()
+                .map_err(|e| Error::io(&path, None, e))?;
+            let slack = len.saturating_sub(self.writer()?.fs.data().filesize());
+            let replacement = replacement_bytes(&self.cfg);
+            steps.push((
+                "to seal the current container".to_string(),
+                replacement + META_ROOM,
+            ));
+            room_for(&self.dir, room, &steps, free)?;
+            room += i128::from(slack) - i128::from(replacement);
+            steps.clear();
+        }
+        let dropped: u64 = plan
+            .containers
+            .iter()
+            .filter(|p| p.action == Action::Drop)
+            .map(|p| p.bytes)
+            .sum();
+        if dropped > 0 {
+            steps.push((
+                "to drop the containers with nothing live".to_string(),
+                META_ROOM,
+            ));
+            room_for(&self.dir, room, &steps, free)?;
+            room += i128::from(dropped);
+            steps.clear();
+        }
+        room_for(&self.dir, room, &needs, free)?;
+        Ok(peak)
     }
 
     /// Rewrites the archive without taken-down bytes or dead entries when it is worth it: into
@@ -1186,20 +1494,6 @@ impl Store {
         g.retired_archive.clear();
         self.write_generation(&g)?;
         report.archive_rewrite = Some(rewritten);
-        Ok(())
-    }
-
-    /// Seals the current container when it holds dead values a compaction should reclaim.
-    fn seal_current_if_dead(&mut self, opts: &CompactOptions) -> Result<()> {
-        self.commit()?;
-        let current = self.current_container()?;
-        let load = |name: &[u8]| self.load_fresh(name);
-        let mut surveyor = Surveyor::new(&self.cfg, &load, self.archive.as_ref(), self.clock.now());
-        let mut plan = surveyor.survey(&self.vfs, &self.dir, current)?.plan;
-        decide(&mut plan, opts);
-        if plan.action != Action::Keep {
-            self.rotate()?;
-        }
         Ok(())
     }
 

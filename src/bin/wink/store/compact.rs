@@ -15,21 +15,29 @@ Rewrites the store's sealed containers one at a time: the values no read can ret
 dropped (expired: past their retention deadline; taken down: `wink rm`; replaced: written again;
 archived: moved into the archive; deleted: their title is gone), the rest are copied into a new
 container with each title's renders together, and the switch is atomic (the generation file).
-A container with no live value is removed whole. A container is rewritten when at least
---min-dead percent of its bytes are dead, and always when it holds a taken-down value. The
-current container is sealed first when it holds values to drop, so that after `wink rm` and
-`wink compact` no file of the store holds the removed bytes. Free space for one container's live
-bytes is checked before it is copied. Reads and writes are dropped from the page cache after use.
+A container with no live value is removed whole. A container is rewritten when its rewrite
+would give back space, at least --min-dead percent of its bytes, so that a run does not leave the
+store bigger; and always when it holds a taken-down value. The current container is sealed first
+when it holds values to drop, so that after `wink rm` and `wink compact` no file of the store
+holds the removed bytes. Reads and writes are dropped from the page cache after use.
+
+The run is planned before anything is written. With nothing to do it writes nothing and says
+`nothing to do`. Free space is checked against what the run writes — the live values to copy,
+their new container's index and small files, the generation file and the title records — with
+the space of the containers it drops counted as free once they are gone; a run that does not
+fit is refused before any change. On a terminal, stderr shows the bytes copied.
 
 A crash (or kill) at any moment leaves the store as it was before the container being compacted,
 or after it; the next writer's open finishes or undoes the step and says so on stderr.
 
 Output: one line per container, `container N: ACTION, BYTES bytes, live VALUES values (BYTES
 bytes), dropped REASON VALUES values (BYTES bytes), ...` (ACTION: keep, rewrite, drop), then
-`reclaimed BYTES bytes` and `generation G`. --dry-run prints the same report and changes
-nothing (it takes no lock). --json: one object with the same fields.
+`nothing to do` when that is so, `reclaimed BYTES bytes` and `generation G`. --dry-run prints
+the same report and changes nothing (it takes no lock). --json: one object with the same fields
+(and `nothing_to_do`), nothing else on stdout or stderr.
 
-Exit status: 0 on success; 2 on bad options or a disk too full to start (nothing changed); 3 on
+Exit status: 0 on success (and with nothing to do); 2 on bad options or a disk too full for the
+run (nothing changed: every file as it was); 3 on
 a read or write error (the store stays at the last completed step); 4 when another writer holds
 the store (unless --wait).";
 
@@ -45,7 +53,7 @@ pub struct Args {
     /// Limit compaction's reads plus writes to this many MB/s.
     #[arg(long, value_name = "N")]
     max_mbps: Option<f64>,
-    /// Rewrite a container once this percentage of its bytes is dead.
+    /// Rewrite a container once its rewrite would give back this percentage of its bytes.
     #[arg(long, value_name = "PCT", default_value_t = 25.0)]
     min_dead: f64,
     /// One JSON object instead of text.
@@ -78,6 +86,7 @@ struct ContainerJson {
 #[derive(Serialize)]
 struct ReportJson {
     dry_run: bool,
+    nothing_to_do: bool,
     generation_before: u64,
     generation_after: u64,
     reclaimed_bytes: u64,
@@ -131,10 +140,14 @@ pub fn run(args: &Args) -> Result<Status> {
         super::open_reader(&args.dir)?.plan_compaction(&opts)?
     } else {
         let mut store = super::open_writer(&args.dir, &args.writing)?;
-        let bar = super::progress_bar(
-            None,
-            "compacting {bar:40} {pos}/{len} containers, eta {eta}",
-        );
+        let bar = if args.json {
+            indicatif::ProgressBar::hidden()
+        } else {
+            super::progress_bar(
+                None,
+                "compacting {bar:40} {bytes}/{total_bytes} copied, {bytes_per_sec}, eta {eta}",
+            )
+        };
         let report = store.compact(&opts, |done, total| {
             bar.set_length(total);
             bar.set_position(done);
@@ -169,6 +182,7 @@ fn tallies(
 fn to_json(report: &CompactReport) -> ReportJson {
     ReportJson {
         dry_run: report.dry_run,
+        nothing_to_do: report.nothing_to_do(),
         generation_before: report.generation_before,
         generation_after: report.generation_after,
         reclaimed_bytes: report.reclaimed(),
@@ -237,6 +251,9 @@ fn print(report: &CompactReport) -> Result<()> {
             line.push_str(&format!(", now {after} bytes"));
         }
         out.line(&line)?;
+    }
+    if report.nothing_to_do() {
+        out.line("nothing to do")?;
     }
     let verb = if report.dry_run {
         "would reclaim"
