@@ -174,6 +174,11 @@ fn a_damaged_title_name_stays_with_its_title_and_the_rebuild_puts_it_back() {
         "{}",
         check.out()
     );
+    let scrub = wink(&["scrub", s(&dir)]).expect(1);
+    assert!(scrub.out().contains("d/S: meta "), "{}", scrub.out());
+    let stat = wink(&["stat", s(&dir)]).expect(3);
+    assert!(stat.out().contains("titles\t8\n"), "{}", stat.out());
+    assert!(stat.out().contains("damaged\td/S: "), "{}", stat.out());
 
     // What a raw reindex of the metadata does (what check used to suggest): the record is filed
     // under the damaged name; neither name answers with it.

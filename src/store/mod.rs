@@ -175,6 +175,8 @@ pub struct StoreStat {
     pub container_bytes: u64,
     /// The archive tier's counts, when the store has one.
     pub archive: Option<crate::archive::ArchiveStats>,
+    /// Titles whose record could not be read (`DOMAIN/TITLE: the damage`): not counted above.
+    pub damaged: Vec<String>,
 }
 
 #[derive(Debug)]
@@ -1057,10 +1059,26 @@ impl Store {
         let policy = self.cfg.policy;
         let mut st = StoreStat::default();
         for item in self.meta.iter() {
-            let file = item?;
-            let bytes = self.meta.read_stat(&file)?;
-            let rec =
-                TitleRecord::decode(&bytes, &file.name, self.meta.data().path(), file.inode.0)?;
+            let file = match item {
+                Ok(file) => file,
+                Err(e) => {
+                    // The walk cannot step past a damaged entry: what follows is not counted.
+                    st.damaged
+                        .push(format!("(the title records from here on): {e}"));
+                    break;
+                }
+            };
+            let decoded = self.meta.read_stat(&file).and_then(|bytes| {
+                TitleRecord::decode(&bytes, &file.name, self.meta.data().path(), file.inode.0)
+            });
+            let rec = match decoded {
+                Ok(rec) => rec,
+                Err(e) => {
+                    st.damaged
+                        .push(format!("{}: {e}", String::from_utf8_lossy(&file.name)));
+                    continue;
+                }
+            };
             let readable: Vec<&Render> = rec
                 .renders
                 .iter()

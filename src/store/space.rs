@@ -52,10 +52,13 @@ impl Store {
         let policy = self.cfg.policy;
         let mut live: BTreeMap<u32, u64> = BTreeMap::new();
         for item in self.meta.iter() {
-            let file = item?;
-            let bytes = self.meta.read_stat(&file)?;
-            let rec =
-                TitleRecord::decode(&bytes, &file.name, self.meta.data().path(), file.inode.0)?;
+            // Damaged records are [`Store::stat`]'s to report: their values are not counted.
+            let Ok(file) = item else { break };
+            let Ok(rec) = self.meta.read_stat(&file).and_then(|bytes| {
+                TitleRecord::decode(&bytes, &file.name, self.meta.data().path(), file.inode.0)
+            }) else {
+                continue;
+            };
             for r in rec
                 .renders
                 .iter()

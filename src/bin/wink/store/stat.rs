@@ -28,7 +28,9 @@ byte of the archive's files), and its settings: policy, block_bytes and level. A
 archive has no archive fields at all (no `archive` key in JSON, no `archive.` lines in text).
 
 quarantined counts the entries of DIR/quarantine (damaged values `wink scrub --quarantine`
-copied aside; reads of them fail with exit 3); the field is there only when there is one.
+copied aside; reads of them fail with exit 3); the field is there only when there is one. A title
+record that cannot be read is not counted: one `damaged<TAB>DOMAIN/TITLE: WHAT` line each (JSON:
+`damaged_titles`, a list), and the exit status is 3 (the counts of every other title stand).
 
 Text output: one `FIELD<TAB>VALUE` line each, the policy's fields as policy.revisions,
 policy.renders and policy.historical_ttl, the archive's as archive.titles, archive.revisions, ...
@@ -79,6 +81,9 @@ struct StatJson {
     last_compaction_reclaimed_bytes: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     quarantined: Option<u64>,
+    /// Titles whose record could not be read, with the damage.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    damaged_titles: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     archive: Option<ArchiveJson>,
     per_container: Vec<ContainerJson>,
@@ -218,6 +223,7 @@ impl StatJson {
             last_compaction_time: g.last_time,
             last_compaction_reclaimed_bytes: g.last_reclaimed,
             quarantined: None,
+            damaged_titles: st.damaged.clone(),
             archive: st.archive.as_ref().and_then(|a| ArchiveJson::new(a, cfg)),
             per_container: Vec::new(),
             meta_files: Vec::new(),
@@ -256,6 +262,7 @@ impl StatJson {
             ),
         ];
         fields.extend(self.quarantined.map(|n| ("quarantined", n.to_string())));
+        fields.extend(self.damaged_titles.iter().map(|d| ("damaged", d.clone())));
         fields.extend(self.archive.iter().flat_map(ArchiveJson::fields));
         fields
     }
@@ -279,5 +286,12 @@ pub fn run(args: &Args) -> Result<Status> {
         }
     }
     out.finish()?;
+    if !stat.damaged_titles.is_empty() {
+        eprintln!(
+            "wink: stat: {} title records could not be read (not counted); see `wink check`",
+            stat.damaged_titles.len()
+        );
+        return Ok(3);
+    }
     Ok(0)
 }
