@@ -50,17 +50,6 @@ fn value(t: usize, rev: u64, n: u64, len: usize) -> Vec<u8> {
     common::lettered(head, seed, len)
 }
 
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % n
-    }
-}
-
 fn options(clock: &Arc<ManualClock>, vfs: Option<SimDisk>) -> StoreOptions {
     let base = StoreOptions::writer();
     StoreOptions {
@@ -141,7 +130,7 @@ fn twin_run(cfg: &Config, seed: u64, late: bool) -> u64 {
     Store::init(dir, cfg, &options(&cb, Some(db.clone()))).unwrap();
     let mut a = Store::open(dir, &options(&ca, Some(da))).unwrap();
     let mut b = Store::open(dir, &options(&cb, Some(db))).unwrap();
-    let mut rng = Rng(seed);
+    let mut rng = common::Rng(seed);
     let mut universe: Vec<(usize, u64, Uuid)> = Vec::new();
     let mut top = [0u64; TITLES];
     let mut cursor = TitleCursor::new();

@@ -33,6 +33,8 @@
 //!   `tests/compact_full_disk.rs` tests a full disk through the CLI: nothing changed by a
 //!   refusal, nothing written with nothing to do, a copy on a disk with a few MiB free.
 
+mod common;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -484,21 +486,6 @@ fn phase(dir: &Path) -> &'static str {
     }
 }
 
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-}
-
 fn sigkill_rounds(rounds: u64, seed: u64) {
     let t = template();
     let work = tempfile::tempdir().unwrap();
@@ -516,7 +503,7 @@ fn sigkill_rounds(rounds: u64, seed: u64) {
         "an unkilled compaction changed the generation file {changes} times"
     );
     println!("unkilled compaction: {total:?}, {changes} generation file changes seen");
-    let mut rng = Rng(seed);
+    let mut rng = common::Rng(seed);
     let mut phases: BTreeMap<&str, u64> = BTreeMap::new();
     let micros = total.as_micros() as u64;
     for round in 0..rounds {
@@ -714,7 +701,10 @@ fn the_free_space_check_refuses_to_start() {
         .stderr(Stdio::null())
         .status();
     if !probe.is_ok_and(|s| s.success()) {
-        eprintln!("SKIPPED: `unshare -rm` cannot make a user and mount namespace here");
+        common::require::skip(
+            "the free-space check on a small tmpfs",
+            "`unshare -rm` cannot make a user and mount namespace here",
+        );
         return;
     }
     let t = template();

@@ -229,26 +229,6 @@ struct Tally {
     whole: Vec<String>,
 }
 
-/// xorshift: the campaign is the same on every run.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        if n == 0 {
-            0
-        } else {
-            self.next() % n
-        }
-    }
-}
-
 /// The end of a file's bytes that mean something: past the last non-zero byte, preallocated
 /// room (damage there changes nothing a reader looks at; trials aim before it).
 fn used_len(bytes: &[u8]) -> u64 {
@@ -367,7 +347,8 @@ fn campaign(rounds: u64, seed: u64) -> Tally {
         .filter(|p| p.is_file())
         .collect();
     files.sort();
-    let mut rng = Rng(seed);
+    // The campaign is the same on every run.
+    let mut rng = common::Rng(seed);
     let mut tally = Tally::default();
     for file in &files {
         let pristine = fs::read(file).unwrap();

@@ -68,6 +68,26 @@ pub struct Damage {
     pub quarantined: Option<PathBuf>,
 }
 
+impl Damage {
+    /// Damage to a whole title (`name`, or none), not one value: revision 0, the nil tid; the
+    /// file and offset the error names, else `file` and `offset`.
+    fn of_title(tier: Tier, name: &[u8], e: &Error, file: &Path, offset: u64) -> Damage {
+        let (domain, title) = split_name(name);
+        let (file, offset) = located(e, file, offset);
+        Damage {
+            tier,
+            domain,
+            title,
+            rev: 0,
+            tid: Uuid::nil(),
+            file,
+            offset,
+            what: e.to_string(),
+            quarantined: None,
+        }
+    }
+}
+
 /// How to scrub.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ScrubOptions {
@@ -232,19 +252,9 @@ impl Store {
         let meta = &self.meta;
         let data_path = meta.data().path().to_path_buf();
         let mut damage = |name: &[u8], e: &Error, file: &Path, offset: u64| {
-            let (domain, title) = split_name(name);
-            let (file, offset) = located(e, file, offset);
-            report.damaged.push(Damage {
-                tier: Tier::Meta,
-                domain,
-                title,
-                rev: 0,
-                tid: Uuid::nil(),
-                file,
-                offset,
-                what: e.to_string(),
-                quarantined: None,
-            });
+            report
+                .damaged
+                .push(Damage::of_title(Tier::Meta, name, e, file, offset));
         };
         for item in meta.iter() {
             let file = match item {
@@ -387,18 +397,8 @@ impl Store {
             Ok(None) => return Ok(()),
             // An archive that cannot be opened damages every revision in it.
             Err(e) => {
-                let (file, offset) = located(&e, &self.archive_base, 0);
-                report.damaged.push(Damage {
-                    tier: Tier::Archive,
-                    domain: String::new(),
-                    title: String::new(),
-                    rev: 0,
-                    tid: Uuid::nil(),
-                    file,
-                    offset,
-                    what: e.to_string(),
-                    quarantined: None,
-                });
+                let damage = Damage::of_title(Tier::Archive, b"", &e, &self.archive_base, 0);
+                report.damaged.push(damage);
                 return Ok(());
             }
         };

@@ -104,3 +104,20 @@ pub fn assert_checks_clean(dir: &Path) {
     let check = wink::store::check::check_store(dir);
     assert!(check.problems.is_empty(), "{:?}", check.problems);
 }
+
+/// xorshift64: a seeded, dependency-free sequence, the same on every run.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    /// A number below `n` (0 when `n` is 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+}
