@@ -138,10 +138,22 @@ impl Filesys {
                         String::from_utf8_lossy(name)
                     ),
                 )),
-                _ if self.verify_misses => {
-                    self.idx.check_probe_path(&key, &self.data)?;
-                    Ok(None)
-                }
+                _ if self.verify_misses => match self.idx.check_probe_path(&key, &self.data)? {
+                    None => Ok(None),
+                    // A cell naming an entry past this view: a commit it has not seen.
+                    Some(cell) if staleness == Staleness::Report => Err(Error::stale(
+                        self.data.path(),
+                        self.data.filesize(),
+                        format!("index cell {cell} names an entry this view does not hold"),
+                    )),
+                    Some(cell) => Err(Error::corrupt(
+                        self.idx.path(),
+                        self.idx.cell_offset(cell),
+                        format!("cell {cell} on the probe path of {:?}", String::from_utf8_lossy(name)),
+                        "a pointer to an entry",
+                        "a pointer past the datafile's entries",
+                    )),
+                },
                 _ => Ok(None),
             };
         };

@@ -709,21 +709,27 @@ impl HIndex {
 
     /// Checks the used cells a lookup of `key` passes (from its home cell to the first free
     /// one) against their keys: a miss is then known not to come from a damaged cell or key on
-    /// its path. A cell zeroed whole reads as free and cannot be told apart here.
-    pub fn check_probe_path(&self, key: &[u8], keys: &dyn KeySource) -> Result<()> {
+    /// its path. A cell zeroed whole reads as free and cannot be told apart here. Returns the
+    /// first cell that names no entry, if any: damage to a writer, but to a reader whose view is
+    /// older than a writer's commit, a sign of that commit.
+    pub fn check_probe_path(&self, key: &[u8], keys: &dyn KeySource) -> Result<Option<u64>> {
         let mut cell = self.home(key);
+        let mut unnamed = None;
         for _ in 0..self.htsize {
             match self.get(cell)? {
-                Cell::Free => return Ok(()),
+                Cell::Free => break,
                 Cell::Deleted => {}
-                Cell::Used { ptr, stored_hash } => {
-                    let own = KeyHash::of(&self.key_of(cell, ptr, keys)?);
-                    self.check_stored_hash(cell, ptr, stored_hash, own)?;
-                }
+                Cell::Used { ptr, stored_hash } => match keys.key_at(ptr) {
+                    Ok(own) => self.check_stored_hash(cell, ptr, stored_hash, KeyHash::of(&own))?,
+                    Err(Error::NotFound(_)) => {
+                        unnamed.get_or_insert(cell);
+                    }
+                    Err(e) => return Err(e),
+                },
             }
             cell = (cell + 1) % self.htsize;
         }
-        Ok(())
+        Ok(unnamed)
     }
 
     /// Checks one used cell against its key (see [`HIndex::spot_check`]).
