@@ -1,7 +1,7 @@
 //! Archive figures on the shared corpus, in one run: size as % of raw (bulk, and incremental with
 //! an archive run after every 10 revisions per title), one-revision read p50/p99 with the block
-//! cache empty, archiving MB/s, and the baselines of the issue (per-revision zstd -19 and gzip -6,
-//! zstd blocks of 4 and 16 MiB).
+//! cache empty, archiving MB/s, and baselines to compare with (per-revision zstd -19 and gzip -6,
+//! zstd blocks of 4 and 16 MiB). Targets and figures: docs/PERFORMANCE.md § Archive.
 //!
 //! `cargo bench --bench archive` (env: WINK_ARCHIVE_LEVEL, WINK_ARCHIVE_BLOCK_MIB,
 //! WINK_ARCHIVE_KEY_EVERY, WINK_BASELINES=0 to skip the baselines, WINK_READS).

@@ -1,4 +1,4 @@
-//! Store compaction on the shared corpus, in one run (issue 6, item 10):
+//! Store compaction on the shared corpus, in one run (docs/PERFORMANCE.md § Compaction):
 //!
 //! 1. speed: an unthrottled `Store::compact` beside plain copies of the same live bytes;
 //! 2. space: container bytes, live and dead bytes before the compaction and after it;
@@ -357,8 +357,8 @@ fn io_since(start: (u64, u64)) -> (u64, u64) {
     (now.0.saturating_sub(start.0), now.1.saturating_sub(start.1))
 }
 
-/// A 4096-aligned buffer (MACHINE.md: glibc places large allocations where copies into them are
-/// slow on this CPU).
+/// A 4096-aligned buffer (glibc places large allocations where copies into them are slow on
+/// this CPU: docs/PERFORMANCE.md § Machine, ceilings and cold reads).
 struct Aligned {
     backing: Vec<u8>,
     off: usize,

@@ -60,7 +60,8 @@ fn encoded_entry(key: &[u8], value: &[u8]) -> Vec<u8> {
 }
 
 /// A 4096-aligned window of `len` bytes inside `backing` (glibc places large allocations at
-/// offsets that make copies slow on this CPU; see MACHINE.md).
+/// offsets that make copies slow on this CPU; see docs/PERFORMANCE.md § Machine, ceilings and
+/// cold reads).
 fn aligned(backing: &mut Vec<u8>, len: usize) -> &mut [u8] {
     backing.resize(len + 4096, 0);
     let off = backing.as_ptr().align_offset(4096);
@@ -313,7 +314,8 @@ fn bench_scan(c: &mut Criterion, path: &Path, label: &str) {
         b.iter(|| read_all(buf))
     });
     // The same reads into a plain `vec!` buffer, which glibc places 16 bytes past a page boundary
-    // (the placement MACHINE.md warns about): shows what that costs the kernel's copy.
+    // (the placement of the glibc memcpy trap, docs/PERFORMANCE.md § Machine, ceilings and cold
+    // reads): shows what that costs the kernel's copy.
     let mut plain = vec![0u8; 256 << 10];
     g.bench_function(BenchmarkId::new("pread_256KiB_vec", label), |b| {
         b.iter(|| read_all(&mut plain))

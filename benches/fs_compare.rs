@@ -28,11 +28,11 @@
 //! 512, directories included); and random reads of `WINK_BENCH_READS` documents (default 10,000,
 //! distinct, random order), cold then warm. "Cold" = `echo 1 > drop_caches` (page cache only:
 //! dentries and inodes stay, as an index would on a serving node), then for (a) `BASE.idx` read
-//! once (DESIGN.md §5: data pages not cached, index resident). "Warm" = the same reads again.
-//! (c)'s reads are raw `pread`s of the same byte ranges of the big file into a 4096-aligned
-//! buffer: the cold-read baseline. (a) reads with `Filesys::read` (returns a new `Vec`); (b) with
-//! `open`, `pread` into a 4096-aligned buffer, `close`. Every byte read is compared with the
-//! source, outside the timed section.
+//! once (data pages not cached, index resident: the cold of docs/PERFORMANCE.md § Machine,
+//! ceilings and cold reads). "Warm" = the same reads again. (c)'s reads are raw `pread`s of the
+//! same byte ranges of the big file into a 4096-aligned buffer: the cold-read baseline. (a) reads
+//! with `Filesys::read` (returns a new `Vec`); (b) with `open`, `pread` into a 4096-aligned buffer,
+//! `close`. Every byte read is compared with the source, outside the timed section.
 //!
 //! Other settings: `WINK_BENCH_HTSIZE` (initial index cells of (a), default the library's),
 //! `WINK_BENCH_FILEINCR` (preallocation step of (a)'s datafile, default the library's),
@@ -540,7 +540,7 @@ impl std::fmt::Display for Stalls {
 }
 
 /// A 4096-aligned buffer (glibc places large allocations where copies into them are slow on
-/// this CPU; MACHINE.md).
+/// this CPU; docs/PERFORMANCE.md § Machine, ceilings and cold reads).
 struct Aligned {
     backing: Vec<u8>,
     off: usize,

@@ -33,7 +33,8 @@ use crate::storage::{read_exact_at, FileStorage, Storage};
 const CHUNK: u64 = 4096;
 /// Bytes compared per read when checking that a range is zero.
 const ZERO_CHUNK: u64 = 64 << 10;
-/// Load above which a hindex was not rebuilt as DESIGN.md §2 asks.
+/// Load above which a hindex should have grown: the default load limit (docs/FORMAT.md § hindex,
+/// "Load limit and growth").
 const MAX_LOAD: f64 = 0.75;
 
 /// How bad a [`Problem`] is.
@@ -377,7 +378,7 @@ fn check_value_padding(kv: &KvSeq, layout: &EntryLayout, report: &mut Report) {
 }
 
 /// The walk stops at the first entry start at or past FILESIZE; FILESIZE should be the end of
-/// the last entry (DESIGN.md §2: no trailing padding).
+/// the last entry (docs/FORMAT.md § kvseq: no trailing padding).
 fn check_kvseq_tail(kv: &KvSeq, walk: &Walk, end: u64, report: &mut Report) {
     let filesize = kv.filesize();
     let empty_aligned = walk.entries == 0 && filesize <= kv.first().0;

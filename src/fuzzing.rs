@@ -2,10 +2,11 @@
 //! `tests/fuzz_replay.rs`, which replays the committed corpora through this same code.
 //!
 //! Each harness treats its input as an untrusted file and drives the format readers over it. It
-//! panics only when the library breaks a promise of DESIGN.md §6: a panic inside the library, an
-//! error that does not name the file (or names an offset past its end), or two read paths that
-//! disagree about the same bytes. Work per input is bounded by the input's length, so a hang is a
-//! library bug too (libFuzzer reports it as a timeout).
+//! panics only when the library breaks its promise about untrusted bytes (docs/INTERNALS.md
+//! § Errors): a panic inside the library, an error that does not name the file (or names an
+//! offset past its end), or two read paths that disagree about the same bytes. Work per input is
+//! bounded by the input's length, so a hang is a library bug too (libFuzzer reports it as a
+//! timeout).
 
 use std::path::Path;
 use std::sync::OnceLock;

@@ -95,7 +95,7 @@ fn entry(deleted: bool, key: &[u8], value: &[u8]) -> Vec<u8> {
     out
 }
 
-/// An inode as DESIGN.md §2 lays it out, CKSUM included, padded to `size`.
+/// An inode as docs/FORMAT.md § Inode lays it out, CKSUM included, padded to `size`.
 fn inode(
     fileid: i64,
     lsize: i64,

@@ -1,13 +1,13 @@
-//! Bad bytes (DESIGN.md §6): small but representative files of every format, written by the
-//! library, then truncated at every offset and damaged byte by byte, and read back through every
-//! public read API.
+//! Bad bytes (docs/INTERNALS.md § Errors): small but representative files of every format, written
+//! by the library, then truncated at every offset and damaged byte by byte, and read back through
+//! every public read API.
 //!
 //! Every call must return the right data or an error; a corruption error names the file and an
 //! offset within it (`wink::fuzzing::check_error`); nothing panics, and nothing allocates more
 //! than [`ALLOC_LIMIT`] at once (the guard allocator below refuses, which aborts this binary).
 //!
-//! The formats carry no checksum of key or value bytes (DESIGN.md §2), so each damaged offset is
-//! classified from the pristine file's layout:
+//! The formats carry no checksum of key or value bytes (docs/FORMAT.md § Conventions), so each
+//! damaged offset is classified from the pristine file's layout:
 //! - structural (superblock, delflag, length fields, padding, gaps, cells, pairs): the damage is
 //!   detected — a call fails, or a consistency check of the kind `wink check` makes (ENTRIES and
 //!   AENTRIES against a walk, every used cell verified against its key, every pair's hash against
@@ -326,7 +326,7 @@ fn clock() -> Arc<ManualClock> {
 }
 
 /// Superblock bytes are structural (magic, names, values, terminator, and the zero room too:
-/// DESIGN.md says it is zero, so a reader may check it).
+/// docs/FORMAT.md § Superblock says it is zero, so a reader may check it).
 fn classes_with_superblock(len: usize) -> Vec<Class> {
     vec![Class::Structural; len]
 }
@@ -661,8 +661,8 @@ fn kv_subject(shape: &KvShape) -> Subject<KvView> {
 
 /// A length field that grew over zero bytes (a padded slot's padding, or an alignment gap) leaves
 /// a valid file that differs from the original only in that one key or value, which gained
-/// trailing zeros. Without a checksum of the data no reader can tell (DESIGN.md §2); this exact
-/// outcome, and no other, is admitted.
+/// trailing zeros. Without a checksum of the data no reader can tell (docs/FORMAT.md
+/// § Conventions); this exact outcome, and no other, is admitted.
 fn grew_over_zeros(original: &KvView, seen: &KvView) -> bool {
     let frame = |v: &KvView| (v.filesize, v.first, v.shape, v.all.len());
     if frame(original) != frame(seen) || !derived_consistent(seen) {

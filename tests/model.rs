@@ -1,6 +1,7 @@
 //! Model-based property tests: proptest runs random operation sequences against each format and
 //! against a plain model (a `Vec` for kvseq and perm, a `HashMap` for hindex), and compares them
-//! after every step — including the bytes on disk, encoded independently here from DESIGN.md §2.
+//! after every step — including the bytes on disk, encoded independently here from
+//! docs/FORMAT.md.
 
 use std::cmp::Ordering;
 use std::collections::HashMap;
@@ -112,7 +113,8 @@ fn fit(repr: Repr, data: &[u8]) -> Vec<u8> {
     out
 }
 
-/// One representation, encoded here from DESIGN.md §2 (not with the library's encoder).
+/// One representation, encoded here from docs/FORMAT.md § Representations (not with the
+/// library's encoder).
 fn encode_repr(repr: Repr, data: &[u8], out: &mut Vec<u8>) {
     match repr {
         Repr::Prefixed { width } => {

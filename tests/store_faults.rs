@@ -1,6 +1,7 @@
-//! The render store when the disk fills up, and when a second writer comes (DESIGN.md §3 "A full
-//! disk or an I/O error during a put is a clear error, and the store stays readable and
-//! consistent, with nothing previously committed lost"; §5 "one writer per store at a time").
+//! The render store when the disk fills up, and when a second writer comes. The rules: a full
+//! disk or an I/O error during a put is an error naming the file, and the store stays readable
+//! and consistent, with nothing committed before lost; one writer per store at a time
+//! (docs/INTERNALS.md § The render store's rules, docs/ARCHITECTURE.md § Durability).
 //!
 //! - On a simulated disk with a capacity: puts and batches until the disk is full, at capacities
 //!   that make different files run out (a container's or the title records' preallocation, an

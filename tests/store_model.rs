@@ -1,11 +1,11 @@
-//! Model-based test of the render store on a simulated disk, against a small model of DESIGN.md §3
-//! written from the text, not from the store's code: puts in any order of revisions and tids,
-//! rewrites of the same (revision, tid), batches, historical puts, take-downs and lifts, reads of
-//! every kind, a clock moved onto retention deadlines (one second before, then exactly at),
-//! reopens, readers, and power cuts (unsynced writes dropped, or reordered and torn; also in the middle of
-//! an operation's commit).
+//! Model-based test of the render store on a simulated disk, against a small model of its rules
+//! (docs/INTERNALS.md § The render store's rules) written from the text, not from the store's
+//! code: puts in any order of revisions and tids, rewrites of the same (revision, tid), batches,
+//! historical puts, take-downs and lifts, reads of every kind, a clock moved onto retention
+//! deadlines (one second before, then exactly at), reopens, readers, and power cuts (unsynced
+//! writes dropped, or reordered and torn; also in the middle of an operation's commit).
 //!
-//! The model keeps, per render, the times of the events DESIGN.md §3 counts deadlines from —
+//! The model keeps, per render, the times of the events the rules count deadlines from —
 //! arrival, superseded, pushed out — and decides readability from them alone:
 //! - superseded at S: the arrival of a newer revision; or its own arrival when a newer revision was
 //!   readable when it came (a newer revision that expired or was taken down supersedes nothing
@@ -784,10 +784,11 @@ fn a_batch_crossing_an_index_growth_leaves_no_record_without_its_value() {
 }
 
 /// A put, a lapse of time, and a take-down, with and without a put of the title in between (which
-/// culls what expired): reads and answers must not tell the two apart (DESIGN.md §3, "whether or
-/// not any culling has run"). Before the fix, an expired newer revision still superseded a late
-/// arrival of an older one, an expired newer render still pushed a late render out, and a
-/// take-down counted expired renders — each only while no put had culled them.
+/// culls what expired): reads and answers must not tell the two apart (a deadline holds whether or
+/// not any culling has run: docs/INTERNALS.md § Retention and archive candidates). Before the fix,
+/// an expired newer revision still superseded a late arrival of an older one, an expired newer
+/// render still pushed a late render out, and a take-down counted expired renders — each only while
+/// no put had culled them.
 #[test]
 fn culling_changes_no_answer() {
     let policy = Policy {

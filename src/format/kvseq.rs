@@ -1062,7 +1062,8 @@ impl Iter<'_> {
     }
 
     /// The gap after an entry ending at `end` is zero, and the last entry ends at FILESIZE
-    /// (DESIGN.md §2): without this, a length field that shrank into the gap would go unseen.
+    /// (docs/FORMAT.md § kvseq): without this, a length field that shrank into the gap would go
+    /// unseen.
     fn check_gap(&mut self, end: u64) -> Result<()> {
         let kv = self.kv;
         if end == kv.filesize || self.next == end {

@@ -1,12 +1,13 @@
 //! Culling as an operation: title records rewritten without the renders no read can return any
 //! more, in bounded steps over a cursor, each step committed.
 //!
-//! Reads never depend on culling (DESIGN.md §3): a render past its deadline is hidden by the
-//! clock whether or not its record still lists it. A cull drops exactly what the opportunistic
-//! cull of a put drops ([`TitleRecord::cull_keeping`]): renders the policy no longer lets through,
-//! except the archive's candidates not archived yet; take-down markers stay. So every read — at
-//! this clock value or any later one — answers the same before and after, and a step can stop
-//! anywhere: what it committed is a cull some put could have done.
+//! Reads never depend on culling (docs/INTERNALS.md § Retention and archive candidates): a
+//! render past its deadline is hidden by the clock whether or not its record still lists it. A cull
+//! drops exactly what the opportunistic cull of a put drops ([`TitleRecord::cull_keeping`]):
+//! renders the policy no longer lets through, except the archive's candidates not archived yet;
+//! take-down markers stay. So every read — at this clock value or any later one — answers the same
+//! before and after, and a step can stop anywhere: what it committed is a cull some put could have
+//! done.
 //!
 //! The walk goes over the meta datafile in file order. Records are files of an append-only
 //! kvseq, so a position in it stays an entry boundary; a pass ends where the datafile ended when

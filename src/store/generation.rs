@@ -1,8 +1,8 @@
 //! The generation file `DIR/generation`: which compaction results the store has adopted. It is
-//! the switch of a compaction (DESIGN.md §5): written whole to `DIR/generation.tmp`, fsynced,
-//! renamed over `DIR/generation`, and the directory fsynced. A kvseq (PURPOSE `WINKGENR`, KEYREPR
-//! 0 with 1-byte prefixes, VALREPR 0 with 2-byte prefixes), one entry per setting, values in
-//! ASCII:
+//! the switch of a compaction (docs/INTERNALS.md § Compaction): written whole to
+//! `DIR/generation.tmp`, fsynced, renamed over `DIR/generation`, and the directory fsynced. A kvseq
+//! (PURPOSE `WINKGENR`, KEYREPR 0 with 1-byte prefixes, VALREPR 0 with 2-byte prefixes), one entry
+//! per setting, values in ASCII:
 //!
 //! | key               | value                  | meaning                                          |
 //! |-------------------|------------------------|--------------------------------------------------|

@@ -1,5 +1,5 @@
 //! The render store: HTML renders of page revisions keyed by (domain, title, revision, tid), with
-//! RESTBase precedence and retention (DESIGN.md §3), on filesys.
+//! RESTBase precedence and retention (docs/INTERNALS.md § The render store's rules), on filesys.
 //!
 //! | path              | what                                                               |
 //! |-------------------|--------------------------------------------------------------------|

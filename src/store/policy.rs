@@ -1,11 +1,12 @@
 //! Retention policies of the hot tier and the deadlines they give each render.
 //!
 //! Deadlines are computed from times stamped into each render's record when the event happens
-//! (DESIGN.md §3): `arrival` (its last write), `superseded` (the arrival of the first render of a
-//! newer revision — or its own arrival when a newer revision was readable then) and `pushed_out`
-//! (the arrival of the render that pushed it out of the kept set, or its own arrival when it came
-//! in already outside it). Stamps are set once and only reset by a rewrite of the same render, so a
-//! deadline never moves because of culling or of the order other writes arrive in.
+//! (docs/INTERNALS.md § The render store's rules): `arrival` (its last write), `superseded` (the
+//! arrival of the first render of a newer revision — or its own arrival when a newer revision was
+//! readable then) and `pushed_out` (the arrival of the render that pushed it out of the kept set,
+//! or its own arrival when it came in already outside it). Stamps are set once and only reset by a
+//! rewrite of the same render, so a deadline never moves because of culling or of the order other
+//! writes arrive in.
 
 use std::fmt;
 use std::str::FromStr;

@@ -1,7 +1,8 @@
 //! Where a store's bytes are: per container, its datafile's size, the bytes of readable values in
 //! it (live) and the rest (dead: values past retention, taken down or replaced, and the
 //! container's own bookkeeping — what compaction reclaims), and how much of each file the page
-//! cache holds (mincore), the figure the page-cache policy of DESIGN.md §5 is judged by.
+//! cache holds (mincore), the figure the page-cache policy is judged by (docs/INTERNALS.md
+//! § Durability, layer by layer: "Page cache").
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

@@ -1,5 +1,6 @@
-//! The model of DESIGN.md §3 that tests/store_model.rs checks the render store against: per
-//! render, the times of the events deadlines count from, and reads computed from them alone.
+//! The model of the render store's rules (docs/INTERNALS.md § The render store's rules) that
+//! tests/store_model.rs checks the render store against: per render, the times of the events
+//! deadlines count from, and reads computed from them alone.
 
 use std::cmp::Ordering;
 use std::collections::BTreeSet;
@@ -22,7 +23,7 @@ fn ticks(tid: Uuid) -> u64 {
     high << 48 | mid << 32 | low
 }
 
-/// DESIGN.md §3: a tid precedes by its timestamp, then by its remaining bytes.
+/// A tid precedes by its timestamp, then by its remaining bytes (docs/FORMAT.md § Tids).
 pub fn tid_order(a: Uuid, b: Uuid) -> Ordering {
     ticks(a)
         .cmp(&ticks(b))

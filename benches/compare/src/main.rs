@@ -17,10 +17,11 @@
 //! 3. `WINK_BENCH_READS` (default 100,000) random get_latest, then as many random get_render:
 //!    each cold, then warm (the same keys again). "Cold": the contender is closed, the data
 //!    files' pages are dropped with `posix_fadvise(DONTNEED)` on every data file, the index files
-//!    are read whole (resident), and the contender is reopened (DESIGN.md §5). Data / index per
-//!    contender: wink `c*.*` / `meta.*`; tree: render files / `.latest` pointer files (and the
-//!    directories, whose blocks stay cached); redb: one file, so cold = everything dropped,
-//!    its in-process cache emptied by the reopen.
+//!    are read whole (resident), and the contender is reopened (cold as docs/PERFORMANCE.md
+//!    § Machine, ceilings and cold reads defines it). Data / index per contender: wink `c*.*` /
+//!    `meta.*`; tree: render files / `.latest` pointer files (and the directories, whose blocks
+//!    stay cached); redb: one file, so cold = everything dropped, its in-process cache emptied by
+//!    the reopen.
 //!
 //! Then fresh processes (`open NAME DIR`) time opening the store plus one get_latest (the median
 //! of five is reported).

@@ -10,8 +10,8 @@
 //! on a shared machine it also flushes other writers' dirty data on the same file system.
 //!
 //! Reads: `get_render` opens the render's file and preads it (into a 4096-aligned buffer, see
-//! MACHINE.md); `get_latest` reads the pointer file first. The 65,536 directories are made at
-//! create time, outside the timed load.
+//! docs/PERFORMANCE.md § Machine, ceilings and cold reads); `get_latest` reads the pointer file
+//! first. The 65,536 directories are made at create time, outside the timed load.
 
 use std::cell::RefCell;
 use std::cmp::Ordering;
