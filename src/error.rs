@@ -1,10 +1,12 @@
 //! The one error type of the library.
 //!
 //! Variants say what went wrong and where. The CLI maps them to its stable exit codes
-//! ([`Error::exit_code`]): not found → 1, invalid input → 2, unreadable data → 3, in use → 4.
+//! ([`Error::exit_code`]): not found → 1, invalid input → 2, unreadable data or an internal
+//! error → 3, in use → 4.
 //! A short read of bytes the file's own header promises is [`Error::Corrupt`], not an I/O error:
 //! an operator must be able to tell a failing disk from a damaged file.
 
+use std::any::Any;
 use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -79,6 +81,15 @@ pub enum Error {
     /// A fixed capacity is exhausted (an ao inode, a superblock with no room for a variable).
     #[error("{}: full: {what}", path.display())]
     Full { path: PathBuf, what: String },
+
+    /// A bug in Wink (a thread of the engine panicked), never a fault of the input. What was
+    /// being done may have stopped half way: a store's commits are all or nothing, and the next
+    /// writer's open recovers as after a crash.
+    #[error(
+        "internal error (a bug in Wink): {0}; what was being done may not have completed \
+         (the store's crash recovery applies on the next writer's open)"
+    )]
+    Internal(String),
 }
 
 /// What an I/O error is, in words: "disk full" for ENOSPC and EDQUOT.
@@ -162,11 +173,29 @@ impl Error {
         Error::Invalid(what.into())
     }
 
+    /// A bug in Wink.
+    pub fn internal(what: impl Into<String>) -> Self {
+        Error::Internal(what.into())
+    }
+
+    /// The error of a thread `who` that panicked with `payload` (what `join` returns), with the
+    /// panic's message when it has one: the message is what tells a bug report where to look.
+    pub fn panicked(who: &str, payload: &(dyn Any + Send)) -> Self {
+        let message = payload
+            .downcast_ref::<&str>()
+            .copied()
+            .or_else(|| payload.downcast_ref::<String>().map(String::as_str));
+        match message {
+            Some(m) => Error::Internal(format!("{who} panicked: {m}")),
+            None => Error::Internal(format!("{who} panicked")),
+        }
+    }
+
     /// The exit code the `wink` CLI uses for this error.
     ///
     /// 1: not found; 2: invalid input (nothing changed); 3: data could not be read or written
-    /// (corruption or I/O); 4: in use by another writer (or changed by it under a read-only
-    /// read: retry).
+    /// (corruption or I/O), or an internal error (a bug; not input's fault, so never 2); 4: in
+    /// use by another writer (or changed by it under a read-only read: retry).
     pub fn exit_code(&self) -> i32 {
         match self {
             Error::NotFound(_) => 1,
@@ -174,7 +203,8 @@ impl Error {
             Error::Io { .. }
             | Error::Corrupt { .. }
             | Error::Damaged { .. }
-            | Error::Unsupported { .. } => 3,
+            | Error::Unsupported { .. }
+            | Error::Internal(_) => 3,
             Error::InUse { .. } | Error::Stale { .. } => 4,
         }
     }
@@ -234,6 +264,7 @@ impl Error {
                 path: path.clone(),
                 what: what.clone(),
             },
+            Error::Internal(what) => Error::Internal(what.clone()),
         }
     }
 
@@ -267,5 +298,31 @@ mod tests {
             text.starts_with("/y: disk full") && text.contains("at byte 7"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn a_panicking_thread_is_an_internal_error_with_its_message() {
+        let joined: Result<()> = std::thread::scope(|s| {
+            let worker = s.spawn(|| -> Result<()> { panic!("index {} out of range", 7) });
+            worker
+                .join()
+                .unwrap_or_else(|p| Err(Error::panicked("a test thread", &*p)))
+        });
+        let e = joined.unwrap_err();
+        assert!(matches!(e, Error::Internal(_)), "{e:?}");
+        assert_eq!(e.exit_code(), 3);
+        let text = e.to_string();
+        assert!(text.contains("a bug in Wink"), "{text}");
+        assert!(
+            text.contains("a test thread panicked: index 7 out of range"),
+            "{text}"
+        );
+        assert!(text.contains("may not have completed"), "{text}");
+        let e = Error::panicked("w", &42u8);
+        assert_eq!(
+            e.to_string().split(';').next(),
+            Some("internal error (a bug in Wink): w panicked")
+        );
+        assert!(matches!(e.again(), Error::Internal(_)));
     }
 }

@@ -19,17 +19,18 @@
 //!   record. A full compaction then completes: the same checks, every container but the current
 //!   one holds live values, container bytes shrink, and a second run reclaims nothing. The test
 //!   fails unless kills hit both a `pending` and a `move` state.
-//! - `a_file_size_limit_stops_compaction_cleanly`: this binary re-executed as
-//!   `fsize_compact_child` with RLIMIT_FSIZE (SIGXFSZ ignored, so writes fail with EFBIG)
-//!   compacts until it fails; the compaction must end in an error, the old generation intact.
-//!   Without the limit a compaction completes.
+//! - `a_file_size_limit_stops_compaction_cleanly`: this binary re-executed as the same test with
+//!   `WINK_COMPACT_FSIZE_CHILD` set, under RLIMIT_FSIZE (SIGXFSZ ignored, so writes fail with
+//!   EFBIG), compacts until it fails; the compaction must end in an error, the old generation
+//!   intact. Without the limit a compaction completes.
 //! - `the_free_space_check_refuses_to_start`: in a user and mount namespace (`unshare -rm`, no
 //!   root needed where the kernel allows unprivileged user namespaces) the template is copied
 //!   into a small tmpfs, where compaction's statvfs check must refuse with `Error::Full` before
 //!   writing a container (the current one is not sealed: that would give back its 16 MiB of
 //!   preallocated room), the store intact; remounted larger, the store compacts. Skipped, saying
-//!   so, where `unshare` cannot make the namespace. A real ENOSPC in the middle of a copy cannot
-//!   be provoked this way (the check asks more than a copy writes); EFBIG stands for it.
+//!   so (a failure in CI), where `unshare` cannot make the namespace. A real ENOSPC in the
+//!   middle of a copy cannot be provoked this way (the check asks more than a copy writes); EFBIG
+//!   stands for it.
 //!   `tests/compact_full_disk.rs` tests a full disk through the CLI: nothing changed by a
 //!   refusal, nothing written with nothing to do, a copy on a disk with a few MiB free.
 
@@ -64,6 +65,10 @@ const NOW: i64 = T0 + (EPOCHS as i64 - 1) * EPOCH_SECS + 50;
 const TITLES: u64 = 80;
 const FSIZE_ENV: &str = "WINK_COMPACT_FSIZE_CHILD";
 const TMPFS_ENV: &str = "WINK_COMPACT_TMPFS_CHILD";
+// The tests a re-executed copy of this binary runs: with the child's variable set each is the
+// child instead. A `#[test]` of a child's own would pass, checking nothing, in every normal run.
+const FSIZE_HOST: &str = "a_file_size_limit_stops_compaction_cleanly";
+const TMPFS_HOST: &str = "the_free_space_check_refuses_to_start";
 
 fn config() -> Config {
     Config {
@@ -550,14 +555,10 @@ fn sigkill_during_compaction_long_run() {
 
 // ---- a file size limit ---------------------------------------------------------------------
 
-/// Runs only when re-executed with `WINK_COMPACT_FSIZE_CHILD=DIR,LIMIT`: limits the size of the
-/// files it writes to LIMIT bytes (SIGXFSZ ignored, so a write past it fails with EFBIG), then
-/// compacts; prints `compacted` or `error: MESSAGE`.
-#[test]
-fn fsize_compact_child() {
-    let Ok(spec) = std::env::var(FSIZE_ENV) else {
-        return;
-    };
+/// The child, in a copy of this binary run with `WINK_COMPACT_FSIZE_CHILD=DIR,LIMIT`: limits the
+/// size of the files it writes to LIMIT bytes (SIGXFSZ ignored, so a write past it fails with
+/// EFBIG), then compacts; prints `compacted` or `error: MESSAGE`.
+fn fsize_compact_child(spec: &str) {
     let (dir, limit) = spec.rsplit_once(',').expect("DIR,LIMIT");
     let limit: libc::rlim_t = limit.parse().expect("a byte count");
     let mut s = open_at_now(Path::new(dir), true).unwrap();
@@ -584,12 +585,7 @@ fn fsize_compact_child() {
 /// Runs the child; returns its error message, or `None` when it compacted.
 fn run_fsize_child(dir: &Path, limit: u64) -> Option<String> {
     let out = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "fsize_compact_child",
-            "--nocapture",
-            "--test-threads=1",
-        ])
+        .args(["--exact", FSIZE_HOST, "--nocapture", "--test-threads=1"])
         .env(FSIZE_ENV, format!("{},{limit}", dir.display()))
         .output()
         .unwrap();
@@ -603,7 +599,7 @@ fn run_fsize_child(dir: &Path, limit: u64) -> Option<String> {
     if stdout.contains("compacted") {
         return None;
     }
-    // The harness's "test fsize_compact_child ... " has no newline before the child's line.
+    // The harness's "test NAME ... " has no newline before the child's line.
     let message = stdout
         .lines()
         .find_map(|l| l.split_once("error: ").map(|(_, m)| m.to_string()));
@@ -612,6 +608,10 @@ fn run_fsize_child(dir: &Path, limit: u64) -> Option<String> {
 
 #[test]
 fn a_file_size_limit_stops_compaction_cleanly() {
+    if let Ok(spec) = std::env::var(FSIZE_ENV) {
+        fsize_compact_child(&spec);
+        return;
+    }
     let t = template();
     let work = tempfile::tempdir().unwrap();
     // The new container's datafile, preallocated once for the values it will hold (about
@@ -638,14 +638,10 @@ fn a_file_size_limit_stops_compaction_cleanly() {
 
 // ---- the free-space check ------------------------------------------------------------------
 
-/// Runs only when re-executed with `WINK_COMPACT_TMPFS_CHILD=TEMPLATE,MOUNT` inside a mount
-/// namespace where MOUNT is a small tmpfs: copies the template there and compacts, which must
-/// refuse with `Error::Full`; then checks that the store is as it was.
-#[test]
-fn tmpfs_compact_child() {
-    let Ok(spec) = std::env::var(TMPFS_ENV) else {
-        return;
-    };
+/// The child, in a copy of this binary run with `WINK_COMPACT_TMPFS_CHILD=TEMPLATE,MOUNT` inside
+/// a mount namespace where MOUNT is a small tmpfs: copies the template there and compacts, which
+/// must refuse with `Error::Full`; then checks that the store is as it was.
+fn tmpfs_compact_child(spec: &str) {
     let (template_dir, mount) = spec.split_once(',').expect("TEMPLATE,MOUNT");
     let expected = view(&open_at_now(Path::new(template_dir), false).unwrap());
     let dir = Path::new(mount).join("store");
@@ -696,13 +692,17 @@ fn dir_bytes(dir: &Path) -> u64 {
 
 #[test]
 fn the_free_space_check_refuses_to_start() {
+    if let Ok(spec) = std::env::var(TMPFS_ENV) {
+        tmpfs_compact_child(&spec);
+        return;
+    }
     let probe = Command::new("unshare")
         .args(["-rm", "true"])
         .stderr(Stdio::null())
         .status();
     if !probe.is_ok_and(|s| s.success()) {
         common::require::skip(
-            "the free-space check on a small tmpfs",
+            "compaction's free-space check on a small tmpfs",
             "`unshare -rm` cannot make a user and mount namespace here",
         );
         return;
@@ -713,7 +713,7 @@ fn the_free_space_check_refuses_to_start() {
     // file and the records' commit.
     let size = dir_bytes(&t.dir) + (1 << 20);
     let script = format!(
-        "mount -t tmpfs -o size={size} tmpfs \"$1\" && exec \"$2\" --exact tmpfs_compact_child \
+        "mount -t tmpfs -o size={size} tmpfs \"$1\" && exec \"$2\" --exact {TMPFS_HOST} \
          --nocapture --test-threads=1"
     );
     let out = Command::new("unshare")

@@ -12,8 +12,9 @@
 //! - Progress is reported in bytes copied; `--json` prints the report alone.
 //!
 //! A full disk is a small tmpfs in a private user and mount namespace (`unshare -rm`): this test
-//! binary is re-executed there as `full_disk_child`, copies a template store in, fills the disk
-//! to leave a given number of bytes free and runs `wink compact`.
+//! binary is re-executed there (one of the full-disk tests, with `WINK_FULL_DISK_CHILD` set),
+//! copies a template store in, fills the disk to leave a given number of bytes free and runs
+//! `wink compact`.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -36,6 +37,9 @@ const TTL: i64 = 100;
 /// When the template stores are compacted: revisions 1 and 2 of the first titles have expired.
 const NOW: i64 = T + 500;
 const CHILD_ENV: &str = "WINK_FULL_DISK_CHILD";
+/// The test a re-executed copy of this binary runs: with `CHILD_ENV` set it is the child instead.
+/// A `#[test]` of the child's own would pass, checking nothing, in every normal run.
+const CHILD_HOST: &str = "a_refused_run_changes_no_byte_of_the_store";
 
 fn options(clock: &Arc<ManualClock>) -> StoreOptions {
     StoreOptions {
@@ -428,13 +432,9 @@ fn copy_store(from: &Path, to: &Path) {
     }
 }
 
-/// Runs only when re-executed with `WINK_FULL_DISK_CHILD=CASE,TEMPLATE,MOUNT` where MOUNT is a
-/// tmpfs of its own: copies the template there, fills the disk and compacts.
-#[test]
-fn full_disk_child() {
-    let Ok(spec) = std::env::var(CHILD_ENV) else {
-        return;
-    };
+/// The child, in a copy of this binary run with `WINK_FULL_DISK_CHILD=CASE,TEMPLATE,MOUNT` where
+/// MOUNT is a tmpfs of its own: copies the template there, fills the disk and compacts.
+fn full_disk_child(spec: &str) {
     let mut parts = spec.splitn(3, ',');
     let (case, template_dir, mount) = (
         parts.next().unwrap(),
@@ -496,8 +496,12 @@ fn full_disk_child() {
 }
 
 /// Runs `full_disk_child` for `case` on a 64 MiB tmpfs in a namespace of its own, with the
-/// template of `current_dead` (compacted first when `compacted`).
+/// template of `current_dead` (compacted first when `compacted`). In that child, is the child.
 fn on_full_disk(case: &str, current_dead: bool, compacted: bool) {
+    if let Ok(spec) = std::env::var(CHILD_ENV) {
+        full_disk_child(&spec);
+        return;
+    }
     let probe = Command::new("unshare")
         .args(["-rm", "true"])
         .stderr(Stdio::null())
@@ -516,10 +520,12 @@ fn on_full_disk(case: &str, current_dead: bool, compacted: bool) {
         s.compact(&CompactOptions::default(), |_, _| {}).unwrap();
     }
     let mount: PathBuf = tempfile::tempdir().unwrap().keep();
-    let script = "mount -t tmpfs -o size=64m tmpfs \"$1\" && exec \"$2\" --exact full_disk_child \
-                  --nocapture --test-threads=1";
+    let script = format!(
+        "mount -t tmpfs -o size=64m tmpfs \"$1\" && exec \"$2\" --exact {CHILD_HOST} \
+         --nocapture --test-threads=1"
+    );
     let out = Command::new("unshare")
-        .args(["-rm", "sh", "-c", script, "sh"])
+        .args(["-rm", "sh", "-c", &script, "sh"])
         .arg(&mount)
         .arg(std::env::current_exe().unwrap())
         .env(

@@ -10,10 +10,10 @@
 //!   while the disk is still full, and after a reopen or a power cut. A put that failed is absent
 //!   or whole — never damaged. Once space is freed, the same handle takes puts again: a full disk
 //!   does not poison it.
-//! - On the real file system: this test binary, re-executed as `fsize_writer_child` with
-//!   RLIMIT_FSIZE set (and SIGXFSZ ignored), puts until a put fails with EFBIG — at a
-//!   preallocation, in the middle of a value, or in a commit's in-place writes; the parent then
-//!   checks every value the child reported committed, and puts again.
+//! - On the real file system: this test binary, re-executed as the writer (the same test, with
+//!   `WINK_FSIZE_WRITER` set) under RLIMIT_FSIZE (SIGXFSZ ignored), puts until a put fails with
+//!   EFBIG — at a preallocation, in the middle of a value, or in a commit's in-place writes; the
+//!   parent then checks every value the child reported committed, and puts again.
 //! - A second writer gets `Error::InUse`; with `wait` it gets in once the first closes.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -233,6 +233,9 @@ fn put_freely(s: &mut Store, ledger: &mut Ledger, from: u64) {
 // ---- RLIMIT_FSIZE on the real file system --------------------------------------------------
 
 const CHILD_ENV: &str = "WINK_FSIZE_WRITER";
+/// The test a re-executed copy of this binary runs: with `CHILD_ENV` set it is the writer instead.
+/// A `#[test]` of the writer's own would pass, checking nothing, in every normal run.
+const CHILD_HOST: &str = "a_file_size_limit_mid_put_is_a_clean_error_and_loses_nothing";
 const FSIZE_VALUE: usize = 200 << 10;
 
 fn fsize_title(i: u64) -> String {
@@ -243,14 +246,10 @@ fn fsize_value(i: u64) -> Vec<u8> {
     value(i, FSIZE_VALUE + (i % 7) as usize * 1000)
 }
 
-/// The writer: runs only when re-executed with `WINK_FSIZE_WRITER=DIR,LIMIT`. Limits the size of
-/// the files it writes to LIMIT bytes, then puts until a put fails, printing `committed I` after
-/// each put and `error I: MESSAGE` for the one that failed.
-#[test]
-fn fsize_writer_child() {
-    let Ok(spec) = std::env::var(CHILD_ENV) else {
-        return;
-    };
+/// The writer, in a copy of this binary run with `WINK_FSIZE_WRITER=DIR,LIMIT`. Limits the size
+/// of the files it writes to LIMIT bytes, then puts until a put fails, printing `committed I`
+/// after each put and `error I: MESSAGE` for the one that failed.
+fn fsize_writer(spec: &str) {
     let (dir, limit) = spec.rsplit_once(',').expect("DIR,LIMIT");
     let limit: libc::rlim_t = limit.parse().expect("a byte count");
     let mut s = Store::open(Path::new(dir), &StoreOptions::writer()).unwrap();
@@ -284,12 +283,7 @@ fn fsize_writer_child() {
 /// that failed, and its error message.
 fn run_fsize_child(dir: &Path, limit: u64) -> (Vec<u64>, u64, String) {
     let out = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "fsize_writer_child",
-            "--nocapture",
-            "--test-threads=1",
-        ])
+        .args(["--exact", CHILD_HOST, "--nocapture", "--test-threads=1"])
         .env(CHILD_ENV, format!("{},{limit}", dir.display()))
         .output()
         .unwrap();
@@ -300,7 +294,7 @@ fn run_fsize_child(dir: &Path, limit: u64) -> (Vec<u64>, u64, String) {
         out.status,
         String::from_utf8_lossy(&out.stderr)
     );
-    // The harness's "test fsize_writer_child ... " has no newline before the child's first line.
+    // The harness's "test NAME ... " has no newline before the child's first line.
     let after =
         |l: &'static str| move |line: &str| line.split_once(l).map(|(_, rest)| rest.to_string());
     let committed = stdout
@@ -321,6 +315,10 @@ fn run_fsize_child(dir: &Path, limit: u64) -> (Vec<u64>, u64, String) {
 
 #[test]
 fn a_file_size_limit_mid_put_is_a_clean_error_and_loses_nothing() {
+    if let Ok(spec) = std::env::var(CHILD_ENV) {
+        fsize_writer(&spec);
+        return;
+    }
     // (limit, container_bytes, the file that meets the limit first, puts before it at least):
     // - the container's next 16 MiB preallocation fails;
     // - a value's write into the preallocated container crosses the limit and is cut short;

@@ -162,7 +162,7 @@ impl Filesys {
                 .into_iter()
                 .map(|w| {
                     w.join()
-                        .unwrap_or_else(|_| Err(Error::invalid("an inode reader panicked")))
+                        .unwrap_or_else(|p| Err(Error::panicked("an inode reader", &*p)))
                 })
                 .collect()
         });

@@ -231,9 +231,5 @@ fn run_other(store: &Mutex<Store>, job: Job, stats: &CommitStats) {
 
 /// The error of a bucket whose writer panicked while holding the store (a bug, never input).
 fn poisoned() -> Error {
-    Error::io(
-        std::path::Path::new("(bucket writer)"),
-        None,
-        std::io::Error::other("the bucket's writer stopped after a panic; restart the server"),
-    )
+    Error::internal("the bucket's writer stopped after a panic; restart the server")
 }

@@ -68,7 +68,7 @@ impl Problem {
     }
 
     /// The store's error for a request: what the client got wrong is 4xx, a full disk 507, the
-    /// rest (damage, I/O) 500 with the store's message (file and offset).
+    /// rest (damage, I/O, a bug in Wink) 500 with the store's message (file and offset).
     pub fn from_store(e: &Error) -> Problem {
         match e {
             Error::Invalid(what) => Problem::bad_request(what.clone()),
@@ -78,6 +78,8 @@ impl Problem {
                 Problem::new(StatusCode::INSUFFICIENT_STORAGE, e.to_string())
             }
             Error::InUse { .. } | Error::Stale { .. } => Problem::unavailable(e.to_string(), 1),
+            // Never the client's fault, and retrying will not help until the bug is fixed.
+            Error::Internal(_) => Problem::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
             _ => Problem::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
         }
     }
@@ -156,6 +158,7 @@ mod tests {
         assert_eq!(Problem::from_store(&io(libc::ENOSPC)).status, 507);
         assert_eq!(Problem::from_store(&io(libc::EIO)).status, 500);
         assert_eq!(Problem::from_store(&Error::invalid("x")).status, 400);
+        assert_eq!(Problem::from_store(&Error::internal("x")).status, 500);
         let p = Problem::from_store(&Error::InUse { path: "/d".into() });
         assert_eq!((p.status.as_u16(), p.retry_after), (503, Some(1)));
     }

@@ -119,10 +119,12 @@ impl Bucket {
 
     /// Runs `f` on the writer's handle, under its lock.
     pub fn with_writer<T>(&self, f: impl FnOnce(&Store) -> Result<T>) -> Result<T> {
-        let store = self
-            .writer
-            .lock()
-            .map_err(|_| Error::io(&self.dir, None, std::io::Error::other("writer poisoned")))?;
+        let store = self.writer.lock().map_err(|_| {
+            Error::internal(format!(
+                "{}: the writer's lock is poisoned",
+                self.dir.display()
+            ))
+        })?;
         f(&store)
     }
 

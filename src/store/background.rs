@@ -169,9 +169,9 @@ impl Maintenance {
     pub fn spawn(store: Arc<Mutex<Store>>, opts: MaintenanceOptions) -> Result<Maintenance> {
         opts.check()?;
         let (dir, vfs, clock, has_archive) = {
-            let mut s = store
-                .lock()
-                .map_err(|_| Error::invalid("the store's lock is poisoned"))?;
+            let mut s = store.lock().map_err(|_| {
+                Error::internal("the store's lock is poisoned (a thread panicked holding it)")
+            })?;
             s.writer()?;
             (
                 s.dir.clone(),

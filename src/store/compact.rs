@@ -342,7 +342,7 @@ fn remove_sources(vfs: &dyn Vfs, dir: &Path, sources: &[u32]) -> Result<()> {
 fn join_removal(removal: std::thread::JoinHandle<Result<()>>) -> Result<()> {
     removal
         .join()
-        .unwrap_or_else(|_| Err(Error::invalid("a container removal thread panicked")))
+        .unwrap_or_else(|p| Err(Error::panicked("a container removal thread", &*p)))
 }
 
 /// Titles whose facts a survey keeps at once (a container's files interleave titles; each
@@ -841,7 +841,7 @@ impl CompactJob {
                 .into_iter()
                 .map(|w| {
                     w.join()
-                        .unwrap_or_else(|_| Err(Error::invalid("a survey thread panicked")))
+                        .unwrap_or_else(|p| Err(Error::panicked("a survey thread", &*p)))
                 })
                 .collect()
         })

@@ -839,7 +839,7 @@ impl Store {
             let container = w.fs.sync();
             let ahead = ahead
                 .join()
-                .unwrap_or_else(|_| Err(Error::invalid("a sync thread panicked")));
+                .unwrap_or_else(|p| Err(Error::panicked("a sync thread", &*p)));
             container.and(ahead)
         })?;
         self.meta.sync()

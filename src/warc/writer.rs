@@ -172,7 +172,7 @@ pub fn write(
         drop(feed);
         let wrote = writer
             .join()
-            .unwrap_or_else(|_| Err(Error::invalid("internal error: the WARC writer panicked")));
+            .unwrap_or_else(|p| Err(Error::panicked("the WARC writer", &*p)));
         // The writer's error explains a producer's "writer stopped".
         match (produced, wrote) {
             (_, Err(e)) => Err(e),
