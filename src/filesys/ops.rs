@@ -149,7 +149,10 @@ impl Filesys {
                     Some(cell) => Err(Error::corrupt(
                         self.idx.path(),
                         self.idx.cell_offset(cell),
-                        format!("cell {cell} on the probe path of {:?}", String::from_utf8_lossy(name)),
+                        format!(
+                            "cell {cell} on the probe path of {:?}",
+                            String::from_utf8_lossy(name)
+                        ),
                         "a pointer to an entry",
                         "a pointer past the datafile's entries",
                     )),

@@ -177,7 +177,16 @@ impl Store {
             ..filesys::OpenOptions::read_only()
         };
         let fresh = super::open_meta(self.vfs.clone(), &self.dir, &open)?;
-        *self.views.fresh.write().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(fresh));
+        let mut slot = self.views.fresh.write().unwrap_or_else(|p| p.into_inner());
+        // Threads sharing the handle renew at once: a view opened earlier must not replace one
+        // opened later, or a read after another on the same thread would see the store go back
+        // (a render just listed, not found). The records only grow by appending.
+        let current = slot
+            .as_ref()
+            .map_or(self.meta.data().filesize(), |v| v.data().filesize());
+        if fresh.data().filesize() >= current {
+            *slot = Some(Arc::new(fresh));
+        }
         self.views.renewals.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
