@@ -98,20 +98,59 @@ pub async fn handle(
         .path_and_query()
         .map_or_else(|| "/".to_string(), |p| p.as_str().to_string());
     let mut route = Route::Other;
-    let answer = match answer(&app, req, &mut route).await {
+    let (parts, body) = req.into_parts();
+    let mut body = Some(body);
+    let answer = match answer(&app, &parts, &mut body, &mut route).await {
         Ok(a) => a,
         Err(p) => p.response(&method, &uri),
     };
+    if let Some(unread) = body {
+        // Refused before its body was read: read a little of it, so that the connection closes
+        // (or stays open) cleanly. Closed with the client's bytes unread, the kernel would reset
+        // it, and the client could lose the answer.
+        drain(unread).await;
+    }
     let out = answer.body().size_hint().exact().unwrap_or(0);
     app.metrics
         .request(route, answer.status().as_u16(), started.elapsed(), out);
     Ok(answer)
 }
 
-async fn answer(app: &App, req: Request<Incoming>, route: &mut Route) -> Result<Answer> {
-    let target = parse_path(req.uri().path())?;
+/// Reads and drops up to [`DRAIN_BYTES`] of a body no route read, for at most [`DRAIN_TIME`].
+async fn drain(mut body: Incoming) {
+    use http_body_util::BodyExt as _;
+    let read = async {
+        let mut left = DRAIN_BYTES;
+        while let Some(Ok(frame)) = body.frame().await {
+            let n = frame.data_ref().map_or(0, |d| d.len());
+            left = left.saturating_sub(n);
+            if left == 0 {
+                break;
+            }
+        }
+    };
+    let _ = tokio::time::timeout(DRAIN_TIME, read).await;
+}
+
+/// What [`drain`] reads of a refused request's body at most: a larger one is cut off.
+const DRAIN_BYTES: usize = 1 << 20;
+const DRAIN_TIME: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// The body of the request, for the one route that reads it.
+fn take_body(body: &mut Option<Incoming>) -> Result<Incoming> {
+    body.take()
+        .ok_or_else(|| Problem::bad_request("the request's body was read already"))
+}
+
+async fn answer(
+    app: &App,
+    req: &hyper::http::request::Parts,
+    body: &mut Option<Incoming>,
+    route: &mut Route,
+) -> Result<Answer> {
+    let target = parse_path(req.uri.path())?;
     let query: Vec<(String, String)> = req
-        .uri()
+        .uri
         .query()
         .map(|q| form_urlencoded::parse(q.as_bytes()).into_owned().collect())
         .unwrap_or_default();
@@ -121,7 +160,7 @@ async fn answer(app: &App, req: Request<Incoming>, route: &mut Route) -> Result<
             .find(|(k, _)| k == name)
             .map(|(_, v)| v.as_str())
     };
-    let method = req.method().clone();
+    let method = req.method.clone();
     let head = method == Method::HEAD;
     match (target, &method) {
         (Target::Health, &Method::GET) => {
@@ -150,8 +189,8 @@ async fn answer(app: &App, req: Request<Incoming>, route: &mut Route) -> Result<
         (Target::Health | Target::Metrics, _) => Err(Problem::method_not_allowed("GET")),
         (Target::Bucket(place), &Method::PUT) => {
             *route = Route::BucketPut;
-            app.auth.check(req.headers())?;
-            create_bucket(app, &place, req).await
+            app.auth.check(&req.headers)?;
+            create_bucket(app, &place, req, take_body(body)?).await
         }
         (Target::Bucket(place), &Method::GET) => {
             *route = Route::BucketGet;
@@ -185,7 +224,7 @@ async fn answer(app: &App, req: Request<Incoming>, route: &mut Route) -> Result<
                     Which::Latest
                 }
             };
-            read_render(app, &place, &title, which, head, req.headers())
+            read_render(app, &place, &title, which, head, &req.headers)
         }
         (Target::Revision(place, title, rev), &Method::GET | &Method::HEAD) => {
             *route = Route::Revision;
@@ -196,7 +235,7 @@ async fn answer(app: &App, req: Request<Incoming>, route: &mut Route) -> Result<
                 &title,
                 Which::Revision(rev),
                 head,
-                req.headers(),
+                &req.headers,
             )
         }
         (Target::Render(place, title, rev, tid), &Method::GET | &Method::HEAD) => {
@@ -208,25 +247,25 @@ async fn answer(app: &App, req: Request<Incoming>, route: &mut Route) -> Result<
                 &title,
                 Which::Render(rev, tid),
                 head,
-                req.headers(),
+                &req.headers,
             )
         }
         (Target::Revision(place, title, rev), &Method::PUT) => {
             *route = Route::Put;
-            put_render(app, place, title, rev, None, req).await
+            put_render(app, place, title, rev, None, req, body).await
         }
         (Target::Render(place, title, rev, tid), &Method::PUT) => {
             *route = Route::Put;
-            put_render(app, place, title, rev, Some(tid), req).await
+            put_render(app, place, title, rev, Some(tid), req, body).await
         }
         (Target::Title(place, title), &Method::DELETE) => {
             *route = Route::TakeDown;
-            app.auth.check(req.headers())?;
+            app.auth.check(&req.headers)?;
             take_down(app, place, title, None).await
         }
         (Target::Revision(place, title, rev), &Method::DELETE) => {
             *route = Route::TakeDown;
-            app.auth.check(req.headers())?;
+            app.auth.check(&req.headers)?;
             take_down(app, place, title, Some(rev)).await
         }
         (Target::Title(..), _) => Err(Problem::method_not_allowed("GET, HEAD, DELETE")),
@@ -234,7 +273,7 @@ async fn answer(app: &App, req: Request<Incoming>, route: &mut Route) -> Result<
         (Target::Render(..), _) => Err(Problem::method_not_allowed("GET, HEAD, PUT")),
         (Target::Lift(place, title, rev), &Method::POST) => {
             *route = Route::Lift;
-            app.auth.check(req.headers())?;
+            app.auth.check(&req.headers)?;
             lift(app, place, title, rev).await
         }
         (Target::Lift(..), _) => Err(Problem::method_not_allowed("POST")),
@@ -581,13 +620,17 @@ async fn put_render(
     title: String,
     rev: u64,
     tid: Option<Uuid>,
-    req: Request<Incoming>,
+    parts: &hyper::http::request::Parts,
+    body: &mut Option<Incoming>,
 ) -> Result<Answer> {
-    app.auth.check(req.headers())?;
+    app.auth.check(&parts.headers)?;
     let b = bucket(app, &place)?;
-    let content_type = content_type(req.headers())?;
-    let (parts, body) = req.into_parts();
-    let body = app.limits.read(&parts.headers, body, &app.metrics).await?;
+    let content_type = content_type(&parts.headers)?;
+    // Taken only now: a request refused above has its body drained by `handle`.
+    let body = app
+        .limits
+        .read(&parts.headers, take_body(body)?, &app.metrics)
+        .await?;
     if body.bytes.is_empty() {
         return Err(Problem::bad_request(
             "a render needs a body; this request has none",
@@ -697,8 +740,12 @@ async fn lift(app: &App, place: Place, title: String, rev: Option<u64>) -> Resul
 }
 
 /// `PUT P`: creates the bucket, or checks the settings given against the bucket's.
-async fn create_bucket(app: &App, place: &Place, req: Request<Incoming>) -> Result<Answer> {
-    let (parts, body) = req.into_parts();
+async fn create_bucket(
+    app: &App,
+    place: &Place,
+    parts: &hyper::http::request::Parts,
+    body: Incoming,
+) -> Result<Answer> {
     let body = app.limits.read(&parts.headers, body, &app.metrics).await?;
     if body.bytes.len() > MAX_SETTINGS {
         return Err(Problem::too_large(format!(
