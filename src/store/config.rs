@@ -13,6 +13,7 @@
 //! | `archive_block_bytes` | bytes                   | raw bytes per archive block              |
 //! | `archive_level`  | 1..=22                       | zstd level of the archive                |
 //! | `archive_key_every` | N                         | a self-contained block every N blocks (0: first only) |
+//! | `checksum`       | 8 hex digits                 | CRC-32 of the entries before it (see [`verify_settings`]) |
 
 use std::path::Path;
 
@@ -96,6 +97,7 @@ impl Config {
                 kv.superblock().purpose(),
             ));
         }
+        verify_settings(&kv, path)?;
         let mut cfg = Config::default();
         let mut version = None;
         for entry in kv.iter_entries(kv.first(), true) {
@@ -179,8 +181,49 @@ pub(super) fn write_settings(
         ..opts.clone()
     };
     let mut kv = KvSeq::create(vfs.create_new(path)?, &opts)?;
+    let mut crc = crc32fast::Hasher::new();
     for (key, value) in entries {
         kv.append(key.as_bytes(), value.as_bytes())?;
+        hash_setting(&mut crc, key.as_bytes(), value.as_bytes());
     }
+    kv.append(CHECKSUM, format!("{:08x}", crc.finalize()).as_bytes())?;
     kv.sync()
+}
+
+/// The key of a settings file's last entry: the CRC-32 of every entry before it.
+const CHECKSUM: &[u8] = b"checksum";
+
+fn hash_setting(crc: &mut crc32fast::Hasher, key: &[u8], value: &[u8]) {
+    // Lengths first, so that no two lists of entries hash the same bytes.
+    crc.update(&(key.len() as u32).to_be_bytes());
+    crc.update(key);
+    crc.update(&(value.len() as u32).to_be_bytes());
+    crc.update(value);
+}
+
+/// Checks a settings file's `checksum` entry against the entries before it: a flipped byte in a
+/// key or a value (`archive` read as an unknown key, say, and the store opened without its
+/// archive) is damage, never another setting. Files written before the entry was kept have
+/// none and are read as they are; entries after it are not covered.
+pub(super) fn verify_settings(kv: &KvSeq, path: &Path) -> Result<()> {
+    let mut crc = crc32fast::Hasher::new();
+    for entry in kv.iter_entries(kv.first(), true) {
+        let e = entry?;
+        let value = e.value.unwrap_or_default();
+        if e.key == CHECKSUM {
+            let want = format!("{:08x}", crc.finalize());
+            if value != want.as_bytes() {
+                return Err(Error::corrupt(
+                    path,
+                    e.layout.ptr.0,
+                    "settings checksum (CRC-32 of the entries before it)",
+                    want,
+                    String::from_utf8_lossy(&value),
+                ));
+            }
+            return Ok(());
+        }
+        hash_setting(&mut crc, &e.key, &value);
+    }
+    Ok(())
 }

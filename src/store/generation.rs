@@ -95,6 +95,7 @@ impl Generation {
                 kv.superblock().purpose(),
             ));
         }
+        super::config::verify_settings(&kv, &path)?;
         let mut g = Generation::default();
         for entry in kv.iter_entries(kv.first(), true) {
             let e = entry?;

@@ -108,6 +108,20 @@ impl Store {
             return Ok(Vec::new());
         }
         let Some(archive) = self.archive_tier()? else {
+            if rec.archive == InArchive::Yes {
+                // Archived revisions, and no archive: the configuration says otherwise.
+                return Err(Error::corrupt(
+                    &self.dir.join("store"),
+                    0,
+                    format!(
+                        "store configuration: the record of {:?} says the archive holds \
+                         revisions of it",
+                        String::from_utf8_lossy(name)
+                    ),
+                    "an archive",
+                    "archive none",
+                ));
+            }
             return Ok(Vec::new());
         };
         let mut entries = match archive.map(name)? {
