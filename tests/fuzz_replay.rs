@@ -403,6 +403,7 @@ fn archive_map_seeds() -> Vec<(String, Vec<u8>)> {
     let opts = ArchiveOptions {
         block_bytes: 16 << 10,
         level: 3,
+        format: 1,
         ..ArchiveOptions::default()
     };
     let vfs: Arc<dyn Vfs> = Arc::new(SimDisk::new());

@@ -21,6 +21,7 @@
 
 pub mod map;
 pub mod rewrite;
+pub mod v2;
 
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
@@ -41,6 +42,9 @@ const MAX_FRAMES: u64 = 16;
 /// million revisions of one title.
 pub const MAX_MAP: u64 = 256 << 20;
 
+/// Format 2's default decode budget: see docs/PERFORMANCE.md § Archive for the measurement.
+pub const DEFAULT_CHAIN_BYTES: u64 = 32 << 20;
+
 /// Archive settings.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ArchiveOptions {
@@ -50,8 +54,13 @@ pub struct ArchiveOptions {
     pub level: i32,
     /// A key block (needing no earlier block) every this many blocks; 0 = only the first.
     pub key_every: u32,
-    /// Bytes of decompressed blocks kept in memory.
+    /// Bytes of decompressed blocks kept in memory (and of v2 titles' last decoded revisions).
     pub cache_bytes: u64,
+    /// The format new titles are written in: 2 (one frame per revision) or 1 (blocks). A title
+    /// keeps the format of its map.
+    pub format: u8,
+    /// Format 2: a new key when a read would decode more raw bytes than this since the last.
+    pub chain_bytes: u64,
 }
 
 impl Default for ArchiveOptions {
@@ -63,6 +72,8 @@ impl Default for ArchiveOptions {
             level: 12,
             key_every: 2,
             cache_bytes: 64 << 20,
+            format: 2,
+            chain_bytes: DEFAULT_CHAIN_BYTES,
         }
     }
 }
@@ -80,6 +91,7 @@ pub struct Item<'a> {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ArchiveStats {
     pub titles: u64,
+    /// Files of frames: v1 blocks and v2 segments.
     pub blocks: u64,
     /// Revisions held (not taken down).
     pub revisions: u64,
@@ -106,6 +118,18 @@ pub struct Archive {
     cache: Mutex<Cache>,
     /// Raw bytes decompressed so far (what a read costs, for measurements and tests).
     decompressed: std::sync::atomic::AtomicU64,
+    /// Format 2: the reused decompression context (created at the first read).
+    decoder: Mutex<Option<v2::frames::Decoder>>,
+    /// Format 2: the last decoded revision of each title.
+    recent: Mutex<v2::Recent>,
+    /// Format 2: plain keys lately written, which keys of other titles may reference.
+    candidates: VecDeque<v2::Candidate>,
+}
+
+/// A title's map in either format.
+pub(crate) enum AnyMap {
+    V1(TitleMap),
+    V2(v2::map::Map),
 }
 
 fn map_name(key: &[u8]) -> Vec<u8> {
@@ -145,14 +169,22 @@ impl Archive {
         opts: ArchiveOptions,
     ) -> Result<Archive> {
         let fs = Filesys::open_in(vfs.clone(), base, open)?;
-        Ok(Archive {
+        Ok(Archive::over(vfs, base, fs, opts))
+    }
+
+    /// An archive over an open filesys at `base`.
+    fn over(vfs: Arc<dyn Vfs>, base: &Path, fs: Filesys, opts: ArchiveOptions) -> Archive {
+        Archive {
             vfs,
             base: base.to_path_buf(),
             fs,
             opts,
             cache: Mutex::new(Cache::default()),
             decompressed: Default::default(),
-        })
+            decoder: Mutex::new(None),
+            recent: Mutex::new(v2::Recent::default()),
+            candidates: VecDeque::new(),
+        }
     }
 
     /// The options in force.
@@ -169,6 +201,7 @@ impl Archive {
     /// Forgets every cached block (for cold-read measurements).
     pub fn clear_cache(&self) {
         *self.cache.lock().unwrap_or_else(|p| p.into_inner()) = Cache::default();
+        *self.recent.lock().unwrap_or_else(|p| p.into_inner()) = v2::Recent::default();
     }
 
     /// Raw bytes decompressed since the archive was opened.
@@ -181,13 +214,26 @@ impl Archive {
         &self.fs
     }
 
-    /// The title's map, if it has archived anything.
+    /// The title's v1 map, if it has archived anything in format 1 (a v2 title's map is
+    /// [`Archive::map_v2`]'s).
     pub fn map(&self, key: &[u8]) -> Result<Option<TitleMap>> {
-        match self.fs.read_located_within(&map_name(key), MAX_MAP)? {
-            Some((stat, bytes)) => {
-                TitleMap::decode_log(&bytes, self.fs.data().path(), stat.inode.0).map(Some)
+        match self.load(key)? {
+            Some(AnyMap::V1(m)) => Ok(Some(m)),
+            _ => Ok(None),
+        }
+    }
+
+    /// The title's map in whichever format its log's first record names.
+    pub(crate) fn load(&self, key: &[u8]) -> Result<Option<AnyMap>> {
+        let Some((stat, bytes)) = self.fs.read_located_within(&map_name(key), MAX_MAP)? else {
+            return Ok(None);
+        };
+        let path = self.fs.data().path();
+        match v2::map::log_version(&bytes) {
+            Some(2) => {
+                v2::map::Map::decode_log(&bytes, path, stat.inode.0).map(|m| Some(AnyMap::V2(m)))
             }
-            None => Ok(None),
+            _ => TitleMap::decode_log(&bytes, path, stat.inode.0).map(|m| Some(AnyMap::V1(m))),
         }
     }
 
@@ -219,21 +265,24 @@ impl Archive {
 
     /// The title's archived revisions that are not taken down.
     pub fn entries(&self, key: &[u8]) -> Result<Vec<Entry>> {
-        Ok(self
-            .map(key)?
-            .map(|m| m.entries.into_iter().filter(|e| !e.taken_down).collect())
-            .unwrap_or_default())
+        let entries = match self.load(key)? {
+            Some(AnyMap::V1(m)) => m.entries,
+            Some(AnyMap::V2(m)) => m.entries,
+            None => Vec::new(),
+        };
+        Ok(entries.into_iter().filter(|e| !e.taken_down).collect())
     }
 
     /// Reads one archived revision, verified against its CRC-32.
     pub fn read(&self, key: &[u8], entry: &Entry) -> Result<Vec<u8>> {
-        let map = self.map(key)?.ok_or_else(|| {
-            Error::NotFound(format!(
+        match self.load(key)? {
+            Some(AnyMap::V1(map)) => self.read_in(key, &map, entry),
+            Some(AnyMap::V2(map)) => self.read_v2(key, &map, entry),
+            None => Err(Error::NotFound(format!(
                 "archive: no title {:?}",
                 String::from_utf8_lossy(key)
-            ))
-        })?;
-        self.read_in(key, &map, entry)
+            ))),
+        }
     }
 
     fn read_in(&self, key: &[u8], map: &TitleMap, entry: &Entry) -> Result<Vec<u8>> {
@@ -396,7 +445,15 @@ impl Archive {
     /// there (same revision and tid) is skipped, so a rerun after a crash finishes the job; bytes
     /// identical to an archived revision are stored once. Returns how many were added.
     pub fn add(&mut self, key: &[u8], items: &[Item<'_>]) -> Result<usize> {
-        let mut map = self.map(key)?.unwrap_or_default();
+        match self.load(key)? {
+            Some(AnyMap::V1(map)) => self.add_v1(key, map, items),
+            Some(AnyMap::V2(map)) => self.add_v2(key, Some(map), items, &[]),
+            None if self.opts.format == 1 => self.add_v1(key, TitleMap::default(), items),
+            None => self.add_v2(key, None, items, &[]),
+        }
+    }
+
+    fn add_v1(&mut self, key: &[u8], mut map: TitleMap, items: &[Item<'_>]) -> Result<usize> {
         let mut delta = Delta::default();
         let mut fresh: Vec<(Item<'_>, u32)> = Vec::new();
         for item in items {
@@ -595,8 +652,10 @@ impl Archive {
     /// Marks a revision (or all, with `None`) of a title taken down: never returned again; the
     /// bytes stay in their block until a compaction rewrites it. Returns how many were marked.
     pub fn take_down(&mut self, key: &[u8], rev: Option<u64>) -> Result<usize> {
-        let Some(mut map) = self.map(key)? else {
-            return Ok(0);
+        let mut map = match self.load(key)? {
+            None => return Ok(0),
+            Some(AnyMap::V2(map)) => return self.take_down_v2(key, map, rev),
+            Some(AnyMap::V1(map)) => map,
         };
         let down: Vec<(u64, [u8; 16])> = map
             .entries
@@ -637,10 +696,14 @@ impl Archive {
     pub fn stats(&self) -> Result<ArchiveStats> {
         let mut st = ArchiveStats::default();
         for key in self.titles()? {
-            let Some(map) = self.map(&key)? else { continue };
+            let (blocks, entries) = match self.load(&key)? {
+                Some(AnyMap::V1(m)) => (m.blocks.len(), m.entries),
+                Some(AnyMap::V2(m)) => (m.segments.len(), m.entries),
+                None => continue,
+            };
             st.titles += 1;
-            st.blocks += map.blocks.len() as u64;
-            for e in map.entries.iter().filter(|e| !e.taken_down) {
+            st.blocks += blocks as u64;
+            for e in entries.iter().filter(|e| !e.taken_down) {
                 st.revisions += 1;
                 st.raw_bytes += e.len;
             }
@@ -663,8 +726,16 @@ impl Archive {
             Err(e) => return vec![Problem::from_error(&path, &e)],
         };
         for key in titles {
-            let map = match self.map(&key) {
-                Ok(Some(m)) => m,
+            let map = match self.load(&key) {
+                Ok(Some(AnyMap::V1(m))) => m,
+                Ok(Some(AnyMap::V2(m))) => {
+                    if let Err(e) = self.verify_v2(&key, &m) {
+                        let mut p = Problem::from_error(&path, &e);
+                        p.severity = Severity::Error;
+                        problems.push(p);
+                    }
+                    continue;
+                }
                 Ok(None) => continue,
                 Err(e) => {
                     problems.push(Problem::from_error(&path, &e));
@@ -729,7 +800,9 @@ mod tests {
     use crate::clock::ManualClock;
     use crate::sim::SimDisk;
 
+    /// An archive whose new titles are v1 (these tests are of format 1's blocks).
     fn open(disk: &SimDisk, opts: ArchiveOptions) -> Archive {
+        let opts = ArchiveOptions { format: 1, ..opts };
         let vfs: Arc<dyn Vfs> = Arc::new(disk.clone());
         let clock: Arc<dyn Clock> = Arc::new(ManualClock::new(1000));
         let base = Path::new("/a/archive");
