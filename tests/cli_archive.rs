@@ -471,3 +471,27 @@ fn a_render_put_again_after_a_lifted_take_down_is_archived_anew() {
     let got = get(T + 500, &dir, "Alpha", &["1"]).expect(0).stdout;
     assert_eq!(got, b"<p>revision 1, put again</p>");
 }
+
+#[test]
+fn archive_rewrite_writes_the_archive_anew_and_reads_go_on() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("store");
+    init_archived(&dir);
+    put_revisions(&dir, 1..=4, T);
+    assert_eq!(num(&archive(&dir, T + 500), "revisions"), 9);
+    let run = wink(T + 500, &["archive", s(&dir), "--rewrite"]).expect(0);
+    assert!(run.stderr.is_empty(), "{}", run.stderr);
+    let fields = run.fields();
+    assert_eq!(num(&fields, "titles"), 3);
+    assert_eq!(num(&fields, "revisions"), 9);
+    assert_eq!(num(&fields, "archive.revisions"), 9);
+    assert!(num(&fields, "bytes_after") > 0);
+    for rev in 1..=3 {
+        let ok = get(T + 500, &dir, "Beta", &[&rev.to_string()]).expect(0);
+        assert!(ok.stdout == page("Beta", rev), "Beta {rev}");
+    }
+    wink(T + 500, &["check", s(&dir)]).expect(0);
+    let plain = tmp.path().join("plain");
+    wink(T, &["init", s(&plain)]).expect(0);
+    wink(T, &["archive", s(&plain), "--rewrite"]).expect(2);
+}

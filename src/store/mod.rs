@@ -363,6 +363,7 @@ impl Store {
                     block_bytes: cfg.archive_block_bytes,
                     level: cfg.archive_level,
                     key_every: cfg.archive_key_every,
+                    chain_bytes: cfg.archive_chain_bytes,
                     ..ArchiveOptions::default()
                 };
                 let open = filesys::OpenOptions {
@@ -493,6 +494,7 @@ impl Store {
             block_bytes: self.cfg.archive_block_bytes,
             level: self.cfg.archive_level,
             key_every: self.cfg.archive_key_every,
+            chain_bytes: self.cfg.archive_chain_bytes,
             ..ArchiveOptions::default()
         };
         let open = filesys::OpenOptions {
