@@ -231,7 +231,7 @@ fn archive_moves_leaving_revisions_and_reads_go_through() {
         "{st}"
     );
     assert_eq!(a["blocks"], num(&run, "archive.blocks"));
-    assert_eq!((&a["policy"], &a["level"]), (&"newest".into(), &12.into()));
+    assert_eq!((&a["policy"], &a["level"]), (&"newest".into(), &19.into()));
     let text = wink(now, &["stat", s(&dir)]).expect(0).fields();
     assert_eq!(text["archive.revisions"], "12");
     assert_eq!(text["archive.raw_bytes"], raw.to_string());

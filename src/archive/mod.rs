@@ -42,8 +42,11 @@ const MAX_FRAMES: u64 = 16;
 /// million revisions of one title.
 pub const MAX_MAP: u64 = 256 << 20;
 
-/// Format 2's default decode budget: see docs/PERFORMANCE.md § Archive for the measurement.
-pub const DEFAULT_CHAIN_BYTES: u64 = 32 << 20;
+/// Format 2's default decode budget. A chain decodes at about 0.1 ms per MiB here, so 20 MiB
+/// keeps the slowest read near 2 ms; a key costs as much as a hundred deltas or more (a page
+/// with inline data compresses to half on its own), so fewer keys are much smaller: measured in
+/// docs/PERFORMANCE.md § Archive.
+pub const DEFAULT_CHAIN_BYTES: u64 = 20 << 20;
 
 /// Archive settings.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -67,9 +70,11 @@ impl Default for ArchiveOptions {
     fn default() -> Self {
         // A key block every 2 blocks: a read decompresses one block, or a block and the key block
         // it references, never a longer chain (key_every 0 compresses ~20% better, unbounded).
+        // Level 19: format 2 archives at about 10 MB/s per core there, 0.1 points of raw
+        // smaller than at 12 (docs/PERFORMANCE.md § Archive).
         ArchiveOptions {
             block_bytes: 4 << 20,
-            level: 12,
+            level: 19,
             key_every: 2,
             cache_bytes: 64 << 20,
             format: 2,
@@ -124,9 +129,53 @@ pub struct Archive {
     recent: Mutex<v2::Recent>,
     /// Format 2: plain keys lately written, which keys of other titles may reference.
     candidates: VecDeque<v2::Candidate>,
+    /// Decoded maps (a quarter of `cache_bytes`, counted in map file bytes).
+    maps: Mutex<MapCache>,
+}
+
+/// Decoded maps by title, each with the version of its file it was decoded from.
+#[derive(Debug, Default)]
+struct MapCache {
+    maps: HashMap<Vec<u8>, (MapVersion, Arc<AnyMap>, u64)>,
+    order: VecDeque<Vec<u8>>,
+    bytes: u64,
+}
+
+/// A map file's inode place, length and data entries.
+type MapVersion = (u64, u64, u64);
+
+impl MapCache {
+    fn get(&self, key: &[u8], version: MapVersion) -> Option<Arc<AnyMap>> {
+        self.maps
+            .get(key)
+            .filter(|(v, _, _)| *v == version)
+            .map(|(_, m, _)| m.clone())
+    }
+
+    fn put(&mut self, key: &[u8], version: MapVersion, map: Arc<AnyMap>, len: u64, limit: u64) {
+        if let Some((_, _, old)) = self.maps.remove(key) {
+            self.bytes -= old;
+            self.order.retain(|k| k != key);
+        }
+        if len > limit {
+            return;
+        }
+        self.maps.insert(key.to_vec(), (version, map, len));
+        self.order.push_back(key.to_vec());
+        self.bytes += len;
+        while self.bytes > limit {
+            let Some(oldest) = self.order.pop_front() else {
+                break;
+            };
+            if let Some((_, _, gone)) = self.maps.remove(&oldest) {
+                self.bytes -= gone;
+            }
+        }
+    }
 }
 
 /// A title's map in either format.
+#[derive(Clone, Debug)]
 pub(crate) enum AnyMap {
     V1(TitleMap),
     V2(v2::map::Map),
@@ -184,6 +233,7 @@ impl Archive {
             decoder: Mutex::new(None),
             recent: Mutex::new(v2::Recent::default()),
             candidates: VecDeque::new(),
+            maps: Mutex::new(MapCache::default()),
         }
     }
 
@@ -202,6 +252,7 @@ impl Archive {
     pub fn clear_cache(&self) {
         *self.cache.lock().unwrap_or_else(|p| p.into_inner()) = Cache::default();
         *self.recent.lock().unwrap_or_else(|p| p.into_inner()) = v2::Recent::default();
+        *self.maps.lock().unwrap_or_else(|p| p.into_inner()) = MapCache::default();
     }
 
     /// Raw bytes decompressed since the archive was opened.
@@ -223,18 +274,47 @@ impl Archive {
         }
     }
 
-    /// The title's map in whichever format its log's first record names.
+    /// The title's map in whichever format its log's first record names (a copy to change).
     pub(crate) fn load(&self, key: &[u8]) -> Result<Option<AnyMap>> {
-        let Some((stat, bytes)) = self.fs.read_located_within(&map_name(key), MAX_MAP)? else {
+        Ok(self.load_shared(key)?.map(|m| (*m).clone()))
+    }
+
+    /// The title's map, decoded once per version of its file: a map of many revisions takes
+    /// longer to decode than a read of one revision takes.
+    pub(crate) fn load_shared(&self, key: &[u8]) -> Result<Option<Arc<AnyMap>>> {
+        let name = map_name(key);
+        let Some(stat) = self.fs.stat(&name)? else {
+            return Ok(None);
+        };
+        // The inode's place, length and entries change with every write of the map.
+        let version = (stat.inode.0, stat.size, stat.data_entries);
+        if let Some(hit) = self
+            .maps
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(key, version)
+        {
+            return Ok(Some(hit));
+        }
+        let Some((stat, bytes)) = self.fs.read_located_within(&name, MAX_MAP)? else {
             return Ok(None);
         };
         let path = self.fs.data().path();
-        match v2::map::log_version(&bytes) {
-            Some(2) => {
-                v2::map::Map::decode_log(&bytes, path, stat.inode.0).map(|m| Some(AnyMap::V2(m)))
-            }
-            _ => TitleMap::decode_log(&bytes, path, stat.inode.0).map(|m| Some(AnyMap::V1(m))),
-        }
+        let map = match v2::map::log_version(&bytes) {
+            Some(2) => AnyMap::V2(v2::map::Map::decode_log(&bytes, path, stat.inode.0)?),
+            _ => AnyMap::V1(TitleMap::decode_log(&bytes, path, stat.inode.0)?),
+        };
+        let map = Arc::new(map);
+        let version = (stat.inode.0, stat.size, stat.data_entries);
+        let limit = self.opts.cache_bytes / 4;
+        self.maps.lock().unwrap_or_else(|p| p.into_inner()).put(
+            key,
+            version,
+            map.clone(),
+            bytes.len() as u64,
+            limit,
+        );
+        Ok(Some(map))
     }
 
     /// Writes what a run changed: a delta appended to the map log, or the whole map as a new
@@ -265,19 +345,21 @@ impl Archive {
 
     /// The title's archived revisions that are not taken down.
     pub fn entries(&self, key: &[u8]) -> Result<Vec<Entry>> {
-        let entries = match self.load(key)? {
-            Some(AnyMap::V1(m)) => m.entries,
-            Some(AnyMap::V2(m)) => m.entries,
-            None => Vec::new(),
+        let Some(map) = self.load_shared(key)? else {
+            return Ok(Vec::new());
         };
-        Ok(entries.into_iter().filter(|e| !e.taken_down).collect())
+        let entries = match &*map {
+            AnyMap::V1(m) => &m.entries,
+            AnyMap::V2(m) => &m.entries,
+        };
+        Ok(entries.iter().filter(|e| !e.taken_down).cloned().collect())
     }
 
     /// Reads one archived revision, verified against its CRC-32.
     pub fn read(&self, key: &[u8], entry: &Entry) -> Result<Vec<u8>> {
-        match self.load(key)? {
-            Some(AnyMap::V1(map)) => self.read_in(key, &map, entry),
-            Some(AnyMap::V2(map)) => self.read_v2(key, &map, entry),
+        match self.load_shared(key)?.as_deref() {
+            Some(AnyMap::V1(map)) => self.read_in(key, map, entry),
+            Some(AnyMap::V2(map)) => self.read_v2(key, map, entry),
             None => Err(Error::NotFound(format!(
                 "archive: no title {:?}",
                 String::from_utf8_lossy(key)

@@ -69,8 +69,23 @@ impl Decoder {
 
     /// Decodes one frame of `raw` bytes (bounded by the caller) against `prefix`.
     pub fn decompress(&mut self, data: &[u8], prefix: &[u8], raw: u64) -> Result<Vec<u8>, String> {
+        let mut out = Vec::new();
+        self.decompress_into(&mut out, data, prefix, raw)?;
+        Ok(out)
+    }
+
+    /// [`Decoder::decompress`] into `out` (cleared first): a chain decodes into two buffers in
+    /// turn, so that its memory is touched once rather than allocated anew per frame.
+    pub fn decompress_into(
+        &mut self,
+        out: &mut Vec<u8>,
+        data: &[u8],
+        prefix: &[u8],
+        raw: u64,
+    ) -> Result<(), String> {
         let cap = usize::try_from(raw).map_err(|_| "raw length".to_string())?;
-        let mut out = Vec::with_capacity(cap);
+        out.clear();
+        out.reserve(cap);
         let magic = zstd_safe::MAGIC_DICTIONARY.to_le_bytes();
         if prefix.starts_with(&magic) {
             // A prefix that begins like a zstd dictionary would be parsed as one by the
@@ -78,18 +93,18 @@ impl Decoder {
             // compressed.
             let mut dctx = magicless_dctx()?;
             dctx.ref_prefix(prefix).map_err(name)?;
-            dctx.decompress(&mut out, data).map_err(name)?;
+            dctx.decompress(out, data).map_err(name)?;
         } else {
             // Raw content as a dictionary is a prefix by another name, and a call that takes it
             // by argument lets one context live across reads.
             self.dctx
-                .decompress_using_dict(&mut out, data, prefix)
+                .decompress_using_dict(out, data, prefix)
                 .map_err(name)?;
         }
         if out.len() as u64 != raw {
             return Err(format!("{} bytes, the map says {raw}", out.len()));
         }
-        Ok(out)
+        Ok(())
     }
 }
 

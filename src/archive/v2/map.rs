@@ -337,7 +337,13 @@ impl Map {
 
     /// Applies a delta; `Err` names what does not fit.
     pub fn apply(&mut self, d: &Delta) -> std::result::Result<(), &'static str> {
-        self.refs.extend(d.refs.iter().cloned());
+        self.apply_unchecked(d.clone())?;
+        self.check()
+    }
+
+    /// [`Map::apply`] without the check of the whole map (a log is checked once, at its end).
+    fn apply_unchecked(&mut self, d: Delta) -> std::result::Result<(), &'static str> {
+        self.refs.extend(d.refs);
         for (n, s) in &d.segments {
             let n = *n as usize;
             if n == self.segments.len() {
@@ -363,8 +369,7 @@ impl Map {
                 e.taken_down = true;
             }
         }
-        for e in &d.entries {
-            let mut e = e.clone();
+        for mut e in d.entries {
             match self.frames.get(e.block as usize) {
                 Some(f) if e.block != NO_FRAME => {
                     e.len = u64::from(f.raw);
@@ -378,7 +383,7 @@ impl Map {
             }
             self.entries.push(e);
         }
-        self.check()
+        Ok(())
     }
 
     /// Every frame inside its segment and after the one before it, bases that exist, raw
@@ -451,18 +456,20 @@ impl Map {
                         return Err(bad(at, "take-downs in a snapshot"));
                     }
                     let mut m = Map::default();
-                    m.apply(&d).map_err(|what| bad(at, what))?;
+                    m.apply_unchecked(d).map_err(|what| bad(at, what))?;
                     map = Some(m);
                 }
                 (DELTA, Some(m)) => {
                     let d = Delta::decode(&body[1..], path, here)?;
-                    m.apply(&d).map_err(|what| bad(at, what))?;
+                    m.apply_unchecked(d).map_err(|what| bad(at, what))?;
                 }
                 _ => return Err(bad(at, "record kind or order")),
             }
             at = end;
         }
-        map.ok_or_else(|| bad(0, "no snapshot"))
+        let map = map.ok_or_else(|| bad(0, "no snapshot"))?;
+        map.check().map_err(|what| bad(0, what))?;
+        Ok(map)
     }
 }
 

@@ -169,30 +169,30 @@ impl Archive {
         Ok(out)
     }
 
-    /// Decodes one frame against `prefix`, checked against the frame's CRC-32.
-    fn decode_frame(
+    /// Decodes one frame against `prefix` into `out`, checked against the frame's CRC-32.
+    fn decode_frame_into(
         &self,
         key: &[u8],
         map: &Map,
         n: usize,
         data: &[u8],
         prefix: &[u8],
-    ) -> Result<Vec<u8>> {
+        out: &mut Vec<u8>,
+    ) -> Result<()> {
         let f = map.frames[n];
         let mut guard = self.decoder.lock().unwrap_or_else(|p| p.into_inner());
         if guard.is_none() {
-            *guard =
-                Some(frames::Decoder::new().map_err(|e| Error::invalid(format!("zstd: {e}")))?);
+            let dec = frames::Decoder::new().map_err(|e| Error::invalid(format!("zstd: {e}")))?;
+            *guard = Some(dec);
         }
         let dec = guard.as_mut().expect("just created");
         // `raw` is bounded by MAX_RAW in the map's check.
-        let out = dec
-            .decompress(data, prefix, u64::from(f.raw))
+        dec.decompress_into(out, data, prefix, u64::from(f.raw))
             .map_err(|e| self.damaged_frame(key, map, n, &e))?;
         drop(guard);
         self.decompressed
             .fetch_add(out.len() as u64, std::sync::atomic::Ordering::Relaxed);
-        let crc = crc32fast::hash(&out);
+        let crc = crc32fast::hash(out);
         if crc != f.crc {
             return Err(self.damaged_frame(
                 key,
@@ -201,6 +201,19 @@ impl Archive {
                 &format!("CRC-32 0x{crc:08x}, the map says 0x{:08x}", f.crc),
             ));
         }
+        Ok(())
+    }
+
+    fn decode_frame(
+        &self,
+        key: &[u8],
+        map: &Map,
+        n: usize,
+        data: &[u8],
+        prefix: &[u8],
+    ) -> Result<Vec<u8>> {
+        let mut out = Vec::new();
+        self.decode_frame_into(key, map, n, data, prefix, &mut out)?;
         Ok(out)
     }
 
@@ -211,7 +224,8 @@ impl Archive {
         };
         let other = &map.refs[title as usize];
         let bad = |what: &str| self.damaged_frame(key, map, n, what);
-        let Some(super::AnyMap::V2(omap)) = self.load(other)? else {
+        let shared = self.load_shared(other)?;
+        let Some(super::AnyMap::V2(omap)) = shared.as_deref() else {
             return Err(bad("references a title with no v2 map"));
         };
         match omap.frames.get(frame as usize) {
@@ -222,8 +236,8 @@ impl Archive {
             let _ = c;
             return Ok(raw);
         }
-        let data = self.frame_bytes(other, &omap, frame as usize, frame as usize)?;
-        let raw = Arc::new(self.decode_frame(other, &omap, frame as usize, &data[0], &[])?);
+        let data = self.frame_bytes(other, omap, frame as usize, frame as usize)?;
+        let raw = Arc::new(self.decode_frame(other, omap, frame as usize, &data[0], &[])?);
         Ok(raw)
     }
 
@@ -258,9 +272,14 @@ impl Archive {
             None => (k, self.referenced_key(key, map, k)?),
         };
         let data = self.frame_bytes(key, map, from, n)?;
+        // Two buffers in turn: the frame decoded last is the next one's prefix.
+        let (mut last, mut next) = (Vec::new(), Vec::new());
         for (i, d) in (from..=n).zip(&data) {
-            prev = Arc::new(self.decode_frame(key, map, i, d, &prev)?);
+            let prefix: &[u8] = if i == from { &prev } else { &last };
+            self.decode_frame_into(key, map, i, d, prefix, &mut next)?;
+            std::mem::swap(&mut last, &mut next);
         }
+        prev = Arc::new(last);
         self.recent_put(key, n as u32, prev.clone());
         Ok(prev)
     }
@@ -408,7 +427,6 @@ impl Archive {
             self.recent_put(key, n as u32, last);
         }
         for (frame, raw) in new_keys {
-            self.candidates.retain(|c| c.title != key);
             self.candidates.push_back(Candidate {
                 title: key.to_vec(),
                 frame,
