@@ -1,6 +1,7 @@
 //! Archive figures in one run: formats 1 and 2 on the shared corpus — size as % of raw (bulk,
 //! and incremental with an archive run after every 10 revisions per title), archiving MB/s, and
-//! one-revision read p50/p99 with the archive's caches empty (page cache warm), warm (caches as
+//! one-revision read p50/p99 (the title's entries, then the revision, as the store reads) with
+//! the archive's caches (blocks, revisions, maps) empty (page cache warm), warm (caches as
 //! earlier reads left them), and cold (caches empty and the archive datafile's pages dropped with
 //! `POSIX_FADV_DONTNEED` before each read) — then the same on a generated title of 10,000
 //! revisions, and the baselines (per-revision zstd -19 and gzip -6, zstd -19 blocks of 4 and 16
@@ -190,14 +191,13 @@ enum Cache {
     Cold,
 }
 
-/// One-revision reads of random revisions: (p50, p99) in ms.
+/// One-revision reads of random revisions as the store reads them (the title's entries, then
+/// the revision): (p50, p99) in ms.
 fn reads(a: &Archive, titles: &[Title], reads: usize, cache: Cache) -> (f64, f64) {
     let all: Vec<(&Title, usize)> = titles
         .iter()
         .flat_map(|t| (0..t.revs.len()).map(move |i| (t, i)))
         .collect();
-    let entries: Vec<Vec<wink::archive::map::Entry>> =
-        titles.iter().map(|t| a.entries(&t.key).unwrap()).collect();
     let data = a.filesys().data().storage();
     let len = data.len().unwrap();
     let mut ms = Vec::with_capacity(reads);
@@ -207,8 +207,6 @@ fn reads(a: &Archive, titles: &[Title], reads: usize, cache: Cache) -> (f64, f64
         ms.clear();
         for _ in 0..reads {
             let (t, i) = all[rng.below(all.len() as u64) as usize];
-            let ti = titles.iter().position(|x| std::ptr::eq(x, t)).unwrap();
-            let e = entries[ti].iter().find(|e| e.rev == t.revs[i].0).unwrap();
             if cache != Cache::Warm {
                 a.clear_cache();
             }
@@ -216,6 +214,8 @@ fn reads(a: &Archive, titles: &[Title], reads: usize, cache: Cache) -> (f64, f64
                 data.drop_cache(0, len).unwrap();
             }
             let start = Instant::now();
+            let entries = a.entries(&t.key).unwrap();
+            let e = entries.iter().find(|e| e.rev == t.revs[i].0).unwrap();
             let v = a.read(&t.key, e).unwrap();
             ms.push(start.elapsed().as_secs_f64() * 1e3);
             if pass + 1 == passes {
