@@ -1,23 +1,26 @@
-//! The archive: old revisions of a title packed into compressed blocks, stored as files in an ao
-//! filesys (`BASE.*`), with a per-title map from (revision, tid) to (block, position) and a CRC-32
-//! per revision. It knows titles only as opaque keys and nothing of the store above it.
+//! The archive: old revisions of a title compressed against each other, stored as files in an ao
+//! filesys (`BASE.*`), with a per-title map from (revision, tid) to where its bytes lie and a
+//! CRC-32 per revision. It knows titles only as opaque keys and nothing of the store above it.
 //!
 //! | file in the filesys | content                                                          |
 //! |---------------------|------------------------------------------------------------------|
-//! | `m/KEY`             | the title's [`map::TitleMap`], rewritten as a new version per run  |
-//! | `b/KEY#N`           | block N: concatenated zstd frames of the title's revisions, in order |
+//! | `m/KEY`             | the title's map, a log of a snapshot and one delta per run          |
+//! | `v/KEY#N`           | format 2: segment N, frames of one revision each ([`v2`])           |
+//! | `b/KEY#N`           | format 1: block N, concatenated zstd frames of the title's stream  |
 //!
-//! A title's revisions form one logical stream, cut into blocks of about `block_bytes` raw. Each
-//! frame is compressed with a raw-content dictionary: for a block's first frame, the last revision
-//! of the previous block (none for a key block); for later frames, the block's content so far.
-//! So every revision is compressed against its predecessor, which is what makes revision histories
-//! tiny. An archive run appends one frame to the title's open block (rewriting that small file);
-//! a block that reaches `block_bytes` (or holds as many frames as its file can) is sealed, as it
-//! is: nothing is recompressed, so nothing is left behind as a superseded copy.
+//! A title's map names its format (`WAM1` or `WAM2`): new titles are written in
+//! [`ArchiveOptions::format`] (2 by default), a title keeps its map's format, and a rewrite writes
+//! format 2 ([`rewrite`]). Format 2 is described in [`v2`]; this file keeps format 1 and the
+//! dispatch between the two.
 //!
-//! Reading a revision decompresses its block up to the revision and, for the block's dictionary,
-//! the preceding blocks back to the last key block; `key_every` bounds that chain (a key block
-//! every N blocks; 1 = every block stands alone). Decompressed blocks are kept in a bounded cache.
+//! Format 1: a title's revisions form one logical stream, cut into blocks of about `block_bytes`
+//! raw. Each frame is compressed with a raw-content dictionary: for a block's first frame, the
+//! last revision of the previous block (none for a key block); for later frames, the block's
+//! content so far. An archive run appends one frame to the title's open block; a block that
+//! reaches `block_bytes` (or holds as many frames as its file can) is sealed, as it is. Reading a
+//! revision decompresses its block up to the revision and, for the block's dictionary, the
+//! preceding blocks back to the last key block; `key_every` bounds that chain. Decompressed
+//! blocks are kept in a bounded cache.
 
 pub mod map;
 pub mod rewrite;
