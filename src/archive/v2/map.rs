@@ -78,8 +78,9 @@ pub struct Segment {
     pub len: u64,
 }
 
-/// The map of one title. Entries are [`Entry`]s as in v1: `block` is the frame index, `offset`
-/// is 0, `len` and `crc` are the frame's (0 for a purged record).
+/// The map of one title. Entries are [`Entry`]s as in v1: `block` is the frame index
+/// ([`NO_FRAME`] for a purged record), `offset` is 0, `len` and `crc` are the frame's (0 for a
+/// purged record).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Map {
     pub refs: Vec<Vec<u8>>,
@@ -153,7 +154,8 @@ impl Delta {
         out.extend_from_slice(&(self.entries.len() as u32).to_be_bytes());
         for e in &self.entries {
             let t = types.iter().position(|t| *t == e.content_type).unwrap_or(0) as u16;
-            let frame = if e.is_purged() { NO_FRAME } else { e.block };
+            // A purged record keeps NO_FRAME in memory too, so a map re-encodes to itself.
+            let frame = e.block;
             out.extend_from_slice(&e.rev.to_be_bytes());
             out.extend_from_slice(&e.tid);
             out.extend_from_slice(&t.to_be_bytes());
@@ -377,7 +379,7 @@ impl Map {
                     e.offset = 0;
                 }
                 _ if e.block == NO_FRAME && e.taken_down => {
-                    (e.block, e.offset, e.len, e.crc) = (0, 0, 0, 0);
+                    (e.offset, e.len, e.crc) = (0, 0, 0);
                 }
                 _ => return Err("entry names no frame"),
             }
