@@ -225,6 +225,7 @@ impl Delta {
         if n > body.len() / FRAME_SIZE {
             return Err(bad(r.pos, "frame count"));
         }
+        d.frames.reserve_exact(n);
         for _ in 0..n {
             let at = r.pos;
             let f = (|| {
@@ -257,6 +258,7 @@ impl Delta {
         if n > body.len() / ENTRY_SIZE {
             return Err(bad(r.pos, "entry count"));
         }
+        d.entries.reserve_exact(n);
         for _ in 0..n {
             let at = r.pos;
             let e = (|| {
@@ -371,6 +373,7 @@ impl Map {
                 e.taken_down = true;
             }
         }
+        self.entries.reserve(d.entries.len());
         for mut e in d.entries {
             match self.frames.get(e.block as usize) {
                 Some(f) if e.block != NO_FRAME => {
