@@ -571,7 +571,15 @@ impl Archive {
     pub(crate) fn write_map_v2(&mut self, key: &[u8], map: &Map, delta: &Delta) -> Result<()> {
         let name = map_name(key);
         let stat = self.fs.stat(&name)?;
+        let record = delta.record();
+        let fits = |lsize: u64| lsize.saturating_add(record.len() as u64) <= MAX_MAP;
+        if stat.is_some_and(|s| s.data_entries < u64::from(MAX_APPENDS) && fits(s.size)) {
+            self.fs.append(&name, &record)?;
+            return Ok(());
+        }
+        // Encoded only when written: a long title's map is large, and most runs append.
         let snapshot = map.snapshot_record();
+        // A map past its reader's limit could not be read back: refused before it is written.
         if snapshot.len() as u64 > MAX_MAP {
             return Err(Error::invalid(format!(
                 "the archive map of {:?} would take {} bytes, over the {MAX_MAP} a map may",
@@ -579,16 +587,7 @@ impl Archive {
                 snapshot.len()
             )));
         }
-        let record = delta.record();
-        let fits = |lsize: u64| lsize.saturating_add(record.len() as u64) <= MAX_MAP;
-        match stat {
-            Some(stat) if stat.data_entries < u64::from(MAX_APPENDS) && fits(stat.size) => {
-                self.fs.append(&name, &record)?;
-            }
-            _ => {
-                self.fs.put(&name, 0, &snapshot)?;
-            }
-        }
+        self.fs.put(&name, 0, &snapshot)?;
         Ok(())
     }
 
