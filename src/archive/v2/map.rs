@@ -588,6 +588,13 @@ mod tests {
         let (mut map, _) = sample();
         map.frames[0].base = Base::Title { title: 1, frame: 0 };
         assert_eq!(map.check(), Err("frame reference"));
+        // A raw length past the largest value is refused before a read allocates for it.
+        let (mut map, _) = sample();
+        map.frames[1].raw = MAX_RAW as u32 + 1;
+        assert_eq!(map.check(), Err("frame raw length"));
+        let (mut map, _) = sample();
+        map.frames[1].offset = 5;
+        assert_eq!(map.check(), Err("frame order"));
         let (map, _) = sample();
         let bytes = map.snapshot_record();
         let err = Map::decode_log(&bytes[..bytes.len() - 1], Path::new("m"), 0).unwrap_err();
