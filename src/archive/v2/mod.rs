@@ -10,8 +10,8 @@
 //! title's key (one level at most: a read decodes at most two keys). A new frame is a key when
 //! the raw bytes a read of it would decode since the last key would pass `chain_bytes`
 //! ([`chain`]). A title's first frame is a key; the key it may reference is the best of the
-//! plain keys this handle wrote lately, by a level-3 trial, so titles of one site share
-//! their boilerplate.
+//! plain keys this handle wrote lately, by a level-3 trial that charges a reference for the
+//! decoding it adds to every read, so titles of one site share their boilerplate when it pays.
 //!
 //! An archive run appends the new frames of a title to its open segment as one data entry
 //! (rewriting nothing) and a delta to its map log; the revision a new frame is compressed against
@@ -43,6 +43,12 @@ pub const SEGMENT_BYTES: u64 = 16 << 20;
 const CANDIDATES: usize = 16;
 /// The level of the trial compressions that pick a key's reference.
 const TRIAL_LEVEL: i32 = 3;
+/// A reference is charged one stored byte per this many raw bytes of the key it references:
+/// every read of the chain decodes that key in full (about ten times the cost of a delta's raw
+/// byte). Measured on the corpus (docs/PERFORMANCE.md § Archive): every reference the trial finds
+/// smaller (18 of 20 keys) saves 0.02 points of raw and doubles the p50 of a cold read; charged at
+/// 1/32, two remain, which keep the saving; at 1/8, none.
+const REF_CHARGE: usize = 32;
 
 pub(crate) fn segment_name(key: &[u8], n: u32) -> Vec<u8> {
     [b"v/".as_slice(), key, format!("#{n}").as_bytes()].concat()
@@ -486,6 +492,8 @@ impl Archive {
             let alone = trial(&[]).map_err(fail)?;
             for c in self.candidates.iter().filter(|c| c.title != key) {
                 let size = trial(&c.raw).map_err(fail)?;
+                // Every read of the chain decodes the referenced key in full: charged.
+                let size = size + c.raw.len() / REF_CHARGE;
                 if size < best.map_or(alone, |b| b.1) {
                     best = Some((c, size));
                 }
