@@ -283,7 +283,12 @@ impl Archive {
                     .filter(|e| !e.taken_down)
                     .map(|e| e.block)
                     .collect();
-                self.each_frame(key, map, |n, raw| {
+                // Frames after the last one a readable revision uses are not needed: not even
+                // read (a damaged one cannot stop the purge of a taken-down title).
+                let mut head = map.clone();
+                head.frames
+                    .truncate(used.iter().max().map_or(0, |&n| n as usize + 1));
+                self.each_frame(key, &head, |n, raw| {
                     read += u64::from(map.frames[n].stored);
                     if used.contains(&(n as u32)) {
                         batch.push(&entries, |e: &&Entry| e.block == n as u32, raw);

@@ -281,3 +281,38 @@ fn a_v2_rewrite_purges_a_taken_down_revision() {
     assert!(b.entries(b"k").unwrap().iter().all(|e| e.rev != 4));
     assert!(!b.rewrite_due().unwrap().is_due());
 }
+
+#[test]
+fn a_v2_title_taken_down_whole_is_purged_even_when_damaged() {
+    let disk = SimDisk::new();
+    let mut a = open(&disk, opts());
+    let revs = revisions(8, 8);
+    // "kept" first: "gone"'s key may be compressed against "kept"'s, never the other way.
+    a.add(b"kept", &as_items(&revs, 0, [0; 16])).unwrap();
+    a.add(b"gone", &as_items(&revs, 0, [0; 16])).unwrap();
+    assert_eq!(a.take_down(b"gone", None).unwrap(), 8);
+    a.commit().unwrap();
+    let ext = a
+        .filesys()
+        .extents(&segment_name(b"gone", 0))
+        .unwrap()
+        .unwrap()[0];
+    let path = filesys::file_path(Path::new("/a/archive"), "data");
+    let s = disk.open(&path, true).unwrap();
+    s.write_at(&[0xAA; 64], ext.offset + 8).unwrap();
+    let vfs: Arc<dyn Vfs> = Arc::new(disk.clone());
+    let clock: Arc<dyn Clock> = Arc::new(ManualClock::new(1000));
+    let open_opts = filesys::OpenOptions {
+        clock,
+        drop_behind: None,
+        ..filesys::OpenOptions::writer()
+    };
+    let report = a
+        .rewrite_into(vfs.clone(), Path::new("/a/new"), &open_opts, |_, _| {})
+        .unwrap();
+    assert_eq!((report.titles, report.purged, report.taken_down), (2, 8, 8));
+    let b = Archive::open_in(vfs, Path::new("/a/new"), &open_opts, opts()).unwrap();
+    let map = b.map_v2(b"gone").unwrap().unwrap();
+    assert!(map.frames.is_empty() && map.entries.iter().all(Entry::is_purged));
+    reads_back(&b, b"kept", &revs);
+}
