@@ -364,7 +364,8 @@ fn main() {
     };
     let n_reads = env("WINK_READS", 500usize);
     println!(
-        "corpus: {} titles, {} revisions, {} bytes raw; v2: level {}, chain budget {} MiB; v1: level {}, blocks {} MiB, key every {}",
+        "corpus: {} titles, {} revisions, {} bytes raw; v2: level {}, chain budget {} MiB; \
+         v1: level {}, blocks {} MiB, key every {}",
         titles.len(),
         titles.iter().map(|t| t.revs.len()).sum::<usize>(),
         raw,

@@ -7,11 +7,11 @@
 //! archive): each title's readable revisions, read in archive order (each distinct revision
 //! once), are archived anew as frames of one revision each, keyed by the decode budget, keys
 //! compressed against other titles' keys as an archive run does; take-down records stay in the
-//! map, purged (no frame: [`super::map::Entry::is_purged`]). No frame and no prefix of the new archive
-//! holds a taken-down byte, because nothing of a taken-down revision is written. A later archive
-//! run treats purged records as it treats any take-down: they hide nothing and block nothing (the
-//! same revision put again is archived anew). A title whose map holds no revision at all is
-//! dropped.
+//! map, purged (no frame: [`super::map::Entry::is_purged`]). No frame and no prefix of the new
+//! archive holds a taken-down byte, because nothing of a taken-down revision is written. A later
+//! archive run treats purged records as it treats any take-down: they hide nothing and block
+//! nothing (the same revision put again is archived anew). A title whose map holds no revision at
+//! all is dropped.
 //!
 //! Every source revision is checked before it is written: a v1 block is read whole, its length
 //! against the map and every frame decompressed against its prefix, a v2 frame decoded against

@@ -13,7 +13,7 @@
 //! | `archive_block_bytes` | bytes                   | raw bytes per archive block              |
 //! | `archive_level`  | 1..=22                       | zstd level of the archive                |
 //! | `archive_key_every` | N                         | a self-contained block every N blocks (0: first only) |
-//! | `archive_chain_bytes` | bytes                   | v2: a key frame once a read would decode more |
+//! | `archive_chain_bytes` | bytes                   | v2: a key once a read would decode more |
 
 use std::path::Path;
 
