@@ -1,10 +1,16 @@
-//! Archive figures on the shared corpus, in one run: size as % of raw (bulk, and incremental with
-//! an archive run after every 10 revisions per title), one-revision read p50/p99 with the block
-//! cache empty, archiving MB/s, and baselines to compare with (per-revision zstd -19 and gzip -6,
-//! zstd blocks of 4 and 16 MiB). Targets and figures: docs/PERFORMANCE.md § Archive.
+//! Archive figures in one run: formats 1 and 2 on the shared corpus — size as % of raw (bulk,
+//! and incremental with an archive run after every 10 revisions per title), archiving MB/s, and
+//! one-revision read p50/p99 (the title's entries, then the revision, as the store reads) with
+//! the archive's caches (blocks, revisions, maps) empty (page cache warm), warm (caches as
+//! earlier reads left them), and cold (caches empty and the archive datafile's pages dropped with
+//! `POSIX_FADV_DONTNEED` before each read) — then the same on a generated title of 10,000
+//! revisions, and the baselines (per-revision zstd -19 and gzip -6, zstd -19 blocks of 4 and 16
+//! MiB, zstd -19 --long over the whole corpus as one stream). The load average is printed before
+//! and after: the machine is shared.
 //!
-//! `cargo bench --bench archive` (env: WINK_ARCHIVE_LEVEL, WINK_ARCHIVE_BLOCK_MIB,
-//! WINK_ARCHIVE_KEY_EVERY, WINK_BASELINES=0 to skip the baselines, WINK_READS).
+//! `cargo bench --bench archive` (env: WINK_ARCHIVE_LEVEL for format 2's level,
+//! WINK_ARCHIVE_CHAIN_MIB, WINK_BASELINES=0 to skip the baselines, WINK_READS,
+//! WINK_GENERATED=N revisions of the generated title, 0 to skip it).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -15,6 +21,7 @@ use wink::archive::{Archive, ArchiveOptions, Item};
 use wink::clock::{Clock, ManualClock};
 use wink::filesys::OpenOptions;
 use wink::store::import::{read_manifest, CorpusEntry};
+use wink::synth::Rng;
 use wink::vfs::{RealFs, Vfs};
 
 fn env<T: std::str::FromStr>(name: &str, default: T) -> T {
@@ -43,6 +50,76 @@ fn load(corpus: &Path) -> Vec<Title> {
         }
     }
     titles
+}
+
+/// A wiki-like history of `n` revisions of one page of about 32 KB: each revision a few small
+/// edits of the one before (words replaced, a paragraph added or removed), as most revisions of
+/// a long-lived article are.
+fn generated(n: usize) -> Title {
+    let mut page: Vec<u8> = Vec::new();
+    for r in wink::synth::histories(7, 3, 1, 30) {
+        page.extend_from_slice(&r.html);
+    }
+    page.truncate(32 << 10);
+    let base = page.len();
+    let mut rng = Rng::new(11);
+    let words: Vec<&[u8]> = [
+        "the",
+        "article",
+        "edit",
+        "revision",
+        "wiki",
+        "history",
+        "source",
+        "citation",
+        "needed",
+        "page",
+        "archive",
+        "render",
+        "section",
+        "infobox",
+        "reference",
+        "talk",
+    ]
+    .iter()
+    .map(|w| w.as_bytes())
+    .collect();
+    let text = |rng: &mut Rng, len: usize| {
+        let mut t = Vec::with_capacity(len + 12);
+        while t.len() < len {
+            t.extend_from_slice(words[rng.below(words.len() as u64) as usize]);
+            t.push(b' ');
+        }
+        t
+    };
+    let mut revs = Vec::with_capacity(n);
+    for i in 0..n {
+        for _ in 0..1 + rng.below(3) {
+            let at = rng.below(page.len() as u64) as usize;
+            match rng.below(10) {
+                0 if page.len() < 2 * base => {
+                    let len = 100 + rng.below(300) as usize;
+                    let p = [b"<p>".as_slice(), &text(&mut rng, len), b"</p>\n"].concat();
+                    page.splice(at..at, p);
+                }
+                1 if page.len() > base / 2 => {
+                    let end = (at + 50 + rng.below(250) as usize).min(page.len());
+                    page.drain(at..end);
+                }
+                _ => {
+                    let end = (at + 1 + rng.below(40) as usize).min(page.len());
+                    let len = 1 + rng.below(40) as usize;
+                    page.splice(at..end, text(&mut rng, len));
+                }
+            }
+        }
+        let footer = format!("<footer>revision {i}</footer>");
+        revs.push((i as u64, [page.as_slice(), footer.as_bytes()].concat()));
+    }
+    Title {
+        key: b"generated/Long history".to_vec(),
+        revs,
+    }
 }
 
 fn open_archive(dir: &Path, opts: ArchiveOptions) -> Archive {
@@ -104,26 +181,94 @@ fn percentile(sorted: &[f64], q: f64) -> f64 {
     sorted[((sorted.len() as f64 * q) as usize).min(sorted.len() - 1)]
 }
 
-/// One-revision reads with the block cache emptied before each: (p50, p99) in ms.
-fn cold_reads(a: &Archive, titles: &[Title], reads: usize) -> (f64, f64) {
+#[derive(Clone, Copy, PartialEq)]
+enum Cache {
+    /// The archive's caches emptied before each read; the page cache as it is.
+    Empty,
+    /// Nothing emptied (after a pass of the same reads to warm up).
+    Warm,
+    /// The archive's caches emptied and its datafile's pages dropped before each read.
+    Cold,
+}
+
+/// One-revision reads of random revisions as the store reads them (the title's entries, then
+/// the revision): (p50, p99) in ms.
+fn reads(a: &Archive, titles: &[Title], reads: usize, cache: Cache) -> (f64, f64) {
     let all: Vec<(&Title, usize)> = titles
         .iter()
         .flat_map(|t| (0..t.revs.len()).map(move |i| (t, i)))
         .collect();
-    let mut rng = wink::synth::Rng::new(42);
+    let data = a.filesys().data().storage();
+    let len = data.len().unwrap();
     let mut ms = Vec::with_capacity(reads);
-    for _ in 0..reads {
-        let (t, i) = all[rng.below(all.len() as u64) as usize];
-        let entries = a.entries(&t.key).unwrap();
-        let e = entries.iter().find(|e| e.rev == t.revs[i].0).unwrap();
-        a.clear_cache();
-        let start = Instant::now();
-        let v = a.read(&t.key, e).unwrap();
-        ms.push(start.elapsed().as_secs_f64() * 1e3);
-        assert_eq!(v, t.revs[i].1);
+    let passes = if cache == Cache::Warm { 2 } else { 1 };
+    for pass in 0..passes {
+        let mut rng = Rng::new(42);
+        ms.clear();
+        for _ in 0..reads {
+            let (t, i) = all[rng.below(all.len() as u64) as usize];
+            if cache != Cache::Warm {
+                a.clear_cache();
+            }
+            if cache == Cache::Cold {
+                data.drop_cache(0, len).unwrap();
+            }
+            let start = Instant::now();
+            let entries = a.entries(&t.key).unwrap();
+            let e = entries.iter().find(|e| e.rev == t.revs[i].0).unwrap();
+            let v = a.read(&t.key, e).unwrap();
+            ms.push(start.elapsed().as_secs_f64() * 1e3);
+            if pass + 1 == passes {
+                assert_eq!(v, t.revs[i].1);
+            }
+        }
     }
     ms.sort_by(f64::total_cmp);
     (percentile(&ms, 0.5), percentile(&ms, 0.99))
+}
+
+fn read_line(a: &Archive, titles: &[Title], n: usize) -> String {
+    let mut out = String::new();
+    for (label, cache) in [
+        ("empty", Cache::Empty),
+        ("warm", Cache::Warm),
+        ("cold", Cache::Cold),
+    ] {
+        let (p50, p99) = reads(a, titles, n, cache);
+        out.push_str(&format!("  {label} p50 {p50:.2} p99 {p99:.2} ms"));
+    }
+    out
+}
+
+/// Archives `titles` into a fresh archive under `work/name`: one result line.
+fn measure(
+    work: &Path,
+    name: &str,
+    opts: ArchiveOptions,
+    titles: &[Title],
+    run: Option<usize>,
+    n_reads: usize,
+) {
+    let dir = work.join(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut a = open_archive(&dir, opts);
+    let secs = archive_all(&mut a, titles, run);
+    let st = a.stats().unwrap();
+    let raw: u64 = titles
+        .iter()
+        .flat_map(|t| &t.revs)
+        .map(|(_, v)| v.len() as u64)
+        .sum();
+    let line = read_line(&a, titles, n_reads);
+    println!(
+        "{name:<34} {:>7.3}% of raw ({} of {} bytes)  archiving {:>6.1} MB/s  reads:{line}",
+        100.0 * st.stored_bytes as f64 / st.raw_bytes as f64,
+        st.stored_bytes,
+        st.raw_bytes,
+        raw as f64 / 1e6 / secs,
+    );
+    drop(a);
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 fn baselines(titles: &[Title], raw: u64) {
@@ -170,6 +315,23 @@ fn baselines(titles: &[Title], raw: u64) {
             pct(total)
         );
     }
+    // `zstd -19 --long`: the whole corpus as one stream, title after title, a 128 MiB window.
+    let mut enc = zstd::stream::Encoder::new(Vec::new(), 19).unwrap();
+    enc.long_distance_matching(true).unwrap();
+    enc.window_log(27).unwrap();
+    for t in titles {
+        for (_, v) in &t.revs {
+            enc.write_all(v).unwrap();
+        }
+    }
+    let whole = enc.finish().unwrap().len() as u64;
+    println!("baseline  zstd -19 --long, one stream {:>7.3}%", pct(whole));
+}
+
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
 }
 
 fn main() {
@@ -178,47 +340,65 @@ fn main() {
         println!("../shared/corpus is absent: nothing to measure");
         return;
     }
+    println!("load average before: {}", loadavg());
     let titles = load(&corpus);
     let raw: u64 = titles
         .iter()
         .flat_map(|t| &t.revs)
         .map(|(_, v)| v.len() as u64)
         .sum();
-    let opts = ArchiveOptions {
+    let v2 = ArchiveOptions {
         level: env("WINK_ARCHIVE_LEVEL", ArchiveOptions::default().level),
-        block_bytes: env(
-            "WINK_ARCHIVE_BLOCK_MIB",
-            ArchiveOptions::default().block_bytes >> 20,
+        chain_bytes: env(
+            "WINK_ARCHIVE_CHAIN_MIB",
+            ArchiveOptions::default().chain_bytes >> 20,
         ) << 20,
-        key_every: env(
-            "WINK_ARCHIVE_KEY_EVERY",
-            ArchiveOptions::default().key_every,
-        ),
+        format: 2,
         ..ArchiveOptions::default()
     };
-    let reads = env("WINK_READS", 500usize);
-    println!("corpus: {} titles, {} revisions, {} bytes raw; archive: level {}, blocks {} MiB, key every {}", titles.len(), titles.iter().map(|t| t.revs.len()).sum::<usize>(), raw, opts.level, opts.block_bytes >> 20, opts.key_every);
+    // Format 1 as stores wrote it before format 2: level 12, 4 MiB blocks, a key block every 2.
+    let v1 = ArchiveOptions {
+        level: 12,
+        format: 1,
+        ..ArchiveOptions::default()
+    };
+    let n_reads = env("WINK_READS", 500usize);
+    println!(
+        "corpus: {} titles, {} revisions, {} bytes raw; v2: level {}, chain budget {} MiB; \
+         v1: level {}, blocks {} MiB, key every {}",
+        titles.len(),
+        titles.iter().map(|t| t.revs.len()).sum::<usize>(),
+        raw,
+        v2.level,
+        v2.chain_bytes >> 20,
+        v1.level,
+        v1.block_bytes >> 20,
+        v1.key_every
+    );
     let work: PathBuf = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-archive");
     let _ = std::fs::remove_dir_all(&work);
-    for (label, run) in [("bulk", None), ("incremental (runs of 10)", Some(10))] {
-        let dir = work.join(label.split(' ').next().unwrap());
-        std::fs::create_dir_all(&dir).unwrap();
-        let mut a = open_archive(&dir, opts);
-        let secs = archive_all(&mut a, &titles, run);
-        let st = a.stats().unwrap();
-        let (p50, p99) = cold_reads(&a, &titles, reads);
+    for (format, opts) in [("v1", v1), ("v2", v2)] {
+        for (mode, run) in [("bulk", None), ("incremental (runs of 10)", Some(10))] {
+            let name = format!("{format} {mode}");
+            measure(&work, &name, opts, &titles, run, n_reads);
+        }
+    }
+    let n = env("WINK_GENERATED", 10_000usize);
+    if n > 0 {
+        let long = [generated(n)];
+        let bytes: u64 = long[0].revs.iter().map(|(_, v)| v.len() as u64).sum();
         println!(
-            "wink {label:<26} {:>7.3}% of raw ({} of {} bytes)  archiving {:>6.1} MB/s  cold read p50 {:.2} ms p99 {:.2} ms",
-            100.0 * st.stored_bytes as f64 / st.raw_bytes as f64,
-            st.stored_bytes,
-            st.raw_bytes,
-            raw as f64 / 1e6 / secs,
-            p50,
-            p99
+            "generated title: {n} revisions, {bytes} bytes raw ({} bytes per revision)",
+            bytes / n as u64
         );
+        for (format, opts) in [("v1", v1), ("v2", v2)] {
+            let name = format!("{format} generated, bulk");
+            measure(&work, &name, opts, &long, None, n_reads);
+        }
     }
     if env("WINK_BASELINES", 1) == 1 {
         baselines(&titles, raw);
     }
     let _ = std::fs::remove_dir_all(&work);
+    println!("load average after: {}", loadavg());
 }

@@ -603,8 +603,8 @@ pub fn title_record(data: &[u8]) {
     }
 }
 
-/// Decodes `data` as an archive title map, and as a map log (a snapshot and deltas); a decoded
-/// map re-encodes, as a map and as a one-snapshot log, to itself.
+/// Decodes `data` as an archive title map, and as a map log (a snapshot and deltas) of format 1
+/// and of format 2; a decoded map re-encodes, as a map and as a one-snapshot log, to itself.
 pub fn archive_map(data: &[u8]) {
     use crate::archive::map::{TitleMap, MAGIC};
     let Some((seal, rest)) = sealed_mode(data) else {
@@ -633,6 +633,17 @@ pub fn archive_map(data: &[u8]) {
     }
     match TitleMap::decode_log(&log, path, 0) {
         Ok(map) => check_map(&map),
+        Err(e) => check_error(&e, &[(path, log.len() as u64)]),
+    }
+    // The same bytes as a format 2 log: a decoded map re-encodes, as a one-snapshot log, to
+    // itself.
+    use crate::archive::v2::map::Map;
+    match Map::decode_log(&log, path, 0) {
+        Ok(map) => {
+            let again = Map::decode_log(&map.snapshot_record(), path, 0)
+                .expect("a one-snapshot log of a v2 map decodes");
+            assert_eq!(again, map, "v2 archive map changed through its log");
+        }
         Err(e) => check_error(&e, &[(path, log.len() as u64)]),
     }
 }

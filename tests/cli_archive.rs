@@ -231,7 +231,7 @@ fn archive_moves_leaving_revisions_and_reads_go_through() {
         "{st}"
     );
     assert_eq!(a["blocks"], num(&run, "archive.blocks"));
-    assert_eq!((&a["policy"], &a["level"]), (&"newest".into(), &12.into()));
+    assert_eq!((&a["policy"], &a["level"]), (&"newest".into(), &19.into()));
     let text = wink(now, &["stat", s(&dir)]).expect(0).fields();
     assert_eq!(text["archive.revisions"], "12");
     assert_eq!(text["archive.raw_bytes"], raw.to_string());
@@ -322,15 +322,17 @@ fn archive_refuses_stores_without_an_archive_and_waits_for_the_writer() {
     assert_eq!(num(&done, "revisions"), 3);
 }
 
-/// Where to damage the archive: the middle of the largest data entry of the title's block 0, as
-/// an offset into DIR/archive.data, found through the filesys (opened read-only).
+/// Where to damage the archive: the middle of the last data entry of the title's segment 0 (the
+/// frames of its last archive run, deltas against earlier revisions: its key, which other
+/// titles' keys may be compressed against, stays intact), as an offset into DIR/archive.data,
+/// found through the filesys (opened read-only).
 fn block_byte(dir: &Path, title: &str) -> u64 {
     let archive = Filesys::open(&dir.join("archive"), &OpenOptions::read_only()).unwrap();
-    let name = format!("b/{D}/{title}#0");
+    let name = format!("v/{D}/{title}#0");
     let stat = archive
         .stat(name.as_bytes())
         .unwrap()
-        .expect("block 0 exists");
+        .expect("segment 0 exists");
     let entry = archive.data().read(stat.inode).unwrap();
     let inode = Inode::decode(&entry.value, archive.data().path(), stat.inode.0).unwrap();
     assert_eq!(inode.data.len() as u64, stat.data_entries);
@@ -338,8 +340,8 @@ fn block_byte(dir: &Path, title: &str) -> u64 {
         .data
         .iter()
         .map(|(ptr, _)| archive.data().layout(*ptr).unwrap())
-        .max_by_key(|l| l.value_len)
-        .expect("the block has data");
+        .next_back()
+        .expect("the segment has data");
     layout.value_offset + layout.value_len / 2
 }
 
@@ -348,13 +350,13 @@ fn a_damaged_block_fails_its_title_with_exit_3_and_spares_the_others() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("store");
     init_archived(&dir);
-    // Two runs, so that the blocks hold two frames (two data entries) each.
+    // Two runs, so that the segments hold two data entries each.
     put_revisions(&dir, 1..=3, T);
     assert_eq!(num(&archive(&dir, T + 200), "revisions"), 6);
     put_revisions(&dir, 4..=6, T + 200);
     let run = archive(&dir, T + 500);
     assert_eq!(num(&run, "archive.revisions"), 15);
-    assert_eq!(num(&run, "archive.blocks"), 3, "one block per title");
+    assert_eq!(num(&run, "archive.blocks"), 3, "one segment per title");
 
     let at = block_byte(&dir, "Alpha");
     let data = filesys::file_path(&dir.join("archive"), "data");
@@ -363,10 +365,10 @@ fn a_damaged_block_fails_its_title_with_exit_3_and_spares_the_others() {
     bytes[at as usize] ^= 0x55;
     fs::write(&data, bytes).unwrap();
 
-    // The newest archived revision needs every frame of the block.
+    // The newest archived revision needs every frame from its title's key.
     let run = get(T + 500, &dir, "Alpha", &["5"]).expect(3);
     assert!(run.stdout.is_empty(), "nothing damaged is written");
-    for needle in [s(&data), &format!("b/{D}/Alpha#0"), &format!("{D}/Alpha")] {
+    for needle in [s(&data), &format!("v/{D}/Alpha#0"), &format!("{D}/Alpha")] {
         assert!(run.stderr.contains(needle), "{needle}: {}", run.stderr);
     }
     get(T + 500, &dir, "Alpha", &["5", "--meta"]).expect(3);
@@ -377,10 +379,10 @@ fn a_damaged_block_fails_its_title_with_exit_3_and_spares_the_others() {
     }
     let latest = get(T + 500, &dir, "Alpha", &[]).expect(0);
     assert!(latest.stdout == page("Alpha", 6));
-    // `wink check DIR` decompresses every archive block and finds the damage.
+    // `wink check DIR` decodes every archive frame and finds the damage.
     let check = wink(T + 500, &["check", s(&dir)]).expect(1);
     assert!(
-        check.out().contains("b/") && check.out().contains("Alpha"),
+        check.out().contains("v/") && check.out().contains("Alpha"),
         "{}",
         check.out()
     );
@@ -468,4 +470,28 @@ fn a_render_put_again_after_a_lifted_take_down_is_archived_anew() {
     );
     let got = get(T + 500, &dir, "Alpha", &["1"]).expect(0).stdout;
     assert_eq!(got, b"<p>revision 1, put again</p>");
+}
+
+#[test]
+fn archive_rewrite_writes_the_archive_anew_and_reads_go_on() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("store");
+    init_archived(&dir);
+    put_revisions(&dir, 1..=4, T);
+    assert_eq!(num(&archive(&dir, T + 500), "revisions"), 9);
+    let run = wink(T + 500, &["archive", s(&dir), "--rewrite"]).expect(0);
+    assert!(run.stderr.is_empty(), "{}", run.stderr);
+    let fields = run.fields();
+    assert_eq!(num(&fields, "titles"), 3);
+    assert_eq!(num(&fields, "revisions"), 9);
+    assert_eq!(num(&fields, "archive.revisions"), 9);
+    assert!(num(&fields, "bytes_after") > 0);
+    for rev in 1..=3 {
+        let ok = get(T + 500, &dir, "Beta", &[&rev.to_string()]).expect(0);
+        assert!(ok.stdout == page("Beta", rev), "Beta {rev}");
+    }
+    wink(T + 500, &["check", s(&dir)]).expect(0);
+    let plain = tmp.path().join("plain");
+    wink(T, &["init", s(&plain)]).expect(0);
+    wink(T, &["archive", s(&plain), "--rewrite"]).expect(2);
 }

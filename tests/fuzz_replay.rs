@@ -410,6 +410,7 @@ fn archive_map_seeds() -> Vec<(String, Vec<u8>)> {
     let opts = ArchiveOptions {
         block_bytes: 16 << 10,
         level: 3,
+        format: 1,
         ..ArchiveOptions::default()
     };
     let vfs: Arc<dyn Vfs> = Arc::new(SimDisk::new());
@@ -450,7 +451,74 @@ fn archive_map_seeds() -> Vec<(String, Vec<u8>)> {
     let mut seeds = both_modes("map", &map.encode(), 4).to_vec();
     seeds.push(("seed-map-log".into(), [&[0u8][..], &log].concat()));
     seeds.push(("seed-map-log-sealed".into(), [&[1u8][..], &log].concat()));
+    seeds.extend(archive_map_v2_seeds());
     seeds
+}
+
+/// Format 2 map logs of a real archive: two titles (the second's key references the first's),
+/// runs of four revisions (a snapshot and deltas), a take-down and a rewritten render.
+fn archive_map_v2_seeds() -> Vec<(String, Vec<u8>)> {
+    let opts = ArchiveOptions {
+        level: 3,
+        chain_bytes: 64 << 10,
+        ..ArchiveOptions::default()
+    };
+    let vfs: Arc<dyn Vfs> = Arc::new(SimDisk::new());
+    let base = Path::new("/seed/archive");
+    let fs_opts = filesys::OpenOptions {
+        clock: clock(),
+        ..filesys::OpenOptions::writer()
+    };
+    Archive::create_in(vfs.clone(), base, fs_opts.clock.clone()).expect("archive created");
+    let mut archive = Archive::open_in(vfs, base, &fs_opts, opts).expect("archive opens");
+    let values: Vec<Vec<u8>> = wink::synth::histories(6, 1, 12, 30)
+        .map(|r| r.html)
+        .collect();
+    for key in [b"seed/One".as_slice(), b"seed/Two"] {
+        for (run, chunk) in values.chunks(4).enumerate() {
+            let items: Vec<Item> = chunk
+                .iter()
+                .enumerate()
+                .map(|(i, v)| Item {
+                    rev: (run * 4 + i) as u64,
+                    tid: [3; 16],
+                    content_type: "text/html",
+                    value: v,
+                })
+                .collect();
+            archive.add(key, &items).expect("archived");
+            archive.commit().expect("committed");
+        }
+    }
+    archive.take_down(b"seed/Two", Some(1)).expect("taken down");
+    let rewritten = Item {
+        rev: 2,
+        tid: [3; 16],
+        content_type: "text/plain",
+        value: b"rewritten",
+    };
+    archive.add(b"seed/Two", &[rewritten]).expect("archived");
+    archive.commit().expect("committed");
+    let map = archive
+        .map_v2(b"seed/Two")
+        .expect("map reads")
+        .expect("a v2 map");
+    assert!(matches!(
+        map.frames[0].base,
+        wink::archive::v2::map::Base::Title { .. }
+    ));
+    let log = archive
+        .filesys()
+        .read(b"m/seed/Two")
+        .expect("the map log reads");
+    vec![
+        ("seed-v2-map-log".into(), [&[0u8][..], &log].concat()),
+        ("seed-v2-map-log-sealed".into(), [&[1u8][..], &log].concat()),
+        (
+            "seed-v2-map-snapshot".into(),
+            [&[0u8][..], &map.snapshot_record()].concat(),
+        ),
+    ]
 }
 
 fn seeds(target: &str) -> Vec<(String, Vec<u8>)> {

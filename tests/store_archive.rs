@@ -173,3 +173,102 @@ fn archiving_a_candidate_never_brings_back_a_render_past_its_deadline() {
     assert_eq!(s.archive_due(|_, _| {}).unwrap().revisions, 0);
     assert!(s.get_render(D, "Page", 1, old).unwrap().is_none());
 }
+
+/// A store whose archive was written in format 1 (by an older wink: written here through the
+/// archive directly, for titles that only the archive holds) reads on; `rewrite_archive` (what
+/// `wink archive --rewrite` runs) converts it to format 2 while a read-only handle reads every
+/// revision over and over, each byte for byte, and a handle opened after reads the v2 archive.
+#[test]
+fn a_v1_archive_converts_to_v2_while_reads_go_on() {
+    use wink::archive::{Archive, ArchiveOptions, Item};
+    use wink::filesys::OpenOptions;
+
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(1_700_000_000);
+    drop(store(dir.path(), &clock, Some(ArchivePolicy::Newest)));
+    let titles = ["Old one", "Old two"];
+    let revs: Vec<Vec<u8>> = wink::synth::histories(9, 1, 30, 30)
+        .map(|r| r.html)
+        .collect();
+    {
+        let open = OpenOptions {
+            clock: Arc::new(clock.clone()),
+            ..OpenOptions::writer()
+        };
+        let v1 = ArchiveOptions {
+            format: 1,
+            block_bytes: 64 << 10,
+            ..ArchiveOptions::default()
+        };
+        let vfs: Arc<dyn wink::vfs::Vfs> = Arc::new(wink::vfs::RealFs);
+        let mut a = Archive::open_in(vfs, &dir.path().join("archive"), &open, v1).unwrap();
+        for title in titles {
+            let key = format!("{D}/{title}");
+            for (run, chunk) in revs.chunks(10).enumerate() {
+                let items: Vec<Item> = chunk
+                    .iter()
+                    .enumerate()
+                    .map(|(i, v)| Item {
+                        rev: (run * 10 + i + 1) as u64,
+                        tid: [7; 16],
+                        content_type: HTML,
+                        value: v,
+                    })
+                    .collect();
+                a.add(key.as_bytes(), &items).unwrap();
+                a.commit().unwrap();
+            }
+        }
+    }
+    let opts = |writable: bool| StoreOptions {
+        clock: Arc::new(clock.clone()),
+        ..if writable {
+            StoreOptions::writer()
+        } else {
+            StoreOptions::read_only()
+        }
+    };
+    let mut writer = Store::open(dir.path(), &opts(true)).unwrap();
+    let key = format!("{D}/{}", titles[0]);
+    assert!(writer
+        .archive()
+        .unwrap()
+        .map(key.as_bytes())
+        .unwrap()
+        .is_some());
+    let reader = Store::open(dir.path(), &opts(false)).unwrap();
+    let read_all = |s: &Store| {
+        for title in titles {
+            for (i, want) in revs.iter().enumerate() {
+                let got = s.get_rev(D, title, i as u64 + 1).unwrap().unwrap();
+                assert_eq!(got.state, State::Archived);
+                assert!(got.value == *want, "{title} rev {}", i + 1);
+            }
+        }
+    };
+    read_all(&reader);
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let passes = std::thread::scope(|s| {
+        let reads = s.spawn(|| {
+            let mut passes = 0;
+            while !done.load(std::sync::atomic::Ordering::Relaxed) || passes < 2 {
+                read_all(&reader);
+                passes += 1;
+            }
+            passes
+        });
+        let report = writer.rewrite_archive().unwrap();
+        assert_eq!((report.titles, report.revisions), (2, 60));
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        reads.join().unwrap()
+    });
+    assert!(passes >= 2);
+    let archive = writer.archive().unwrap();
+    assert!(archive.map(key.as_bytes()).unwrap().is_none());
+    assert!(archive.map_v2(key.as_bytes()).unwrap().is_some());
+    read_all(&writer);
+    drop(writer);
+    read_all(&Store::open(dir.path(), &opts(false)).unwrap());
+    let report = wink::store::check::check_store(dir.path());
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+}

@@ -268,7 +268,7 @@ impl Delta {
     }
 }
 
-fn record(kind: u8, body: &[u8]) -> Vec<u8> {
+pub(crate) fn record(kind: u8, body: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(body.len() + 9);
     out.extend_from_slice(&(body.len() as u32 + 1).to_be_bytes());
     out.push(kind);
@@ -445,30 +445,30 @@ impl Delta {
     }
 }
 
-struct Cursor<'a> {
-    bytes: &'a [u8],
-    pos: usize,
+pub(crate) struct Cursor<'a> {
+    pub(crate) bytes: &'a [u8],
+    pub(crate) pos: usize,
 }
 
 impl Cursor<'_> {
-    fn take(&mut self, n: usize) -> Option<&[u8]> {
+    pub(crate) fn take(&mut self, n: usize) -> Option<&[u8]> {
         let end = self.pos.checked_add(n).filter(|e| *e <= self.bytes.len())?;
         let out = &self.bytes[self.pos..end];
         self.pos = end;
         Some(out)
     }
 
-    fn u16(&mut self) -> Option<u16> {
+    pub(crate) fn u16(&mut self) -> Option<u16> {
         self.take(2)
             .map(|b| u16::from_be_bytes(b.try_into().expect("2 bytes")))
     }
 
-    fn u32(&mut self) -> Option<u32> {
+    pub(crate) fn u32(&mut self) -> Option<u32> {
         self.take(4)
             .map(|b| u32::from_be_bytes(b.try_into().expect("4 bytes")))
     }
 
-    fn u64(&mut self) -> Option<u64> {
+    pub(crate) fn u64(&mut self) -> Option<u64> {
         self.take(8)
             .map(|b| u64::from_be_bytes(b.try_into().expect("8 bytes")))
     }

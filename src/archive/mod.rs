@@ -1,26 +1,30 @@
-//! The archive: old revisions of a title packed into compressed blocks, stored as files in an ao
-//! filesys (`BASE.*`), with a per-title map from (revision, tid) to (block, position) and a CRC-32
-//! per revision. It knows titles only as opaque keys and nothing of the store above it.
+//! The archive: old revisions of a title compressed against each other, stored as files in an ao
+//! filesys (`BASE.*`), with a per-title map from (revision, tid) to where its bytes lie and a
+//! CRC-32 per revision. It knows titles only as opaque keys and nothing of the store above it.
 //!
 //! | file in the filesys | content                                                          |
 //! |---------------------|------------------------------------------------------------------|
-//! | `m/KEY`             | the title's [`map::TitleMap`], rewritten as a new version per run  |
-//! | `b/KEY#N`           | block N: concatenated zstd frames of the title's revisions, in order |
+//! | `m/KEY`             | the title's map, a log of a snapshot and one delta per run          |
+//! | `v/KEY#N`           | format 2: segment N, frames of one revision each ([`v2`])           |
+//! | `b/KEY#N`           | format 1: block N, concatenated zstd frames of the title's stream  |
 //!
-//! A title's revisions form one logical stream, cut into blocks of about `block_bytes` raw. Each
-//! frame is compressed with a raw-content dictionary: for a block's first frame, the last revision
-//! of the previous block (none for a key block); for later frames, the block's content so far.
-//! So every revision is compressed against its predecessor, which is what makes revision histories
-//! tiny. An archive run appends one frame to the title's open block (rewriting that small file);
-//! a block that reaches `block_bytes` (or holds as many frames as its file can) is sealed, as it
-//! is: nothing is recompressed, so nothing is left behind as a superseded copy.
+//! A title's map names its format (`WAM1` or `WAM2`): new titles are written in
+//! [`ArchiveOptions::format`] (2 by default), a title keeps its map's format, and a rewrite writes
+//! format 2 ([`rewrite`]). Format 2 is described in [`v2`]; this file keeps format 1 and the
+//! dispatch between the two.
 //!
-//! Reading a revision decompresses its block up to the revision and, for the block's dictionary,
-//! the preceding blocks back to the last key block; `key_every` bounds that chain (a key block
-//! every N blocks; 1 = every block stands alone). Decompressed blocks are kept in a bounded cache.
+//! Format 1: a title's revisions form one logical stream, cut into blocks of about `block_bytes`
+//! raw. Each frame is compressed with a raw-content dictionary: for a block's first frame, the
+//! last revision of the previous block (none for a key block); for later frames, the block's
+//! content so far. An archive run appends one frame to the title's open block; a block that
+//! reaches `block_bytes` (or holds as many frames as its file can) is sealed, as it is. Reading a
+//! revision decompresses its block up to the revision and, for the block's dictionary, the
+//! preceding blocks back to the last key block; `key_every` bounds that chain. Decompressed
+//! blocks are kept in a bounded cache.
 
 pub mod map;
 pub mod rewrite;
+pub mod v2;
 
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
@@ -41,6 +45,12 @@ const MAX_FRAMES: u64 = 16;
 /// million revisions of one title.
 pub const MAX_MAP: u64 = 256 << 20;
 
+/// Format 2's default decode budget. A chain decodes at about 0.1 ms per MiB here, so 20 MiB
+/// keeps the slowest read near 2 ms; a key costs as much as a hundred deltas or more (a page
+/// with inline data compresses to half on its own), so fewer keys are much smaller: measured in
+/// docs/PERFORMANCE.md § Archive.
+pub const DEFAULT_CHAIN_BYTES: u64 = 20 << 20;
+
 /// Archive settings.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ArchiveOptions {
@@ -50,19 +60,28 @@ pub struct ArchiveOptions {
     pub level: i32,
     /// A key block (needing no earlier block) every this many blocks; 0 = only the first.
     pub key_every: u32,
-    /// Bytes of decompressed blocks kept in memory.
+    /// Bytes of decompressed blocks kept in memory (and of v2 titles' last decoded revisions).
     pub cache_bytes: u64,
+    /// The format new titles are written in: 2 (one frame per revision) or 1 (blocks). A title
+    /// keeps the format of its map.
+    pub format: u8,
+    /// Format 2: a new key when a read would decode more raw bytes than this since the last.
+    pub chain_bytes: u64,
 }
 
 impl Default for ArchiveOptions {
     fn default() -> Self {
         // A key block every 2 blocks: a read decompresses one block, or a block and the key block
         // it references, never a longer chain (key_every 0 compresses ~20% better, unbounded).
+        // Level 19: format 2 archives at about 10 MB/s per core there, 0.1 points of raw
+        // smaller than at 12 (docs/PERFORMANCE.md § Archive).
         ArchiveOptions {
             block_bytes: 4 << 20,
-            level: 12,
+            level: 19,
             key_every: 2,
             cache_bytes: 64 << 20,
+            format: 2,
+            chain_bytes: DEFAULT_CHAIN_BYTES,
         }
     }
 }
@@ -80,6 +99,7 @@ pub struct Item<'a> {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ArchiveStats {
     pub titles: u64,
+    /// Files of frames: v1 blocks and v2 segments.
     pub blocks: u64,
     /// Revisions held (not taken down).
     pub revisions: u64,
@@ -106,6 +126,62 @@ pub struct Archive {
     cache: Mutex<Cache>,
     /// Raw bytes decompressed so far (what a read costs, for measurements and tests).
     decompressed: std::sync::atomic::AtomicU64,
+    /// Format 2: the reused decompression context (created at the first read).
+    decoder: Mutex<Option<v2::frames::Decoder>>,
+    /// Format 2: the last decoded revision of each title.
+    recent: Mutex<v2::Recent>,
+    /// Format 2: plain keys lately written, which keys of other titles may reference.
+    candidates: VecDeque<v2::Candidate>,
+    /// Decoded maps (a quarter of `cache_bytes`, counted in map file bytes).
+    maps: Mutex<MapCache>,
+}
+
+/// Decoded maps by title, each with the version of its file it was decoded from.
+#[derive(Debug, Default)]
+struct MapCache {
+    maps: HashMap<Vec<u8>, (MapVersion, Arc<AnyMap>, u64)>,
+    order: VecDeque<Vec<u8>>,
+    bytes: u64,
+}
+
+/// A map file's inode place, length and data entries.
+type MapVersion = (u64, u64, u64);
+
+impl MapCache {
+    fn get(&self, key: &[u8], version: MapVersion) -> Option<Arc<AnyMap>> {
+        self.maps
+            .get(key)
+            .filter(|(v, _, _)| *v == version)
+            .map(|(_, m, _)| m.clone())
+    }
+
+    fn put(&mut self, key: &[u8], version: MapVersion, map: Arc<AnyMap>, len: u64, limit: u64) {
+        if let Some((_, _, old)) = self.maps.remove(key) {
+            self.bytes -= old;
+            self.order.retain(|k| k != key);
+        }
+        if len > limit {
+            return;
+        }
+        self.maps.insert(key.to_vec(), (version, map, len));
+        self.order.push_back(key.to_vec());
+        self.bytes += len;
+        while self.bytes > limit {
+            let Some(oldest) = self.order.pop_front() else {
+                break;
+            };
+            if let Some((_, _, gone)) = self.maps.remove(&oldest) {
+                self.bytes -= gone;
+            }
+        }
+    }
+}
+
+/// A title's map in either format.
+#[derive(Clone, Debug)]
+pub(crate) enum AnyMap {
+    V1(TitleMap),
+    V2(v2::map::Map),
 }
 
 /// The name of the file holding the map of the title `key`.
@@ -146,14 +222,23 @@ impl Archive {
         opts: ArchiveOptions,
     ) -> Result<Archive> {
         let fs = Filesys::open_in(vfs.clone(), base, open)?;
-        Ok(Archive {
+        Ok(Archive::over(vfs, base, fs, opts))
+    }
+
+    /// An archive over an open filesys at `base`.
+    fn over(vfs: Arc<dyn Vfs>, base: &Path, fs: Filesys, opts: ArchiveOptions) -> Archive {
+        Archive {
             vfs,
             base: base.to_path_buf(),
             fs,
             opts,
             cache: Mutex::new(Cache::default()),
             decompressed: Default::default(),
-        })
+            decoder: Mutex::new(None),
+            recent: Mutex::new(v2::Recent::default()),
+            candidates: VecDeque::new(),
+            maps: Mutex::new(MapCache::default()),
+        }
     }
 
     /// The options in force.
@@ -170,6 +255,8 @@ impl Archive {
     /// Forgets every cached block (for cold-read measurements).
     pub fn clear_cache(&self) {
         *self.cache.lock().unwrap_or_else(|p| p.into_inner()) = Cache::default();
+        *self.recent.lock().unwrap_or_else(|p| p.into_inner()) = v2::Recent::default();
+        *self.maps.lock().unwrap_or_else(|p| p.into_inner()) = MapCache::default();
     }
 
     /// Raw bytes decompressed since the archive was opened.
@@ -182,14 +269,56 @@ impl Archive {
         &self.fs
     }
 
-    /// The title's map, if it has archived anything.
+    /// The title's v1 map, if it has archived anything in format 1 (a v2 title's map is
+    /// [`Archive::map_v2`]'s).
     pub fn map(&self, key: &[u8]) -> Result<Option<TitleMap>> {
-        match self.fs.read_located_within(&map_name(key), MAX_MAP)? {
-            Some((stat, bytes)) => {
-                TitleMap::decode_log(&bytes, self.fs.data().path(), stat.inode.0).map(Some)
-            }
-            None => Ok(None),
+        match self.load(key)? {
+            Some(AnyMap::V1(m)) => Ok(Some(m)),
+            _ => Ok(None),
         }
+    }
+
+    /// The title's map in whichever format its log's first record names (a copy to change).
+    pub(crate) fn load(&self, key: &[u8]) -> Result<Option<AnyMap>> {
+        Ok(self.load_shared(key)?.map(|m| (*m).clone()))
+    }
+
+    /// The title's map, decoded once per version of its file: a map of many revisions takes
+    /// longer to decode than a read of one revision takes.
+    pub(crate) fn load_shared(&self, key: &[u8]) -> Result<Option<Arc<AnyMap>>> {
+        let name = map_name(key);
+        let Some(stat) = self.fs.stat(&name)? else {
+            return Ok(None);
+        };
+        // The inode's place, length and entries change with every write of the map.
+        let version = (stat.inode.0, stat.size, stat.data_entries);
+        if let Some(hit) = self
+            .maps
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(key, version)
+        {
+            return Ok(Some(hit));
+        }
+        let Some((stat, bytes)) = self.fs.read_located_within(&name, MAX_MAP)? else {
+            return Ok(None);
+        };
+        let path = self.fs.data().path();
+        let map = match v2::map::log_version(&bytes) {
+            Some(2) => AnyMap::V2(v2::map::Map::decode_log(&bytes, path, stat.inode.0)?),
+            _ => AnyMap::V1(TitleMap::decode_log(&bytes, path, stat.inode.0)?),
+        };
+        let map = Arc::new(map);
+        let version = (stat.inode.0, stat.size, stat.data_entries);
+        let limit = self.opts.cache_bytes / 4;
+        self.maps.lock().unwrap_or_else(|p| p.into_inner()).put(
+            key,
+            version,
+            map.clone(),
+            bytes.len() as u64,
+            limit,
+        );
+        Ok(Some(map))
     }
 
     /// Writes what a run changed: a delta appended to the map log, or the whole map as a new
@@ -220,21 +349,45 @@ impl Archive {
 
     /// The title's archived revisions that are not taken down.
     pub fn entries(&self, key: &[u8]) -> Result<Vec<Entry>> {
-        Ok(self
-            .map(key)?
-            .map(|m| m.entries.into_iter().filter(|e| !e.taken_down).collect())
-            .unwrap_or_default())
+        Ok(self.title_entries(key)?.unwrap_or_default())
+    }
+
+    /// The title's archived revisions that are not taken down, in either format; `None` when
+    /// the archive holds no map of the title (the store tells "archived, but the map is lost"
+    /// from "never archived" by it).
+    pub fn title_entries(&self, key: &[u8]) -> Result<Option<Vec<Entry>>> {
+        let Some(map) = self.load_shared(key)? else {
+            return Ok(None);
+        };
+        let entries = match &*map {
+            AnyMap::V1(m) => &m.entries,
+            AnyMap::V2(m) => &m.entries,
+        };
+        Ok(Some(entries.iter().filter(|e| !e.taken_down).cloned().collect()))
+    }
+
+    /// Every revision the title's map records, taken down or not (empty when it has no map).
+    pub fn all_entries(&self, key: &[u8]) -> Result<Vec<Entry>> {
+        let Some(map) = self.load_shared(key)? else {
+            return Ok(Vec::new());
+        };
+        let entries = match &*map {
+            AnyMap::V1(m) => &m.entries,
+            AnyMap::V2(m) => &m.entries,
+        };
+        Ok(entries.clone())
     }
 
     /// Reads one archived revision, verified against its CRC-32.
     pub fn read(&self, key: &[u8], entry: &Entry) -> Result<Vec<u8>> {
-        let map = self.map(key)?.ok_or_else(|| {
-            Error::NotFound(format!(
+        match self.load_shared(key)?.as_deref() {
+            Some(AnyMap::V1(map)) => self.read_in(key, map, entry),
+            Some(AnyMap::V2(map)) => self.read_v2(key, map, entry),
+            None => Err(Error::NotFound(format!(
                 "archive: no title {:?}",
                 String::from_utf8_lossy(key)
-            ))
-        })?;
-        self.read_in(key, &map, entry)
+            ))),
+        }
     }
 
     fn read_in(&self, key: &[u8], map: &TitleMap, entry: &Entry) -> Result<Vec<u8>> {
@@ -397,7 +550,15 @@ impl Archive {
     /// there (same revision and tid) is skipped, so a rerun after a crash finishes the job; bytes
     /// identical to an archived revision are stored once. Returns how many were added.
     pub fn add(&mut self, key: &[u8], items: &[Item<'_>]) -> Result<usize> {
-        let mut map = self.map(key)?.unwrap_or_default();
+        match self.load(key)? {
+            Some(AnyMap::V1(map)) => self.add_v1(key, map, items),
+            Some(AnyMap::V2(map)) => self.add_v2(key, Some(map), items, &[]),
+            None if self.opts.format == 1 => self.add_v1(key, TitleMap::default(), items),
+            None => self.add_v2(key, None, items, &[]),
+        }
+    }
+
+    fn add_v1(&mut self, key: &[u8], mut map: TitleMap, items: &[Item<'_>]) -> Result<usize> {
         let mut delta = Delta::default();
         let mut fresh: Vec<(Item<'_>, u32)> = Vec::new();
         for item in items {
@@ -596,8 +757,10 @@ impl Archive {
     /// Marks a revision (or all, with `None`) of a title taken down: never returned again; the
     /// bytes stay in their block until a compaction rewrites it. Returns how many were marked.
     pub fn take_down(&mut self, key: &[u8], rev: Option<u64>) -> Result<usize> {
-        let Some(mut map) = self.map(key)? else {
-            return Ok(0);
+        let mut map = match self.load(key)? {
+            None => return Ok(0),
+            Some(AnyMap::V2(map)) => return self.take_down_v2(key, map, rev),
+            Some(AnyMap::V1(map)) => map,
         };
         let down: Vec<(u64, [u8; 16])> = map
             .entries
@@ -638,10 +801,14 @@ impl Archive {
     pub fn stats(&self) -> Result<ArchiveStats> {
         let mut st = ArchiveStats::default();
         for key in self.titles()? {
-            let Some(map) = self.map(&key)? else { continue };
+            let (blocks, entries) = match self.load(&key)? {
+                Some(AnyMap::V1(m)) => (m.blocks.len(), m.entries),
+                Some(AnyMap::V2(m)) => (m.segments.len(), m.entries),
+                None => continue,
+            };
             st.titles += 1;
-            st.blocks += map.blocks.len() as u64;
-            for e in map.entries.iter().filter(|e| !e.taken_down) {
+            st.blocks += blocks as u64;
+            for e in entries.iter().filter(|e| !e.taken_down) {
                 st.revisions += 1;
                 st.raw_bytes += e.len;
             }
@@ -664,8 +831,16 @@ impl Archive {
             Err(e) => return vec![Problem::from_error(&path, &e)],
         };
         for key in titles {
-            let map = match self.map(&key) {
-                Ok(Some(m)) => m,
+            let map = match self.load(&key) {
+                Ok(Some(AnyMap::V1(m))) => m,
+                Ok(Some(AnyMap::V2(m))) => {
+                    if let Err(e) = self.verify_v2(&key, &m) {
+                        let mut p = Problem::from_error(&path, &e);
+                        p.severity = Severity::Error;
+                        problems.push(p);
+                    }
+                    continue;
+                }
                 Ok(None) => continue,
                 Err(e) => {
                     problems.push(Problem::from_error(&path, &e));
@@ -730,7 +905,9 @@ mod tests {
     use crate::clock::ManualClock;
     use crate::sim::SimDisk;
 
+    /// An archive whose new titles are v1 (these tests are of format 1's blocks).
     fn open(disk: &SimDisk, opts: ArchiveOptions) -> Archive {
+        let opts = ArchiveOptions { format: 1, ..opts };
         let vfs: Arc<dyn Vfs> = Arc::new(disk.clone());
         let clock: Arc<dyn Clock> = Arc::new(ManualClock::new(1000));
         let base = Path::new("/a/archive");

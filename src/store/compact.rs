@@ -1460,6 +1460,35 @@ impl Store {
         if !worth {
             return Ok(());
         }
+        report.archive_rewrite = Some(self.switch_archive()?);
+        Ok(())
+    }
+
+    /// Rewrites the archive whether or not it holds anything to reclaim: what converts an
+    /// archive of format 1 to format 2 (`wink archive --rewrite`). Reads go on meanwhile, from
+    /// the old archive until the switch.
+    pub fn rewrite_archive(&mut self) -> Result<RewriteReport> {
+        self.archive_policy_set()?;
+        self.writer()?;
+        self.switch_archive()
+    }
+
+    fn archive_policy_set(&self) -> Result<()> {
+        match self.archive {
+            Some(_) => Ok(()),
+            None => Err(Error::invalid(format!(
+                "{}: this store has no archive (wink init --archive)",
+                self.dir.display()
+            ))),
+        }
+    }
+
+    /// Writes the archive anew into `archive.gN`, named `pending_archive` first; the switch
+    /// names it `archive` in the generation file; the old one is then removed.
+    fn switch_archive(&mut self) -> Result<RewriteReport> {
+        let Some(archive) = &self.archive else {
+            return Err(Error::invalid("no archive"));
+        };
         let mut g = self.generation()?;
         let name = format!("archive.g{}", g.generation + 1);
         let dest = self.dir.join(&name);
@@ -1493,8 +1522,7 @@ impl Store {
         Archive::remove_in(self.vfs.as_ref(), &old)?;
         g.retired_archive.clear();
         self.write_generation(&g)?;
-        report.archive_rewrite = Some(rewritten);
-        Ok(())
+        Ok(rewritten)
     }
 
     /// Prepares the compaction of sealed container `source` (see [`Store::start_compaction_of`]).

@@ -13,6 +13,7 @@
 //! | `archive_block_bytes` | bytes                   | raw bytes per archive block              |
 //! | `archive_level`  | 1..=22                       | zstd level of the archive                |
 //! | `archive_key_every` | N                         | a self-contained block every N blocks (0: first only) |
+//! | `archive_chain_bytes` | bytes                   | v2: a key once a read would decode more |
 //! | `checksum`       | 8 hex digits                 | CRC-32 of the entries before it (see [`verify_settings`]) |
 
 use std::path::Path;
@@ -45,6 +46,8 @@ pub struct Config {
     pub archive_level: i32,
     /// A self-contained archive block every this many blocks (0: only the first).
     pub archive_key_every: u32,
+    /// Format 2: a new key frame once a read would decode more raw bytes than this.
+    pub archive_chain_bytes: u64,
 }
 
 impl Default for Config {
@@ -57,6 +60,7 @@ impl Default for Config {
             archive_block_bytes: crate::archive::ArchiveOptions::default().block_bytes,
             archive_level: crate::archive::ArchiveOptions::default().level,
             archive_key_every: crate::archive::ArchiveOptions::default().key_every,
+            archive_chain_bytes: crate::archive::ArchiveOptions::default().chain_bytes,
         }
     }
 }
@@ -77,6 +81,7 @@ impl Config {
             ("archive_block_bytes", self.archive_block_bytes.to_string()),
             ("archive_level", self.archive_level.to_string()),
             ("archive_key_every", self.archive_key_every.to_string()),
+            ("archive_chain_bytes", self.archive_chain_bytes.to_string()),
         ]
     }
 
@@ -140,6 +145,7 @@ impl Config {
                     cfg.archive_key_every =
                         value.parse::<u32>().map_err(|_| bad("archive_key_every"))?
                 }
+                b"archive_chain_bytes" => cfg.archive_chain_bytes = number(&value)?,
                 b"archive_level" => {
                     cfg.archive_level = value
                         .parse::<i32>()

@@ -377,6 +377,7 @@ impl Store {
                     block_bytes: cfg.archive_block_bytes,
                     level: cfg.archive_level,
                     key_every: cfg.archive_key_every,
+                    chain_bytes: cfg.archive_chain_bytes,
                     ..ArchiveOptions::default()
                 };
                 let open = filesys::OpenOptions {
@@ -514,6 +515,7 @@ impl Store {
             block_bytes: self.cfg.archive_block_bytes,
             level: self.cfg.archive_level,
             key_every: self.cfg.archive_key_every,
+            chain_bytes: self.cfg.archive_chain_bytes,
             ..ArchiveOptions::default()
         };
         let open = filesys::OpenOptions {
@@ -780,13 +782,12 @@ impl Store {
             _ => self.archive_tier()?,
         };
         let archived = match archive {
-            Some(archive) => archive.map(name)?.map_or_else(Vec::new, |m| {
-                m.entries
-                    .iter()
-                    .filter(|e| e.rev == rev)
-                    .map(|e| Uuid::from_bytes(e.tid))
-                    .collect()
-            }),
+            Some(archive) => archive
+                .all_entries(name)?
+                .iter()
+                .filter(|e| e.rev == rev)
+                .map(|e| Uuid::from_bytes(e.tid))
+                .collect(),
             None => Vec::new(),
         };
         Ok(hot.chain(archived).max_by(|a, b| key::cmp_tid(*a, *b)))
@@ -949,7 +950,7 @@ impl Store {
     /// The record of a title not found in the title records.
     fn new_record(&self, name: &[u8]) -> Result<TitleRecord> {
         if let Some(archive) = self.archive_tier()? {
-            if archive.map(name)?.is_some() {
+            if archive.title_entries(name)?.is_some() {
                 return Err(self.missing_record(name));
             }
         }

@@ -98,7 +98,7 @@ impl Store {
     ) -> Result<Vec<ArchiveEntry>> {
         let Some(rec) = rec else {
             if let Some(archive) = self.archive_tier()? {
-                if archive.map(name)?.is_some() {
+                if archive.title_entries(name)?.is_some() {
                     return Err(self.missing_record(name));
                 }
             }
@@ -124,8 +124,8 @@ impl Store {
             }
             return Ok(Vec::new());
         };
-        let mut entries = match archive.map(name)? {
-            Some(map) => map.entries.into_iter().filter(|e| !e.taken_down).collect(),
+        let mut entries = match archive.title_entries(name)? {
+            Some(entries) => entries,
             // The record says the archive holds revisions: its map was lost (an index cell).
             None if rec.archive == InArchive::Yes => return Err(self.missing_map(archive, name)),
             None => Vec::new(),

@@ -19,10 +19,19 @@ pub fn contains(hay: &[u8], needle: &[u8]) -> bool {
 
 /// Every block of every title, decompressed frame by frame as docs/FORMAT.md defines it: a
 /// block's first frame against the last revision of the block before (nothing for a key block),
-/// each later frame against the block's content so far.
+/// each later frame against the block's content so far. A v2 title gives its frames (one
+/// revision each) as its blocks.
 pub fn decompressed_blocks(a: &Archive) -> Vec<(Vec<u8>, u32, Vec<u8>)> {
     let mut out = Vec::new();
     for key in a.titles().unwrap() {
+        if let Some(map) = a.map_v2(&key).unwrap() {
+            a.each_frame(&key, &map, |n, raw| {
+                out.push((key.clone(), n as u32, raw.to_vec()));
+                Ok(())
+            })
+            .unwrap();
+            continue;
+        }
         let map = a.map(&key).unwrap().unwrap();
         let mut prev: Vec<u8> = Vec::new();
         for (n, block) in map.blocks.iter().enumerate() {

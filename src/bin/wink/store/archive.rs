@@ -1,5 +1,5 @@
-//! `wink archive DIR [--wait]`: the maintenance run that moves revisions leaving the hot tier
-//! into the archive.
+//! `wink archive DIR [--wait] [--rewrite]`: the maintenance run that moves revisions leaving the
+//! hot tier into the archive, or a rewrite of the whole archive into format 2.
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -27,6 +27,12 @@ seconds, mb_per_s (10^6 bytes per second) — then the whole archive's totals: a
 archive.blocks, archive.revisions, archive.raw_bytes (uncompressed), archive.stored_bytes (every
 byte of the archive's files) and archive.stored_pct (stored_bytes as a % of raw_bytes).
 
+With --rewrite, instead, the whole archive is written anew in format 2 (one zstd frame per
+revision; an archive written before format 2 is converted), without taken-down bytes, and
+switched to as a compaction switches archives; reads go on meanwhile. The summary then has
+titles, revisions, raw_bytes, purged, bytes_before and bytes_after (datafile sizes), seconds,
+and the archive totals.
+
 Exit status 2 when the store has no archive (nothing is opened for writing then), 3 when data
 cannot be read, 4 when another writer holds the store (unless --wait).";
 
@@ -36,6 +42,9 @@ cannot be read, 4 when another writer holds the store (unless --wait).";
 pub struct Args {
     /// The store's directory.
     dir: PathBuf,
+    /// Rewrite the whole archive in format 2 instead of archiving.
+    #[arg(long)]
+    rewrite: bool,
     #[command(flatten)]
     writing: Writing,
 }
@@ -49,6 +58,9 @@ pub fn run(args: &Args) -> Result<Status> {
         return Err(no_archive(args));
     }
     let mut store = super::open_writer(&args.dir, &args.writing)?;
+    if args.rewrite {
+        return rewrite(args, &mut store);
+    }
     let bar = super::progress_bar(None, "{bar:40} {pos}/{len} titles, eta {eta}");
     let started = Instant::now();
     let result = store.archive_due(|done, total| {
@@ -60,6 +72,30 @@ pub fn run(args: &Args) -> Result<Status> {
     let seconds = started.elapsed().as_secs_f64();
     let totals = store.archive().ok_or_else(|| no_archive(args))?.stats()?;
     summary(&report, seconds, &totals)?;
+    Ok(0)
+}
+
+fn rewrite(args: &Args, store: &mut wink::store::Store) -> Result<Status> {
+    let started = Instant::now();
+    let report = store.rewrite_archive()?;
+    let seconds = started.elapsed().as_secs_f64();
+    let totals = store.archive().ok_or_else(|| no_archive(args))?.stats()?;
+    let mut out = Out::new();
+    for (field, value) in [
+        ("titles", report.titles.to_string()),
+        ("revisions", report.revisions.to_string()),
+        ("raw_bytes", report.raw_bytes.to_string()),
+        ("purged", report.purged.to_string()),
+        ("bytes_before", report.bytes_before.to_string()),
+        ("bytes_after", report.bytes_after.to_string()),
+        ("seconds", format!("{seconds:.3}")),
+    ] {
+        out.line(&format!("{field}\t{value}"))?;
+    }
+    for (field, value) in totals_fields(&totals) {
+        out.line(&format!("{field}\t{value}"))?;
+    }
+    out.finish()?;
     Ok(0)
 }
 
@@ -93,6 +129,18 @@ fn summary(report: &ArchiveReport, seconds: f64, totals: &ArchiveStats) -> Resul
         ("bytes", report.bytes.to_string()),
         ("seconds", format!("{seconds:.3}")),
         ("mb_per_s", format!("{rate:.1}")),
+    ]
+    .into_iter()
+    .chain(totals_fields(totals))
+    {
+        out.line(&format!("{field}\t{value}"))?;
+    }
+    out.finish()
+}
+
+/// The whole archive's totals, as summary fields.
+fn totals_fields(totals: &ArchiveStats) -> [(&'static str, String); 6] {
+    [
         ("archive.titles", totals.titles.to_string()),
         ("archive.blocks", totals.blocks.to_string()),
         ("archive.revisions", totals.revisions.to_string()),
@@ -102,8 +150,5 @@ fn summary(report: &ArchiveReport, seconds: f64, totals: &ArchiveStats) -> Resul
             "archive.stored_pct",
             percent(totals.stored_bytes, totals.raw_bytes),
         ),
-    ] {
-        out.line(&format!("{field}\t{value}"))?;
-    }
-    out.finish()
+    ]
 }

@@ -57,17 +57,24 @@ pub struct Args {
     /// first, newest, or every:SECS (one per SECS of tid time).
     #[arg(long, value_name = "POLICY")]
     archive: Option<String>,
-    /// Raw bytes per archive block (64 KiB .. 1 GiB).
+    /// Raw bytes per archive block (64 KiB .. 1 GiB): format 1 titles only (a new store's
+    /// archive writes format 2, one frame per revision).
     #[arg(long, value_name = "N", default_value_t = Config::default().archive_block_bytes)]
     archive_block_bytes: u64,
     /// zstd level of the archive (1 .. 22; higher is smaller and slower to archive).
     #[arg(long, value_name = "L", default_value_t = Config::default().archive_level)]
     archive_level: i32,
-    /// A self-contained archive block every N blocks. 2 (the default): a read decompresses one
-    /// block, or a block and the key block it references. 0: only a title's first block, which
-    /// compresses ~20% better but makes reads of a long history decompress a chain of blocks.
+    /// Format 1 titles only: a self-contained archive block every N blocks. 2 (the default): a
+    /// read decompresses one block, or a block and the key block it references. 0: only a
+    /// title's first block, which compresses ~20% better but makes reads of a long history
+    /// decompress a chain of blocks.
     #[arg(long, value_name = "N", default_value_t = Config::default().archive_key_every)]
     archive_key_every: u32,
+    /// Archive format 2 (one frame per revision): a new key frame, decodable on its own, once a
+    /// read would decode more than N raw bytes since the last (0: every revision a key). Larger
+    /// is smaller and makes the slowest reads slower.
+    #[arg(long, value_name = "N", default_value_t = Config::default().archive_chain_bytes)]
+    archive_chain_bytes: u64,
 }
 
 pub fn run(args: &Args) -> Result<Status> {
@@ -136,6 +143,7 @@ fn config(args: &Args) -> Result<Config> {
         archive_block_bytes: args.archive_block_bytes,
         archive_level: args.archive_level,
         archive_key_every: args.archive_key_every,
+        archive_chain_bytes: args.archive_chain_bytes,
     })
 }
 

@@ -22,10 +22,12 @@ sealed) and max_value; then generation (bumped by every compaction step), compac
 finished), last_compaction_time (seconds since the epoch; 0: never) and
 last_compaction_reclaimed_bytes.
 
-When the store has an archive (`wink init --archive`), its counts follow: titles, blocks,
-revisions (archived, not taken down), raw_bytes (their bytes uncompressed) and stored_bytes (every
-byte of the archive's files), and its settings: policy, block_bytes and level. A store without an
-archive has no archive fields at all (no `archive` key in JSON, no `archive.` lines in text).
+When the store has an archive (`wink init --archive`), its counts follow: titles, blocks (files of
+frames: format 1 blocks, format 2 segments), revisions (archived, not taken down), raw_bytes
+(their bytes uncompressed) and stored_bytes (every byte of the archive's files), and its
+settings: policy, block_bytes (format 1), level and chain_bytes (format 2's decode budget). A
+store without an archive has no archive fields at all (no `archive` key in JSON, no `archive.`
+lines in text).
 
 quarantined counts the entries of DIR/quarantine (damaged values `wink scrub --quarantine`
 copied aside; reads of them fail with exit 3); the field is there only when there is one. A title
@@ -171,6 +173,7 @@ struct ArchiveJson {
     policy: String,
     block_bytes: u64,
     level: i32,
+    chain_bytes: u64,
 }
 
 impl ArchiveJson {
@@ -184,6 +187,7 @@ impl ArchiveJson {
             policy: cfg.archive?.to_string(),
             block_bytes: cfg.archive_block_bytes,
             level: cfg.archive_level,
+            chain_bytes: cfg.archive_chain_bytes,
         })
     }
 
@@ -197,6 +201,7 @@ impl ArchiveJson {
             ("archive.policy", self.policy.clone()),
             ("archive.block_bytes", self.block_bytes.to_string()),
             ("archive.level", self.level.to_string()),
+            ("archive.chain_bytes", self.chain_bytes.to_string()),
         ]
     }
 }

@@ -1,0 +1,666 @@
+//! Archive format 2: one zstd frame per revision, keys placed by a decode budget.
+//!
+//! | file in the filesys | content                                                          |
+//! |---------------------|------------------------------------------------------------------|
+//! | `m/KEY`             | the title's [`map::Map`] (`WAM2`), a log of a snapshot and deltas  |
+//! | `v/KEY#N`           | segment N: frames appended, one data entry per archive run         |
+//!
+//! Each distinct revision of a title is one magicless zstd frame ([`frames`]), compressed with the
+//! raw revision before it as its prefix, or as a **key**: against nothing, or against another
+//! title's key (one level at most: a read decodes at most two keys). A new frame is a key when
+//! the raw bytes a read of it would decode since the last key would pass `chain_bytes`
+//! ([`chain`]). A title's first frame is a key; the key it may reference is the best of the
+//! plain keys this handle wrote lately, by a level-3 trial that charges a reference for the
+//! decoding it adds to every read, so titles of one site share their boilerplate when it pays.
+//!
+//! An archive run appends the new frames of a title to its open segment as one data entry
+//! (rewriting nothing) and a delta to its map log; the revision a new frame is compressed against
+//! is the title's last, from the per-title cache of the last decoded revision or decoded once.
+//! Identical revisions share a frame. A take-down is a map record; the bytes go when the archive
+//! is rewritten (always into format 2).
+//!
+//! A read decodes the chain from the nearest key with one reused decompression context, starting
+//! after the title's cached last decoded revision when that lies on the chain, and checks the
+//! revision against its CRC-32.
+
+pub mod chain;
+pub mod frames;
+pub mod map;
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+
+use crate::error::{Error, Result};
+
+use super::map::Entry;
+use super::{map_name, Archive, Item, MAX_MAP};
+use map::{Base, Delta, Frame, Map, Segment, MAX_APPENDS, MAX_RAW};
+
+/// A segment takes appends until it holds this many bytes (a larger run gets segments of its
+/// own): reads take a range of a segment, so its size only bounds a rewrite's unit.
+pub const SEGMENT_BYTES: u64 = 16 << 20;
+/// Plain keys remembered as references for the keys of other titles.
+const CANDIDATES: usize = 16;
+/// The level of the trial compressions that pick a key's reference.
+const TRIAL_LEVEL: i32 = 3;
+/// A reference is charged one stored byte per this many raw bytes of the key it references:
+/// every read of the chain decodes that key in full (about ten times the cost of a delta's raw
+/// byte). Measured on the corpus (docs/PERFORMANCE.md § Archive): every reference the trial finds
+/// smaller (18 of 20 keys) saves 0.02 points of raw and doubles the p50 of a cold read; charged at
+/// 1/32, two remain, which keep the saving; at 1/8, none.
+const REF_CHARGE: usize = 32;
+
+pub(crate) fn segment_name(key: &[u8], n: u32) -> Vec<u8> {
+    [b"v/".as_slice(), key, format!("#{n}").as_bytes()].concat()
+}
+
+/// The last decoded revision of each title, bounded in bytes.
+#[derive(Debug, Default)]
+pub(crate) struct Recent {
+    last: HashMap<Vec<u8>, (u32, Arc<Vec<u8>>)>,
+    order: VecDeque<Vec<u8>>,
+    bytes: u64,
+}
+
+impl Recent {
+    fn get(&self, key: &[u8]) -> Option<(u32, Arc<Vec<u8>>)> {
+        self.last.get(key).cloned()
+    }
+
+    fn put(&mut self, key: &[u8], frame: u32, raw: Arc<Vec<u8>>, limit: u64) {
+        let len = raw.len() as u64;
+        if len > limit {
+            if let Some((_, old)) = self.last.remove(key) {
+                self.bytes -= old.len() as u64;
+                self.order.retain(|k| k != key);
+            }
+            return;
+        }
+        match self.last.insert(key.to_vec(), (frame, raw)) {
+            Some((_, old)) => self.bytes -= old.len() as u64,
+            None => self.order.push_back(key.to_vec()),
+        }
+        self.bytes += len;
+        while self.bytes > limit {
+            let Some(oldest) = self.order.pop_front() else {
+                break;
+            };
+            if let Some((_, gone)) = self.last.remove(&oldest) {
+                self.bytes -= gone.len() as u64;
+            }
+        }
+    }
+}
+
+/// A plain key another title's key may be compressed against.
+#[derive(Clone, Debug)]
+pub(crate) struct Candidate {
+    title: Vec<u8>,
+    frame: u32,
+    raw: Arc<Vec<u8>>,
+}
+
+impl Archive {
+    /// The title's v2 map, if it has one (`None` also for a v1 title).
+    pub fn map_v2(&self, key: &[u8]) -> Result<Option<Map>> {
+        match self.load(key)? {
+            Some(super::AnyMap::V2(m)) => Ok(Some(m)),
+            _ => Ok(None),
+        }
+    }
+
+    fn damaged_frame(&self, key: &[u8], map: &Map, n: usize, what: &str) -> Error {
+        let f = map.frames.get(n);
+        let name = f.map_or_else(Vec::new, |f| segment_name(key, f.seg));
+        // The frame's place in the datafile, when its segment's extents can be read.
+        let at = f
+            .and_then(|f| {
+                let extents = self.fs.extents(&name).ok().flatten()?;
+                let mut left = f.offset;
+                extents.iter().find_map(|e| {
+                    if left < e.len {
+                        Some(e.offset + left)
+                    } else {
+                        left -= e.len;
+                        None
+                    }
+                })
+            })
+            .unwrap_or(0);
+        Error::corrupt(
+            self.fs.data().path(),
+            at,
+            format!(
+                "archive segment {} of title {:?}: frame {n}",
+                String::from_utf8_lossy(&name),
+                String::from_utf8_lossy(key)
+            ),
+            "a frame that decodes to its revision",
+            what,
+        )
+    }
+
+    /// The stored bytes of frames `from..=to` of a title: one read per segment they span.
+    fn frame_bytes(&self, key: &[u8], map: &Map, from: usize, to: usize) -> Result<Vec<Vec<u8>>> {
+        let mut out = Vec::with_capacity(to + 1 - from);
+        let mut i = from;
+        while i <= to {
+            let seg = map.frames[i].seg;
+            let mut j = i;
+            while j < to && map.frames[j + 1].seg == seg {
+                j += 1;
+            }
+            let start = map.frames[i].offset;
+            let end = map.frames[j].offset + u64::from(map.frames[j].stored);
+            let bytes = self
+                .fs
+                .read_range(&segment_name(key, seg), start, end - start);
+            let bytes = match bytes {
+                Ok(b) if b.len() as u64 == end - start => b,
+                Ok(b) => {
+                    let what = format!("segment ends {} bytes into the frames read", b.len());
+                    return Err(self.damaged_frame(key, map, i, &what));
+                }
+                Err(Error::NotFound(_)) => {
+                    return Err(self.damaged_frame(key, map, i, "segment file missing"))
+                }
+                Err(e) => return Err(e),
+            };
+            for f in &map.frames[i..=j] {
+                let at = (f.offset - start) as usize;
+                out.push(bytes[at..at + f.stored as usize].to_vec());
+            }
+            i = j + 1;
+        }
+        Ok(out)
+    }
+
+    /// Decodes one frame against `prefix` into `out`, checked against the frame's CRC-32.
+    fn decode_frame_into(
+        &self,
+        key: &[u8],
+        map: &Map,
+        n: usize,
+        data: &[u8],
+        prefix: &[u8],
+        out: &mut Vec<u8>,
+    ) -> Result<()> {
+        let f = map.frames[n];
+        let mut guard = self.decoder.lock().unwrap_or_else(|p| p.into_inner());
+        if guard.is_none() {
+            let dec = frames::Decoder::new().map_err(|e| Error::invalid(format!("zstd: {e}")))?;
+            *guard = Some(dec);
+        }
+        let dec = guard.as_mut().expect("just created");
+        // `raw` is bounded by MAX_RAW in the map's check.
+        dec.decompress_into(out, data, prefix, u64::from(f.raw))
+            .map_err(|e| self.damaged_frame(key, map, n, &e))?;
+        drop(guard);
+        self.decompressed
+            .fetch_add(out.len() as u64, std::sync::atomic::Ordering::Relaxed);
+        let crc = crc32fast::hash(out);
+        if crc != f.crc {
+            return Err(self.damaged_frame(
+                key,
+                map,
+                n,
+                &format!("CRC-32 0x{crc:08x}, the map says 0x{:08x}", f.crc),
+            ));
+        }
+        Ok(())
+    }
+
+    fn decode_frame(
+        &self,
+        key: &[u8],
+        map: &Map,
+        n: usize,
+        data: &[u8],
+        prefix: &[u8],
+    ) -> Result<Vec<u8>> {
+        let mut out = Vec::new();
+        self.decode_frame_into(key, map, n, data, prefix, &mut out)?;
+        Ok(out)
+    }
+
+    /// The raw revision of another title's plain key that a key of `key` references.
+    fn referenced_key(&self, key: &[u8], map: &Map, n: usize) -> Result<Arc<Vec<u8>>> {
+        let Base::Title { title, frame } = map.frames[n].base else {
+            return Ok(Arc::new(Vec::new()));
+        };
+        let other = &map.refs[title as usize];
+        let bad = |what: &str| self.damaged_frame(key, map, n, what);
+        let shared = self.load_shared(other)?;
+        let Some(super::AnyMap::V2(omap)) = shared.as_deref() else {
+            return Err(bad("references a title with no v2 map"));
+        };
+        match omap.frames.get(frame as usize) {
+            Some(f) if f.base == Base::Key => {}
+            _ => return Err(bad("references a frame that is not a plain key")),
+        }
+        if let Some((c, raw)) = self.recent_get(other).filter(|(c, _)| *c == frame) {
+            let _ = c;
+            return Ok(raw);
+        }
+        let data = self.frame_bytes(other, omap, frame as usize, frame as usize)?;
+        let raw = Arc::new(self.decode_frame(other, omap, frame as usize, &data[0], &[])?);
+        Ok(raw)
+    }
+
+    fn recent_get(&self, key: &[u8]) -> Option<(u32, Arc<Vec<u8>>)> {
+        self.recent
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(key)
+    }
+
+    fn recent_put(&self, key: &[u8], frame: u32, raw: Arc<Vec<u8>>) {
+        let limit = self.opts.cache_bytes;
+        self.recent
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .put(key, frame, raw, limit);
+    }
+
+    /// The raw revision of frame `n`: its chain decoded from the nearest key, or from the
+    /// title's last decoded revision when that lies on the chain before it.
+    pub(crate) fn frame_content(&self, key: &[u8], map: &Map, n: usize) -> Result<Arc<Vec<u8>>> {
+        if n >= map.frames.len() {
+            return Err(self.damaged_frame(key, map, n, "the entry names no frame"));
+        }
+        let k = chain::key_of(map, n);
+        let cached = self
+            .recent_get(key)
+            .filter(|(c, _)| (k..=n).contains(&(*c as usize)));
+        let (from, mut prev) = match cached {
+            Some((c, raw)) if c as usize == n => return Ok(raw),
+            Some((c, raw)) => (c as usize + 1, raw),
+            None => (k, self.referenced_key(key, map, k)?),
+        };
+        let data = self.frame_bytes(key, map, from, n)?;
+        // Two buffers in turn: the frame decoded last is the next one's prefix.
+        let (mut last, mut next) = (Vec::new(), Vec::new());
+        for (i, d) in (from..=n).zip(&data) {
+            let prefix: &[u8] = if i == from { &prev } else { &last };
+            self.decode_frame_into(key, map, i, d, prefix, &mut next)?;
+            std::mem::swap(&mut last, &mut next);
+        }
+        prev = Arc::new(last);
+        self.recent_put(key, n as u32, prev.clone());
+        Ok(prev)
+    }
+
+    /// Reads one revision of a v2 title, verified against its CRC-32.
+    pub(crate) fn read_v2(&self, key: &[u8], map: &Map, entry: &Entry) -> Result<Vec<u8>> {
+        let raw = self.frame_content(key, map, entry.block as usize)?;
+        if raw.len() as u64 != entry.len || crc32fast::hash(&raw) != entry.crc {
+            return Err(self.damaged_frame(
+                key,
+                map,
+                entry.block as usize,
+                "a revision that does not match its entry",
+            ));
+        }
+        Ok(raw.to_vec())
+    }
+
+    /// Calls `each(frame, raw)` for every frame of a title in order, decoding each once.
+    pub fn each_frame(
+        &self,
+        key: &[u8],
+        map: &Map,
+        mut each: impl FnMut(usize, &[u8]) -> Result<()>,
+    ) -> Result<()> {
+        let mut prev: Arc<Vec<u8>> = Arc::new(Vec::new());
+        let mut i = 0;
+        while i < map.frames.len() {
+            // A segment's frames at a time: one read each, memory bounded by a segment.
+            let seg = map.frames[i].seg;
+            let mut j = i;
+            while j + 1 < map.frames.len() && map.frames[j + 1].seg == seg {
+                j += 1;
+            }
+            let data = self.frame_bytes(key, map, i, j)?;
+            for (n, d) in (i..=j).zip(&data) {
+                let prefix = match map.frames[n].base {
+                    Base::Previous => prev.clone(),
+                    _ => self.referenced_key(key, map, n)?,
+                };
+                prev = Arc::new(self.decode_frame(key, map, n, d, &prefix)?);
+                each(n, &prev)?;
+            }
+            i = j + 1;
+        }
+        Ok(())
+    }
+
+    /// [`Archive::add`] for a v2 title (`map` is `None` for a new title). `purged` are take-down
+    /// records to carry as they are (a rewrite's).
+    pub(crate) fn add_v2(
+        &mut self,
+        key: &[u8],
+        map: Option<Map>,
+        items: &[Item<'_>],
+        purged: &[Entry],
+    ) -> Result<usize> {
+        let mut map = map.unwrap_or_default();
+        let mut delta = Delta {
+            first_frame: map.frames.len() as u32,
+            ..Delta::default()
+        };
+        // The title as it grows in this run: frames appended as they are compressed.
+        let mut work = map.clone();
+        let mut fresh: Vec<(&[u8], Vec<u8>)> = Vec::new();
+        let mut prev: Option<Arc<Vec<u8>>> = None;
+        let mut new_keys: Vec<(u32, Arc<Vec<u8>>)> = Vec::new();
+        // In revision order, whatever order the caller lists them in: each frame is compressed
+        // against the revision before it.
+        let mut items = items.to_vec();
+        items.sort_by_key(|i| i.rev);
+        for item in &items {
+            if item.value.len() as u64 > MAX_RAW {
+                return Err(Error::invalid(format!(
+                    "archive: a revision of {} bytes, over the {MAX_RAW} a frame may hold",
+                    item.value.len()
+                )));
+            }
+            let crc = crc32fast::hash(item.value);
+            let archived = map
+                .entries
+                .iter()
+                .chain(&delta.entries)
+                .find(|e| !e.taken_down && e.rev == item.rev && e.tid == item.tid);
+            match archived {
+                // The same bytes: a rerun after a crash; nothing to do.
+                Some(e) if e.crc == crc && e.len == item.value.len() as u64 => continue,
+                // The render was rewritten since: the new bytes replace the archived ones.
+                Some(e) => delta.down.push((e.rev, e.tid)),
+                None => {}
+            }
+            let entry = |frame: u32| Entry {
+                rev: item.rev,
+                tid: item.tid,
+                content_type: item.content_type.to_string(),
+                block: frame,
+                offset: 0,
+                len: item.value.len() as u64,
+                crc,
+                taken_down: false,
+            };
+            if let Some(same) = self.identical_v2(key, &work, &fresh, item.value, crc)? {
+                delta.entries.push(entry(same));
+                continue;
+            }
+            let n = work.frames.len();
+            if prev.is_none() && n > 0 {
+                prev = Some(self.frame_content(key, &work, n - 1)?);
+            }
+            let key_frame = chain::needs_key(&work, item.value.len() as u64, self.opts.chain_bytes);
+            let (base, compressed) = if key_frame {
+                self.compress_key(key, &mut work, &mut delta, item.value)?
+            } else {
+                let p = prev.as_deref().map_or(&[][..], |p| p.as_slice());
+                (Base::Previous, self.compress_frame(item.value, p)?)
+            };
+            if base == Base::Key {
+                new_keys.push((n as u32, Arc::new(item.value.to_vec())));
+            }
+            work.frames.push(Frame {
+                seg: 0,
+                offset: 0,
+                stored: compressed.len() as u32,
+                raw: item.value.len() as u32,
+                crc,
+                base,
+            });
+            delta.entries.push(entry(n as u32));
+            fresh.push((item.value, compressed));
+            prev = Some(Arc::new(item.value.to_vec()));
+        }
+        delta.entries.extend(purged.iter().cloned());
+        if !fresh.is_empty() {
+            self.place(key, &mut work, &mut delta, &fresh)?;
+        }
+        let added = delta.entries.len() - purged.len();
+        if delta.is_empty() {
+            return Ok(0);
+        }
+        map.apply(&delta).map_err(|what| {
+            Error::invalid(format!("archive: a v2 delta that does not fit: {what}"))
+        })?;
+        self.write_map_v2(key, &map, &delta)?;
+        if let (Some(last), Some(n)) = (prev, map.frames.len().checked_sub(1)) {
+            self.recent_put(key, n as u32, last);
+        }
+        for (frame, raw) in new_keys {
+            self.candidates.push_back(Candidate {
+                title: key.to_vec(),
+                frame,
+                raw,
+            });
+            while self.candidates.len() > CANDIDATES {
+                self.candidates.pop_front();
+            }
+        }
+        Ok(added)
+    }
+
+    /// A frame of the title (archived, or new in this run) with exactly these bytes.
+    fn identical_v2(
+        &self,
+        key: &[u8],
+        work: &Map,
+        fresh: &[(&[u8], Vec<u8>)],
+        value: &[u8],
+        crc: u32,
+    ) -> Result<Option<u32>> {
+        let archived = work.frames.len() - fresh.len();
+        for (n, f) in work.frames.iter().enumerate() {
+            if f.crc != crc || u64::from(f.raw) != value.len() as u64 {
+                continue;
+            }
+            let same = if n >= archived {
+                fresh[n - archived].0 == value
+            } else {
+                self.frame_content(key, work, n)?.as_slice() == value
+            };
+            if same {
+                return Ok(Some(n as u32));
+            }
+        }
+        Ok(None)
+    }
+
+    fn compress_frame(&self, value: &[u8], prefix: &[u8]) -> Result<Vec<u8>> {
+        frames::compress(value, prefix, self.opts.level)
+            .map_err(|e| Error::io(self.fs.data().path(), None, std::io::Error::other(e)))
+    }
+
+    /// A key: compressed on its own or against the plain key of another title that a level-3
+    /// trial finds best.
+    fn compress_key(
+        &self,
+        key: &[u8],
+        work: &mut Map,
+        delta: &mut Delta,
+        value: &[u8],
+    ) -> Result<(Base, Vec<u8>)> {
+        let trial = |prefix: &[u8]| frames::compress(value, prefix, TRIAL_LEVEL).map(|f| f.len());
+        let fail = |e: String| Error::io(self.fs.data().path(), None, std::io::Error::other(e));
+        let mut best: Option<(&Candidate, usize)> = None;
+        if self.candidates.iter().any(|c| c.title != key) {
+            let alone = trial(&[]).map_err(fail)?;
+            for c in self.candidates.iter().filter(|c| c.title != key) {
+                let size = trial(&c.raw).map_err(fail)?;
+                // Every read of the chain decodes the referenced key in full: charged.
+                let size = size + c.raw.len() / REF_CHARGE;
+                if size < best.map_or(alone, |b| b.1) {
+                    best = Some((c, size));
+                }
+            }
+        }
+        let Some((c, _)) = best else {
+            return Ok((Base::Key, self.compress_frame(value, &[])?));
+        };
+        let title = match work.refs.iter().position(|r| *r == c.title) {
+            Some(i) => i,
+            None => {
+                work.refs.push(c.title.clone());
+                delta.refs.push(c.title.clone());
+                work.refs.len() - 1
+            }
+        };
+        let title = u16::try_from(title)
+            .map_err(|_| Error::invalid("archive: a title references too many others"))?;
+        let base = Base::Title {
+            title,
+            frame: c.frame,
+        };
+        Ok((base, self.compress_frame(value, &c.raw)?))
+    }
+
+    /// Writes the new frames to segment files (the open one while it takes appends, then new
+    /// ones) and gives them their places in `work` and `delta`.
+    fn place(
+        &mut self,
+        key: &[u8],
+        work: &mut Map,
+        delta: &mut Delta,
+        fresh: &[(&[u8], Vec<u8>)],
+    ) -> Result<()> {
+        let first = work.frames.len() - fresh.len();
+        let mut i = 0;
+        while i < fresh.len() {
+            let open = match work.segments.last() {
+                Some(s) if s.appends < MAX_APPENDS && s.len < SEGMENT_BYTES => {
+                    work.segments.len() - 1
+                }
+                _ => {
+                    work.segments.push(Segment::default());
+                    work.segments.len() - 1
+                }
+            };
+            let seg = work.segments[open];
+            // At least one frame per append; more while the segment stays under its size.
+            let mut bytes: Vec<u8> = Vec::new();
+            let mut j = i;
+            while j < fresh.len()
+                && (j == i || seg.len + (bytes.len() + fresh[j].1.len()) as u64 <= SEGMENT_BYTES)
+            {
+                let f = &mut work.frames[first + j];
+                f.seg = open as u32;
+                f.offset = seg.len + bytes.len() as u64;
+                bytes.extend_from_slice(&fresh[j].1);
+                j += 1;
+            }
+            let name = segment_name(key, open as u32);
+            if seg.appends == 0 {
+                self.fs.put(&name, 0, &bytes)?;
+            } else {
+                self.fs.append(&name, &bytes)?;
+            }
+            let grown = Segment {
+                appends: seg.appends + 1,
+                len: seg.len + bytes.len() as u64,
+            };
+            work.segments[open] = grown;
+            match delta.segments.iter_mut().find(|(n, _)| *n == open as u32) {
+                Some(s) => s.1 = grown,
+                None => delta.segments.push((open as u32, grown)),
+            }
+            i = j;
+        }
+        delta.frames = work.frames[first..].to_vec();
+        Ok(())
+    }
+
+    /// Writes what a run changed: a delta appended to the map log, or the whole map as a new
+    /// snapshot when the log is new or its inode is full.
+    pub(crate) fn write_map_v2(&mut self, key: &[u8], map: &Map, delta: &Delta) -> Result<()> {
+        let name = map_name(key);
+        let stat = self.fs.stat(&name)?;
+        let record = delta.record();
+        let fits = |lsize: u64| lsize.saturating_add(record.len() as u64) <= MAX_MAP;
+        if stat.is_some_and(|s| s.data_entries < u64::from(MAX_APPENDS) && fits(s.size)) {
+            self.fs.append(&name, &record)?;
+            return Ok(());
+        }
+        // Encoded only when written: a long title's map is large, and most runs append.
+        let snapshot = map.snapshot_record();
+        // A map past its reader's limit could not be read back: refused before it is written.
+        if snapshot.len() as u64 > MAX_MAP {
+            return Err(Error::invalid(format!(
+                "the archive map of {:?} would take {} bytes, over the {MAX_MAP} a map may",
+                String::from_utf8_lossy(key),
+                snapshot.len()
+            )));
+        }
+        self.fs.put(&name, 0, &snapshot)?;
+        Ok(())
+    }
+
+    /// Marks revisions of a v2 title taken down.
+    pub(crate) fn take_down_v2(
+        &mut self,
+        key: &[u8],
+        mut map: Map,
+        rev: Option<u64>,
+    ) -> Result<usize> {
+        let down: Vec<(u64, [u8; 16])> = map
+            .entries
+            .iter()
+            .filter(|e| !e.taken_down && rev.is_none_or(|r| e.rev == r))
+            .map(|e| (e.rev, e.tid))
+            .collect();
+        if down.is_empty() {
+            return Ok(0);
+        }
+        let delta = Delta {
+            first_frame: map.frames.len() as u32,
+            down: down.clone(),
+            ..Delta::default()
+        };
+        map.apply(&delta)
+            .map_err(|what| Error::invalid(format!("archive: {what}")))?;
+        self.write_map_v2(key, &map, &delta)?;
+        Ok(down.len())
+    }
+
+    /// Every frame of a v2 title decoded and checked, every segment's length against its file,
+    /// every readable entry against its frame.
+    pub(crate) fn verify_v2(&self, key: &[u8], map: &Map) -> Result<()> {
+        for (n, seg) in map.segments.iter().enumerate() {
+            let name = segment_name(key, n as u32);
+            let size = self.fs.stat(&name)?.map(|s| s.size);
+            if size != Some(seg.len) {
+                return Err(Error::corrupt(
+                    self.fs.data().path(),
+                    0,
+                    format!(
+                        "archive segment {} of title {:?}",
+                        String::from_utf8_lossy(&name),
+                        String::from_utf8_lossy(key)
+                    ),
+                    format!("{} bytes", seg.len),
+                    format!("{size:?}"),
+                ));
+            }
+        }
+        self.each_frame(key, map, |_, _| Ok(()))?;
+        for e in map.entries.iter().filter(|e| !e.taken_down) {
+            let f = map.frames.get(e.block as usize);
+            if f.is_none_or(|f| f.crc != e.crc || u64::from(f.raw) != e.len) {
+                return Err(self.damaged_frame(
+                    key,
+                    map,
+                    e.block as usize,
+                    "an entry unlike its frame",
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,318 @@
+//! Format 2 through the archive's interface: runs, reads, keys by budget, references between
+//! titles, take-downs, damage, and a v1 title beside v2 ones.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use super::map::Base;
+use super::*;
+use crate::archive::tests::as_items;
+use crate::archive::ArchiveOptions;
+use crate::clock::{Clock, ManualClock};
+use crate::filesys;
+use crate::sim::SimDisk;
+use crate::vfs::Vfs;
+
+fn open(disk: &SimDisk, opts: ArchiveOptions) -> Archive {
+    let vfs: Arc<dyn Vfs> = Arc::new(disk.clone());
+    let clock: Arc<dyn Clock> = Arc::new(ManualClock::new(1000));
+    let base = Path::new("/a/archive");
+    if !vfs.exists(&filesys::file_path(base, "data")) {
+        Archive::create_in(vfs.clone(), base, clock.clone()).unwrap();
+    }
+    let open = filesys::OpenOptions {
+        clock,
+        drop_behind: None,
+        ..filesys::OpenOptions::writer()
+    };
+    Archive::open_in(vfs, base, &open, opts).unwrap()
+}
+
+fn opts() -> ArchiveOptions {
+    ArchiveOptions {
+        level: 3,
+        ..ArchiveOptions::default()
+    }
+}
+
+fn revisions(seed: u64, n: usize) -> Vec<Vec<u8>> {
+    crate::synth::histories(seed, 1, n, 30)
+        .map(|r| r.html)
+        .collect()
+}
+
+fn reads_back(a: &Archive, key: &[u8], revs: &[Vec<u8>]) {
+    for e in a.entries(key).unwrap() {
+        a.clear_cache();
+        assert_eq!(
+            a.read(key, &e).unwrap(),
+            revs[e.rev as usize],
+            "rev {}",
+            e.rev
+        );
+    }
+}
+
+#[test]
+fn runs_append_one_frame_per_revision_and_rewrite_nothing() {
+    let disk = SimDisk::new();
+    let mut a = open(&disk, opts());
+    let revs = revisions(1, 45);
+    for (run, chunk) in revs.chunks(5).enumerate() {
+        a.add(b"wiki/Page", &as_items(chunk, run * 5, [1; 16]))
+            .unwrap();
+        a.commit().unwrap();
+    }
+    let map = a.map_v2(b"wiki/Page").unwrap().unwrap();
+    assert_eq!(map.frames.len(), 45);
+    assert_eq!(map.frames[0].base, Base::Key);
+    assert!(map.frames[1..].iter().all(|f| f.base == Base::Previous));
+    assert_eq!(map.segments.len(), 1, "nine appends to one segment");
+    assert_eq!(map.segments[0].appends, 9);
+    // Nothing superseded: every datafile entry is live (the map log took nine records).
+    let due = a.rewrite_due().unwrap();
+    assert_eq!((due.dead_entries, due.taken_down), (0, 0), "{due:?}");
+    drop(a);
+    let a = open(&disk, opts());
+    reads_back(&a, b"wiki/Page", &revs);
+    let st = a.stats().unwrap();
+    assert_eq!((st.titles, st.blocks, st.revisions), (1, 1, 45));
+    assert!(a.verify().is_empty(), "{:?}", a.verify());
+}
+
+#[test]
+fn keys_bound_what_a_read_decodes_and_the_cache_continues_a_chain() {
+    let disk = SimDisk::new();
+    let revs = revisions(2, 60);
+    let largest = revs.iter().map(|r| r.len() as u64).max().unwrap();
+    let budget = 8 * largest;
+    let mut a = open(
+        &disk,
+        ArchiveOptions {
+            chain_bytes: budget,
+            ..opts()
+        },
+    );
+    a.add(b"k", &as_items(&revs, 0, [0; 16])).unwrap();
+    let map = a.map_v2(b"k").unwrap().unwrap();
+    let keys = map.frames.iter().filter(|f| f.base.is_key()).count();
+    assert!(keys >= 3, "{keys} keys");
+    for e in a.entries(b"k").unwrap() {
+        a.clear_cache();
+        let before = a.decompressed_bytes();
+        assert_eq!(a.read(b"k", &e).unwrap(), revs[e.rev as usize]);
+        let cost = a.decompressed_bytes() - before;
+        assert!(cost <= budget, "rev {} decoded {cost} > {budget}", e.rev);
+    }
+    // In order, each read decodes one frame past the last.
+    a.clear_cache();
+    let entries = a.entries(b"k").unwrap();
+    a.read(b"k", &entries[10]).unwrap();
+    let before = a.decompressed_bytes();
+    a.read(b"k", &entries[11]).unwrap();
+    let next = map.frames[11];
+    if next.base == Base::Previous {
+        assert_eq!(a.decompressed_bytes() - before, u64::from(next.raw));
+    }
+}
+
+#[test]
+fn a_key_references_another_titles_key_and_reads_after_a_reopen() {
+    let disk = SimDisk::new();
+    let mut a = open(&disk, opts());
+    let one = revisions(3, 6);
+    // A second title of the same site: the same page with a different tail.
+    let two: Vec<Vec<u8>> = one
+        .iter()
+        .map(|r| [r.as_slice(), b"<footer>other title</footer>"].concat())
+        .collect();
+    a.add(b"site/One", &as_items(&one, 0, [1; 16])).unwrap();
+    a.add(b"site/Two", &as_items(&two, 0, [2; 16])).unwrap();
+    a.commit().unwrap();
+    let map = a.map_v2(b"site/Two").unwrap().unwrap();
+    assert_eq!(map.refs, vec![b"site/One".to_vec()]);
+    assert_eq!(map.frames[0].base, Base::Title { title: 0, frame: 0 });
+    assert!(map.frames[0].stored < a.map_v2(b"site/One").unwrap().unwrap().frames[0].stored / 4);
+    drop(a);
+    let a = open(&disk, opts());
+    reads_back(&a, b"site/Two", &two);
+    reads_back(&a, b"site/One", &one);
+    assert!(a.verify().is_empty());
+}
+
+#[test]
+fn identical_revisions_share_a_frame_reruns_add_nothing_and_take_downs_hide() {
+    let disk = SimDisk::new();
+    let mut a = open(&disk, opts());
+    let revs = revisions(4, 4);
+    assert_eq!(a.add(b"k", &as_items(&revs, 0, [0; 16])).unwrap(), 4);
+    assert_eq!(a.add(b"k", &as_items(&revs, 0, [0; 16])).unwrap(), 0);
+    let again = Item {
+        rev: 9,
+        tid: [9; 16],
+        content_type: "text/html",
+        value: &revs[1],
+    };
+    let twice = Item { rev: 10, ..again };
+    assert_eq!(a.add(b"k", &[again, twice]).unwrap(), 2);
+    let map = a.map_v2(b"k").unwrap().unwrap();
+    assert_eq!(map.frames.len(), 4);
+    let frame = |rev: u64| map.entries.iter().find(|e| e.rev == rev).unwrap().block;
+    assert_eq!((frame(9), frame(10)), (frame(1), frame(1)));
+    // A rewritten render: its new bytes replace the archived ones.
+    let new = Item {
+        rev: 2,
+        tid: [0; 16],
+        content_type: "text/html",
+        value: b"rewritten",
+    };
+    assert_eq!(a.add(b"k", &[new]).unwrap(), 1);
+    assert_eq!(a.take_down(b"k", Some(1)).unwrap(), 1);
+    a.commit().unwrap();
+    drop(a);
+    let a = open(&disk, opts());
+    let live = a.entries(b"k").unwrap();
+    assert_eq!(
+        live.iter().map(|e| e.rev).collect::<Vec<_>>(),
+        vec![0, 3, 9, 10, 2]
+    );
+    let e2 = live.iter().find(|e| e.rev == 2).unwrap();
+    assert_eq!(a.read(b"k", e2).unwrap(), b"rewritten");
+    let e9 = live.iter().find(|e| e.rev == 9).unwrap();
+    assert_eq!(a.read(b"k", e9).unwrap(), revs[1]);
+}
+
+#[test]
+fn a_damaged_frame_names_segment_title_and_offset_and_spares_others() {
+    let disk = SimDisk::new();
+    let mut a = open(&disk, opts());
+    let revs = revisions(5, 6);
+    for key in [b"t/one".as_slice(), b"t/two"] {
+        a.add(key, &as_items(&revs, 0, [0; 16])).unwrap();
+    }
+    a.commit().unwrap();
+    let name = segment_name(b"t/one", 0);
+    let ext = a.filesys().extents(&name).unwrap().unwrap()[0];
+    let map = a.map_v2(b"t/one").unwrap().unwrap();
+    let f = map.frames[3];
+    let at = ext.offset + f.offset + u64::from(f.stored) / 2;
+    let path = filesys::file_path(Path::new("/a/archive"), "data");
+    let s = disk.open(&path, true).unwrap();
+    let mut b = [0u8; 1];
+    s.read_at(&mut b, at).unwrap();
+    s.write_at(&[b[0] ^ 0x55], at).unwrap();
+    a.clear_cache();
+    let e = a.entries(b"t/one").unwrap()[4].clone();
+    let err = a.read(b"t/one", &e).unwrap_err();
+    let text = err.to_string();
+    assert!(
+        err.is_corruption() && text.contains("v/t/one#0") && text.contains("frame 3"),
+        "{text}"
+    );
+    assert!(
+        text.contains(&(ext.offset + f.offset).to_string()),
+        "{text}"
+    );
+    reads_back(&a, b"t/two", &revs);
+    assert!(!a.verify().is_empty());
+}
+
+#[test]
+fn a_v1_title_and_v2_titles_live_side_by_side() {
+    let disk = SimDisk::new();
+    let revs = revisions(6, 12);
+    let mut a = open(
+        &disk,
+        ArchiveOptions {
+            format: 1,
+            ..opts()
+        },
+    );
+    a.add(b"old", &as_items(&revs[..6], 0, [0; 16])).unwrap();
+    a.commit().unwrap();
+    drop(a);
+    let mut a = open(&disk, opts());
+    a.add(b"old", &as_items(&revs[6..], 6, [0; 16])).unwrap();
+    a.add(b"new", &as_items(&revs, 0, [0; 16])).unwrap();
+    a.commit().unwrap();
+    assert!(a.map(b"old").unwrap().is_some(), "a v1 title stays v1");
+    assert!(a.map_v2(b"new").unwrap().is_some());
+    reads_back(&a, b"old", &revs);
+    reads_back(&a, b"new", &revs);
+    assert!(a.verify().is_empty());
+    assert_eq!(a.stats().unwrap().revisions, 24);
+}
+
+#[test]
+fn a_v2_rewrite_purges_a_taken_down_revision() {
+    let disk = SimDisk::new();
+    let mut a = open(&disk, opts());
+    let mut revs = revisions(7, 10);
+    let marker = b"MARKER-OF-A-TAKE-DOWN";
+    let at = revs[4].len() / 2;
+    revs[4][at..at + marker.len()].copy_from_slice(marker);
+    a.add(b"k", &as_items(&revs, 0, [0; 16])).unwrap();
+    a.take_down(b"k", Some(4)).unwrap();
+    a.commit().unwrap();
+    let due = a.rewrite_due().unwrap();
+    assert_eq!(due.taken_down, 1, "{due:?}");
+    let vfs: Arc<dyn Vfs> = Arc::new(disk.clone());
+    let clock: Arc<dyn Clock> = Arc::new(ManualClock::new(1000));
+    let open_opts = filesys::OpenOptions {
+        clock,
+        drop_behind: None,
+        ..filesys::OpenOptions::writer()
+    };
+    let report = a
+        .rewrite_into(vfs.clone(), Path::new("/a/new"), &open_opts, |_, _| {})
+        .unwrap();
+    assert_eq!((report.revisions, report.purged), (9, 1));
+    let b = Archive::open_in(vfs, Path::new("/a/new"), &open_opts, opts()).unwrap();
+    let map = b.map_v2(b"k").unwrap().unwrap();
+    assert_eq!(map.frames.len(), 9);
+    let mut found = false;
+    b.each_frame(b"k", &map, |_, raw| {
+        found |= raw.windows(marker.len()).any(|w| w == marker);
+        Ok(())
+    })
+    .unwrap();
+    assert!(!found);
+    reads_back(&b, b"k", &revs);
+    assert!(b.entries(b"k").unwrap().iter().all(|e| e.rev != 4));
+    assert!(!b.rewrite_due().unwrap().is_due());
+}
+
+#[test]
+fn a_v2_title_taken_down_whole_is_purged_even_when_damaged() {
+    let disk = SimDisk::new();
+    let mut a = open(&disk, opts());
+    let revs = revisions(8, 8);
+    // "kept" first: "gone"'s key may be compressed against "kept"'s, never the other way.
+    a.add(b"kept", &as_items(&revs, 0, [0; 16])).unwrap();
+    a.add(b"gone", &as_items(&revs, 0, [0; 16])).unwrap();
+    assert_eq!(a.take_down(b"gone", None).unwrap(), 8);
+    a.commit().unwrap();
+    let ext = a
+        .filesys()
+        .extents(&segment_name(b"gone", 0))
+        .unwrap()
+        .unwrap()[0];
+    let path = filesys::file_path(Path::new("/a/archive"), "data");
+    let s = disk.open(&path, true).unwrap();
+    s.write_at(&[0xAA; 64], ext.offset + 8).unwrap();
+    let vfs: Arc<dyn Vfs> = Arc::new(disk.clone());
+    let clock: Arc<dyn Clock> = Arc::new(ManualClock::new(1000));
+    let open_opts = filesys::OpenOptions {
+        clock,
+        drop_behind: None,
+        ..filesys::OpenOptions::writer()
+    };
+    let report = a
+        .rewrite_into(vfs.clone(), Path::new("/a/new"), &open_opts, |_, _| {})
+        .unwrap();
+    assert_eq!((report.titles, report.purged, report.taken_down), (2, 8, 8));
+    let b = Archive::open_in(vfs, Path::new("/a/new"), &open_opts, opts()).unwrap();
+    let map = b.map_v2(b"gone").unwrap().unwrap();
+    assert!(map.frames.is_empty() && map.entries.iter().all(Entry::is_purged));
+    reads_back(&b, b"kept", &revs);
+}
