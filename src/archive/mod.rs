@@ -363,7 +363,9 @@ impl Archive {
             AnyMap::V1(m) => &m.entries,
             AnyMap::V2(m) => &m.entries,
         };
-        Ok(Some(entries.iter().filter(|e| !e.taken_down).cloned().collect()))
+        Ok(Some(
+            entries.iter().filter(|e| !e.taken_down).cloned().collect(),
+        ))
     }
 
     /// Every revision the title's map records, taken down or not (empty when it has no map).
