@@ -310,31 +310,10 @@ impl TitleMap {
 
     /// Reads a map log: a snapshot and the deltas after it.
     pub fn decode_log(bytes: &[u8], path: &Path, offset: u64) -> Result<TitleMap> {
-        let bad = |at: usize, what: &str| {
-            Error::corrupt(
-                path,
-                offset + at as u64,
-                format!("archive map log: {what}"),
-                "well-formed records",
-                "damage",
-            )
-        };
+        let bad = log_damage(path, offset, "archive map log");
         let mut map: Option<TitleMap> = None;
-        let mut at = 0usize;
-        while at < bytes.len() {
-            let len = bytes
-                .get(at..at + 4)
-                .map(|b| u32::from_be_bytes(b.try_into().expect("4 bytes")) as usize)
-                .ok_or_else(|| bad(at, "truncated record"))?;
-            let end = at
-                .checked_add(4 + len + 4)
-                .filter(|e| *e <= bytes.len() && len >= 1)
-                .ok_or_else(|| bad(at, "record length"))?;
-            let body = &bytes[at + 4..at + 4 + len];
-            let crc = u32::from_be_bytes(bytes[end - 4..end].try_into().expect("4 bytes"));
-            if crc32fast::hash(body) != crc {
-                return Err(bad(at, "record CRC-32"));
-            }
+        for record in log_records(bytes, path, offset, "archive map log") {
+            let (at, body) = record?;
             match (body[0], map.as_mut()) {
                 (SNAPSHOT, None) => {
                     map = Some(TitleMap::decode(&body[1..], path, offset + at as u64 + 5)?)
@@ -346,7 +325,6 @@ impl TitleMap {
                 }
                 _ => return Err(bad(at, "record kind or order")),
             }
-            at = end;
         }
         map.ok_or_else(|| bad(0, "no snapshot"))
     }
@@ -472,6 +450,65 @@ impl Cursor<'_> {
         self.take(8)
             .map(|b| u64::from_be_bytes(b.try_into().expect("8 bytes")))
     }
+}
+
+/// The damage of a map log (`what`: which log) at a byte of it.
+pub(crate) fn log_damage<'a>(
+    path: &'a Path,
+    offset: u64,
+    what: &'a str,
+) -> impl Fn(usize, &str) -> Error + 'a {
+    move |at, damage| {
+        Error::corrupt(
+            path,
+            offset + at as u64,
+            format!("{what}: {damage}"),
+            "well-formed records",
+            "damage",
+        )
+    }
+}
+
+/// The records of a map log, both formats': `length (4), body (kind (1), …), CRC-32 (4)` of
+/// the body, each checked before it is handed out as (its offset in the log, its body).
+pub(crate) fn log_records<'a>(
+    bytes: &'a [u8],
+    path: &'a Path,
+    offset: u64,
+    what: &'a str,
+) -> impl Iterator<Item = Result<(usize, &'a [u8])>> + 'a {
+    let bad = log_damage(path, offset, what);
+    let mut at = 0usize;
+    std::iter::from_fn(move || {
+        if at >= bytes.len() {
+            return None;
+        }
+        let start = at;
+        let len = match bytes.get(at..at + 4) {
+            // Four bytes: the slice's length is what `get` returned.
+            Some(b) => u32::from_be_bytes(b.try_into().expect("4 bytes")) as usize,
+            None => {
+                at = bytes.len();
+                return Some(Err(bad(start, "truncated record")));
+            }
+        };
+        let Some(end) = at
+            .checked_add(4 + len + 4)
+            .filter(|e| *e <= bytes.len() && len >= 1)
+        else {
+            at = bytes.len();
+            return Some(Err(bad(start, "record length")));
+        };
+        let body = &bytes[at + 4..at + 4 + len];
+        // Four bytes: `end` is within `bytes` and at least 8 past `at`.
+        let crc = u32::from_be_bytes(bytes[end - 4..end].try_into().expect("4 bytes"));
+        at = end;
+        if crc32fast::hash(body) != crc {
+            at = bytes.len();
+            return Some(Err(bad(start, "record CRC-32")));
+        }
+        Some(Ok((start, body)))
+    })
 }
 
 #[cfg(test)]

@@ -425,31 +425,11 @@ impl Map {
 
     /// Reads a map log: a snapshot and the deltas after it.
     pub fn decode_log(bytes: &[u8], path: &Path, offset: u64) -> Result<Map> {
-        let bad = |at: usize, what: &str| {
-            Error::corrupt(
-                path,
-                offset + at as u64,
-                format!("archive map log (v2): {what}"),
-                "well-formed records",
-                "damage",
-            )
-        };
+        const WHAT: &str = "archive map log (v2)";
+        let bad = super::super::map::log_damage(path, offset, WHAT);
         let mut map: Option<Map> = None;
-        let mut at = 0usize;
-        while at < bytes.len() {
-            let len = bytes
-                .get(at..at + 4)
-                .map(|b| u32::from_be_bytes(b.try_into().expect("4 bytes")) as usize)
-                .ok_or_else(|| bad(at, "truncated record"))?;
-            let end = at
-                .checked_add(4 + len + 4)
-                .filter(|e| *e <= bytes.len() && len >= 1)
-                .ok_or_else(|| bad(at, "record length"))?;
-            let body = &bytes[at + 4..at + 4 + len];
-            let crc = u32::from_be_bytes(bytes[end - 4..end].try_into().expect("4 bytes"));
-            if crc32fast::hash(body) != crc {
-                return Err(bad(at, "record CRC-32"));
-            }
+        for record in super::super::map::log_records(bytes, path, offset, WHAT) {
+            let (at, body) = record?;
             let here = offset + at as u64 + 5;
             match (body[0], map.as_mut()) {
                 (SNAPSHOT, None) => {
@@ -470,7 +450,6 @@ impl Map {
                 }
                 _ => return Err(bad(at, "record kind or order")),
             }
-            at = end;
         }
         let map = map.ok_or_else(|| bad(0, "no snapshot"))?;
         map.check().map_err(|what| bad(0, what))?;
