@@ -13,7 +13,7 @@ use crate::filesys::check::check_filesys;
 use crate::filesys::{file_path, Filesys};
 use crate::format::kvseq::KvSeq;
 use crate::store::quarantine;
-use crate::store::record::{Render, TitleRecord};
+use crate::store::record::Render;
 
 use super::{container_base, meta_base, Store, StoreOptions};
 
@@ -83,11 +83,7 @@ pub fn check_store(dir: &Path) -> Report {
             }
         };
         let meta_path = store.meta.data().path().to_path_buf();
-        let rec = match store
-            .meta
-            .read_stat(&file)
-            .and_then(|b| TitleRecord::decode(&b, &file.name, &meta_path, file.inode.0))
-        {
+        let rec = match super::record_of(&store.meta, &file) {
             Ok(r) => r,
             Err(e) => {
                 let mut p = Problem::from_error(&meta_path, &e);

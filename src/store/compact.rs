@@ -1828,9 +1828,7 @@ impl Store {
         let mut titles = BTreeSet::new();
         for item in self.meta.iter() {
             let file = item?;
-            let bytes = self.meta.read_stat(&file)?;
-            let rec =
-                TitleRecord::decode(&bytes, &file.name, self.meta.data().path(), file.inode.0)?;
+            let rec = super::record_of(&self.meta, &file)?;
             if rec.renders.iter().any(|r| r.location.container == source) {
                 titles.insert(file.name);
             }

@@ -66,6 +66,17 @@ impl Default for Config {
 }
 
 impl Config {
+    /// How this store's archive is written and read.
+    pub fn archive_options(&self) -> crate::archive::ArchiveOptions {
+        crate::archive::ArchiveOptions {
+            block_bytes: self.archive_block_bytes,
+            level: self.archive_level,
+            key_every: self.archive_key_every,
+            chain_bytes: self.archive_chain_bytes,
+            ..crate::archive::ArchiveOptions::default()
+        }
+    }
+
     fn entries(&self) -> Vec<(&'static str, String)> {
         vec![
             ("version", VERSION.to_string()),

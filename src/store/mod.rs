@@ -40,7 +40,7 @@ use std::sync::{Arc, Mutex};
 
 use uuid::Uuid;
 
-use crate::archive::{Archive, ArchiveOptions};
+use crate::archive::Archive;
 use crate::clock::{self, Clock};
 use crate::error::{Error, Result};
 use crate::filesys::{self, Filesys, FsOptions};
@@ -268,6 +268,26 @@ fn value_name(domain: &str, title: &str, rev: u64, tid: Uuid) -> Vec<u8> {
     name
 }
 
+/// The damage of a file of `fs` that should exist and is not found: the index cell or the inode
+/// of `file` was lost. Named at the file's home cell in the index, where its lookup starts.
+fn lost_file(fs: &Filesys, file: &[u8], what: String, expected: &str, found: &str) -> Error {
+    let idx = fs.index();
+    let cell = idx.home(&filesys::inode::inode_key(file));
+    Error::corrupt(
+        idx.path(),
+        idx.cell_offset(cell),
+        format!("{what} (its index cell, home cell {cell}, or its inode)"),
+        expected,
+        found,
+    )
+}
+
+/// The title record a walk of the meta filesys found as `file`, checked under its own key.
+fn record_of(meta: &Filesys, file: &filesys::FileStat) -> Result<TitleRecord> {
+    let bytes = meta.read_stat(file)?;
+    TitleRecord::decode(&bytes, &file.name, meta.data().path(), file.inode.0)
+}
+
 /// Reads and decodes a title record from the meta filesys.
 fn read_record(meta: &Filesys, name: &[u8]) -> Result<Option<TitleRecord>> {
     match meta.read_located(name)? {
@@ -373,13 +393,7 @@ impl Store {
         let generation = generation::Generation::read(vfs.as_ref(), dir)?;
         let archive = match cfg.archive {
             Some(_) => {
-                let aopts = ArchiveOptions {
-                    block_bytes: cfg.archive_block_bytes,
-                    level: cfg.archive_level,
-                    key_every: cfg.archive_key_every,
-                    chain_bytes: cfg.archive_chain_bytes,
-                    ..ArchiveOptions::default()
-                };
+                let aopts = cfg.archive_options();
                 let open = filesys::OpenOptions {
                     drop_behind: Some(8 << 20),
                     ..fs_open.clone()
@@ -511,13 +525,7 @@ impl Store {
 
     /// Opens the archive at `base` (after a compaction rewrote it) in place of the current one.
     fn reopen_archive(&mut self, base: &Path) -> Result<()> {
-        let aopts = ArchiveOptions {
-            block_bytes: self.cfg.archive_block_bytes,
-            level: self.cfg.archive_level,
-            key_every: self.cfg.archive_key_every,
-            chain_bytes: self.cfg.archive_chain_bytes,
-            ..ArchiveOptions::default()
-        };
+        let aopts = self.cfg.archive_options();
         let open = filesys::OpenOptions {
             writable: self.writer.is_some(),
             wait: false,
@@ -552,18 +560,24 @@ impl Store {
     /// its index cell or its record was lost. Never answered from the archive alone, which
     /// would return an old revision as the latest.
     pub(crate) fn missing_record(&self, name: &[u8]) -> Error {
-        let idx = self.meta.index();
-        let cell = idx.home(&filesys::inode::inode_key(name));
-        Error::corrupt(
-            idx.path(),
-            idx.cell_offset(cell),
-            format!(
-                "title record of {:?} (its index cell, home cell {cell}, or its record)",
-                String::from_utf8_lossy(name)
-            ),
+        lost_file(
+            &self.meta,
+            name,
+            format!("title record of {:?}", String::from_utf8_lossy(name)),
             "a record: the archive holds revisions of the title",
             "none; run `wink recover --rebuild-index`",
         )
+    }
+
+    /// Checks that a title no record names has nothing in the archive either: if it has, its
+    /// record was lost ([`Store::missing_record`]).
+    fn check_unrecorded(&self, name: &[u8]) -> Result<()> {
+        if let Some(archive) = self.archive_tier()? {
+            if archive.title_entries(name)?.is_some() {
+                return Err(self.missing_record(name));
+            }
+        }
+        Ok(())
     }
 
     /// Moves a read-only handle to the latest commit of the title records. Reads need no refresh
@@ -949,11 +963,7 @@ impl Store {
 
     /// The record of a title not found in the title records.
     fn new_record(&self, name: &[u8]) -> Result<TitleRecord> {
-        if let Some(archive) = self.archive_tier()? {
-            if archive.title_entries(name)?.is_some() {
-                return Err(self.missing_record(name));
-            }
-        }
+        self.check_unrecorded(name)?;
         Ok(TitleRecord::default())
     }
 
@@ -1069,10 +1079,7 @@ impl Store {
                     break;
                 }
             };
-            let decoded = self.meta.read_stat(&file).and_then(|bytes| {
-                TitleRecord::decode(&bytes, &file.name, self.meta.data().path(), file.inode.0)
-            });
-            let rec = match decoded {
+            let rec = match record_of(&self.meta, &file) {
                 Ok(rec) => rec,
                 Err(e) => {
                     st.damaged

@@ -26,7 +26,7 @@ use crate::filesys;
 use crate::storage::{read_exact_at, Storage};
 
 use super::quarantine::Damaged;
-use super::record::{Location, TitleRecord};
+use super::record::Location;
 use super::{container_base, Store};
 
 /// Container bytes one scan of the title records gathers locations for.
@@ -219,9 +219,7 @@ impl Store {
             // Damaged records (and what follows a damaged entry) were reported by the walk of
             // the title records; their values are not read through them.
             let Ok(file) = item else { break };
-            let Ok(rec) = self.meta.read_stat(&file).and_then(|bytes| {
-                TitleRecord::decode(&bytes, &file.name, self.meta.data().path(), file.inode.0)
-            }) else {
+            let Ok(rec) = super::record_of(&self.meta, &file) else {
                 continue;
             };
             let title = pass.titles.len();
@@ -264,10 +262,7 @@ impl Store {
                     break;
                 }
             };
-            let decoded = meta.read_stat(&file).and_then(|bytes| {
-                TitleRecord::decode(&bytes, &file.name, &data_path, file.inode.0)
-            });
-            if let Err(e) = decoded {
+            if let Err(e) = super::record_of(meta, &file) {
                 damage(&file.name, &e, &data_path, file.inode.0);
                 continue;
             }

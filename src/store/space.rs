@@ -12,7 +12,6 @@ use crate::filesys;
 use crate::format::kvseq::KvSeq;
 use crate::storage::residency;
 
-use super::record::TitleRecord;
 use super::{container_base, meta_base, Store};
 
 /// One container's space.
@@ -55,9 +54,7 @@ impl Store {
         for item in self.meta.iter() {
             // Damaged records are [`Store::stat`]'s to report: their values are not counted.
             let Ok(file) = item else { break };
-            let Ok(rec) = self.meta.read_stat(&file).and_then(|bytes| {
-                TitleRecord::decode(&bytes, &file.name, self.meta.data().path(), file.inode.0)
-            }) else {
+            let Ok(rec) = super::record_of(&self.meta, &file) else {
                 continue;
             };
             for r in rec

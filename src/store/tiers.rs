@@ -97,11 +97,7 @@ impl Store {
         rec: Option<&TitleRecord>,
     ) -> Result<Vec<ArchiveEntry>> {
         let Some(rec) = rec else {
-            if let Some(archive) = self.archive_tier()? {
-                if archive.title_entries(name)?.is_some() {
-                    return Err(self.missing_record(name));
-                }
-            }
+            self.check_unrecorded(name)?;
             return Ok(Vec::new());
         };
         if rec.title_down || rec.archive == InArchive::No {
@@ -137,18 +133,10 @@ impl Store {
     /// The damage of a title whose record says the archive holds revisions of it while the
     /// archive has no map of it: the map's index cell or inode was lost.
     fn missing_map(&self, archive: &crate::archive::Archive, name: &[u8]) -> Error {
-        let fs = archive.filesys();
-        let idx = fs.index();
-        let cell = idx.home(&crate::filesys::inode::inode_key(
+        super::lost_file(
+            archive.filesys(),
             &crate::archive::map_name(name),
-        ));
-        Error::corrupt(
-            idx.path(),
-            idx.cell_offset(cell),
-            format!(
-                "archive map of {:?} (its index cell, home cell {cell}, or its inode)",
-                String::from_utf8_lossy(name)
-            ),
+            format!("archive map of {:?}", String::from_utf8_lossy(name)),
             "a map: the title record says the archive holds revisions of the title",
             "none",
         )
