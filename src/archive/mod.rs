@@ -565,19 +565,10 @@ impl Archive {
         let mut fresh: Vec<(Item<'_>, u32)> = Vec::new();
         for item in items {
             let crc = crc32fast::hash(item.value);
-            // A taken-down copy does not count: after a lift, the same render put again must be
-            // archived anew, or the run would drop it from the hot tier with no copy anywhere.
-            let archived = map
-                .entries
-                .iter()
-                .chain(&delta.entries)
-                .find(|e| !e.taken_down && e.rev == item.rev && e.tid == item.tid);
-            match archived {
-                // The same bytes: a rerun after a crash; nothing to do.
-                Some(e) if e.crc == crc && e.len == item.value.len() as u64 => continue,
-                // The render was rewritten since: the new bytes replace the archived ones.
-                Some(e) => delta.down.push((e.rev, e.tid)),
-                None => {}
+            match held(map.entries.iter().chain(&delta.entries), item, crc) {
+                Held::Same => continue,
+                Held::Replaced(e) => delta.down.push((e.rev, e.tid)),
+                Held::New => {}
             }
             if fresh
                 .iter()
@@ -899,6 +890,30 @@ pub fn decompress(data: &[u8], prefix: &[u8], raw: u64) -> std::result::Result<V
         return Err(format!("{} bytes, the map says {raw}", out.len()));
     }
     Ok(out)
+}
+
+/// What a title's archive already holds of a render an archive run brings (either format).
+pub(crate) enum Held<'a> {
+    /// The same bytes: a rerun after a crash; nothing to do.
+    Same,
+    /// Other bytes: the render was rewritten since; the new bytes replace this entry's.
+    Replaced(&'a Entry),
+    New,
+}
+
+/// Looks `item` (whose bytes' CRC-32 is `crc`) up among a title's entries: its map's and those
+/// the run added so far. A taken-down copy does not count: after a lift, the same render put
+/// again must be archived anew, or the run would drop it from the hot tier with no copy anywhere.
+pub(crate) fn held<'a>(
+    mut entries: impl Iterator<Item = &'a Entry>,
+    item: &Item<'_>,
+    crc: u32,
+) -> Held<'a> {
+    match entries.find(|e| !e.taken_down && e.rev == item.rev && e.tid == item.tid) {
+        Some(e) if e.crc == crc && e.len == item.value.len() as u64 => Held::Same,
+        Some(e) => Held::Replaced(e),
+        None => Held::New,
+    }
 }
 
 #[cfg(test)]

@@ -365,17 +365,10 @@ impl Archive {
                 )));
             }
             let crc = crc32fast::hash(item.value);
-            let archived = map
-                .entries
-                .iter()
-                .chain(&delta.entries)
-                .find(|e| !e.taken_down && e.rev == item.rev && e.tid == item.tid);
-            match archived {
-                // The same bytes: a rerun after a crash; nothing to do.
-                Some(e) if e.crc == crc && e.len == item.value.len() as u64 => continue,
-                // The render was rewritten since: the new bytes replace the archived ones.
-                Some(e) => delta.down.push((e.rev, e.tid)),
-                None => {}
+            match super::held(map.entries.iter().chain(&delta.entries), item, crc) {
+                super::Held::Same => continue,
+                super::Held::Replaced(e) => delta.down.push((e.rev, e.tid)),
+                super::Held::New => {}
             }
             let entry = |frame: u32| Entry {
                 rev: item.rev,
