@@ -175,6 +175,7 @@ fn sim_options(disk: &SimDisk, writable: bool) -> StoreOptions {
         wait: false,
         clock: Arc::new(ManualClock::new(1_700_000_000)),
         vfs: Arc::new(disk.clone()),
+        ..StoreOptions::writer()
     }
 }
 

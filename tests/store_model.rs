@@ -421,6 +421,8 @@ impl Harness {
             wait: false,
             clock: Arc::new(self.clock.clone()),
             vfs: Arc::new(self.disk.clone()),
+            // Small: the model's titles outgrow it, so its evictions are exercised too.
+            record_cache_bytes: 64 << 10,
         }
     }
 
@@ -726,6 +728,7 @@ fn sim_store(disk: &SimDisk, clock: &ManualClock, policy: Policy) -> (Store, Sto
         wait: false,
         clock: Arc::new(clock.clone()),
         vfs: Arc::new(disk.clone()),
+        ..StoreOptions::writer()
     };
     let cfg = Config {
         policy,

@@ -451,6 +451,8 @@ impl Runner {
                 wait: false,
                 clock: self.clock.clone(),
                 vfs: self.vfs.clone(),
+                // A plan reads each title once.
+                record_cache_bytes: 0,
             },
         )?;
         reader.plan_compaction(&CompactOptions {

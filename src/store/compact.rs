@@ -858,7 +858,7 @@ impl CompactJob {
         let meta = RefCell::new(reopen()?);
         let load = |name: &[u8]| {
             view::read_renewing(&meta, reopen, |fs, staleness| {
-                view::record_named(fs, name, staleness)
+                view::read_record(fs, name, staleness)
             })
         };
         let archive = match &self.archive_base {

@@ -63,6 +63,44 @@ pub fn check_title(title: &str) -> Result<()> {
     Ok(())
 }
 
+/// A title checked once: domain and title valid, its record name (`DOMAIN/TITLE`, the name of
+/// its title record and the prefix of its values' names) built.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TitleKey {
+    /// `DOMAIN/TITLE`: valid UTF-8, since both halves were.
+    name: String,
+    domain_len: usize,
+}
+
+impl TitleKey {
+    /// Checks `domain` and `title` ([`check_domain`], [`check_title`]).
+    pub fn new(domain: &str, title: &str) -> Result<TitleKey> {
+        check_domain(domain)?;
+        check_title(title)?;
+        let mut name = String::with_capacity(domain.len() + 1 + title.len());
+        name.push_str(domain);
+        name.push('/');
+        name.push_str(title);
+        Ok(TitleKey {
+            name,
+            domain_len: domain.len(),
+        })
+    }
+
+    /// The record name, `DOMAIN/TITLE`.
+    pub fn name(&self) -> &[u8] {
+        self.name.as_bytes()
+    }
+
+    pub fn domain(&self) -> &str {
+        &self.name[..self.domain_len]
+    }
+
+    pub fn title(&self) -> &str {
+        &self.name[self.domain_len + 1..]
+    }
+}
+
 /// Parses a revision: a non-negative decimal integer.
 pub fn parse_rev(text: &str) -> Result<u64> {
     if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {

@@ -27,6 +27,7 @@ pub mod pages;
 pub mod policy;
 pub mod quarantine;
 pub mod rebuild;
+mod recent;
 pub mod record;
 pub mod scrub;
 pub mod snapshot;
@@ -51,7 +52,7 @@ use crate::vfs::{RealFs, Vfs};
 pub use config::Config;
 pub use cull::{CullReport, TitleCursor};
 pub use dump::{DumpReader, DumpRender, DumpTitle};
-pub use key::TidMaker;
+pub use key::{TidMaker, TitleKey};
 pub use pages::{RenderCursor, RenderPage, TitlePage, TitlePosition};
 pub use policy::{Policy, Renders, Revisions};
 use record::{Location, Refusal, Render, TitleRecord};
@@ -142,7 +143,15 @@ pub struct StoreOptions {
     pub wait: bool,
     pub clock: Arc<dyn Clock>,
     pub vfs: Arc<dyn Vfs>,
+    /// Bytes of title records a writer's handle keeps from its reads, so that a warm read is
+    /// one pread (the value's); 0 keeps none; a read-only handle keeps none either way.
+    /// Default [`RECORD_CACHE_BYTES`].
+    pub record_cache_bytes: usize,
 }
+
+/// The default of [`StoreOptions::record_cache_bytes`]: 16 MiB holds the records of about
+/// 18,000 titles of ten renders each (the encoded size, about 90 bytes a render).
+pub const RECORD_CACHE_BYTES: usize = 16 << 20;
 
 impl StoreOptions {
     pub fn writer() -> Self {
@@ -151,6 +160,7 @@ impl StoreOptions {
             wait: false,
             clock: clock::system(),
             vfs: Arc::new(RealFs),
+            record_cache_bytes: RECORD_CACHE_BYTES,
         }
     }
 
@@ -230,6 +240,8 @@ pub struct Store {
     archive_base: PathBuf,
     /// A read-only handle's newer views of the title records ([`view`]).
     views: view::Views,
+    /// Title records read lately ([`recent`]).
+    recent: recent::RecentRecords,
 }
 
 fn meta_base(dir: &Path) -> PathBuf {
@@ -257,9 +269,9 @@ fn record_name(domain: &str, title: &str) -> Vec<u8> {
 }
 
 /// A value's file name in its container: `DOMAIN/TITLE/REV/TID` (made per put: no `format!`).
-fn value_name(domain: &str, title: &str, rev: u64, tid: Uuid) -> Vec<u8> {
-    let mut name = record_name(domain, title);
-    name.reserve(2 + 20 + uuid::fmt::Hyphenated::LENGTH);
+fn value_name(title: &TitleKey, rev: u64, tid: Uuid) -> Vec<u8> {
+    let mut name = Vec::with_capacity(title.name().len() + 2 + 20 + uuid::fmt::Hyphenated::LENGTH);
+    name.extend_from_slice(title.name());
     name.push(b'/');
     name.extend_from_slice(rev.to_string().as_bytes());
     name.push(b'/');
@@ -286,16 +298,6 @@ fn lost_file(fs: &Filesys, file: &[u8], what: String, expected: &str, found: &st
 fn record_of(meta: &Filesys, file: &filesys::FileStat) -> Result<TitleRecord> {
     let bytes = meta.read_stat(file)?;
     TitleRecord::decode(&bytes, &file.name, meta.data().path(), file.inode.0)
-}
-
-/// Reads and decodes a title record from the meta filesys.
-fn read_record(meta: &Filesys, name: &[u8]) -> Result<Option<TitleRecord>> {
-    match meta.read_located(name)? {
-        Some((stat, bytes)) => {
-            TitleRecord::decode(&bytes, name, meta.data().path(), stat.inode.0).map(Some)
-        }
-        None => Ok(None),
-    }
 }
 
 /// Bytes of `container_bytes` per container index cell: one cell per 4 KiB holds a full container
@@ -425,6 +427,11 @@ impl Store {
             recovery: Vec::new(),
             archive_base: generation.archive_base(dir),
             views: view::Views::default(),
+            recent: recent::RecentRecords::new(if opts.writable {
+                opts.record_cache_bytes
+            } else {
+                0
+            }),
         };
         if opts.writable {
             let id = store.current_container()?;
@@ -719,8 +726,7 @@ impl Store {
     /// Applies a put without committing it (see [`Store::batch`]).
     pub fn put_uncommitted(&mut self, put: &Put<'_>) -> Result<Uuid> {
         self.writer()?;
-        key::check_domain(put.domain)?;
-        key::check_title(put.title)?;
+        let title = TitleKey::new(put.domain, put.title)?;
         check_content_type(put.content_type)?;
         if put.value.len() as u64 > self.cfg.max_value {
             return Err(Error::invalid(format!(
@@ -736,19 +742,19 @@ impl Store {
         if let Some(t) = put.tid {
             key::check_tid(t)?;
         }
-        let name = record_name(put.domain, put.title);
+        let name = title.name();
         // Read for an update: the record's rewrite below reuses this lookup of its name.
-        let (old, version) = self.meta.read_for_update(&name)?;
+        let (old, version) = self.meta.read_for_update(name)?;
         let mut rec = match old {
             Some((stat, bytes)) => {
-                TitleRecord::decode(&bytes, &name, self.meta.data().path(), stat.inode.0)?
+                TitleRecord::decode(&bytes, name, self.meta.data().path(), stat.inode.0)?
             }
-            None => self.new_record(&name)?,
+            None => self.new_record(name)?,
         };
         let tid = match put.tid {
             Some(t) => t,
             None => {
-                let newest = self.newest_tid(&name, &rec, put.rev)?;
+                let newest = self.newest_tid(name, &rec, put.rev)?;
                 self.tids.make_after(ticks, newest)?
             }
         };
@@ -764,7 +770,7 @@ impl Store {
                     put.rev
                 )),
             })?;
-        let location = self.write_value(put, tid)?;
+        let location = self.write_value(&title, put, tid)?;
         let stamps = policy::Stamps {
             historical: put.historical,
             ..policy::Stamps::default()
@@ -781,7 +787,7 @@ impl Store {
             now,
         );
         rec.cull_keeping(&policy, now, self.cfg.archive);
-        self.save_over(&name, &rec, Some(version))?;
+        self.save_over(title.name(), &rec, Some(version))?;
         Ok(tid)
     }
 
@@ -807,12 +813,12 @@ impl Store {
         Ok(hot.chain(archived).max_by(|a, b| key::cmp_tid(*a, *b)))
     }
 
-    fn write_value(&mut self, put: &Put<'_>, tid: Uuid) -> Result<Location> {
+    fn write_value(&mut self, title: &TitleKey, put: &Put<'_>, tid: Uuid) -> Result<Location> {
         let limit = self.cfg.container_bytes;
         if self.writer()?.fs.data().filesize() >= limit {
             self.rotate()?;
         }
-        let name = value_name(put.domain, put.title, put.rev, tid);
+        let name = value_name(title, put.rev, tid);
         let w = self.writer()?;
         let (_, extents) = w.fs.put_located(&name, 0, put.value)?;
         let offset = extents.first().map_or(0, |e| e.offset);
@@ -849,15 +855,20 @@ impl Store {
             .as_mut()
             .ok_or_else(|| Error::invalid(format!("{} is open read-only", self.dir.display())))?;
         let meta = &self.meta;
-        std::thread::scope(|s| {
+        let committed = std::thread::scope(|s| {
             let ahead = s.spawn(|| meta.sync_ahead());
             let container = w.fs.sync();
             let ahead = ahead
                 .join()
                 .unwrap_or_else(|p| Err(Error::panicked("a sync thread", &*p)));
             container.and(ahead)
-        })?;
-        self.meta.sync()
+        })
+        .and_then(|()| self.meta.sync());
+        if committed.is_err() {
+            // The records this handle reads after a failed commit are the filesys's to say.
+            self.recent.clear();
+        }
+        committed
     }
 
     /// Takes a revision (or, with `None`, the whole title) down: its renders are never returned
@@ -866,10 +877,9 @@ impl Store {
     /// not depend on whether culling ran). Committed.
     pub fn take_down(&mut self, domain: &str, title: &str, rev: Option<u64>) -> Result<usize> {
         self.writer()?;
-        key::check_domain(domain)?;
-        key::check_title(title)?;
-        let name = record_name(domain, title);
-        let mut rec = self.load_or_new(&name)?;
+        let title = TitleKey::new(domain, title)?;
+        let name = title.name();
+        let mut rec = self.load_or_new(name)?;
         let (policy, now) = (self.cfg.policy, self.clock.now());
         let removed = rec
             .take_down(rev)
@@ -880,13 +890,13 @@ impl Store {
         // archived copy of a taken-down revision that reads could still find.
         let archived = match self.archive_tier_mut()? {
             Some(archive) => {
-                let n = archive.take_down(&name, rev)?;
+                let n = archive.take_down(name, rev)?;
                 archive.commit()?;
                 n
             }
             None => 0,
         };
-        self.save(&name, &rec)?;
+        self.save(name, &rec)?;
         self.commit()?;
         Ok(removed + archived)
     }
@@ -904,11 +914,11 @@ impl Store {
     /// Lifts a take-down; false when there was none. Committed.
     pub fn lift(&mut self, domain: &str, title: &str, rev: Option<u64>) -> Result<bool> {
         self.writer()?;
-        let name = record_name(domain, title);
-        let mut rec = self.load_or_new(&name)?;
+        let title = TitleKey::new(domain, title)?;
+        let mut rec = self.load_or_new(title.name())?;
         let lifted = rec.lift(rev);
         if lifted {
-            self.save(&name, &rec)?;
+            self.save(title.name(), &rec)?;
             self.commit()?;
         }
         Ok(lifted)
@@ -925,7 +935,22 @@ impl Store {
         rec: &TitleRecord,
         version: Option<filesys::Version>,
     ) -> Result<()> {
+        let saved = self.write_record(name, rec, version);
+        if saved.is_err() {
+            // What the filesys holds of the title now is not known here.
+            self.recent.forget(name);
+        }
+        saved
+    }
+
+    fn write_record(
+        &mut self,
+        name: &[u8],
+        rec: &TitleRecord,
+        version: Option<filesys::Version>,
+    ) -> Result<()> {
         if rec.is_empty() {
+            self.recent.forget(name);
             self.meta.delete(name)?;
         } else {
             // The meta filesys commits on its own before growing its index or when too many
@@ -938,19 +963,16 @@ impl Store {
                     w.fs.sync()?;
                 }
             }
-            match version {
+            let stat = match version {
                 Some(v) => self.meta.put_over(name, 0, &record, v)?,
                 None => self.meta.put(name, 0, &record)?,
             };
+            self.recent.written(name, stat.inode, &record);
         }
         Ok(())
     }
 
     // ---- reads -----------------------------------------------------------------------------
-
-    fn load(&self, name: &[u8]) -> Result<Option<TitleRecord>> {
-        read_record(&self.meta, name)
-    }
 
     /// A title's record, or a new one for a title the store has never seen; a title whose
     /// record is missing while the archive holds it is damage, never written over.
@@ -1054,8 +1076,8 @@ impl Store {
     /// True when puts of `rev` (or, with `None`, of the whole title) are refused by a take-down
     /// until it is lifted.
     pub fn is_taken_down(&self, domain: &str, title: &str, rev: Option<u64>) -> Result<bool> {
-        let rec =
-            self.read_fresh(|meta, staleness| view::record_in(meta, staleness, domain, title))?;
+        let title = TitleKey::new(domain, title)?;
+        let rec = self.load_fresh(title.name())?;
         Ok(rec.is_some_and(|r| r.title_down || rev.is_some_and(|rev| r.revs_down.contains(&rev))))
     }
 
@@ -1170,12 +1192,19 @@ mod tests {
     #[test]
     fn value_name_is_domain_title_rev_tid() {
         let tid = key::tid_at(1_600_000_000, 7, [1, 2, 3, 4, 5, 6]);
+        let title = TitleKey::new("en.wikipedia.org", "Main_Page").unwrap();
         for rev in [0, 7, 1234, u64::MAX] {
             assert_eq!(
-                value_name("en.wikipedia.org", "Main_Page", rev, tid),
+                value_name(&title, rev, tid),
                 format!("en.wikipedia.org/Main_Page/{rev}/{tid}").into_bytes()
             );
         }
         assert_eq!(record_name("d", "t/x"), b"d/t/x");
+        let key = TitleKey::new("d", "t/x").unwrap();
+        assert_eq!(
+            (key.name(), key.domain(), key.title()),
+            (&b"d/t/x"[..], "d", "t/x")
+        );
+        assert!(TitleKey::new("d/x", "t").is_err() && TitleKey::new("d", "").is_err());
     }
 }

@@ -89,6 +89,9 @@ impl Store {
                 ));
                 continue;
             }
+            // Written around the handle's cache of records: it forgets both names.
+            store.recent.forget(&own);
+            store.recent.forget(&file.name);
             store.meta.put(&own, 0, &bytes)?;
             store.meta.delete(&file.name)?;
             report.renamed.push((found, named));

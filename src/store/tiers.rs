@@ -14,10 +14,10 @@ use crate::error::{Error, Result};
 use crate::filesys::{Filesys, Staleness};
 
 use super::cull::{TitleCursor, STEP_TITLES};
-use super::key::cmp_tid;
+use super::key::{cmp_tid, TitleKey};
 use super::policy::{ArchivePolicy, Revisions};
 use super::record::{InArchive, Render, TitleRecord};
-use super::{record_name, Got, Listed, Page, State, Store};
+use super::{Got, Listed, Page, State, Store};
 
 /// What an archive run (or step) did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -149,7 +149,8 @@ impl Store {
         title: &str,
         pick: impl Fn(u64, Uuid) -> bool,
     ) -> Result<Option<Got>> {
-        self.read_fresh(|meta, staleness| self.find_in(meta, staleness, domain, title, &pick))
+        let title = TitleKey::new(domain, title)?;
+        self.read_fresh(|meta, staleness| self.find_in(meta, staleness, &title, &pick))
     }
 
     /// [`Store::find`] through one view of the title records.
@@ -157,12 +158,11 @@ impl Store {
         &self,
         meta: &Filesys,
         staleness: Staleness,
-        domain: &str,
-        title: &str,
+        title: &TitleKey,
         pick: &impl Fn(u64, Uuid) -> bool,
     ) -> Result<Option<Got>> {
-        let rec = super::view::record_in(meta, staleness, domain, title)?;
-        let name = record_name(domain, title);
+        let name = title.name();
+        let rec = self.record(meta, staleness, name)?;
         let now = self.clock.now();
         let hot = rec.as_ref().and_then(|rec| {
             self.visible(rec, now)
@@ -177,7 +177,7 @@ impl Store {
         let settled = hot.is_some_and(|r| Some(r.rev) == current);
         let mut best = hot.map(Hit::Hot);
         if !settled {
-            for e in self.archived(&name, rec.as_ref())? {
+            for e in self.archived(name, rec.as_ref())? {
                 let k = (e.rev, Uuid::from_bytes(e.tid));
                 if pick(k.0, k.1) && best.as_ref().is_none_or(|b| newer(k, b.key())) {
                     best = Some(Hit::Archived(e));
@@ -190,7 +190,7 @@ impl Store {
                 let archive = self
                     .archive_tier()?
                     .ok_or_else(|| Error::invalid("no archive"))?;
-                let value = archive.read(&name, &e)?;
+                let value = archive.read(name, &e)?;
                 Ok(Some(Got {
                     rev: e.rev,
                     tid: Uuid::from_bytes(e.tid),
@@ -205,7 +205,8 @@ impl Store {
 
     /// A title's renders in both tiers, newest first.
     pub(super) fn list_tiers(&self, domain: &str, title: &str, page: Page) -> Result<Vec<Listed>> {
-        self.read_fresh(|meta, staleness| self.list_in(meta, staleness, domain, title, page))
+        let title = TitleKey::new(domain, title)?;
+        self.read_fresh(|meta, staleness| self.list_in(meta, staleness, &title, page))
     }
 
     /// [`Store::list_tiers`] through one view of the title records.
@@ -213,11 +214,10 @@ impl Store {
         &self,
         meta: &Filesys,
         staleness: Staleness,
-        domain: &str,
-        title: &str,
+        title: &TitleKey,
         page: Page,
     ) -> Result<Vec<Listed>> {
-        let rec = super::view::record_in(meta, staleness, domain, title)?;
+        let rec = self.record(meta, staleness, title.name())?;
         let now = self.clock.now();
         let policy = self.cfg.policy;
         let mut out: Vec<Listed> = match &rec {
@@ -234,7 +234,7 @@ impl Store {
                 .collect(),
             None => Vec::new(),
         };
-        for e in self.archived(&record_name(domain, title), rec.as_ref())? {
+        for e in self.archived(title.name(), rec.as_ref())? {
             let tid = Uuid::from_bytes(e.tid);
             if !out.iter().any(|l| l.rev == e.rev && l.tid == tid) {
                 out.push(Listed {

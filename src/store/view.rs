@@ -23,8 +23,10 @@ use std::time::Duration;
 use crate::error::{Error, Result};
 use crate::filesys::{self, Filesys, Staleness};
 
+use crate::format::kvseq::KvPointer;
+
 use super::record::TitleRecord;
-use super::{key, record_name, Store};
+use super::Store;
 
 /// Reads through fresh views before the last, strict, attempt. A second stale read in a row
 /// means another commit landed during the read; each further one waits a little longer.
@@ -73,31 +75,30 @@ fn is_stale(e: &Error) -> bool {
     }
 }
 
-/// A title record read through `meta`.
-pub(super) fn record_in(
+/// The title record named `name` (a record name, as the store's files name it), read through
+/// `meta` treating signs of a later commit as `staleness` says and decoded under its own key;
+/// with the inode it was read from and its bytes, for the cache of records read lately.
+fn read_located(
     meta: &Filesys,
+    name: &[u8],
     staleness: Staleness,
-    domain: &str,
-    title: &str,
-) -> Result<Option<TitleRecord>> {
-    key::check_domain(domain)?;
-    key::check_title(title)?;
-    record_named(meta, &record_name(domain, title), staleness)
+) -> Result<Option<(TitleRecord, KvPointer, Vec<u8>)>> {
+    match meta.read_located_as(name, staleness)? {
+        Some((stat, bytes)) => {
+            let rec = TitleRecord::decode(&bytes, name, meta.data().path(), stat.inode.0)?;
+            Ok(Some((rec, stat.inode, bytes)))
+        }
+        None => Ok(None),
+    }
 }
 
-/// The title record named `name` (a record name, as the store's files name it), read through
-/// `meta` treating signs of a later commit as `staleness` says.
-pub(super) fn record_named(
+/// [`read_located`] without the cache's part: for a reader with a meta filesys of its own.
+pub(super) fn read_record(
     meta: &Filesys,
     name: &[u8],
     staleness: Staleness,
 ) -> Result<Option<TitleRecord>> {
-    match meta.read_located_as(name, staleness)? {
-        Some((stat, bytes)) => {
-            TitleRecord::decode(&bytes, name, meta.data().path(), stat.inode.0).map(Some)
-        }
-        None => Ok(None),
-    }
+    Ok(read_located(meta, name, staleness)?.map(|(rec, _, _)| rec))
 }
 
 /// [`Store::read_fresh`] for a reader that holds a meta filesys of its own (a compaction job's
@@ -159,7 +160,32 @@ impl Store {
 
     /// The title record named `name`, through a view kept current (see [`Store::read_fresh`]).
     pub(super) fn load_fresh(&self, name: &[u8]) -> Result<Option<TitleRecord>> {
-        self.read_fresh(|meta, staleness| record_named(meta, name, staleness))
+        self.read_fresh(|meta, staleness| self.record(meta, staleness, name))
+    }
+
+    /// The title record named `name` as this handle sees it (the writer's, to change it).
+    pub(super) fn load(&self, name: &[u8]) -> Result<Option<TitleRecord>> {
+        self.record(&self.meta, Staleness::Strict, name)
+    }
+
+    /// The one reader of title records by name: from the records read lately (the writer's
+    /// handle only, see [`super::recent`]), else through `meta` ([`read_record`]), keeping
+    /// what it read.
+    pub(super) fn record(
+        &self,
+        meta: &Filesys,
+        staleness: Staleness,
+        name: &[u8],
+    ) -> Result<Option<TitleRecord>> {
+        if let Some((inode, bytes)) = self.recent.get(name) {
+            let rec = TitleRecord::decode(&bytes, name, meta.data().path(), inode.0)?;
+            return Ok(Some(rec));
+        }
+        let Some((rec, inode, bytes)) = read_located(meta, name, staleness)? else {
+            return Ok(None);
+        };
+        self.recent.insert(name, inode, &bytes);
+        Ok(Some(rec))
     }
 
     fn meta_view(&self) -> MetaView<'_> {
