@@ -218,17 +218,8 @@ impl Archive {
     /// Removes the files of the archive at `base` (those present): the caller's cleanup after a
     /// failed [`Archive::rewrite_into`], or of an archive no generation names any more.
     pub fn remove_in(vfs: &dyn Vfs, base: &Path) -> Result<()> {
-        let data = filesys::file_path(base, "data");
         // The datafile first: without it the others are leftovers that a create removes anyway.
-        let others = ["idx", "time", "jnl"].map(|ext| filesys::file_path(base, ext));
-        for path in std::iter::once(data.clone())
-            .chain(others)
-            .chain(std::iter::once(crate::storage::sibling(&data, "creating")))
-        {
-            if vfs.exists(&path) {
-                vfs.remove(&path)?;
-            }
-        }
+        filesys::remove_files(vfs, base, &[filesys::staged_datafile(base)])?;
         Ok(())
     }
 

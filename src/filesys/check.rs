@@ -14,7 +14,7 @@ use crate::format::kvseq::KvPointer;
 
 use super::inode::{classify, data_key, inode_key, Inode, KeyKind};
 use super::timeindex::{LASTMT, TIMEMARK};
-use super::{file_path, Filesys, OpenOptions, DTOTSZ, ITOTSZ, NEXTFID};
+use super::{file_path, Filesys, OpenOptions, DTOTSZ, FILES, ITOTSZ, NEXTFID};
 
 /// Checks the filesys at `base` (read-only).
 pub fn check_filesys(base: &Path) -> Report {
@@ -24,7 +24,7 @@ pub fn check_filesys(base: &Path) -> Report {
         summary: format!("filesys {}", base.display()),
         problems: Vec::new(),
     };
-    for ext in ["data", "idx", "time", "jnl"] {
+    for ext in FILES {
         let path = file_path(base, ext);
         if path.exists() {
             report.problems.extend(check_file(&path).problems);
