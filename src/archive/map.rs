@@ -5,8 +5,8 @@
 //! | magic      | 4               | `WAM1`                                                       |
 //! | n_types    | 2               | content types, then n × (len (2), UTF-8 bytes)               |
 //! | n_blocks   | 4               | blocks, then per block: flags (1; bit 0 sealed, bit 1 key),   |
-//! |            |                 | length of its last revision (8), n_frames (4), then per frame: |
-//! |            |                 | stored length (8), raw length (8)                             |
+//! |            |                 | length of its last revision (8), n_frames (4), then per      |
+//! |            |                 | frame: stored length (8), raw length (8)                     |
 //! | n_entries  | 4               | revisions, then per entry (below)                            |
 //! | crc        | 4               | CRC-32 of every byte before it                               |
 //!

@@ -178,8 +178,8 @@ impl Archive {
     /// Writes a new archive at `dest` (which must not exist) holding every title's readable
     /// revisions and take-down records, and syncs it; see the module doc for what is copied and
     /// what re-encoded. `open` is how the new filesys is opened (its clock and drop-behind);
-    /// `progress(done, total)` counts titles (from `(0, total)`). On an error the new archive is incomplete: remove it
-    /// with [`Archive::remove_in`].
+    /// `progress(done, total)` counts titles (from `(0, total)`). On an error the new archive is
+    /// incomplete: remove it with [`Archive::remove_in`].
     pub fn rewrite_into(
         &self,
         vfs: Arc<dyn Vfs>,

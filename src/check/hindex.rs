@@ -104,7 +104,10 @@ fn check_cell(
         return;
     }
     let Ok(ptr) = u64::try_from(word0) else {
-        let what = format!("cell {cell} holds {word0}: neither a kv_pointer (≥ 0), HTFREE {htfree} nor HTDEL {htdel}");
+        let what = format!(
+            "cell {cell} holds {word0}: neither a kv_pointer (≥ 0), HTFREE {htfree} nor \
+             HTDEL {htdel}"
+        );
         report.error(at, what);
         return;
     };

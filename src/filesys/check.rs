@@ -221,7 +221,17 @@ fn walk_data(fs: &Filesys, report: &mut Report) -> Result<Walk> {
                     continue;
                 }
                 if w.live.insert(name.to_vec(), ptr).is_some() {
-                    problem(report, &path, ptr.0, Severity::Error, format!("a second live inode for {:?} (the earlier version was not marked deleted)", String::from_utf8_lossy(name)));
+                    problem(
+                        report,
+                        &path,
+                        ptr.0,
+                        Severity::Error,
+                        format!(
+                            "a second live inode for {:?} (the earlier version was not marked \
+                             deleted)",
+                            String::from_utf8_lossy(name)
+                        ),
+                    );
                 }
                 w.itotsz += inode.size as i64;
                 w.dtotsz += inode.lsize as i64;
@@ -355,7 +365,18 @@ fn check_time(fs: &Filesys, walk: &Walk, report: &mut Report) -> Result<()> {
             .zip(&expected)
             .position(|(a, e)| a != e)
             .unwrap_or(actual.len().min(expected.len()));
-        problem(report, &path, time.kv().first().0 + first_diff as u64 * 16, Severity::Error, format!("time marks differ from the inodes from mark {first_diff}: found {:?}, expected {:?}", actual.get(first_diff), expected.get(first_diff)));
+        problem(
+            report,
+            &path,
+            time.kv().first().0 + first_diff as u64 * 16,
+            Severity::Error,
+            format!(
+                "time marks differ from the inodes from mark {first_diff}: found {:?}, \
+                 expected {:?}",
+                actual.get(first_diff),
+                expected.get(first_diff)
+            ),
+        );
     }
     let var_at = |name| time.kv().superblock().value_offset(name).unwrap_or(0);
     if let Some(&(mark, _)) = expected.last() {

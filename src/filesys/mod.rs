@@ -606,9 +606,10 @@ impl Filesys {
         self.data.drop_synced()
     }
 
-    /// Makes the bytes written so far durable without committing: the fdatasyncs a [`Filesys::sync`]
-    /// starts with, so that a layer above can run them beside another file's commit (they order
-    /// nothing: syncing early is always safe). The commit that follows then finds little to write.
+    /// Makes the bytes written so far durable without committing: the fdatasyncs a
+    /// [`Filesys::sync`] starts with, so that a layer above can run them beside another file's
+    /// commit (they order nothing: syncing early is always safe). The commit that follows then
+    /// finds little to write.
     pub fn sync_ahead(&self) -> Result<()> {
         self.check_writable()?;
         let at = self.writes();

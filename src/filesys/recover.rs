@@ -23,11 +23,16 @@ impl Filesys {
             let (dropped, damaged) = count_tail(&self.data, syncsize);
             self.data.truncate_logical(syncsize, entries, live)?;
             self.recovery.actions.push(format!(
-                "{}: dropped unsynced tail {}..{}: {dropped} entries{} (FILESIZE set back to SYNCSIZE)",
+                "{}: dropped unsynced tail {}..{}: {dropped} entries{} (FILESIZE set back to \
+                 SYNCSIZE)",
                 self.data.path().display(),
                 syncsize,
                 filesize,
-                if damaged { " and an unreadable rest" } else { "" }
+                if damaged {
+                    " and an unreadable rest"
+                } else {
+                    ""
+                }
             ));
             self.sync()?;
         }
