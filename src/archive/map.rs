@@ -5,8 +5,8 @@
 //! | magic      | 4               | `WAM1`                                                       |
 //! | n_types    | 2               | content types, then n × (len (2), UTF-8 bytes)               |
 //! | n_blocks   | 4               | blocks, then per block: flags (1; bit 0 sealed, bit 1 key),   |
-//! |            |                 | length of its last revision (8), n_frames (4), then per frame: |
-//! |            |                 | stored length (8), raw length (8)                             |
+//! |            |                 | length of its last revision (8), n_frames (4), then per      |
+//! |            |                 | frame: stored length (8), raw length (8)                     |
 //! | n_entries  | 4               | revisions, then per entry (below)                            |
 //! | crc        | 4               | CRC-32 of every byte before it                               |
 //!
@@ -25,6 +25,7 @@
 use std::path::Path;
 
 use crate::error::{Error, Result};
+use crate::format::bytes::ByteReader;
 
 pub(crate) const MAGIC: &[u8; 4] = b"WAM1";
 const ENTRY_SIZE: usize = 51;
@@ -175,10 +176,7 @@ impl TitleMap {
         if crc32fast::hash(body) != u32::from_be_bytes(tail.try_into().expect("4 bytes")) {
             return Err(bad(body.len(), "CRC-32"));
         }
-        let mut r = Cursor {
-            bytes: body,
-            pos: 4,
-        };
+        let mut r = ByteReader::new(body, 4);
         let mut types = Vec::new();
         for _ in 0..r.u16().ok_or_else(|| bad(r.pos, "truncated"))? {
             let len = r.u16().ok_or_else(|| bad(r.pos, "truncated"))? as usize;
@@ -384,10 +382,7 @@ impl Delta {
                 "damage",
             )
         };
-        let mut r = Cursor {
-            bytes: body,
-            pos: 0,
-        };
+        let mut r = ByteReader::new(body, 0);
         let n = r.u32().ok_or_else(|| bad(r.pos))? as usize;
         if n > body.len() / 4 {
             return Err(bad(r.pos));
@@ -420,35 +415,6 @@ impl Delta {
             entries: partial.entries,
             down,
         })
-    }
-}
-
-pub(crate) struct Cursor<'a> {
-    pub(crate) bytes: &'a [u8],
-    pub(crate) pos: usize,
-}
-
-impl Cursor<'_> {
-    pub(crate) fn take(&mut self, n: usize) -> Option<&[u8]> {
-        let end = self.pos.checked_add(n).filter(|e| *e <= self.bytes.len())?;
-        let out = &self.bytes[self.pos..end];
-        self.pos = end;
-        Some(out)
-    }
-
-    pub(crate) fn u16(&mut self) -> Option<u16> {
-        self.take(2)
-            .map(|b| u16::from_be_bytes(b.try_into().expect("2 bytes")))
-    }
-
-    pub(crate) fn u32(&mut self) -> Option<u32> {
-        self.take(4)
-            .map(|b| u32::from_be_bytes(b.try_into().expect("4 bytes")))
-    }
-
-    pub(crate) fn u64(&mut self) -> Option<u64> {
-        self.take(8)
-            .map(|b| u64::from_be_bytes(b.try_into().expect("8 bytes")))
     }
 }
 

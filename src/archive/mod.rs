@@ -34,7 +34,6 @@ use crate::check::{Problem, Severity};
 use crate::clock::Clock;
 use crate::error::{Error, Result};
 use crate::filesys::{self, Filesys, FsOptions};
-use crate::storage;
 use crate::vfs::Vfs;
 
 use map::{Block, Delta, Entry, Frame, TitleMap};
@@ -806,12 +805,7 @@ impl Archive {
                 st.raw_bytes += e.len;
             }
         }
-        for ext in ["data", "idx", "time", "jnl"] {
-            let path = filesys::file_path(&self.base, ext);
-            if self.vfs.exists(&path) {
-                st.stored_bytes += storage::length(self.vfs.open(&path, false)?.as_ref())?;
-            }
-        }
+        st.stored_bytes += filesys::files_size(self.vfs.as_ref(), &self.base, None)?;
         Ok(st)
     }
 

@@ -178,8 +178,8 @@ impl Archive {
     /// Writes a new archive at `dest` (which must not exist) holding every title's readable
     /// revisions and take-down records, and syncs it; see the module doc for what is copied and
     /// what re-encoded. `open` is how the new filesys is opened (its clock and drop-behind);
-    /// `progress(done, total)` counts titles (from `(0, total)`). On an error the new archive is incomplete: remove it
-    /// with [`Archive::remove_in`].
+    /// `progress(done, total)` counts titles (from `(0, total)`). On an error the new archive is
+    /// incomplete: remove it with [`Archive::remove_in`].
     pub fn rewrite_into(
         &self,
         vfs: Arc<dyn Vfs>,
@@ -218,17 +218,8 @@ impl Archive {
     /// Removes the files of the archive at `base` (those present): the caller's cleanup after a
     /// failed [`Archive::rewrite_into`], or of an archive no generation names any more.
     pub fn remove_in(vfs: &dyn Vfs, base: &Path) -> Result<()> {
-        let data = filesys::file_path(base, "data");
         // The datafile first: without it the others are leftovers that a create removes anyway.
-        let others = ["idx", "time", "jnl"].map(|ext| filesys::file_path(base, ext));
-        for path in std::iter::once(data.clone())
-            .chain(others)
-            .chain(std::iter::once(crate::storage::sibling(&data, "creating")))
-        {
-            if vfs.exists(&path) {
-                vfs.remove(&path)?;
-            }
-        }
+        filesys::remove_files(vfs, base, &[filesys::staged_datafile(base)])?;
         Ok(())
     }
 

@@ -14,7 +14,7 @@ use crate::format::kvseq::KvPointer;
 
 use super::inode::{classify, data_key, inode_key, Inode, KeyKind};
 use super::timeindex::{LASTMT, TIMEMARK};
-use super::{file_path, Filesys, OpenOptions, DTOTSZ, ITOTSZ, NEXTFID};
+use super::{file_path, Filesys, OpenOptions, DTOTSZ, FILES, ITOTSZ, NEXTFID};
 
 /// Checks the filesys at `base` (read-only).
 pub fn check_filesys(base: &Path) -> Report {
@@ -24,7 +24,7 @@ pub fn check_filesys(base: &Path) -> Report {
         summary: format!("filesys {}", base.display()),
         problems: Vec::new(),
     };
-    for ext in ["data", "idx", "time", "jnl"] {
+    for ext in FILES {
         let path = file_path(base, ext);
         if path.exists() {
             report.problems.extend(check_file(&path).problems);
@@ -221,7 +221,17 @@ fn walk_data(fs: &Filesys, report: &mut Report) -> Result<Walk> {
                     continue;
                 }
                 if w.live.insert(name.to_vec(), ptr).is_some() {
-                    problem(report, &path, ptr.0, Severity::Error, format!("a second live inode for {:?} (the earlier version was not marked deleted)", String::from_utf8_lossy(name)));
+                    problem(
+                        report,
+                        &path,
+                        ptr.0,
+                        Severity::Error,
+                        format!(
+                            "a second live inode for {:?} (the earlier version was not marked \
+                             deleted)",
+                            String::from_utf8_lossy(name)
+                        ),
+                    );
                 }
                 w.itotsz += inode.size as i64;
                 w.dtotsz += inode.lsize as i64;
@@ -355,7 +365,18 @@ fn check_time(fs: &Filesys, walk: &Walk, report: &mut Report) -> Result<()> {
             .zip(&expected)
             .position(|(a, e)| a != e)
             .unwrap_or(actual.len().min(expected.len()));
-        problem(report, &path, time.kv().first().0 + first_diff as u64 * 16, Severity::Error, format!("time marks differ from the inodes from mark {first_diff}: found {:?}, expected {:?}", actual.get(first_diff), expected.get(first_diff)));
+        problem(
+            report,
+            &path,
+            time.kv().first().0 + first_diff as u64 * 16,
+            Severity::Error,
+            format!(
+                "time marks differ from the inodes from mark {first_diff}: found {:?}, \
+                 expected {:?}",
+                actual.get(first_diff),
+                expected.get(first_diff)
+            ),
+        );
     }
     let var_at = |name| time.kv().superblock().value_offset(name).unwrap_or(0);
     if let Some(&(mark, _)) = expected.last() {

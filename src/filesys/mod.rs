@@ -22,9 +22,12 @@ pub mod journal;
 pub mod overlay;
 pub mod timeindex;
 
+mod files;
 mod iter;
 mod ops;
 mod prefetch;
+mod recover;
+mod reindex;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -35,9 +38,10 @@ use crate::format::hindex::{HIndex, HIndexOptions};
 use crate::format::kvseq::{DropBehind, KvPointer, KvSeq, KvSeqOptions};
 use crate::format::repr::Repr;
 use crate::format::superblock::{var, Purpose, Superblock, VarName};
-use crate::storage::{self, sibling, Storage};
+use crate::storage::{self, Storage};
 use crate::vfs::{RealFs, Vfs, WriterLock};
 
+pub use files::{file_path, files_size, remove_files, scratch_files, staged_datafile, FILES};
 pub use iter::FileIter;
 pub use ops::{Extent, Version};
 pub use overlay::OverlayStorage;
@@ -197,10 +201,6 @@ pub struct Filesys {
 }
 
 /// `BASE.ext`.
-pub fn file_path(base: &Path, ext: &str) -> PathBuf {
-    sibling(base, ext)
-}
-
 impl Filesys {
     /// Creates a filesys on the real file system and opens it for writing.
     pub fn create(base: &Path, fs: &FsOptions, open: &OpenOptions) -> Result<Filesys> {
@@ -224,17 +224,8 @@ impl Filesys {
         }
         // The datafile appears last, by rename: without it nothing was ever committed, so the
         // other files are leftovers of an interrupted create.
-        let staged = sibling(&data_path, "creating");
-        for path in [
-            file_path(base, "idx"),
-            file_path(base, "time"),
-            file_path(base, "jnl"),
-            staged.clone(),
-        ] {
-            if vfs.exists(&path) {
-                vfs.remove(&path)?;
-            }
-        }
+        let staged = staged_datafile(base);
+        remove_files(vfs.as_ref(), base, std::slice::from_ref(&staged))?;
         let now = open.clock.now();
         let kv_base = KvSeqOptions {
             clock: open.clock.clone(),
@@ -311,44 +302,6 @@ impl Filesys {
                 done => return done,
             }
         }
-    }
-
-    /// Rebuilds `BASE.idx` from `BASE.data` and commits; works when the index is damaged (its
-    /// spot check is skipped; an index that cannot be opened at all is moved aside to
-    /// `BASE.idx.broken` and replaced). Returns the number of files indexed.
-    pub fn reindex_in(vfs: Arc<dyn Vfs>, base: &Path, open: &OpenOptions) -> Result<u64> {
-        let idx_path = file_path(base, "idx");
-        let mut fs = match Filesys::open_inner(vfs.clone(), base, open, false) {
-            Ok(fs) => fs,
-            Err(e) if e.is_corruption() && error_path(&e) == Some(idx_path.as_path()) => {
-                let broken = sibling(&idx_path, "broken");
-                vfs.rename(&idx_path, &broken)?;
-                // The failed open already replayed the journal into the other files; emptied
-                // now, it can never replay the old index's cells into the new one.
-                let jnl_path = file_path(base, "jnl");
-                let seq = journal::read(vfs.open(&jnl_path, false)?)?.map_or(0, |r| r.seq);
-                journal::write(vfs.open(&jnl_path, true)?.as_ref(), seq + 1, &[])?;
-                let opts = HIndexOptions {
-                    purpose: INDEX_PURPOSE,
-                    htsize: 16,
-                    cellsz: 2,
-                    time: open.clock.now(),
-                    ..HIndexOptions::default()
-                };
-                HIndex::create(vfs.create_new(&idx_path)?, &opts)?;
-                let mut fs = Filesys::open_inner(vfs, base, open, false)?;
-                fs.recovery.actions.push(format!(
-                    "{}: could not be opened ({e}); moved to {}",
-                    idx_path.display(),
-                    broken.display()
-                ));
-                fs
-            }
-            Err(e) => return Err(e),
-        };
-        let count = fs.reindex()?;
-        fs.sync()?;
-        Ok(count)
     }
 
     fn open_inner(
@@ -653,9 +606,10 @@ impl Filesys {
         self.data.drop_synced()
     }
 
-    /// Makes the bytes written so far durable without committing: the fdatasyncs a [`Filesys::sync`]
-    /// starts with, so that a layer above can run them beside another file's commit (they order
-    /// nothing: syncing early is always safe). The commit that follows then finds little to write.
+    /// Makes the bytes written so far durable without committing: the fdatasyncs a
+    /// [`Filesys::sync`] starts with, so that a layer above can run them beside another file's
+    /// commit (they order nothing: syncing early is always safe). The commit that follows then
+    /// finds little to write.
     pub fn sync_ahead(&self) -> Result<()> {
         self.check_writable()?;
         let at = self.writes();
@@ -724,147 +678,6 @@ impl Filesys {
                 .grow(&prefetch::BatchKeys::new(&self.data, &view))?;
         }
         Ok(())
-    }
-
-    /// Reports bytes past FILESIZE (an append that never committed) and, for a datafile written
-    /// elsewhere whose FILESIZE passes SYNCSIZE, drops the unsynced tail.
-    fn recover_tail(&mut self) -> Result<()> {
-        let filesize = self.data.filesize();
-        let syncsize = self
-            .data
-            .superblock()
-            .get_u64(self.data.path(), var::SYNCSIZE)?
-            .unwrap_or(filesize);
-        if syncsize < filesize {
-            let (entries, live) = count_entries(&self.data, syncsize)?;
-            let (dropped, damaged) = count_tail(&self.data, syncsize);
-            self.data.truncate_logical(syncsize, entries, live)?;
-            self.recovery.actions.push(format!(
-                "{}: dropped unsynced tail {}..{}: {dropped} entries{} (FILESIZE set back to SYNCSIZE)",
-                self.data.path().display(),
-                syncsize,
-                filesize,
-                if damaged { " and an unreadable rest" } else { "" }
-            ));
-            self.sync()?;
-        }
-        if let Some((from, to)) = self.uncommitted_bytes(filesize)? {
-            // Zeroed, as preallocated space is, so that the next open does not report them again
-            // (the next appends overwrite only as many as they write). Nothing reads them.
-            let zeros = vec![0u8; (to - from).min(1 << 20) as usize];
-            let mut at = from;
-            while at < to {
-                let n = (to - at).min(zeros.len() as u64) as usize;
-                self.data
-                    .storage()
-                    .write_at(&zeros[..n], at)
-                    .map_err(|e| Error::io(self.data.path(), Some(at), e))?;
-                at += n as u64;
-            }
-            self.recovery.actions.push(format!(
-                "{}: zeroed uncommitted bytes {from}..{to} (appends without a commit, left by a \
-                 crash or a failed write such as on a full disk; no header counted them)",
-                self.data.path().display(),
-            ));
-        }
-        Ok(())
-    }
-
-    /// The range from the first to the last non-zero byte past FILESIZE (the space beyond is
-    /// preallocated zeros), if there is one. Read 1 MiB at a time, at most [`UNCOMMITTED_SCAN`]:
-    /// a crash leaves at most what was appended since the last commit.
-    fn uncommitted_bytes(&self, filesize: u64) -> Result<Option<(u64, u64)>> {
-        let len = storage::length(self.data.storage())?.min(filesize + UNCOMMITTED_SCAN);
-        let mut found: Option<(u64, u64)> = None;
-        let mut buf = vec![0u8; 1 << 20];
-        let mut at = filesize;
-        while at < len {
-            let n = (len - at).min(buf.len() as u64) as usize;
-            storage::read_exact_at(self.data.storage(), &mut buf[..n], at, "the datafile tail")?;
-            if let Some(last) = buf[..n].iter().rposition(|b| *b != 0) {
-                let first = buf[..n].iter().position(|b| *b != 0).unwrap_or(last);
-                let start = found.map_or(at + first as u64, |(start, _)| start);
-                found = Some((start, at + last as u64 + 1));
-            } else if found.is_some() {
-                // A whole chunk of zeros after the bytes found: the preallocated rest.
-                break;
-            }
-            at += n as u64;
-        }
-        Ok(found)
-    }
-
-    /// A datafile written elsewhere may lack NEXTFID: it is derived once from the inodes.
-    fn ensure_next_fileid(&mut self) -> Result<()> {
-        if self.data.var(NEXTFID).is_some() {
-            return Ok(());
-        }
-        let mut next = 1;
-        for entry in self.data.iter_entries(self.data.first(), false) {
-            let e = entry?;
-            if let inode::KeyKind::Inode { .. } = inode::classify(&e.key) {
-                let value = e.value.unwrap_or_default();
-                if let Ok(i) = inode::Inode::decode(&value, self.data.path(), e.layout.value_offset)
-                {
-                    next = next.max(i.fileid + 1);
-                }
-            }
-        }
-        self.data.set_var(NEXTFID, next as i64)?;
-        self.recovery.actions.push(format!(
-            "{}: added NEXTFID {next}",
-            self.data.path().display()
-        ));
-        Ok(())
-    }
-
-    /// Rebuilds `BASE.idx` from `BASE.data` alone and swaps it in atomically.
-    pub fn reindex(&mut self) -> Result<u64> {
-        self.check_writable()?;
-        self.quiesce()?;
-        let live = self.data.live_entries().unwrap_or(0).max(1);
-        let htsize = (live * 2).next_power_of_two().max(16);
-        let temp = self
-            .idx
-            .storage()
-            .create_temp("reindex")
-            .map_err(|e| Error::io(self.idx.path(), None, e))?;
-        let mut fresh = HIndex::create(
-            temp,
-            &HIndexOptions {
-                purpose: INDEX_PURPOSE,
-                htsize,
-                cellsz: 2,
-                time: self.clock.now(),
-                ..HIndexOptions::default()
-            },
-        )?;
-        let mut count = 0;
-        for item in self.files(self.data.first(), None) {
-            let stat = item?;
-            let key = inode::inode_key(&stat.name);
-            if fresh.needs_growth() {
-                fresh.grow(&self.data)?;
-            }
-            match fresh.lookup(&key, &self.data)? {
-                // The later version of a name counts.
-                Some(found) => fresh.set_pointer(found.cell, stat.inode)?,
-                None => {
-                    fresh.insert(&key, stat.inode, &self.data)?;
-                    count += 1;
-                }
-            }
-        }
-        fresh.sync(self.clock.now())?;
-        let temp_path = fresh.path().to_path_buf();
-        drop(fresh);
-        let temp = self.vfs.open(&temp_path, true)?;
-        self.overlays[1]
-            .1
-            .commit_temp(temp)
-            .map_err(|e| Error::io(self.idx.path(), None, e))?;
-        self.idx = HIndex::open(Box::new(self.overlays[1].1.clone()), true)?;
-        Ok(count)
     }
 }
 
@@ -960,43 +773,4 @@ fn check_data_superblock(data: &KvSeq) -> Result<()> {
         ));
     }
     Ok(())
-}
-
-/// How far past FILESIZE a writer's open looks for bytes a crash left (more than any commit's
-/// appends between two drop-behind syncs leave unsynced in practice).
-const UNCOMMITTED_SCAN: u64 = 64 << 20;
-
-/// Entries from `from` to FILESIZE (a tail about to be dropped), and whether an unreadable one
-/// (a torn append) ended the count early.
-fn count_tail(kv: &KvSeq, from: u64) -> (u64, bool) {
-    let mut entries = 0;
-    for e in kv.iter(KvPointer(from), false) {
-        if e.is_err() {
-            return (entries, true);
-        }
-        entries += 1;
-    }
-    (entries, false)
-}
-
-/// Counts (entries, live entries) in `[first, end)`; `end` must be an entry boundary.
-fn count_entries(kv: &KvSeq, end: u64) -> Result<(u64, u64)> {
-    let (mut entries, mut live) = (0, 0);
-    let mut it = kv.iter(kv.first(), false);
-    while it.position().0 < end {
-        let Some(e) = it.next() else { break };
-        let e = e?;
-        entries += 1;
-        live += u64::from(!e.layout.deleted);
-    }
-    if it.position().0 != end && end > kv.first().0 {
-        return Err(Error::corrupt(
-            kv.path(),
-            end,
-            "SYNCSIZE",
-            "an entry boundary",
-            format!("inside the entry ending at {}", it.position()),
-        ));
-    }
-    Ok((entries, live))
 }

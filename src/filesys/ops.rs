@@ -363,7 +363,8 @@ impl Filesys {
                     self.data.path(),
                     ptr.0,
                     format!(
-                        "data entry {n} of file id {:x} was deleted (its file rewritten or removed)",
+                        "data entry {n} of file id {:x} was deleted (its file rewritten or \
+                         removed)",
                         inode.fileid
                     ),
                 ));
@@ -445,7 +446,11 @@ impl Filesys {
             if pairs > Inode::capacity_of(isz) {
                 return Err(Error::Full {
                     path: self.data.path().to_path_buf(),
-                    what: format!("an ao inode of {isz} bytes holds {} data entries; this file needs {pairs} (create the filesys with a larger --isz)", Inode::capacity_of(isz)),
+                    what: format!(
+                        "an ao inode of {isz} bytes holds {} data entries; this file needs \
+                         {pairs} (create the filesys with a larger --isz)",
+                        Inode::capacity_of(isz)
+                    ),
                 });
             }
             return Ok(isz);

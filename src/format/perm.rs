@@ -25,6 +25,11 @@ use crate::storage::{self, length, read_exact_at, write_all_at, FileStorage, Sto
 pub const PAIR_SIZE: u64 = 16;
 /// Pairs sorted in memory at once by default (64 MiB of pairs).
 pub const DEFAULT_RUN_PAIRS: u64 = 4 << 20;
+/// The suffix of the scratch file a sort spills its sorted runs to (`PATH.runs`).
+pub const RUNS_SUFFIX: &str = "runs";
+/// The suffix of the scratch file a sort merges the runs into, renamed over the perm
+/// (`PATH.sorted`).
+pub const SORTED_SUFFIX: &str = "sorted";
 
 /// One (kv_pointer, hash) pair.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -359,11 +364,11 @@ impl Perm {
         let path = self.path().to_path_buf();
         let runs = self
             .storage
-            .create_temp("runs")
+            .create_temp(RUNS_SUFFIX)
             .map_err(|e| Error::io(&path, None, e))?;
         let out = self
             .storage
-            .create_temp("sorted")
+            .create_temp(SORTED_SUFFIX)
             .map_err(|e| Error::io(&path, None, e))?;
         let result = self.external_sort(runs.as_ref(), out.as_ref(), &mut cmp);
         let _ = self.storage.discard_temp(runs);

@@ -20,8 +20,6 @@
 use std::fmt;
 use std::path::Path;
 
-use byteorder::{BigEndian, ByteOrder};
-
 use crate::error::{Error, Result};
 use crate::storage::{length, read_exact_at, write_all_at, Storage};
 
@@ -305,7 +303,7 @@ impl Superblock {
                     format!("variable {name} at the end of the superblock"),
                 ));
             }
-            let value = BigEndian::read_i64(&sb[pos + 8..pos + 16]);
+            let value = i64::from_be_bytes(sb[pos + 8..pos + 16].try_into().expect("8 bytes"));
             let index = vars.len();
             let fixed = [var::SBSIZE, var::FORMAT, var::PURPOSE];
             if index < fixed.len() && name != fixed[index] {
@@ -530,7 +528,7 @@ fn check_head(path: &Path, head: &[u8], file_len: u64) -> Result<u64> {
             format!("{:?}", String::from_utf8_lossy(&head[8..16])),
         ));
     }
-    let raw = BigEndian::read_i64(&head[16..24]);
+    let raw = i64::from_be_bytes(head[16..24].try_into().expect("8 bytes"));
     let valid = u64::try_from(raw)
         .ok()
         .filter(|v| v % 8 == 0 && (MIN_SBSIZE..=MAX_SBSIZE).contains(v));
@@ -577,8 +575,14 @@ mod tests {
         let bytes = sample().encode();
         assert_eq!(&bytes[..8], b"#!WINKME");
         assert_eq!(&bytes[8..16], b"SBSIZE  ");
-        assert_eq!(BigEndian::read_i64(&bytes[16..24]), 4096);
-        assert_eq!(BigEndian::read_i64(&bytes[32..40]), 0x10);
+        assert_eq!(
+            i64::from_be_bytes(bytes[16..24].try_into().expect("8 bytes")),
+            4096
+        );
+        assert_eq!(
+            i64::from_be_bytes(bytes[32..40].try_into().expect("8 bytes")),
+            0x10
+        );
         assert_eq!(&bytes[48..56], b"TEST    ");
         assert_eq!(bytes.len(), 4096);
     }

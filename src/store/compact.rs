@@ -48,8 +48,8 @@ use crate::clock::Clock;
 use crate::error::{Error, Result};
 use crate::filesys::{self, Filesys};
 use crate::format::kvseq::KvSeqOptions;
-use crate::format::perm::{Pair, Perm, PermOptions};
-use crate::storage::{read_exact_at, Storage};
+use crate::format::perm::{Pair, Perm, PermOptions, RUNS_SUFFIX, SORTED_SUFFIX};
+use crate::storage::{read_exact_at, sibling, Storage};
 use crate::vfs::Vfs;
 
 use super::generation::Generation;
@@ -57,9 +57,6 @@ use super::record::{Location, Render, TitleRecord};
 use super::tiers::visible_in;
 use super::view;
 use super::{container_base, container_options, Config, Store};
-
-/// The files of a filesys, data first (a container whose datafile is gone is gone).
-pub(super) const FILESYS_EXTS: [&str; 4] = ["data", "idx", "time", "jnl"];
 
 /// How to compact.
 #[derive(Clone, Debug)]
@@ -286,46 +283,17 @@ fn parse_value_name(name: &[u8]) -> Option<(Vec<u8>, u64, Uuid)> {
         .then(|| (record.as_bytes().to_vec(), rev, tid))
 }
 
-/// Bytes of a filesys's files: the datafile up to FILESIZE (room preallocated past it is given
-/// back when a container is sealed), the others whole.
-pub(super) fn filesys_bytes(vfs: &dyn Vfs, base: &Path, filesize: u64) -> Result<u64> {
-    let mut total = filesize;
-    for ext in &FILESYS_EXTS[1..] {
-        let path = filesys::file_path(base, ext);
-        if vfs.exists(&path) {
-            total += vfs
-                .open(&path, false)?
-                .len()
-                .map_err(|e| Error::io(&path, None, e))?;
-        }
-    }
-    Ok(total)
-}
-
 /// Removes a filesys's files, the datafile first, then syncs the directory.
 pub(super) fn remove_filesys(vfs: &dyn Vfs, base: &Path) -> Result<()> {
-    let mut any = None;
-    for ext in FILESYS_EXTS
-        .iter()
-        .copied()
-        // A build's perm and its merge scratch too: a build that failed or was killed leaves them.
-        .chain([
-            "idx.grow",
-            "data.tmp",
-            "idx.tmp",
-            "data.creating",
-            "perm",
-            "perm.runs",
-            "perm.sorted",
-        ])
-    {
-        let path = filesys::file_path(base, ext);
-        if vfs.exists(&path) {
-            vfs.remove(&path)?;
-            any = Some(path);
-        }
-    }
-    match any {
+    // A build's perm and its merge scratch too: a build that failed or was killed leaves them.
+    let perm = filesys::file_path(base, "perm");
+    let build = [RUNS_SUFFIX, SORTED_SUFFIX].map(|suffix| sibling(&perm, suffix));
+    let leftovers: Vec<PathBuf> = filesys::scratch_files(base)
+        .into_iter()
+        .chain([perm])
+        .chain(build)
+        .collect();
+    match filesys::remove_files(vfs, base, &leftovers)? {
         Some(path) => vfs.sync_dir(&path),
         None => Ok(()),
     }
@@ -420,7 +388,7 @@ impl Surveyor<'_> {
         let fs = Filesys::open_in(vfs.clone(), &base, &filesys::OpenOptions::read_only())?;
         let mut plan = ContainerPlan {
             id,
-            bytes: filesys_bytes(vfs.as_ref(), &base, fs.data().filesize())?,
+            bytes: filesys::files_size(vfs.as_ref(), &base, Some(fs.data().filesize()))?,
             live: Tally::default(),
             live_names: 0,
             dropped: BTreeMap::new(),
@@ -959,7 +927,7 @@ impl CompactJob {
         for source in sources.values() {
             let _ = source.drop_cache(0, u64::MAX);
         }
-        let new_bytes = filesys_bytes(self.vfs.as_ref(), &target_base, filesize)?;
+        let new_bytes = filesys::files_size(self.vfs.as_ref(), &target_base, Some(filesize))?;
         share_target(built, self.target, new_bytes);
         Ok(())
     }
@@ -1195,7 +1163,7 @@ impl Store {
     /// No file of container `id` is left.
     fn container_files_gone(&self, id: u32) -> bool {
         let base = container_base(&self.dir, id);
-        !FILESYS_EXTS
+        !filesys::FILES
             .iter()
             .any(|ext| self.vfs.exists(&filesys::file_path(&base, ext)))
     }
@@ -1273,7 +1241,8 @@ impl Store {
             self.rotate()?;
             let id = self.current_container()?;
             let filesize = self.writer()?.fs.data().filesize();
-            let bytes = filesys_bytes(self.vfs.as_ref(), &container_base(&self.dir, id), filesize)?;
+            let base = container_base(&self.dir, id);
+            let bytes = filesys::files_size(self.vfs.as_ref(), &base, Some(filesize))?;
             replaced = Some((current, bytes));
         } else {
             // The jobs survey what is committed.
@@ -1806,7 +1775,7 @@ impl Store {
         let mut id = self.next_container()?;
         loop {
             let base = container_base(&self.dir, id);
-            let any = FILESYS_EXTS
+            let any = filesys::FILES
                 .iter()
                 .chain(&["data.creating"])
                 .any(|ext| self.vfs.exists(&filesys::file_path(&base, ext)));

@@ -26,6 +26,7 @@ use uuid::Uuid;
 use super::key::{cmp_tid, tid_unix_secs};
 use super::policy::{ArchivePolicy, Policy, Renders, Stamps};
 use crate::error::{Error, Result};
+use crate::format::bytes::ByteReader;
 
 pub(crate) const MAGIC: &[u8; 4] = b"WTR2";
 /// Records written before the key and the archive flag were kept in them; still read.
@@ -432,12 +433,7 @@ impl TitleRecord {
         if crc32fast::hash(body) != stored {
             return Err(bad(body.len(), "CRC-32"));
         }
-        let mut r = Reader {
-            bytes: body,
-            pos: 4,
-            path,
-            base: offset,
-        };
+        let mut r = ByteReader::new(body, 4).in_file(path, offset, "title record");
         let key = if v1 {
             None
         } else {
@@ -511,49 +507,6 @@ impl TitleRecord {
             return Err(bad(r.pos, "trailing bytes"));
         }
         Ok((key, rec))
-    }
-}
-
-struct Reader<'a> {
-    bytes: &'a [u8],
-    pos: usize,
-    path: &'a Path,
-    base: u64,
-}
-
-impl Reader<'_> {
-    fn take(&mut self, n: usize) -> Result<&[u8]> {
-        let end = self.pos.checked_add(n).filter(|e| *e <= self.bytes.len());
-        let Some(end) = end else {
-            return Err(Error::corrupt(
-                self.path,
-                self.base + self.pos as u64,
-                "title record",
-                format!("{n} more bytes"),
-                "the end of the record",
-            ));
-        };
-        let out = &self.bytes[self.pos..end];
-        self.pos = end;
-        Ok(out)
-    }
-
-    fn u16(&mut self) -> Result<u16> {
-        Ok(u16::from_be_bytes(
-            self.take(2)?.try_into().expect("2 bytes"),
-        ))
-    }
-
-    fn u32(&mut self) -> Result<u32> {
-        Ok(u32::from_be_bytes(
-            self.take(4)?.try_into().expect("4 bytes"),
-        ))
-    }
-
-    fn u64(&mut self) -> Result<u64> {
-        Ok(u64::from_be_bytes(
-            self.take(8)?.try_into().expect("8 bytes"),
-        ))
     }
 }
 

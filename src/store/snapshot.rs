@@ -19,9 +19,6 @@ use crate::storage::{FileStorage, Storage};
 
 use super::{container_base, generation, meta_base, Store};
 
-/// The files of a filesys.
-const EXTS: [&str; 4] = ["data", "idx", "time", "jnl"];
-
 /// What a snapshot wrote.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SnapshotReport {
@@ -77,7 +74,8 @@ impl Store {
 
 /// The files of the filesys at `base` that exist.
 fn existing(base: &Path) -> Vec<PathBuf> {
-    EXTS.iter()
+    filesys::FILES
+        .iter()
         .map(|ext| filesys::file_path(base, ext))
         .filter(|p| p.exists())
         .collect()

@@ -79,7 +79,7 @@ impl Store {
                 resident_bytes: residency(&path)?.0,
             });
         }
-        for ext in ["data", "idx", "time", "jnl"] {
+        for ext in filesys::FILES {
             let path = filesys::file_path(&meta_base(&self.dir), ext);
             if self.vfs.exists(&path) {
                 let (resident_bytes, bytes) = residency(&path)?;

@@ -25,8 +25,9 @@
 use std::path::Path;
 
 use crate::error::{Error, Result};
+use crate::format::bytes::ByteReader;
 
-use super::super::map::{record, Cursor, Entry};
+use super::super::map::{record, Entry};
 
 pub const MAGIC: &[u8; 4] = b"WAM2";
 /// The frame of a purged take-down record: none.
@@ -180,11 +181,8 @@ impl Delta {
                 "damage",
             )
         };
-        let mut r = Cursor {
-            bytes: body,
-            pos: 0,
-        };
-        let strings = |r: &mut Cursor<'_>| -> Result<Vec<Vec<u8>>> {
+        let mut r = ByteReader::new(body, 0);
+        let strings = |r: &mut ByteReader<'_>| -> Result<Vec<Vec<u8>>> {
             let n = r.u16().ok_or_else(|| bad(r.pos, "truncated"))? as usize;
             let mut out = Vec::new();
             for _ in 0..n {

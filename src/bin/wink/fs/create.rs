@@ -4,7 +4,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use wink::filesys::{file_path, inode, Filesys, FsOptions, OpenOptions};
+use wink::filesys::{file_path, inode, Filesys, FsOptions, OpenOptions, FILES};
 
 use wink::{Error, Result};
 
@@ -17,9 +17,6 @@ Creates BASE.data (kvseq, FSYSDATA), BASE.idx (hindex, FSYSIDX), BASE.jnl (the r
 FSYSJRNL) and, with --ao, BASE.time (the time index, FSYSTIME), and syncs them. Exit status 2
 when an option is invalid or one of the four files exists (nothing is created, overwritten or
 removed); when creating fails midway, the files this run created are removed again.";
-
-/// The files of a filesys, by extension.
-const FILES: [&str; 4] = ["data", "idx", "time", "jnl"];
 
 /// Largest initial index: the index grows on its own, so a bigger start only wastes space.
 const MAX_HTSIZE: u64 = 1 << 32;

@@ -14,6 +14,16 @@
 //!
 //! Past the load limit the table is rebuilt at a larger size in a scratch file and renamed over
 //! the old one (atomic: a reader sees the old table or the new one, never a half-built one).
+//!
+//! The code: this file holds the open table, lookups and single-cell writes; `rebuild.rs` the
+//! rebuild at another size in a scratch file (`PATH.`[`GROW_SUFFIX`]), `verify.rs` the checks
+//! of cells against their keys (on open, on a miss, and for `wink check`).
+
+mod rebuild;
+mod verify;
+
+#[cfg(test)]
+mod tests;
 
 use std::path::Path;
 
@@ -22,6 +32,8 @@ use crate::format::hash::{KeyHash, HTALGO_MD5};
 use crate::format::kvseq::{KvPointer, KvSeq};
 use crate::format::superblock::{var, Format, Purpose, Superblock, VarName, DEFAULT_SBSIZE};
 use crate::storage::{self, length, read_exact_at, write_all_at, FileStorage, Storage};
+
+pub use rebuild::GROW_SUFFIX;
 
 /// HTFREE written by this library.
 pub const WRITER_HTFREE: i64 = 0;
@@ -33,12 +45,6 @@ pub const DEFAULT_MAX_LOAD: f64 = 0.75;
 pub const MAX_CELLSZ: u64 = 64;
 /// Cells fetched per read while probing.
 const PROBE_BATCH: u64 = 8;
-/// A rebuilt table up to this size is built in memory and written in one go.
-const IN_MEMORY_REBUILD: u64 = 64 << 20;
-/// Used cells whose stored hash and probe path are verified on open.
-const SPOT_CHECKS: usize = 16;
-/// Cells scanned from each sample point for a used one.
-const SPOT_SCAN: u64 = 256;
 
 /// Reads the key of a kvseq entry (for comparisons and rebuilds).
 pub trait KeySource {
@@ -595,357 +601,6 @@ impl HIndex {
         Ok((entries, live))
     }
 
-    /// Free and deleted cells must carry a zero stored hash; a few runs are checked on open so a
-    /// wrong CELLSZ shows at once.
-    fn sample_free_cells(&self) -> Result<()> {
-        if self.cellsz < 2 {
-            return Ok(());
-        }
-        let width = (self.cellsz * 8) as usize;
-        let mut buf = Vec::new();
-        // One bad cell is damage to that cell, for the lookups that pass it to find; a wrong
-        // CELLSZ or a table of another format fails many.
-        let mut first_bad = None;
-        let mut bad = 0u32;
-        for k in 0..4u64 {
-            let start = self.htsize * k / 4;
-            let n = 16.min(self.htsize - start);
-            buf.resize(n as usize * width, 0);
-            let read = read_exact_at(
-                self.storage.as_ref(),
-                &mut buf,
-                self.cell_offset(start),
-                "hindex cells",
-            );
-            if let Err(e) = read {
-                bad += 1;
-                first_bad.get_or_insert(e);
-                continue;
-            }
-            for (i, chunk) in buf.chunks_exact(width).enumerate() {
-                let cell = start + i as u64;
-                let used = match self.decode(cell, chunk) {
-                    Ok(c) => matches!(c, Cell::Used { .. }),
-                    Err(e) => {
-                        bad += 1;
-                        first_bad.get_or_insert(e);
-                        continue;
-                    }
-                };
-                if !used && chunk[8..16] != [0u8; 8] {
-                    bad += 1;
-                    first_bad.get_or_insert(Error::corrupt(
-                        self.path(),
-                        self.cell_offset(cell) + 8,
-                        format!("stored hash of free/deleted cell {cell}"),
-                        0,
-                        format!("0x{}", hex(&chunk[8..16])),
-                    ));
-                }
-            }
-        }
-        match first_bad {
-            Some(e) if bad > 1 => Err(e),
-            _ => Ok(()),
-        }
-    }
-
-    /// Verifies a few used cells against their keys: the stored hash equals MD5(key)'s first 8
-    /// bytes, and the key's probe from its home reaches the cell without passing a free cell. A
-    /// wrong HTALGO or CELLSZ, or an index of another datafile, fails here at once: every cell
-    /// fails. A minority that fails is damage to those cells (or their keys), left for the
-    /// lookups that pass them to report, so that it stays with the names it touches.
-    pub fn spot_check(&self, keys: &dyn KeySource) -> Result<()> {
-        let (mut buf, mut cells) = (Vec::new(), Vec::new());
-        let mut last_checked = None;
-        let (mut passed, mut failed) = (0u32, Vec::new());
-        // From evenly spaced points, the next used cell (within a bounded scan) is verified, so
-        // a sparse table is checked as well as a full one.
-        for k in 0..SPOT_CHECKS as u64 {
-            let mut start = self.htsize * k / SPOT_CHECKS as u64;
-            let mut scanned = 0;
-            'scan: while scanned < SPOT_SCAN && start < self.htsize {
-                let n = PROBE_BATCH.min(self.htsize - start);
-                if let Err(e) = self.read_run(start, n, &mut buf, &mut cells) {
-                    failed.push(e);
-                    break 'scan;
-                }
-                for (i, c) in cells.iter().enumerate() {
-                    let cell = start + i as u64;
-                    if let Cell::Used { ptr, .. } = *c {
-                        if last_checked != Some(cell) {
-                            match self.verify_cell(cell, ptr, keys) {
-                                Ok(()) => passed += 1,
-                                Err(e) => failed.push(e),
-                            }
-                            last_checked = Some(cell);
-                        }
-                        break 'scan;
-                    }
-                }
-                start += n;
-                scanned += n;
-            }
-        }
-        if failed.len() as u32 >= passed.max(1) {
-            return Err(failed.swap_remove(0));
-        }
-        Ok(())
-    }
-
-    /// The key of the entry used cell `cell` names; a cell that names no entry is damaged.
-    fn key_of(&self, cell: u64, ptr: KvPointer, keys: &dyn KeySource) -> Result<Vec<u8>> {
-        keys.key_at(ptr).map_err(|e| match e {
-            Error::NotFound(found) => Error::corrupt(
-                self.path(),
-                self.cell_offset(cell),
-                format!("the kv_pointer of cell {cell}"),
-                "a pointer to an entry",
-                found,
-            ),
-            e => e,
-        })
-    }
-
-    /// Checks the used cells a lookup of `key` passes (from its home cell to the first free
-    /// one) against their keys: a miss is then known not to come from a damaged cell or key on
-    /// its path. A cell zeroed whole reads as free and cannot be told apart here. Returns the
-    /// first cell that names no entry, if any: damage to a writer, but to a reader whose view is
-    /// older than a writer's commit, a sign of that commit.
-    pub fn check_probe_path(&self, key: &[u8], keys: &dyn KeySource) -> Result<Option<u64>> {
-        let mut cell = self.home(key);
-        let mut unnamed = None;
-        for _ in 0..self.htsize {
-            match self.get(cell)? {
-                Cell::Free => break,
-                Cell::Deleted => {}
-                Cell::Used { ptr, stored_hash } => match keys.key_at(ptr) {
-                    Ok(own) => self.check_stored_hash(cell, ptr, stored_hash, KeyHash::of(&own))?,
-                    Err(Error::NotFound(_)) => {
-                        unnamed.get_or_insert(cell);
-                    }
-                    Err(e) => return Err(e),
-                },
-            }
-            cell = (cell + 1) % self.htsize;
-        }
-        Ok(unnamed)
-    }
-
-    /// Checks one used cell against its key (see [`HIndex::spot_check`]).
-    pub fn verify_cell(&self, cell: u64, ptr: KvPointer, keys: &dyn KeySource) -> Result<()> {
-        let key = self.key_of(cell, ptr, keys)?;
-        let hash = KeyHash::of(&key);
-        if let Cell::Used { stored_hash, .. } = self.get(cell)? {
-            self.check_stored_hash(cell, ptr, stored_hash, hash)?;
-        }
-        let home = hash.home(self.htsize);
-        let mut c = home;
-        while c != cell {
-            if self.get(c)? == Cell::Free {
-                return Err(self.unreachable(cell, ptr, home, c));
-            }
-            c = (c + 1) % self.htsize;
-        }
-        Ok(())
-    }
-
-    fn check_stored_hash(
-        &self,
-        cell: u64,
-        ptr: KvPointer,
-        stored: u64,
-        hash: KeyHash,
-    ) -> Result<()> {
-        if self.cellsz >= 2 && stored != hash.stored() {
-            return Err(Error::corrupt(
-                self.path(),
-                self.cell_offset(cell) + 8,
-                format!("stored hash of cell {cell} (key at {ptr})"),
-                format!("0x{:016x}", hash.stored()),
-                format!("0x{stored:016x}"),
-            ));
-        }
-        Ok(())
-    }
-
-    fn unreachable(&self, cell: u64, ptr: KvPointer, home: u64, free: u64) -> Error {
-        Error::corrupt(
-            self.path(),
-            self.cell_offset(cell),
-            format!("cell {cell} (key at {ptr}) unreachable from its home {home}"),
-            "no free cell on the probe path",
-            format!("free cell {free}"),
-        )
-    }
-
-    /// Rebuilds at a size that brings the load to half the limit, and swaps it in atomically.
-    pub fn grow(&mut self, keys: &dyn KeySource) -> Result<()> {
-        let mut size = self.htsize;
-        while self.live as f64 > size as f64 * self.max_load * 0.5 {
-            size = size.saturating_mul(2);
-        }
-        self.rebuild(size, keys)
-    }
-
-    /// Rebuilds the table with `htsize` cells (deleted cells go away) and swaps it in atomically.
-    pub fn rebuild(&mut self, htsize: u64, keys: &dyn KeySource) -> Result<()> {
-        self.check_writable()?;
-        if htsize == 0 || (self.live as f64) > htsize as f64 * self.max_load {
-            return Err(Error::invalid(format!(
-                "{htsize} cells cannot hold {} keys",
-                self.live
-            )));
-        }
-        let path = self.path().to_path_buf();
-        let width = self.cellsz * 8;
-        let table_bytes = htsize
-            .checked_mul(width)
-            .ok_or_else(|| Error::invalid("table too large"))?;
-        let mut sb = self.sb.clone();
-        let end = table_end(sb.sbsize(), htsize, self.cellsz)
-            .ok_or_else(|| Error::invalid("table too large"))?;
-        sb.set(&path, var::HTSIZE, htsize as i64)?;
-        sb.set(&path, var::FILESIZE, end as i64)?;
-        sb.set(&path, var::SYNCSIZE, end as i64)?;
-        sb.set(&path, var::HTFREE, WRITER_HTFREE)?;
-        sb.set(&path, var::HTDEL, WRITER_HTDEL)?;
-        let temp = self
-            .storage
-            .create_temp("grow")
-            .map_err(|e| Error::io(&path, None, e))?;
-        let built = self.fill(temp.as_ref(), htsize, table_bytes, keys);
-        let count = match built {
-            Ok(count) => count,
-            Err(e) => {
-                let _ = self.storage.discard_temp(temp);
-                return Err(e);
-            }
-        };
-        if sb.get(var::ENTRIES).is_some() {
-            sb.set(&path, var::ENTRIES, count as i64)?;
-        }
-        if sb.get(var::AENTRIES).is_some() {
-            sb.set(&path, var::AENTRIES, count as i64)?;
-        }
-        sb.write(temp.as_ref())?;
-        self.storage = self
-            .storage
-            .commit_temp(temp)
-            .map_err(|e| Error::io(&path, None, e))?;
-        self.sb = sb;
-        self.htsize = htsize;
-        self.htfree = WRITER_HTFREE;
-        self.htdel = WRITER_HTDEL;
-        self.entries = count;
-        self.live = count;
-        self.dirty = false;
-        Ok(())
-    }
-
-    /// Writes the used cells of this table, rehashed, into `temp` as a table of `htsize` cells.
-    fn fill(
-        &self,
-        temp: &dyn Storage,
-        htsize: u64,
-        table_bytes: u64,
-        keys: &dyn KeySource,
-    ) -> Result<u64> {
-        let sbsize = self.sb.sbsize();
-        let width = self.cellsz * 8;
-        let path = temp.path().to_path_buf();
-        temp.allocate(sbsize + table_bytes)
-            .map_err(|e| Error::io(&path, None, e))?;
-        let mut table = if table_bytes <= IN_MEMORY_REBUILD {
-            Some(vec![0u8; table_bytes as usize])
-        } else {
-            None
-        };
-        let mut count = 0;
-        let mut reach = Reach::default();
-        let (mut buf, mut cells) = (Vec::new(), Vec::new());
-        for old in 0..self.htsize {
-            if old % 4096 == 0 {
-                self.read_run(old, 4096.min(self.htsize - old), &mut buf, &mut cells)?;
-            }
-            let (ptr, stored) = match cells[(old % 4096) as usize] {
-                Cell::Free => {
-                    reach.last_free = Some(old);
-                    continue;
-                }
-                Cell::Deleted => continue,
-                Cell::Used { ptr, stored_hash } => (ptr, stored_hash),
-            };
-            let hash = KeyHash::of(&keys.key_at(ptr)?);
-            self.check_carried(old, ptr, stored, hash, &mut reach)?;
-            let mut cell = hash.home(htsize);
-            let mut cell_bytes = [0u8; 16];
-            cell_bytes[..8].copy_from_slice(&(ptr.0 as i64).to_be_bytes());
-            cell_bytes[8..].copy_from_slice(&hash.stored().to_be_bytes());
-            let n = (width as usize).min(16);
-            loop {
-                let at = cell * width;
-                let free = match &table {
-                    Some(t) => t[at as usize..at as usize + 8] == [0u8; 8],
-                    None => {
-                        let mut w = [0u8; 8];
-                        read_exact_at(temp, &mut w, sbsize + at, "a new hindex cell")?;
-                        w == [0u8; 8]
-                    }
-                };
-                if free {
-                    match &mut table {
-                        Some(t) => {
-                            t[at as usize..at as usize + n].copy_from_slice(&cell_bytes[..n])
-                        }
-                        None => write_all_at(temp, &cell_bytes[..n], sbsize + at)?,
-                    }
-                    break;
-                }
-                cell = (cell + 1) % htsize;
-            }
-            count += 1;
-        }
-        if let Some((home, cell, ptr)) = reach.wrapped {
-            // A probe that wrapped past the end crossed no free cell at or after its home.
-            if let Some(free) = reach.last_free.filter(|f| *f >= home) {
-                return Err(self.unreachable(cell, ptr, home, free));
-            }
-        }
-        if let Some(t) = table {
-            write_all_at(temp, &t, sbsize)?;
-        }
-        Ok(count)
-    }
-
-    /// A rebuild carries over only cells a lookup can find: a used cell with a wrong stored hash,
-    /// or behind a free cell on its probe path, is damage that rehashing would bring back as a
-    /// valid (possibly duplicate) entry. Cells come in order, so a cell at or after its home
-    /// is checked against the last free cell seen, and a wrapped one at the end of the sweep.
-    fn check_carried(
-        &self,
-        old: u64,
-        ptr: KvPointer,
-        stored: u64,
-        hash: KeyHash,
-        reach: &mut Reach,
-    ) -> Result<()> {
-        self.check_stored_hash(old, ptr, stored, hash)?;
-        let home = hash.home(self.htsize);
-        let blocking = if home <= old {
-            reach.last_free.filter(|f| *f >= home)
-        } else {
-            if reach.wrapped.is_none_or(|(h, _, _)| home < h) {
-                reach.wrapped = Some((home, old, ptr));
-            }
-            reach.last_free
-        };
-        match blocking {
-            Some(free) => Err(self.unreachable(old, ptr, home, free)),
-            None => Ok(()),
-        }
-    }
-
     /// Writes ENTRIES and AENTRIES (no fsync).
     pub fn flush(&mut self) -> Result<()> {
         if !self.dirty {
@@ -988,15 +643,6 @@ impl Drop for HIndex {
             let _ = self.flush();
         }
     }
-}
-
-/// What a rebuild's sweep knows of the old table's free cells (see [`HIndex::check_carried`]).
-#[derive(Default)]
-struct Reach {
-    /// The last free cell met so far.
-    last_free: Option<u64>,
-    /// The wrapped cell with the smallest home: (home, cell, pointer).
-    wrapped: Option<(u64, u64, KvPointer)>,
 }
 
 /// Iterator over the used cells of a table: `(cell, pointer)`.
@@ -1047,95 +693,4 @@ fn table_end(sbsize: u64, htsize: u64, cellsz: u64) -> Option<u64> {
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::format::kvseq::KvSeqOptions;
-    use crate::storage::MemStorage;
-
-    fn setup(htsize: u64) -> (KvSeq, HIndex, MemStorage) {
-        let kv = KvSeq::create(Box::new(MemStorage::new("d")), &KvSeqOptions::default()).unwrap();
-        let s = MemStorage::new("i");
-        let index = HIndex::create(
-            Box::new(s.clone()),
-            &HIndexOptions {
-                htsize,
-                ..Default::default()
-            },
-        )
-        .unwrap();
-        (kv, index, s)
-    }
-
-    #[test]
-    fn repoint_writes_the_pointer_and_keeps_the_stored_hash() {
-        let (mut kv, mut index, _) = setup(16);
-        let old = kv.append(b"k", b"v1").unwrap();
-        let cell = index.insert(b"k", old, &kv).unwrap();
-        let before = index.get(cell).unwrap();
-        let new = kv.append(b"k", b"v2").unwrap();
-        let found = index.lookup(b"k", &kv).unwrap().unwrap();
-        index.repoint(found, new).unwrap();
-        let mut via_set = index.get(cell).unwrap();
-        assert_eq!(index.lookup(b"k", &kv).unwrap().unwrap().ptr, new);
-        index.set_pointer(cell, new).unwrap();
-        assert_eq!(index.get(cell).unwrap(), via_set);
-        via_set = index.get(cell).unwrap();
-        match (before, via_set) {
-            (Cell::Used { stored_hash: a, .. }, Cell::Used { stored_hash: b, .. }) => {
-                assert_eq!(a, b)
-            }
-            other => panic!("{other:?}"),
-        }
-        assert!(index.repoint(Found { cell: 99, ptr: new }, new).is_err());
-    }
-
-    #[test]
-    fn insert_lookup_delete_and_grow() {
-        let (mut kv, mut index, s) = setup(4);
-        let mut ptrs = Vec::new();
-        for i in 0..100 {
-            let key = format!("key-{i}");
-            let ptr = kv.append(key.as_bytes(), b"v").unwrap();
-            index.insert(key.as_bytes(), ptr, &kv).unwrap();
-            ptrs.push(ptr);
-        }
-        assert!(index.htsize() >= 128, "grew to {}", index.htsize());
-        for (i, ptr) in ptrs.iter().enumerate() {
-            let found = index
-                .lookup(format!("key-{i}").as_bytes(), &kv)
-                .unwrap()
-                .unwrap();
-            assert_eq!(found.ptr, *ptr);
-        }
-        assert_eq!(index.remove(b"key-7", &kv).unwrap(), Some(ptrs[7]));
-        assert_eq!(index.lookup(b"key-7", &kv).unwrap(), None);
-        assert_eq!(index.lookup(b"absent", &kv).unwrap(), None);
-        index.sync(5).unwrap();
-        let reopened = HIndex::open(Box::new(s), false).unwrap();
-        assert_eq!(reopened.live(), 99);
-        assert_eq!(reopened.count().unwrap(), (100, 99));
-        reopened.spot_check(&kv).unwrap();
-        assert_eq!(reopened.used_cells().count(), 99);
-    }
-
-    #[test]
-    fn cellsz_one_still_works() {
-        let kv0 = KvSeq::create(Box::new(MemStorage::new("d")), &KvSeqOptions::default());
-        let mut kv = kv0.unwrap();
-        let mut index = HIndex::create(
-            Box::new(MemStorage::new("i")),
-            &HIndexOptions {
-                htsize: 8,
-                cellsz: 1,
-                ..Default::default()
-            },
-        )
-        .unwrap();
-        let p = kv.append(b"x", b"1").unwrap();
-        index.insert(b"x", p, &kv).unwrap();
-        assert_eq!(index.lookup(b"x", &kv).unwrap().unwrap().ptr, p);
-    }
 }
