@@ -57,7 +57,6 @@ struct MetaJson<'a> {
 }
 
 pub fn run(args: &Args) -> Result<Status> {
-    args.title.check()?;
     let rev = args.rev.as_deref().map(super::parse_rev).transpose()?;
     let tid = args.tid.as_deref().map(super::parse_tid).transpose()?;
     let as_of = args

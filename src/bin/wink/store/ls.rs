@@ -44,7 +44,6 @@ pub struct Args {
 }
 
 pub fn run(args: &Args) -> Result<Status> {
-    args.title.check()?;
     if args.limit == Some(0) {
         return Err(Error::invalid(
             "--limit 0: list at least 1 render (leave --limit out to list them all)",

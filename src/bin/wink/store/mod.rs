@@ -52,12 +52,6 @@ pub struct Title {
 }
 
 impl Title {
-    /// Refuses an empty or over-long domain or title, or a domain with `/`.
-    fn check(&self) -> Result<()> {
-        key::check_domain(&self.domain)?;
-        key::check_title(&self.title)
-    }
-
     /// "DOMAIN/TITLE" for messages.
     fn display(&self) -> String {
         format!("{}/{}", self.domain, self.title)

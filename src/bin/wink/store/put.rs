@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use wink::store::{Config, Store};
+use wink::store::{Config, Put};
 use wink::vfs::RealFs;
 use wink::Result;
 
@@ -54,7 +54,6 @@ pub struct Args {
 }
 
 pub fn run(args: &Args) -> Result<Status> {
-    args.title.check()?;
     let rev = super::parse_rev(&args.rev)?;
     let tid = args.tid.as_deref().map(super::parse_tid).transpose()?;
     super::expect_store(&args.dir)?;
@@ -64,21 +63,16 @@ pub fn run(args: &Args) -> Result<Status> {
     let over = format!("this store's maximum of {max} (--max-value at init)");
     let content = crate::input::read_input(args.file.as_deref(), max, &over)?;
     let mut store = super::open_writer(&args.dir, &args.writing)?;
-    let put = if args.historical {
-        Store::put_historical
-    } else {
-        Store::put
-    };
-    let (domain, title) = (&args.title.domain, &args.title.title);
-    let tid = put(
-        &mut store,
-        domain,
-        title,
+    // The store validates the put (domain, title, content type, size) and commits it.
+    let tid = store.put_committed(&Put {
+        domain: &args.title.domain,
+        title: &args.title.title,
         rev,
         tid,
-        &args.content_type,
-        &content,
-    )?;
+        content_type: &args.content_type,
+        value: &content,
+        historical: args.historical,
+    })?;
     let mut out = Out::new();
     out.line(&tid.to_string())?;
     out.finish()?;

@@ -36,7 +36,6 @@ pub struct Args {
 }
 
 pub fn run(args: &Args) -> Result<Status> {
-    args.title.check()?;
     let rev = args.rev.as_deref().map(super::parse_rev).transpose()?;
     let mut store = super::open_writer(&args.dir, &args.writing)?;
     let (domain, title) = (args.title.domain.as_str(), args.title.title.as_str());
