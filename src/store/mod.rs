@@ -193,30 +193,6 @@ pub struct StoreStat {
 struct ContainerWriter {
     id: u32,
     fs: Filesys,
-    /// Values below this offset have been handed to writeback (see [`WRITEBACK_KICK`]).
-    kicked_to: u64,
-}
-
-/// Bytes of values appended between two starts of their writeback (`sync_file_range(WRITE)`, no
-/// waiting). The container's drop-behind does the same per 8 MiB chunk; a commit per thousand
-/// puts (~9 MB) would otherwise find most of its values still to be written by its fdatasync,
-/// and wait for all of it: started early, the disk writes them while the next puts are made.
-const WRITEBACK_KICK: u64 = 1 << 20;
-
-impl ContainerWriter {
-    /// Starts writeback of the values appended since the last start, once there are
-    /// [`WRITEBACK_KICK`] bytes of them.
-    fn kick_writeback(&mut self) -> Result<()> {
-        let end = self.fs.data().filesize();
-        if end < self.kicked_to.saturating_add(WRITEBACK_KICK) {
-            return Ok(());
-        }
-        let s = self.fs.data().storage();
-        s.start_writeback(self.kicked_to, end - self.kicked_to)
-            .map_err(|e| Error::io(s.path(), Some(self.kicked_to), e))?;
-        self.kicked_to = end;
-        Ok(())
-    }
 }
 
 /// An open render store.
@@ -629,8 +605,8 @@ impl Store {
                 &open,
             )?
         };
-        let kicked_to = fs.data().filesize();
-        self.writer = Some(ContainerWriter { id, fs, kicked_to });
+        // Its values go to writeback as they are appended: the filesys's drop-behind.
+        self.writer = Some(ContainerWriter { id, fs });
         Ok(())
     }
 
@@ -822,7 +798,6 @@ impl Store {
         let w = self.writer()?;
         let (_, extents) = w.fs.put_located(&name, 0, put.value)?;
         let offset = extents.first().map_or(0, |e| e.offset);
-        w.kick_writeback()?;
         Ok(Location {
             container: w.id,
             offset,

@@ -40,7 +40,7 @@ use crate::storage::{length, read_exact_at, FileStorage, Storage};
 
 pub use entry::{Entry, EntryInfo, EntryLayout};
 pub use iter::Iter;
-pub use write::DropBehind;
+pub use write::{DropBehind, WRITEBACK_KICK};
 
 use entry::{zero_byte_entries, Window};
 use write::WritebackState;
@@ -260,6 +260,7 @@ impl KvSeq {
             drop_behind: None,
             writeback: WritebackState {
                 submitted_to: filesize,
+                chunk_from: filesize,
                 in_flight: None,
             },
             sb,

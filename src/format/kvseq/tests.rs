@@ -157,3 +157,87 @@ fn too_long_for_repr_writes_nothing() {
     assert_eq!(s.to_vec(), before);
     kv.append(&[1u8; 127], &[2u8; 8]).unwrap();
 }
+
+/// The writeback calls made: (what, offset, length).
+type CallLog = std::sync::Arc<std::sync::Mutex<Vec<(&'static str, u64, u64)>>>;
+
+/// A memory file that logs the writeback calls drop-behind makes.
+#[derive(Debug)]
+struct Logged {
+    inner: MemStorage,
+    log: CallLog,
+}
+
+impl crate::storage::Storage for Logged {
+    fn path(&self) -> &std::path::Path {
+        self.inner.path()
+    }
+    fn len(&self) -> std::io::Result<u64> {
+        self.inner.len()
+    }
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
+        self.inner.read_at(buf, offset)
+    }
+    fn write_at(&self, buf: &[u8], offset: u64) -> std::io::Result<()> {
+        self.inner.write_at(buf, offset)
+    }
+    fn set_len(&self, len: u64) -> std::io::Result<()> {
+        self.inner.set_len(len)
+    }
+    fn sync_data(&self) -> std::io::Result<()> {
+        self.inner.sync_data()
+    }
+    fn start_writeback(&self, offset: u64, len: u64) -> std::io::Result<()> {
+        self.log.lock().unwrap().push(("start", offset, len));
+        Ok(())
+    }
+    fn flush_and_drop(&self, offset: u64, len: u64) -> std::io::Result<()> {
+        self.log.lock().unwrap().push(("drop", offset, len));
+        Ok(())
+    }
+    fn create_temp(&self, suffix: &str) -> std::io::Result<Box<dyn crate::storage::Storage>> {
+        self.inner.create_temp(suffix)
+    }
+    fn commit_temp(
+        &self,
+        temp: Box<dyn crate::storage::Storage>,
+    ) -> std::io::Result<Box<dyn crate::storage::Storage>> {
+        self.inner.commit_temp(temp)
+    }
+    fn discard_temp(&self, temp: Box<dyn crate::storage::Storage>) -> std::io::Result<()> {
+        self.inner.discard_temp(temp)
+    }
+}
+
+#[test]
+fn drop_behind_starts_writeback_per_kick_and_drops_per_chunk() {
+    let log = CallLog::default();
+    let storage = Logged {
+        inner: MemStorage::new("logged.kvseq"),
+        log: log.clone(),
+    };
+    let mut kv = KvSeq::create(Box::new(storage), &KvSeqOptions::default()).unwrap();
+    let chunk = 4 * WRITEBACK_KICK;
+    kv.set_drop_behind(Some(DropBehind { chunk }));
+    let from = kv.filesize();
+    let value = vec![1u8; 64 << 10];
+    while kv.filesize() < from + 9 * WRITEBACK_KICK {
+        kv.append(b"k", &value).unwrap();
+    }
+    let log = log.lock().unwrap().clone();
+    let starts: Vec<_> = log.iter().filter(|e| e.0 == "start").collect();
+    let drops: Vec<_> = log.iter().filter(|e| e.0 == "drop").collect();
+    // Every byte handed to writeback once, in order, a kick at a time, all but the last kick.
+    assert!(starts.len() >= 8, "{log:?}");
+    assert_eq!(starts[0].1, from);
+    let end = starts.last().map(|s| s.1 + s.2).unwrap();
+    assert!(end <= kv.filesize() && kv.filesize() - end < WRITEBACK_KICK);
+    for pair in starts.windows(2) {
+        assert_eq!(pair[0].1 + pair[0].2, pair[1].1);
+        assert!(pair[0].2 >= WRITEBACK_KICK && pair[0].2 < WRITEBACK_KICK + (64 << 10) + 64);
+    }
+    // The first chunk is dropped once the second is under way, not before.
+    assert_eq!(drops.len(), 1, "{log:?}");
+    assert_eq!(drops[0].1, from);
+    assert!(drops[0].2 >= chunk && drops[0].2 < chunk + (64 << 10) + 64);
+}

@@ -9,17 +9,24 @@ use crate::error::{Error, Result};
 use crate::format::superblock::{var, VarName};
 use crate::storage::{self, write_all_at};
 
-/// Page-cache policy for a writer: after each `chunk` bytes appended, start writeback of the new
-/// chunk and drop the previous one from the page cache.
+/// Page-cache policy for a writer: every [`WRITEBACK_KICK`] bytes appended go to writeback, and
+/// after each `chunk` bytes the previous chunk is waited for and dropped from the page cache.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DropBehind {
     pub chunk: u64,
 }
 
+/// Bytes appended between two starts of writeback. A commit after many appends (a batch of 1,000
+/// puts, ~9 MB) would otherwise find most of them still to be written by its fdatasync and wait
+/// for all of it: started early, the disk writes them while the next appends are made.
+pub const WRITEBACK_KICK: u64 = 1 << 20;
+
 #[derive(Debug, Default)]
 pub(super) struct WritebackState {
     /// Start of the bytes not yet handed to writeback.
     pub(super) submitted_to: u64,
+    /// Start of the chunk being handed to writeback, piece by piece.
+    pub(super) chunk_from: u64,
     /// The chunk handed to writeback last, to be waited for and dropped after the next one.
     pub(super) in_flight: Option<(u64, u64)>,
 }
@@ -29,6 +36,7 @@ impl KvSeq {
     pub fn set_drop_behind(&mut self, policy: Option<DropBehind>) {
         self.drop_behind = policy.filter(|p| p.chunk > 0);
         self.writeback.submitted_to = self.filesize;
+        self.writeback.chunk_from = self.filesize;
     }
 
     /// The writer's page-cache policy.
@@ -202,18 +210,23 @@ impl KvSeq {
             return Ok(());
         };
         let start = self.writeback.submitted_to;
-        if self.filesize < start + policy.chunk {
+        if self.filesize < start + WRITEBACK_KICK.min(policy.chunk) {
             return Ok(());
         }
-        let len = self.filesize - start;
         let s = self.storage.as_ref();
-        s.start_writeback(start, len)
+        s.start_writeback(start, self.filesize - start)
             .map_err(|e| Error::io(s.path(), Some(start), e))?;
-        if let Some((prev, prev_len)) = self.writeback.in_flight.replace((start, len)) {
+        self.writeback.submitted_to = self.filesize;
+        let chunk_from = self.writeback.chunk_from;
+        if self.filesize < chunk_from + policy.chunk {
+            return Ok(());
+        }
+        let chunk = (chunk_from, self.filesize - chunk_from);
+        if let Some((prev, prev_len)) = self.writeback.in_flight.replace(chunk) {
             s.flush_and_drop(prev, prev_len)
                 .map_err(|e| Error::io(s.path(), Some(prev), e))?;
         }
-        self.writeback.submitted_to = self.filesize;
+        self.writeback.chunk_from = self.filesize;
         Ok(())
     }
 
@@ -276,6 +289,7 @@ impl KvSeq {
             .map_err(|e| Error::io(s.path(), Some(from), e))?;
         self.writeback = WritebackState {
             submitted_to: self.filesize,
+            chunk_from: self.filesize,
             in_flight: None,
         };
         Ok(())
