@@ -14,11 +14,9 @@
 //! bytes) and one pread of the value, verified against its CRC-32. Nothing per render is held in
 //! memory; opening reads only the configuration and the two filesys headers.
 
-pub mod background;
 pub mod check;
-pub mod compact;
 pub mod config;
-pub mod cull;
+pub(crate) mod containers;
 pub mod dump;
 pub mod generation;
 pub mod import;
@@ -26,13 +24,10 @@ pub mod key;
 pub mod pages;
 pub mod policy;
 pub mod quarantine;
-pub mod rebuild;
 pub mod record;
-pub mod scrub;
-pub mod snapshot;
-pub mod space;
 pub mod tiers;
-mod view;
+pub(crate) mod view;
+pub mod walk;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -49,13 +44,12 @@ use crate::storage::{read_exact_at, Storage};
 use crate::vfs::{RealFs, Vfs};
 
 pub use config::Config;
-pub use cull::{CullReport, TitleCursor};
 pub use dump::{DumpReader, DumpRender, DumpTitle};
 pub use key::TidMaker;
 pub use pages::{RenderCursor, RenderPage, TitlePage, TitlePosition};
 pub use policy::{Policy, Renders, Revisions};
 use record::{Location, Refusal, Render, TitleRecord};
-pub use tiers::ArchiveReport;
+pub use walk::TitleCursor;
 
 /// Meta datafile variable: the number of the container new values go to.
 pub const CURCONT: VarName = VarName::new(b"CURCONT");
@@ -180,9 +174,9 @@ pub struct StoreStat {
 }
 
 #[derive(Debug)]
-struct ContainerWriter {
-    id: u32,
-    fs: Filesys,
+pub(crate) struct ContainerWriter {
+    pub(crate) id: u32,
+    pub(crate) fs: Filesys,
     /// Values below this offset have been handed to writeback (see [`WRITEBACK_KICK`]).
     kicked_to: u64,
 }
@@ -232,23 +226,27 @@ pub struct Store {
     views: view::Views,
 }
 
-fn meta_base(dir: &Path) -> PathBuf {
+pub(crate) fn meta_base(dir: &Path) -> PathBuf {
     dir.join("meta")
 }
 
 /// Opens the title records: a miss is verified, since "no record" decides whether a title
 /// exists (see [`Filesys::set_verify_misses`]).
-fn open_meta(vfs: Arc<dyn Vfs>, dir: &Path, open: &filesys::OpenOptions) -> Result<Filesys> {
+pub(crate) fn open_meta(
+    vfs: Arc<dyn Vfs>,
+    dir: &Path,
+    open: &filesys::OpenOptions,
+) -> Result<Filesys> {
     let mut meta = Filesys::open_in(vfs, &meta_base(dir), open)?;
     meta.set_verify_misses(true);
     Ok(meta)
 }
 
-fn container_base(dir: &Path, id: u32) -> PathBuf {
+pub(crate) fn container_base(dir: &Path, id: u32) -> PathBuf {
     dir.join(format!("c{id:06}"))
 }
 
-fn record_name(domain: &str, title: &str) -> Vec<u8> {
+pub(crate) fn record_name(domain: &str, title: &str) -> Vec<u8> {
     let mut name = Vec::with_capacity(domain.len() + 1 + title.len());
     name.extend_from_slice(domain.as_bytes());
     name.push(b'/');
@@ -270,7 +268,13 @@ fn value_name(domain: &str, title: &str, rev: u64, tid: Uuid) -> Vec<u8> {
 
 /// The damage of a file of `fs` that should exist and is not found: the index cell or the inode
 /// of `file` was lost. Named at the file's home cell in the index, where its lookup starts.
-fn lost_file(fs: &Filesys, file: &[u8], what: String, expected: &str, found: &str) -> Error {
+pub(crate) fn lost_file(
+    fs: &Filesys,
+    file: &[u8],
+    what: String,
+    expected: &str,
+    found: &str,
+) -> Error {
     let idx = fs.index();
     let cell = idx.home(&filesys::inode::inode_key(file));
     Error::corrupt(
@@ -283,7 +287,7 @@ fn lost_file(fs: &Filesys, file: &[u8], what: String, expected: &str, found: &st
 }
 
 /// The title record a walk of the meta filesys found as `file`, checked under its own key.
-fn record_of(meta: &Filesys, file: &filesys::FileStat) -> Result<TitleRecord> {
+pub(crate) fn record_of(meta: &Filesys, file: &filesys::FileStat) -> Result<TitleRecord> {
     let bytes = meta.read_stat(file)?;
     TitleRecord::decode(&bytes, &file.name, meta.data().path(), file.inode.0)
 }
@@ -305,7 +309,7 @@ fn read_record(meta: &Filesys, name: &[u8]) -> Result<Option<TitleRecord>> {
 /// container's index from 1024 cells reread ~200k keys, cold. A cell is 16 bytes (4 MiB per GiB).
 const CONTAINER_BYTES_PER_CELL: u64 = 4096;
 
-fn container_options(cfg: &Config) -> FsOptions {
+pub(crate) fn container_options(cfg: &Config) -> FsOptions {
     FsOptions {
         ao: true,
         dups: true,
@@ -444,7 +448,7 @@ impl Store {
         Ok(store)
     }
 
-    fn current_container(&self) -> Result<u32> {
+    pub(crate) fn current_container(&self) -> Result<u32> {
         let id = self.meta.var(CURCONT).unwrap_or(1);
         u32::try_from(id).ok().filter(|i| *i >= 1).ok_or_else(|| {
             let at = self
@@ -476,7 +480,7 @@ impl Store {
             .collect())
     }
 
-    fn next_container(&self) -> Result<u32> {
+    pub(crate) fn next_container(&self) -> Result<u32> {
         let current = self.current_container()?;
         match self.meta.var(NEXTCONT) {
             None => Ok(current + 1),
@@ -503,7 +507,7 @@ impl Store {
 
     /// A container number never used before (durable with the next commit; numbers whose files
     /// exist are skipped, so a crash before that commit cannot hand one out twice).
-    fn allocate_container(&mut self) -> Result<u32> {
+    pub(crate) fn allocate_container(&mut self) -> Result<u32> {
         let mut id = self.next_container()?;
         while self
             .vfs
@@ -518,13 +522,13 @@ impl Store {
     }
 
     /// Closes this handle's reader of a container (before it is removed).
-    fn forget_reader(&self, id: u32) {
+    pub(crate) fn forget_reader(&self, id: u32) {
         let mut cache = self.readers.lock().unwrap_or_else(|p| p.into_inner());
         cache.remove(&id);
     }
 
     /// Opens the archive at `base` (after a compaction rewrote it) in place of the current one.
-    fn reopen_archive(&mut self, base: &Path) -> Result<()> {
+    pub(crate) fn reopen_archive(&mut self, base: &Path) -> Result<()> {
         let aopts = self.cfg.archive_options();
         let open = filesys::OpenOptions {
             writable: self.writer.is_some(),
@@ -571,7 +575,7 @@ impl Store {
 
     /// Checks that a title no record names has nothing in the archive either: if it has, its
     /// record was lost ([`Store::missing_record`]).
-    fn check_unrecorded(&self, name: &[u8]) -> Result<()> {
+    pub(crate) fn check_unrecorded(&self, name: &[u8]) -> Result<()> {
         if let Some(archive) = self.archive_tier()? {
             if archive.title_entries(name)?.is_some() {
                 return Err(self.missing_record(name));
@@ -651,7 +655,22 @@ impl Store {
         self.clock.now()
     }
 
-    fn writer(&mut self) -> Result<&mut ContainerWriter> {
+    /// Where the store's files are opened.
+    pub(crate) fn vfs(&self) -> &Arc<dyn Vfs> {
+        &self.vfs
+    }
+
+    /// The store's clock.
+    pub(crate) fn clock(&self) -> &Arc<dyn Clock> {
+        &self.clock
+    }
+
+    /// The title records, to write to.
+    pub(crate) fn meta_mut(&mut self) -> &mut Filesys {
+        &mut self.meta
+    }
+
+    pub(crate) fn writer(&mut self) -> Result<&mut ContainerWriter> {
         self.writer
             .as_mut()
             .ok_or_else(|| Error::invalid(format!("{} is open read-only", self.dir.display())))
@@ -826,7 +845,7 @@ impl Store {
     }
 
     /// Seals the current container and starts the next.
-    fn rotate(&mut self) -> Result<()> {
+    pub(crate) fn rotate(&mut self) -> Result<()> {
         self.commit()?;
         // A sealed container keeps no preallocated room.
         self.writer()?.fs.seal()?;
@@ -914,7 +933,7 @@ impl Store {
         Ok(lifted)
     }
 
-    fn save(&mut self, name: &[u8], rec: &TitleRecord) -> Result<()> {
+    pub(crate) fn save(&mut self, name: &[u8], rec: &TitleRecord) -> Result<()> {
         self.save_over(name, rec, None)
     }
 
@@ -948,13 +967,13 @@ impl Store {
 
     // ---- reads -----------------------------------------------------------------------------
 
-    fn load(&self, name: &[u8]) -> Result<Option<TitleRecord>> {
+    pub(crate) fn load(&self, name: &[u8]) -> Result<Option<TitleRecord>> {
         read_record(&self.meta, name)
     }
 
     /// A title's record, or a new one for a title the store has never seen; a title whose
     /// record is missing while the archive holds it is damage, never written over.
-    fn load_or_new(&self, name: &[u8]) -> Result<TitleRecord> {
+    pub(crate) fn load_or_new(&self, name: &[u8]) -> Result<TitleRecord> {
         match self.load(name)? {
             Some(rec) => Ok(rec),
             None => self.new_record(name),
@@ -986,7 +1005,7 @@ impl Store {
 
     /// Reads a value and verifies its CRC-32: damaged bytes are an error, never returned (a
     /// quarantined value's error names its quarantine entry).
-    fn read_value(&self, loc: &Location) -> Result<Vec<u8>> {
+    pub(crate) fn read_value(&self, loc: &Location) -> Result<Vec<u8>> {
         self.read_value_raw(loc).map_err(|e| match e {
             Error::Corrupt { .. } | Error::Io { .. } => self.damaged_or(loc, e),
             e => e,
@@ -1117,7 +1136,7 @@ impl Store {
 }
 
 /// The state a render is listed with.
-fn state_of(rec: &TitleRecord, r: &Render, policy: &Policy, now: i64) -> State {
+pub(crate) fn state_of(rec: &TitleRecord, r: &Render, policy: &Policy, now: i64) -> State {
     if r.stamps.historical {
         State::Historical
     } else if rec.current_rev(policy, now) == Some(r.rev) {

@@ -87,7 +87,7 @@ pub(super) fn record_in(
 
 /// The title record named `name` (a record name, as the store's files name it), read through
 /// `meta` treating signs of a later commit as `staleness` says.
-pub(super) fn record_named(
+pub(crate) fn record_named(
     meta: &Filesys,
     name: &[u8],
     staleness: Staleness,
@@ -103,7 +103,7 @@ pub(super) fn record_named(
 /// [`Store::read_fresh`] for a reader that holds a meta filesys of its own (a compaction job's
 /// survey, on its own thread): a stale view is replaced by `reopen()` and the read run again,
 /// up to [`ATTEMPTS`] times, then once more reading as the writer does.
-pub(super) fn read_renewing<T>(
+pub(crate) fn read_renewing<T>(
     meta: &RefCell<Filesys>,
     reopen: impl Fn() -> Result<Filesys>,
     read: impl Fn(&Filesys, Staleness) -> Result<T>,
@@ -158,7 +158,7 @@ impl Store {
     }
 
     /// The title record named `name`, through a view kept current (see [`Store::read_fresh`]).
-    pub(super) fn load_fresh(&self, name: &[u8]) -> Result<Option<TitleRecord>> {
+    pub(crate) fn load_fresh(&self, name: &[u8]) -> Result<Option<TitleRecord>> {
         self.read_fresh(|meta, staleness| record_named(meta, name, staleness))
     }
 

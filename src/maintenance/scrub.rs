@@ -9,7 +9,7 @@
 //! by that, not by the size of the store.
 //!
 //! With [`ScrubOptions::quarantine`], each damaged hot value is also copied to the store's
-//! quarantine ([`super::quarantine`]) as it is found.
+//! quarantine ([`crate::store::quarantine`]) as it is found.
 //!
 //! Before the values, the title records themselves: each decoded under its checksum and its
 //! own key, each reachable through the title index at its own inode, and every index cell
@@ -26,8 +26,8 @@ use crate::filesys;
 use crate::storage::{read_exact_at, Storage};
 
 use super::quarantine::Damaged;
-use super::record::Location;
-use super::{container_base, Store};
+use crate::store::record::Location;
+use crate::store::{container_base, Store};
 
 /// Container bytes one scan of the title records gathers locations for.
 const PASS_BYTES: u64 = 4 << 30;
@@ -200,11 +200,11 @@ impl Store {
     fn container_sizes(&self) -> Result<Vec<(u32, u64)>> {
         let mut out = Vec::new();
         for id in self.container_ids()? {
-            let path = filesys::file_path(&container_base(&self.dir, id), "data");
+            let path = filesys::file_path(&container_base(self.dir(), id), "data");
             {
                 out.push((
                     id,
-                    crate::storage::length(self.vfs.open(&path, false)?.as_ref())?,
+                    crate::storage::length(self.vfs().open(&path, false)?.as_ref())?,
                 ));
             }
         }
@@ -213,13 +213,13 @@ impl Store {
 
     /// The visible hot renders stored in `group`'s containers, sorted by container and offset.
     fn gather(&self, group: &[u32]) -> Result<Pass> {
-        let now = self.clock.now();
+        let now = self.now();
         let mut pass = Pass::default();
-        for item in self.meta.iter() {
+        for item in self.meta().iter() {
             // Damaged records (and what follows a damaged entry) were reported by the walk of
             // the title records; their values are not read through them.
             let Ok(file) = item else { break };
-            let Ok(rec) = super::record_of(&self.meta, &file) else {
+            let Ok(rec) = crate::store::record_of(self.meta(), &file) else {
                 continue;
             };
             let title = pass.titles.len();
@@ -247,7 +247,7 @@ impl Store {
     /// Verifies the title records and their index: each record under its checksum and key,
     /// reachable through the index at its own inode; each used index cell against its key.
     fn scrub_titles(&self, report: &mut ScrubReport) {
-        let meta = &self.meta;
+        let meta = self.meta();
         let data_path = meta.data().path().to_path_buf();
         let mut damage = |name: &[u8], e: &Error, file: &Path, offset: u64| {
             report
@@ -262,7 +262,7 @@ impl Store {
                     break;
                 }
             };
-            if let Err(e) = super::record_of(meta, &file) {
+            if let Err(e) = crate::store::record_of(meta, &file) {
                 damage(&file.name, &e, &data_path, file.inode.0);
                 continue;
             }
@@ -307,8 +307,8 @@ impl Store {
         opts: ScrubOptions,
         report: &mut ScrubReport,
     ) {
-        let path = filesys::file_path(&container_base(&self.dir, id), "data");
-        let storage = self.vfs.open(&path, false);
+        let path = filesys::file_path(&container_base(self.dir(), id), "data");
+        let storage = self.vfs().open(&path, false);
         if let Ok(s) = &storage {
             let _ = s.advise_sequential();
         }
@@ -367,12 +367,12 @@ impl Store {
     fn verify_value(&self, s: &dyn Storage, loc: &Location, buf: &mut Vec<u8>) -> Result<()> {
         // The length comes from a checksummed record, but a record is still untrusted input:
         // nothing the store accepted is over max_value, so nothing over it is allocated.
-        if loc.len > self.cfg.max_value {
+        if loc.len > self.config().max_value {
             return Err(Error::corrupt(
                 s.path(),
                 loc.offset,
                 "value length",
-                format!("at most max_value {}", self.cfg.max_value),
+                format!("at most max_value {}", self.config().max_value),
                 loc.len,
             ));
         }
@@ -392,7 +392,7 @@ impl Store {
             Ok(None) => return Ok(()),
             // An archive that cannot be opened damages every revision in it.
             Err(e) => {
-                let damage = Damage::of_title(Tier::Archive, b"", &e, &self.archive_base, 0);
+                let damage = Damage::of_title(Tier::Archive, b"", &e, self.archive_base(), 0);
                 report.damaged.push(damage);
                 return Ok(());
             }
@@ -427,7 +427,7 @@ impl Store {
         }
         // Blocks decompressed for the scrub are no use to later reads.
         archive.clear_cache();
-        if let Ok(s) = self.vfs.open(&path, false) {
+        if let Ok(s) = self.vfs().open(&path, false) {
             let _ = s.drop_cache(0, s.len().unwrap_or(0));
         }
         Ok(())

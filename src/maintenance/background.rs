@@ -31,14 +31,13 @@ use std::time::Duration;
 
 use crate::clock::Clock;
 use crate::error::{Error, Result};
+use crate::store::{Store, StoreOptions, TitleCursor};
 use crate::vfs::Vfs;
 
 use super::compact::{
     Action, Adopted, CompactJob, CompactOptions, CompactReport, ContainerPlan, Reason,
 };
-use super::cull::{CullReport, TitleCursor};
-use super::tiers::ArchiveReport;
-use super::{Store, StoreOptions};
+use super::{ArchiveReport, CullReport};
 
 /// Tries of a compaction's dry run before its error is reported (see [`Runner::plan`]).
 const PLAN_ATTEMPTS: u32 = 3;
@@ -174,10 +173,10 @@ impl Maintenance {
             })?;
             s.writer()?;
             (
-                s.dir.clone(),
-                s.vfs.clone(),
-                s.clock.clone(),
-                s.cfg.archive.is_some(),
+                s.dir().to_path_buf(),
+                s.vfs().clone(),
+                s.clock().clone(),
+                s.config().archive.is_some(),
             )
         };
         let shared = Arc::new(Shared {
