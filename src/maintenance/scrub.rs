@@ -26,8 +26,9 @@ use crate::filesys;
 use crate::storage::{read_exact_at, Storage};
 
 use super::quarantine::Damaged;
+use crate::store::containers::container_base;
 use crate::store::record::Location;
-use crate::store::{container_base, Store};
+use crate::store::Store;
 
 /// Container bytes one scan of the title records gathers locations for.
 const PASS_BYTES: u64 = 4 << 30;

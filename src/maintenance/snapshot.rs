@@ -17,7 +17,8 @@ use crate::error::{Error, Result};
 use crate::filesys;
 use crate::storage::{FileStorage, Storage};
 
-use crate::store::{container_base, generation, meta_base, Store};
+use crate::store::containers::container_base;
+use crate::store::{generation, meta_base, Store};
 
 /// The files of a filesys.
 const EXTS: [&str; 4] = ["data", "idx", "time", "jnl"];

@@ -12,7 +12,8 @@ use crate::filesys;
 use crate::format::kvseq::KvSeq;
 use crate::storage::residency;
 
-use crate::store::{container_base, meta_base, Store};
+use crate::store::containers::container_base;
+use crate::store::{meta_base, Store};
 
 /// One container's space.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

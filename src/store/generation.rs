@@ -4,17 +4,17 @@
 //! (PURPOSE `WINKGENR`, KEYREPR 0 with 1-byte prefixes, VALREPR 0 with 2-byte prefixes), one entry
 //! per setting, values in ASCII:
 //!
-//! | key               | value                  | meaning                                          |
-//! |-------------------|------------------------|--------------------------------------------------|
-//! | `generation`      | decimal                | bumped by every adopted compaction step           |
-//! | `archive`         | file name              | base name of the archive filesys (`archive`, or `archive.gN` after a rewrite) |
-//! | `pending`         | decimal container id   | a container a compaction is building (0: none)    |
-//! | `pending_archive` | file name or empty     | an archive a compaction is building               |
-//! | `move`            | `N M` (decimals)       | container N was compacted into M (M = 0: dropped) and records may still point into N; repeated |
-//! | `retired_archive` | file name or empty     | an archive replaced by a rewrite, to be removed   |
-//! | `last_time`       | decimal seconds        | when the last compaction finished (0: never)      |
-//! | `last_reclaimed`  | decimal bytes          | what it reclaimed                                 |
-//! | `compactions`     | decimal                | compaction runs finished                          |
+//! - `generation`: decimal; bumped by every adopted compaction step.
+//! - `archive`: a file name; the base name of the archive filesys (`archive`, or `archive.gN`
+//!   after a rewrite).
+//! - `pending`: a decimal container id; a container a compaction is building (0: none).
+//! - `pending_archive`: a file name or empty; an archive a compaction is building.
+//! - `move`: `N M` (decimals); container N was compacted into M (M = 0: dropped) and records may
+//!   still point into N; repeated.
+//! - `retired_archive`: a file name or empty; an archive replaced by a rewrite, to be removed.
+//! - `last_time`: decimal seconds; when the last compaction finished (0: never).
+//! - `last_reclaimed`: decimal bytes; what it reclaimed.
+//! - `compactions`: decimal; compaction runs finished.
 //!
 //! A store without the file is at generation 0 with the archive at `archive`. A writer's open
 //! finishes what the file says was under way: a `pending` container or archive no move adopted is
@@ -259,8 +259,7 @@ impl Store {
     /// container, and a move whose source is gone is finished (its records were committed
     /// before the removal began), so recovery only sweeps what is left of its files.
     fn finish_move(&mut self, source: u32) -> Result<()> {
-        self.forget_reader(source);
-        remove_filesys(self.vfs.as_ref(), &container_base(&self.dir, source))
+        self.containers.remove(source)
     }
     /// Finishes what the generation file says a crashed compaction left under way (a writer's
     /// open calls this); returns what it did, for the log.
@@ -317,7 +316,8 @@ impl Store {
             let n = self.roll_forward(source, into)?;
             self.finish_move(source)?;
             done.push(format!(
-                "finished compacting container {source} into {into}: {n} title records pointed into it"
+                "finished compacting container {source} into {into}: \
+                 {n} title records pointed into it"
             ));
         }
         if !g.moves.is_empty() {

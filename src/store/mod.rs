@@ -25,13 +25,13 @@ pub mod pages;
 pub mod policy;
 pub mod quarantine;
 pub mod record;
+mod stat;
 pub mod tiers;
 pub(crate) mod view;
 pub mod walk;
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use uuid::Uuid;
 
@@ -40,25 +40,23 @@ use crate::clock::{self, Clock};
 use crate::error::{Error, Result};
 use crate::filesys::{self, Filesys, FsOptions};
 use crate::format::superblock::VarName;
-use crate::storage::{read_exact_at, Storage};
+use crate::storage::read_exact_at;
 use crate::vfs::{RealFs, Vfs};
 
 pub use config::Config;
+use containers::{container_base, container_options, Containers};
 pub use dump::{DumpReader, DumpRender, DumpTitle};
 pub use key::TidMaker;
 pub use pages::{RenderCursor, RenderPage, TitlePage, TitlePosition};
 pub use policy::{Policy, Renders, Revisions};
 use record::{Location, Refusal, Render, TitleRecord};
+pub use stat::StoreStat;
 pub use walk::TitleCursor;
 
 /// Meta datafile variable: the number of the container new values go to.
 pub const CURCONT: VarName = VarName::new(b"CURCONT");
 /// Meta datafile variable: the next container number to allocate (absent: CURCONT + 1).
 pub const NEXTCONT: VarName = VarName::new(b"NEXTCONT");
-/// Open container files kept for reads. Every container is opened when the store is, so a
-/// reader keeps reading the generation it opened while a compaction removes its containers.
-const READER_CACHE: usize = 4096;
-
 /// The state of a listed render.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum State {
@@ -156,53 +154,6 @@ impl StoreOptions {
     }
 }
 
-/// Counts over the whole store (a scan of the title records).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct StoreStat {
-    pub titles: u64,
-    pub revisions: u64,
-    pub renders: u64,
-    pub live_bytes: u64,
-    /// Bytes in containers no readable render refers to (reclaimed by compaction).
-    pub dead_bytes: u64,
-    pub containers: u64,
-    pub container_bytes: u64,
-    /// The archive tier's counts, when the store has one.
-    pub archive: Option<crate::archive::ArchiveStats>,
-    /// Titles whose record could not be read (`DOMAIN/TITLE: the damage`): not counted above.
-    pub damaged: Vec<String>,
-}
-
-#[derive(Debug)]
-pub(crate) struct ContainerWriter {
-    pub(crate) id: u32,
-    pub(crate) fs: Filesys,
-    /// Values below this offset have been handed to writeback (see [`WRITEBACK_KICK`]).
-    kicked_to: u64,
-}
-
-/// Bytes of values appended between two starts of their writeback (`sync_file_range(WRITE)`, no
-/// waiting). The container's drop-behind does the same per 8 MiB chunk; a commit per thousand
-/// puts (~9 MB) would otherwise find most of its values still to be written by its fdatasync,
-/// and wait for all of it: started early, the disk writes them while the next puts are made.
-const WRITEBACK_KICK: u64 = 1 << 20;
-
-impl ContainerWriter {
-    /// Starts writeback of the values appended since the last start, once there are
-    /// [`WRITEBACK_KICK`] bytes of them.
-    fn kick_writeback(&mut self) -> Result<()> {
-        let end = self.fs.data().filesize();
-        if end < self.kicked_to.saturating_add(WRITEBACK_KICK) {
-            return Ok(());
-        }
-        let s = self.fs.data().storage();
-        s.start_writeback(self.kicked_to, end - self.kicked_to)
-            .map_err(|e| Error::io(s.path(), Some(self.kicked_to), e))?;
-        self.kicked_to = end;
-        Ok(())
-    }
-}
-
 /// An open render store.
 #[derive(Debug)]
 pub struct Store {
@@ -210,8 +161,8 @@ pub struct Store {
     dir: PathBuf,
     cfg: Config,
     meta: Filesys,
-    writer: Option<ContainerWriter>,
-    readers: Mutex<HashMap<u32, Arc<dyn Storage>>>,
+    /// The containers of the values: numbers, the current one's writer, open files for reads.
+    containers: Containers,
     clock: Arc<dyn Clock>,
     tids: TidMaker,
     archive: Option<Archive>,
@@ -242,11 +193,7 @@ pub(crate) fn open_meta(
     Ok(meta)
 }
 
-pub(crate) fn container_base(dir: &Path, id: u32) -> PathBuf {
-    dir.join(format!("c{id:06}"))
-}
-
-pub(crate) fn record_name(domain: &str, title: &str) -> Vec<u8> {
+fn record_name(domain: &str, title: &str) -> Vec<u8> {
     let mut name = Vec::with_capacity(domain.len() + 1 + title.len());
     name.extend_from_slice(domain.as_bytes());
     name.push(b'/');
@@ -268,13 +215,7 @@ fn value_name(domain: &str, title: &str, rev: u64, tid: Uuid) -> Vec<u8> {
 
 /// The damage of a file of `fs` that should exist and is not found: the index cell or the inode
 /// of `file` was lost. Named at the file's home cell in the index, where its lookup starts.
-pub(crate) fn lost_file(
-    fs: &Filesys,
-    file: &[u8],
-    what: String,
-    expected: &str,
-    found: &str,
-) -> Error {
+fn lost_file(fs: &Filesys, file: &[u8], what: String, expected: &str, found: &str) -> Error {
     let idx = fs.index();
     let cell = idx.home(&filesys::inode::inode_key(file));
     Error::corrupt(
@@ -299,24 +240,6 @@ fn read_record(meta: &Filesys, name: &[u8]) -> Result<Option<TitleRecord>> {
             TitleRecord::decode(&bytes, name, meta.data().path(), stat.inode.0).map(Some)
         }
         None => Ok(None),
-    }
-}
-
-/// Bytes of `container_bytes` per container index cell: one cell per 4 KiB holds a full container
-/// of renders averaging 5.4 KiB or more at the 0.75 load limit without a rebuild. A rebuild reads
-/// every indexed key back from the datafile (the home cell comes from digest bytes the cell does
-/// not store), and drop-behind has taken those pages out of the cache: growing a 1 GiB
-/// container's index from 1024 cells reread ~200k keys, cold. A cell is 16 bytes (4 MiB per GiB).
-const CONTAINER_BYTES_PER_CELL: u64 = 4096;
-
-pub(crate) fn container_options(cfg: &Config) -> FsOptions {
-    FsOptions {
-        ao: true,
-        dups: true,
-        isz: 88,
-        timemp: 3600,
-        htsize: (cfg.container_bytes / CONTAINER_BYTES_PER_CELL).clamp(1024, 1 << 20),
-        fileincr: 16 << 20,
     }
 }
 
@@ -415,13 +338,13 @@ impl Store {
             Ok(archive) => (archive, None),
             Err(e) => (None, Some(e)),
         };
+        let containers = Containers::new(vfs.clone(), dir, opts.clock.clone(), &cfg);
         let mut store = Store {
             vfs,
             dir: dir.to_path_buf(),
             cfg,
             meta,
-            writer: None,
-            readers: Mutex::new(HashMap::new()),
+            containers,
             clock: opts.clock.clone(),
             tids: TidMaker::new(),
             archive,
@@ -432,12 +355,10 @@ impl Store {
         };
         if opts.writable {
             let id = store.current_container()?;
-            store.open_writer(id, opts.wait)?;
+            store.containers.open_writer(id, opts.wait)?;
             // What the current container's open repaired (a crash mid-put), then what the
             // generation file left under way.
-            if let Some(w) = &store.writer {
-                store.recovery = w.fs.recovery().actions.clone();
-            }
+            store.recovery = store.containers.writer_recovery();
             let generation = store.recover_generation()?;
             store.recovery.extend(generation);
         }
@@ -446,142 +367,6 @@ impl Store {
             let _ = store.container(id);
         }
         Ok(store)
-    }
-
-    pub(crate) fn current_container(&self) -> Result<u32> {
-        let id = self.meta.var(CURCONT).unwrap_or(1);
-        u32::try_from(id).ok().filter(|i| *i >= 1).ok_or_else(|| {
-            let at = self
-                .meta
-                .data()
-                .superblock()
-                .value_offset(CURCONT)
-                .unwrap_or(0);
-            Error::corrupt(
-                self.meta.data().path(),
-                at,
-                "CURCONT",
-                "a container number ≥ 1",
-                id,
-            )
-        })
-    }
-
-    /// Containers that exist, oldest first.
-    pub fn container_ids(&self) -> Result<Vec<u32>> {
-        let last = self
-            .current_container()?
-            .max(self.next_container()?.saturating_sub(1));
-        Ok((1..=last)
-            .filter(|id| {
-                self.vfs
-                    .exists(&filesys::file_path(&container_base(&self.dir, *id), "data"))
-            })
-            .collect())
-    }
-
-    pub(crate) fn next_container(&self) -> Result<u32> {
-        let current = self.current_container()?;
-        match self.meta.var(NEXTCONT) {
-            None => Ok(current + 1),
-            Some(n) => u32::try_from(n)
-                .ok()
-                .filter(|n| *n > current)
-                .ok_or_else(|| {
-                    let at = self
-                        .meta
-                        .data()
-                        .superblock()
-                        .value_offset(NEXTCONT)
-                        .unwrap_or(0);
-                    Error::corrupt(
-                        self.meta.data().path(),
-                        at,
-                        "NEXTCONT",
-                        format!("a container number above CURCONT {current}"),
-                        n,
-                    )
-                }),
-        }
-    }
-
-    /// A container number never used before (durable with the next commit; numbers whose files
-    /// exist are skipped, so a crash before that commit cannot hand one out twice).
-    pub(crate) fn allocate_container(&mut self) -> Result<u32> {
-        let mut id = self.next_container()?;
-        while self
-            .vfs
-            .exists(&filesys::file_path(&container_base(&self.dir, id), "data"))
-        {
-            id = id
-                .checked_add(1)
-                .ok_or_else(|| Error::invalid("container numbers exhausted"))?;
-        }
-        self.meta.set_var(NEXTCONT, i64::from(id) + 1)?;
-        Ok(id)
-    }
-
-    /// Closes this handle's reader of a container (before it is removed).
-    pub(crate) fn forget_reader(&self, id: u32) {
-        let mut cache = self.readers.lock().unwrap_or_else(|p| p.into_inner());
-        cache.remove(&id);
-    }
-
-    /// Opens the archive at `base` (after a compaction rewrote it) in place of the current one.
-    pub(crate) fn reopen_archive(&mut self, base: &Path) -> Result<()> {
-        let aopts = self.cfg.archive_options();
-        let open = filesys::OpenOptions {
-            writable: self.writer.is_some(),
-            wait: false,
-            clock: self.clock.clone(),
-            drop_behind: Some(8 << 20),
-        };
-        self.archive = None;
-        self.archive = Some(Archive::open_in(self.vfs.clone(), base, &open, aopts)?);
-        self.archive_damage = None;
-        self.archive_base = base.to_path_buf();
-        Ok(())
-    }
-
-    /// The archive tier: `None` for a store without one; the damage that kept it from opening
-    /// for a store whose archive could not be read.
-    pub(crate) fn archive_tier(&self) -> Result<Option<&Archive>> {
-        match &self.archive_damage {
-            Some(e) => Err(e.again()),
-            None => Ok(self.archive.as_ref()),
-        }
-    }
-
-    /// [`Store::archive_tier`], to write to.
-    pub(crate) fn archive_tier_mut(&mut self) -> Result<Option<&mut Archive>> {
-        match &self.archive_damage {
-            Some(e) => Err(e.again()),
-            None => Ok(self.archive.as_mut()),
-        }
-    }
-
-    /// The damage of a title whose record is missing while the archive holds revisions of it:
-    /// its index cell or its record was lost. Never answered from the archive alone, which
-    /// would return an old revision as the latest.
-    pub(crate) fn missing_record(&self, name: &[u8]) -> Error {
-        lost_file(
-            &self.meta,
-            name,
-            format!("title record of {:?}", String::from_utf8_lossy(name)),
-            "a record: the archive holds revisions of the title",
-            "none; run `wink recover --rebuild-index`",
-        )
-    }
-
-    /// Checks that a title no record names has nothing in the archive either: if it has, its
-    /// record was lost ([`Store::missing_record`]).
-    pub(crate) fn check_unrecorded(&self, name: &[u8]) -> Result<()> {
-        if let Some(archive) = self.archive_tier()? {
-            if archive.title_entries(name)?.is_some() {
-                return Err(self.missing_record(name));
-            }
-        }
-        Ok(())
     }
 
     /// Moves a read-only handle to the latest commit of the title records. Reads need no refresh
@@ -607,28 +392,6 @@ impl Store {
     /// completed or undone. The meta filesys's own repairs are in `meta().recovery()`.
     pub fn recovery(&self) -> &[String] {
         &self.recovery
-    }
-
-    fn open_writer(&mut self, id: u32, wait: bool) -> Result<()> {
-        let base = container_base(&self.dir, id);
-        let open = filesys::OpenOptions {
-            wait,
-            clock: self.clock.clone(),
-            ..filesys::OpenOptions::writer()
-        };
-        let fs = if self.vfs.exists(&filesys::file_path(&base, "data")) {
-            Filesys::open_in(self.vfs.clone(), &base, &open)?
-        } else {
-            Filesys::create_in(
-                self.vfs.clone(),
-                &base,
-                &container_options(&self.cfg),
-                &open,
-            )?
-        };
-        let kicked_to = fs.data().filesize();
-        self.writer = Some(ContainerWriter { id, fs, kicked_to });
-        Ok(())
     }
 
     /// The store's directory.
@@ -668,12 +431,6 @@ impl Store {
     /// The title records, to write to.
     pub(crate) fn meta_mut(&mut self) -> &mut Filesys {
         &mut self.meta
-    }
-
-    pub(crate) fn writer(&mut self) -> Result<&mut ContainerWriter> {
-        self.writer
-            .as_mut()
-            .ok_or_else(|| Error::invalid(format!("{} is open read-only", self.dir.display())))
     }
 
     // ---- writes ----------------------------------------------------------------------------
@@ -844,29 +601,13 @@ impl Store {
         })
     }
 
-    /// Seals the current container and starts the next.
-    pub(crate) fn rotate(&mut self) -> Result<()> {
-        self.commit()?;
-        // A sealed container keeps no preallocated room.
-        self.writer()?.fs.seal()?;
-        self.writer()?;
-        let next = self.allocate_container()?;
-        self.writer = None;
-        self.open_writer(next, false)?;
-        self.meta.set_var(CURCONT, i64::from(next))?;
-        self.commit()
-    }
-
     /// Makes every put so far durable: the container first, then the records that point into it.
     ///
     /// The records' appended bytes are synced beside the container's commit (on another thread:
     /// two fdatasyncs in flight instead of one after the other); only the records' commit point,
     /// their journal, waits for the container.
     pub fn commit(&mut self) -> Result<()> {
-        let w = self
-            .writer
-            .as_mut()
-            .ok_or_else(|| Error::invalid(format!("{} is open read-only", self.dir.display())))?;
+        let w = self.containers.writer()?;
         let meta = &self.meta;
         std::thread::scope(|s| {
             let ahead = s.spawn(|| meta.sync_ahead());
@@ -953,7 +694,7 @@ impl Store {
             // flags and index cell: a few KiB at most besides the record.)
             let record = rec.encode(name);
             if self.meta.may_commit_on_its_own(record.len() as u64 + 8192) {
-                if let Some(w) = self.writer.as_mut() {
+                if let Some(w) = self.containers.writer_if_open() {
                     w.fs.sync()?;
                 }
             }
@@ -973,7 +714,7 @@ impl Store {
 
     /// A title's record, or a new one for a title the store has never seen; a title whose
     /// record is missing while the archive holds it is damage, never written over.
-    pub(crate) fn load_or_new(&self, name: &[u8]) -> Result<TitleRecord> {
+    fn load_or_new(&self, name: &[u8]) -> Result<TitleRecord> {
         match self.load(name)? {
             Some(rec) => Ok(rec),
             None => self.new_record(name),
@@ -984,23 +725,6 @@ impl Store {
     fn new_record(&self, name: &[u8]) -> Result<TitleRecord> {
         self.check_unrecorded(name)?;
         Ok(TitleRecord::default())
-    }
-
-    fn container(&self, id: u32) -> Result<Arc<dyn Storage>> {
-        let mut cache = self.readers.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(s) = cache.get(&id) {
-            return Ok(s.clone());
-        }
-        if cache.len() >= READER_CACHE {
-            cache.clear();
-        }
-        let storage: Arc<dyn Storage> = Arc::from(self.vfs.open(
-            &filesys::file_path(&container_base(&self.dir, id), "data"),
-            false,
-        )?);
-        let _ = storage.advise_random();
-        cache.insert(id, storage.clone());
-        Ok(storage)
     }
 
     /// Reads a value and verifies its CRC-32: damaged bytes are an error, never returned (a
@@ -1082,61 +806,10 @@ impl Store {
     pub fn list(&self, domain: &str, title: &str, page: Page) -> Result<Vec<Listed>> {
         self.list_tiers(domain, title, page)
     }
-
-    /// Counts over the whole store (reads every title record).
-    pub fn stat(&self) -> Result<StoreStat> {
-        let now = self.clock.now();
-        let policy = self.cfg.policy;
-        let mut st = StoreStat::default();
-        for item in self.meta.iter() {
-            let file = match item {
-                Ok(file) => file,
-                Err(e) => {
-                    // The walk cannot step past a damaged entry: what follows is not counted.
-                    st.damaged
-                        .push(format!("(the title records from here on): {e}"));
-                    break;
-                }
-            };
-            let rec = match record_of(&self.meta, &file) {
-                Ok(rec) => rec,
-                Err(e) => {
-                    st.damaged
-                        .push(format!("{}: {e}", String::from_utf8_lossy(&file.name)));
-                    continue;
-                }
-            };
-            let readable: Vec<&Render> = rec
-                .renders
-                .iter()
-                .filter(|r| policy.readable(&r.stamps, now))
-                .collect();
-            if readable.is_empty() {
-                continue;
-            }
-            st.titles += 1;
-            st.renders += readable.len() as u64;
-            let mut revs: Vec<u64> = readable.iter().map(|r| r.rev).collect();
-            revs.dedup();
-            st.revisions += revs.len() as u64;
-            // Lengths come from the records: saturating, so a damaged one cannot wrap the sum.
-            let bytes = readable.iter().map(|r| r.location.len);
-            st.live_bytes = bytes.fold(st.live_bytes, u64::saturating_add);
-        }
-        for id in self.container_ids()? {
-            let path = filesys::file_path(&container_base(&self.dir, id), "data");
-            st.containers += 1;
-            let kv = crate::format::kvseq::KvSeq::open(self.vfs.open(&path, false)?, false)?;
-            st.container_bytes += kv.filesize();
-        }
-        st.dead_bytes = st.container_bytes.saturating_sub(st.live_bytes);
-        st.archive = self.archive_tier()?.map(|a| a.stats()).transpose()?;
-        Ok(st)
-    }
 }
 
 /// The state a render is listed with.
-pub(crate) fn state_of(rec: &TitleRecord, r: &Render, policy: &Policy, now: i64) -> State {
+fn state_of(rec: &TitleRecord, r: &Render, policy: &Policy, now: i64) -> State {
     if r.stamps.historical {
         State::Historical
     } else if rec.current_rev(policy, now) == Some(r.rev) {

@@ -5,15 +5,18 @@
 //! With the archive enabled, the renders the archive policy picks ("candidates") stay readable in
 //! the hot tier past their deadline until they are archived.
 
+use std::path::Path;
+
 use uuid::Uuid;
 
 use crate::archive::map::Entry as ArchiveEntry;
+use crate::archive::Archive;
 use crate::error::{Error, Result};
-use crate::filesys::{Filesys, Staleness};
+use crate::filesys::{self, Filesys, Staleness};
 
 use super::key::cmp_tid;
 use super::record::{InArchive, Render, TitleRecord};
-use super::{record_name, Got, Listed, Page, State, Store};
+use super::{lost_file, record_name, Got, Listed, Page, State, Store};
 
 /// A render found in either tier.
 enum Hit<'a> {
@@ -216,6 +219,63 @@ impl Store {
         }
         out.sort_by(|a, b| b.rev.cmp(&a.rev).then_with(|| cmp_tid(b.tid, a.tid)));
         Ok(out.into_iter().skip(page.offset).take(page.limit).collect())
+    }
+
+    /// Opens the archive at `base` (after a compaction rewrote it) in place of the current one.
+    pub(crate) fn reopen_archive(&mut self, base: &Path) -> Result<()> {
+        let aopts = self.cfg.archive_options();
+        let open = filesys::OpenOptions {
+            writable: self.containers.writable(),
+            wait: false,
+            clock: self.clock.clone(),
+            drop_behind: Some(8 << 20),
+        };
+        self.archive = None;
+        self.archive = Some(Archive::open_in(self.vfs.clone(), base, &open, aopts)?);
+        self.archive_damage = None;
+        self.archive_base = base.to_path_buf();
+        Ok(())
+    }
+
+    /// The archive tier: `None` for a store without one; the damage that kept it from opening
+    /// for a store whose archive could not be read.
+    pub(crate) fn archive_tier(&self) -> Result<Option<&Archive>> {
+        match &self.archive_damage {
+            Some(e) => Err(e.again()),
+            None => Ok(self.archive.as_ref()),
+        }
+    }
+
+    /// [`Store::archive_tier`], to write to.
+    pub(crate) fn archive_tier_mut(&mut self) -> Result<Option<&mut Archive>> {
+        match &self.archive_damage {
+            Some(e) => Err(e.again()),
+            None => Ok(self.archive.as_mut()),
+        }
+    }
+
+    /// The damage of a title whose record is missing while the archive holds revisions of it:
+    /// its index cell or its record was lost. Never answered from the archive alone, which
+    /// would return an old revision as the latest.
+    pub(crate) fn missing_record(&self, name: &[u8]) -> Error {
+        lost_file(
+            &self.meta,
+            name,
+            format!("title record of {:?}", String::from_utf8_lossy(name)),
+            "a record: the archive holds revisions of the title",
+            "none; run `wink recover --rebuild-index`",
+        )
+    }
+
+    /// Checks that a title no record names has nothing in the archive either: if it has, its
+    /// record was lost ([`Store::missing_record`]).
+    pub(super) fn check_unrecorded(&self, name: &[u8]) -> Result<()> {
+        if let Some(archive) = self.archive_tier()? {
+            if archive.title_entries(name)?.is_some() {
+                return Err(self.missing_record(name));
+            }
+        }
+        Ok(())
     }
 
     /// The archive tier, when the store has one.

@@ -148,7 +148,7 @@ impl Store {
         &self,
         read: impl Fn(&Filesys, Staleness) -> Result<T>,
     ) -> Result<T> {
-        if self.writer.is_some() {
+        if self.containers.writable() {
             return read(&self.meta, Staleness::Strict);
         }
         retry_stale(

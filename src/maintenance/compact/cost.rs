@@ -5,7 +5,8 @@ use std::path::Path;
 
 use crate::error::{Error, Result};
 use crate::filesys::{self};
-use crate::store::{container_base, container_options, Config, Store};
+use crate::store::containers::{container_base, container_options};
+use crate::store::{Config, Store};
 
 use super::report::{Action, CompactReport, ContainerPlan};
 

@@ -16,11 +16,12 @@ use crate::filesys::{self, Filesys};
 use crate::format::kvseq::KvSeqOptions;
 use crate::format::perm::{Pair, Perm, PermOptions};
 use crate::storage::{read_exact_at, Storage};
+use crate::store::containers::container_base;
 use crate::store::containers::filesys_bytes;
 use crate::store::generation::Generation;
 use crate::store::record::Location;
 use crate::store::view;
-use crate::store::{container_base, Config, Store};
+use crate::store::{Config, Store};
 use crate::vfs::Vfs;
 
 use super::cost::{free_bytes, TargetCost};
@@ -389,7 +390,8 @@ fn give_up_for_damage(built: &mut Built, v: &LiveValue, e: &Error) {
         if plan.id == damaged {
             plan.action = Action::Keep;
             plan.note = Some(format!(
-                "kept: the value of {:?} rev {} tid {} cannot be read intact ({e}); `wink scrub --quarantine` copies it aside",
+                "kept: the value of {:?} rev {} tid {} cannot be read intact ({e}); \
+                 `wink scrub --quarantine` copies it aside",
                 String::from_utf8_lossy(&v.record),
                 v.rev,
                 v.tid

@@ -5,8 +5,9 @@ use std::collections::{HashMap, VecDeque};
 use std::time::Instant;
 
 use crate::error::{Error, Result};
+use crate::store::containers::container_base;
 use crate::store::containers::filesys_bytes;
-use crate::store::{container_base, Store};
+use crate::store::Store;
 
 use super::cost::{estimate_targets, free_bytes, replacement_bytes};
 use super::report::{acts, Action, CompactReport, ContainerPlan};

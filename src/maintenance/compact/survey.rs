@@ -10,10 +10,11 @@ use uuid::Uuid;
 use crate::archive::Archive;
 use crate::error::{Error, Result};
 use crate::filesys::{self, Filesys};
+use crate::store::containers::container_base;
 use crate::store::containers::filesys_bytes;
 use crate::store::record::{Location, Render, TitleRecord};
 use crate::store::tiers::visible_in;
-use crate::store::{container_base, Config};
+use crate::store::Config;
 use crate::vfs::Vfs;
 
 use super::cost::TargetCost;

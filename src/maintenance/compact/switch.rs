@@ -5,9 +5,10 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use crate::error::{Error, Result};
+use crate::store::containers::container_base;
 use crate::store::containers::remove_filesys;
 use crate::store::tiers::visible_in;
-use crate::store::{container_base, Store};
+use crate::store::Store;
 use crate::vfs::Vfs;
 
 use super::job::{Adopted, Built, CompactJob};
@@ -99,7 +100,7 @@ impl Store {
         })?;
         adopted.switched = acted.keys().copied().collect();
         for source in &adopted.switched {
-            self.forget_reader(*source);
+            self.containers().forget_reader(*source);
         }
         Ok(adopted)
     }
