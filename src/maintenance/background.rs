@@ -4,14 +4,18 @@
 //! The thread takes the lock for one bounded step at a time and lets it go in between, so a put
 //! or a read waits for one step at most, never for a whole run:
 //!
-//! | work                 | under the lock                                  | without it                   |
-//! |----------------------|-------------------------------------------------|------------------------------|
-//! | cull                 | one [`Store::cull_due`] step (N title records, a commit) | —                   |
-//! | archive              | one [`Store::archive_step`] (N titles: read, compress, commit twice) | —       |
-//! | compaction: plan     | —                                               | a dry-run survey through a read-only handle |
-//! | compaction: per job  | [`Store::start_compaction_of`] (and sealing the current one, if asked) | — |
-//! | compaction: build    | —                                               | [`CompactJob::run`]: survey and copy, throttled |
-//! | compaction: switch   | [`Store::adopt`]: validate, switch, point the records | —                     |
+//! - cull: one [`Store::cull_due`] step (N title records, a commit) under the lock; nothing
+//!   without it.
+//! - archive: one [`Store::archive_step`] (N titles: read, compress, commit twice) under the lock;
+//!   nothing without it.
+//! - compaction, plan: nothing under the lock; without it, a dry-run survey through a read-only
+//!   handle.
+//! - compaction, per job: [`Store::start_compaction_of`] (and sealing the current one, if asked)
+//!   under the lock; nothing without it.
+//! - compaction, build: nothing under the lock; without it, [`CompactJob::run`]: survey and copy,
+//!   throttled.
+//! - compaction, switch: [`Store::adopt`] under the lock: validate, switch, point the records;
+//!   nothing without it.
 //!
 //! Every step is one the store can stop after (each is committed, and a compaction's crash
 //! safety is the generation file's), so stopping waits for the step under way only — a

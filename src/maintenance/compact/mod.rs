@@ -7,15 +7,25 @@
 //! over many sparse containers leaves a few full ones, and pays the fixed costs of a target
 //! (create, sync, seal, switch, the records' commit) once per target, not once per source.
 //!
-//! | phase    | what happens                                                          | after a crash here      |
-//! |----------|-----------------------------------------------------------------------|-------------------------|
-//! | survey   | each source's files (found through its index, many inode reads in flight; by a walk of the datafile when the index does not account for every live entry), each classified against its title's record: live, or dropped as expired / taken down / replaced / archived / deleted | nothing changed |
-//! | pending  | the generation file names the new container M as `pending`             | M removed at open       |
-//! | build    | the sources' live values copied into M (read 16 MiB ahead with `POSIX_FADV_WILLNEED`), grouped by title with a perm, verified against their CRC-32, M synced and sealed | M removed at open |
-//! | validate | every title with a file in a source re-read: each render there a read could still return must have been copied | (M removed, sources kept) |
-//! | switch   | the generation file: generation + 1, `move Ni M` for every source      | records rolled forward at open |
-//! | forward  | the records' renders in the sources pointed into M (or dropped, when not live); one commit | rolled forward at open |
-//! | remove   | each source's files removed (the datafile first), the directory synced; the moves are left out of the generation file's next write | removal finished at open |
+//! Its phases, and what a crash in each leaves:
+//!
+//! - survey: each source's files (found through its index, many inode reads in flight; by a
+//!   walk of the datafile when the index does not account for every live entry), each
+//!   classified against its title's record: live, or dropped as expired / taken down / replaced
+//!   / archived / deleted. After a crash: nothing changed.
+//! - pending: the generation file names the new container M as `pending`. After a crash: M
+//!   removed at open.
+//! - build: the sources' live values copied into M (read 16 MiB ahead with
+//!   `POSIX_FADV_WILLNEED`), grouped by title with a perm, verified against their CRC-32, M
+//!   synced and sealed. After a crash: M removed at open.
+//! - validate: every title with a file in a source re-read: each render there a read could still
+//!   return must have been copied. After a crash: M removed, sources kept.
+//! - switch: the generation file: generation + 1, `move Ni M` for every source. After a crash:
+//!   records rolled forward at open.
+//! - forward: the records' renders in the sources pointed into M (or dropped, when not live); one
+//!   commit. After a crash: rolled forward at open.
+//! - remove: each source's files removed (the datafile first), the directory synced; the moves
+//!   are left out of the generation file's next write. After a crash: removal finished at open.
 //!
 //! A source with no live value is dropped whole (`move N 0`), without a copy and without writing
 //! a target. Free space needed: what one target's build writes ([`TargetCost`]: its values and
