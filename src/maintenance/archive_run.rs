@@ -49,7 +49,7 @@ impl Store {
     /// from the hot tier: [`Store::archive_step`]s of 256 titles until the pass is done.
     /// `progress(done, total)` counts titles (the total is counted first).
     pub fn archive_due(&mut self, mut progress: impl FnMut(u64, u64)) -> Result<ArchiveReport> {
-        self.archive_policy()?;
+        archive_policy(self)?;
         self.writer()?;
         let total = self.meta().iter().count() as u64;
         let mut cursor = TitleCursor::new();
@@ -75,7 +75,7 @@ impl Store {
         cursor: &mut TitleCursor,
         max_titles: usize,
     ) -> Result<ArchiveReport> {
-        let policy = self.archive_policy()?;
+        let policy = archive_policy(self)?;
         self.writer()?;
         let Revisions::Recent { ttl } = self.config().policy.revisions else {
             // With every revision retained, no revision ever leaves the hot tier.
@@ -90,7 +90,7 @@ impl Store {
         let mut failed = None;
         for (i, (name, _)) in walk.titles.iter().enumerate() {
             report.titles_walked += 1;
-            match self.archive_title(name, policy, ttl, now) {
+            match archive_title(self, name, policy, ttl, now) {
                 Ok(None) => {}
                 Ok(Some((gone, bytes))) => {
                     report.titles += 1;
@@ -135,61 +135,61 @@ impl Store {
             }
         }
     }
+}
 
-    fn archive_policy(&self) -> Result<ArchivePolicy> {
-        self.config().archive.ok_or_else(|| {
-            Error::invalid(format!(
-                "{}: this store has no archive (wink init --archive)",
-                self.dir().display()
-            ))
+fn archive_policy(store: &Store) -> Result<ArchivePolicy> {
+    store.config().archive.ok_or_else(|| {
+        Error::invalid(format!(
+            "{}: this store has no archive (wink init --archive)",
+            store.dir().display()
+        ))
+    })
+}
+
+/// Adds a title's due candidates to the archive (uncommitted); returns their (rev, tid) and
+/// raw bytes, or `None` when none is due.
+fn archive_title(
+    store: &mut Store,
+    name: &[u8],
+    policy: ArchivePolicy,
+    ttl: i64,
+    now: i64,
+) -> Result<Option<Archived>> {
+    let Some(rec) = store.load(name)? else {
+        return Ok(None);
+    };
+    let left = |r: &Render| {
+        r.stamps
+            .superseded
+            .is_some_and(|s| s.saturating_add(ttl) <= now)
+    };
+    let due: Vec<&Render> = rec
+        .candidates(policy)
+        .into_iter()
+        .filter_map(|(rev, tid)| rec.renders.iter().find(|r| r.rev == rev && r.tid == tid))
+        .filter(|r| left(r))
+        .collect();
+    if due.is_empty() {
+        return Ok(None);
+    }
+    let values: Vec<Vec<u8>> = due
+        .iter()
+        .map(|r| store.read_value(&r.location))
+        .collect::<Result<_>>()?;
+    let items: Vec<Item<'_>> = due
+        .iter()
+        .zip(&values)
+        .map(|(r, v)| Item {
+            rev: r.rev,
+            tid: *r.tid.as_bytes(),
+            content_type: &r.content_type,
+            value: v,
         })
-    }
-
-    /// Adds a title's due candidates to the archive (uncommitted); returns their (rev, tid) and
-    /// raw bytes, or `None` when none is due.
-    fn archive_title(
-        &mut self,
-        name: &[u8],
-        policy: ArchivePolicy,
-        ttl: i64,
-        now: i64,
-    ) -> Result<Option<Archived>> {
-        let Some(rec) = self.load(name)? else {
-            return Ok(None);
-        };
-        let left = |r: &Render| {
-            r.stamps
-                .superseded
-                .is_some_and(|s| s.saturating_add(ttl) <= now)
-        };
-        let due: Vec<&Render> = rec
-            .candidates(policy)
-            .into_iter()
-            .filter_map(|(rev, tid)| rec.renders.iter().find(|r| r.rev == rev && r.tid == tid))
-            .filter(|r| left(r))
-            .collect();
-        if due.is_empty() {
-            return Ok(None);
-        }
-        let values: Vec<Vec<u8>> = due
-            .iter()
-            .map(|r| self.read_value(&r.location))
-            .collect::<Result<_>>()?;
-        let items: Vec<Item<'_>> = due
-            .iter()
-            .zip(&values)
-            .map(|(r, v)| Item {
-                rev: r.rev,
-                tid: *r.tid.as_bytes(),
-                content_type: &r.content_type,
-                value: v,
-            })
-            .collect();
-        let archive = self
-            .archive_tier_mut()?
-            .ok_or_else(|| Error::invalid("no archive"))?;
-        archive.add(name, &items)?;
-        let bytes = values.iter().map(|v| v.len() as u64).sum();
-        Ok(Some((due.iter().map(|r| (r.rev, r.tid)).collect(), bytes)))
-    }
+        .collect();
+    let archive = store
+        .archive_tier_mut()?
+        .ok_or_else(|| Error::invalid("no archive"))?;
+    archive.add(name, &items)?;
+    let bytes = values.iter().map(|v| v.len() as u64).sum();
+    Ok(Some((due.iter().map(|r| (r.rev, r.tid)).collect(), bytes)))
 }

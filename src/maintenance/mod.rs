@@ -12,8 +12,10 @@
 //! - [`space`]: where a store's bytes are, and what is in the page cache.
 //! - [`rebuild`]: the title index rebuilt from the records' checksummed keys.
 //!
-//! Most of it is methods of [`Store`](crate::store::Store) (`compact`, `cull_due`,
-//! `archive_step`, `scrub`, `snapshot`, …), defined here on the store's crate-internal API.
+//! What a caller asks for is a method of [`Store`](crate::store::Store) defined here (`compact`,
+//! `cull_due`, `archive_step`, `scrub`, `snapshot`, …), so the store's public API is unchanged;
+//! the work behind it is functions and types of this module that use the store's crate-internal
+//! API (its title records, its container set, the generation file, the archive tier).
 
 pub mod archive_run;
 pub mod background;

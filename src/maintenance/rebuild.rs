@@ -17,7 +17,6 @@
 
 use crate::error::Result;
 use crate::filesys::{self, Filesys};
-
 use crate::store::record::{InArchive, TitleRecord};
 use crate::store::{meta_base, Store, StoreOptions};
 

@@ -16,7 +16,6 @@ use std::path::{Path, PathBuf};
 use crate::error::{Error, Result};
 use crate::filesys;
 use crate::storage::{FileStorage, Storage};
-
 use crate::store::containers::container_base;
 use crate::store::{generation, meta_base, Store};
 

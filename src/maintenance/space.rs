@@ -11,7 +11,6 @@ use crate::error::Result;
 use crate::filesys;
 use crate::format::kvseq::KvSeq;
 use crate::storage::residency;
-
 use crate::store::containers::container_base;
 use crate::store::{meta_base, Store};
 

@@ -1,9 +1,10 @@
 //! Counts over the whole store: a scan of the title records, and the containers' sizes.
 
-use super::containers::container_base;
-use super::{record_of, Render, Store};
 use crate::error::Result;
 use crate::filesys;
+
+use super::containers::container_base;
+use super::{record_of, Render, Store};
 
 /// Counts over the whole store (a scan of the title records).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

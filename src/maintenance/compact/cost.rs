@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use crate::error::{Error, Result};
-use crate::filesys::{self};
+use crate::filesys;
 use crate::store::containers::{container_base, container_options};
 use crate::store::{Config, Store};
 
@@ -161,64 +161,64 @@ pub(super) fn free_bytes(dir: &Path) -> Option<u64> {
     Some(st.blocks_available() as u64 * st.fragment_size() as u64)
 }
 
-impl Store {
-    /// Refuses a run (nothing changed yet) whose steps the free space cannot hold, in the order
-    /// they come: the seal of the current container (its preallocated room given back, its
-    /// replacement's files written), the drops (the generation file and the records' commit;
-    /// their space free once done), each target's build ([`TargetCost::need`]). Returns the
-    /// largest build's need.
-    pub(super) fn check_run_space(&mut self, plan: &CompactReport, seal: bool) -> Result<u64> {
-        let mut needs = Vec::new();
-        for group in target_groups(&plan.containers, self.config()) {
-            let mut cost = TargetCost::default();
-            for &i in &group {
-                cost.add(&plan.containers[i]);
-            }
-            needs.push((
-                format!("to copy {} bytes of values", cost.bytes),
-                cost.need(),
-            ));
+impl Store {}
+
+/// Refuses a run (nothing changed yet) whose steps the free space cannot hold, in the order
+/// they come: the seal of the current container (its preallocated room given back, its
+/// replacement's files written), the drops (the generation file and the records' commit;
+/// their space free once done), each target's build ([`TargetCost::need`]). Returns the
+/// largest build's need.
+pub(super) fn check_run_space(store: &mut Store, plan: &CompactReport, seal: bool) -> Result<u64> {
+    let mut needs = Vec::new();
+    for group in target_groups(&plan.containers, store.config()) {
+        let mut cost = TargetCost::default();
+        for &i in &group {
+            cost.add(&plan.containers[i]);
         }
-        let peak = needs.iter().map(|n| n.1).max().unwrap_or(0);
-        let Some(free) = free_bytes(self.dir()) else {
-            return Ok(peak);
-        };
-        let mut room = i128::from(free);
-        let mut steps = Vec::new();
-        if seal {
-            let current = self.current_container()?;
-            let path = filesys::file_path(&container_base(self.dir(), current), "data");
-            let len = self
-                .vfs()
-                .open(&path, false)?
-                .len()
-                .map_err(|e| Error::io(&path, None, e))?;
-            let slack = len.saturating_sub(self.writer()?.fs.data().filesize());
-            let replacement = replacement_bytes(self.config());
-            steps.push((
-                "to seal the current container".to_string(),
-                replacement + META_ROOM,
-            ));
-            room_for(self.dir(), room, &steps, free)?;
-            room += i128::from(slack) - i128::from(replacement);
-            steps.clear();
-        }
-        let dropped: u64 = plan
-            .containers
-            .iter()
-            .filter(|p| p.action == Action::Drop)
-            .map(|p| p.bytes)
-            .sum();
-        if dropped > 0 {
-            steps.push((
-                "to drop the containers with nothing live".to_string(),
-                META_ROOM,
-            ));
-            room_for(self.dir(), room, &steps, free)?;
-            room += i128::from(dropped);
-            steps.clear();
-        }
-        room_for(self.dir(), room, &needs, free)?;
-        Ok(peak)
+        needs.push((
+            format!("to copy {} bytes of values", cost.bytes),
+            cost.need(),
+        ));
     }
+    let peak = needs.iter().map(|n| n.1).max().unwrap_or(0);
+    let Some(free) = free_bytes(store.dir()) else {
+        return Ok(peak);
+    };
+    let mut room = i128::from(free);
+    let mut steps = Vec::new();
+    if seal {
+        let current = store.current_container()?;
+        let path = filesys::file_path(&container_base(store.dir(), current), "data");
+        let len = store
+            .vfs()
+            .open(&path, false)?
+            .len()
+            .map_err(|e| Error::io(&path, None, e))?;
+        let slack = len.saturating_sub(store.writer()?.fs.data().filesize());
+        let replacement = replacement_bytes(store.config());
+        steps.push((
+            "to seal the current container".to_string(),
+            replacement + META_ROOM,
+        ));
+        room_for(store.dir(), room, &steps, free)?;
+        room += i128::from(slack) - i128::from(replacement);
+        steps.clear();
+    }
+    let dropped: u64 = plan
+        .containers
+        .iter()
+        .filter(|p| p.action == Action::Drop)
+        .map(|p| p.bytes)
+        .sum();
+    if dropped > 0 {
+        steps.push((
+            "to drop the containers with nothing live".to_string(),
+            META_ROOM,
+        ));
+        room_for(store.dir(), room, &steps, free)?;
+        room += i128::from(dropped);
+        steps.clear();
+    }
+    room_for(store.dir(), room, &needs, free)?;
+    Ok(peak)
 }

@@ -5,14 +5,14 @@ use std::collections::{HashMap, VecDeque};
 use std::time::Instant;
 
 use crate::error::{Error, Result};
-use crate::store::containers::container_base;
-use crate::store::containers::filesys_bytes;
+use crate::store::containers::{container_base, filesys_bytes};
 use crate::store::Store;
 
-use super::cost::{estimate_targets, free_bytes, replacement_bytes};
+use super::archive::compact_archive;
+use super::cost::{check_run_space, estimate_targets, free_bytes, replacement_bytes};
 use super::report::{acts, Action, CompactReport, ContainerPlan};
 use super::survey::{decide, Surveyor};
-use super::switch::{join_removal, remove_sources};
+use super::switch::{abandon, adopt_switched, join_removal, remove_sources};
 use super::CompactOptions;
 
 impl Store {
@@ -81,7 +81,7 @@ impl Store {
         }
         let current = self.current_container()?;
         let seal = plan.containers.iter().any(|p| p.id == current && acts(p));
-        let peak = self.check_run_space(&plan, seal)?;
+        let peak = check_run_space(self, &plan, seal)?;
         // From here on the run changes the store.
         let mut replaced = None;
         if seal {
@@ -153,7 +153,7 @@ impl Store {
                 // The disk filled since the plan. The run has changed the store already, so it
                 // is not refused: what is left is reported as abandoned, and kept.
                 let why = e.to_string();
-                self.abandon(&job)?;
+                abandon(self, &job)?;
                 for id in queue.drain(..) {
                     let mut plan = planned
                         .get(&id)
@@ -165,7 +165,7 @@ impl Store {
                 }
                 break;
             }
-            let adopted = self.adopt_switched(&job, built)?;
+            let adopted = adopt_switched(self, &job, built)?;
             // Freeing a container's blocks is slow on some file systems (tens of ms per 64 MiB
             // with online discard); the next job's survey and copy go on meanwhile.
             if let Some(previous) = removal.take() {
@@ -203,19 +203,20 @@ impl Store {
             }
         }
         report.containers.sort_by_key(|c| c.id);
-        self.compact_archive(opts, &mut report)?;
+        compact_archive(self, opts, &mut report)?;
         report.seconds = start.elapsed().as_secs_f64();
-        self.record_run(&mut report)?;
+        record_run(self, &mut report)?;
         Ok(report)
     }
-    /// Records a finished run in the generation file.
-    fn record_run(&mut self, report: &mut CompactReport) -> Result<()> {
-        let mut g = self.generation()?;
-        g.last_time = self.now();
-        g.last_reclaimed = report.reclaimed();
-        g.compactions += 1;
-        self.write_generation(&g)?;
-        report.generation_after = g.generation;
-        Ok(())
-    }
+}
+
+/// Records a finished run in the generation file.
+fn record_run(store: &mut Store, report: &mut CompactReport) -> Result<()> {
+    let mut g = store.generation()?;
+    g.last_time = store.now();
+    g.last_reclaimed = report.reclaimed();
+    g.compactions += 1;
+    store.write_generation(&g)?;
+    report.generation_after = g.generation;
+    Ok(())
 }

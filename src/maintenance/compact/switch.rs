@@ -5,8 +5,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use crate::error::{Error, Result};
-use crate::store::containers::container_base;
-use crate::store::containers::remove_filesys;
+use crate::store::containers::{container_base, remove_filesys};
 use crate::store::tiers::visible_in;
 use crate::store::Store;
 use crate::vfs::Vfs;
@@ -33,116 +32,118 @@ impl Store {
     /// generation (one `move` per source), points the records into the new container and
     /// removes the old ones. A job that failed or no longer fits leaves its sources as they were.
     pub fn adopt(&mut self, job: &CompactJob, built: Result<Built>) -> Result<Adopted> {
-        let adopted = self.adopt_switched(job, built)?;
+        let adopted = adopt_switched(self, job, built)?;
         remove_sources(self.vfs().as_ref(), self.dir(), &adopted.switched)?;
         Ok(adopted)
     }
-    /// [`Store::adopt`] up to the removal of the sources: the sources switched away from are
-    /// in `Adopted::switched`, their records committed and their readers forgotten; they are to
-    /// be removed ([`remove_sources`]).
-    pub(super) fn adopt_switched(
-        &mut self,
-        job: &CompactJob,
-        built: Result<Built>,
-    ) -> Result<Adopted> {
-        let built = match built {
-            Ok(b) => b,
-            Err(e) => {
-                self.abandon(job)?;
-                return Err(e);
-            }
-        };
-        let mut adopted = Adopted {
-            taken: built.taken(),
-            retry: built.retry.clone(),
-            read_bytes: built.read_bytes,
-            written_bytes: built.written_bytes,
-            plans: built.plans.clone(),
-            switched: Vec::new(),
-        };
-        // Source → where its live values went (0: dropped whole).
-        let acted: BTreeMap<u32, u32> =
-            built.acted().map(|p| (p.id, p.into.unwrap_or(0))).collect();
-        if !acted.values().any(|into| *into == job.target()) {
-            // Nothing copied (or a copy given up): the target goes before any switch.
-            self.abandon(job)?;
-        }
-        if acted.is_empty() {
-            return Ok(adopted);
-        }
-        if let Some(why) = self.stale(&acted, &built)? {
-            self.abandon(job)?;
-            for plan in adopted
-                .plans
-                .iter_mut()
-                .filter(|p| acted.contains_key(&p.id))
-            {
-                plan.action = Action::Abandoned;
-                plan.note = Some(why.clone());
-            }
-            return Ok(adopted);
-        }
-        // NEXTCONT past the target, durable before the switch names it: a crash before the
-        // records' commit would otherwise leave a target that container_ids does not list.
-        self.commit()?;
-        let mut g = self.generation()?;
-        g.generation += 1;
+}
+
+/// Removes a job's unfinished target and clears `pending`.
+pub(super) fn abandon(store: &mut Store, job: &CompactJob) -> Result<()> {
+    remove_filesys(
+        store.vfs().as_ref(),
+        &container_base(store.dir(), job.target()),
+    )?;
+    let mut g = store.generation()?;
+    if g.pending == job.target() {
         g.pending = 0;
-        g.moves
-            .extend(acted.iter().map(|(from, into)| (*from, *into)));
-        self.write_generation(&g)?;
-        self.forward(&built.titles, &acted, |key, r| {
-            built
-                .remap
-                .get(key)
-                .filter(|(old, _)| *old == r.location)
-                .map(|(_, new)| *new)
-        })?;
-        adopted.switched = acted.keys().copied().collect();
-        for source in &adopted.switched {
-            self.containers().forget_reader(*source);
-        }
-        Ok(adopted)
+        store.write_generation(&g)?;
     }
-    /// Why a build no longer matches the records (a render in a source acted on that a read
-    /// could return was not copied, or moved since), or `None`.
-    fn stale(&self, acted: &BTreeMap<u32, u32>, built: &Built) -> Result<Option<String>> {
-        let now = self.now();
-        for title in &built.titles {
-            let Some(rec) = self.load(title)? else {
+    Ok(())
+}
+
+/// [`Store::adopt`] up to the removal of the sources: the sources switched away from are
+/// in `Adopted::switched`, their records committed and their readers forgotten; they are to
+/// be removed ([`remove_sources`]).
+pub(super) fn adopt_switched(
+    store: &mut Store,
+    job: &CompactJob,
+    built: Result<Built>,
+) -> Result<Adopted> {
+    let built = match built {
+        Ok(b) => b,
+        Err(e) => {
+            abandon(store, job)?;
+            return Err(e);
+        }
+    };
+    let mut adopted = Adopted {
+        taken: built.taken(),
+        retry: built.retry.clone(),
+        read_bytes: built.read_bytes,
+        written_bytes: built.written_bytes,
+        plans: built.plans.clone(),
+        switched: Vec::new(),
+    };
+    // Source → where its live values went (0: dropped whole).
+    let acted: BTreeMap<u32, u32> = built.acted().map(|p| (p.id, p.into.unwrap_or(0))).collect();
+    if !acted.values().any(|into| *into == job.target()) {
+        // Nothing copied (or a copy given up): the target goes before any switch.
+        abandon(store, job)?;
+    }
+    if acted.is_empty() {
+        return Ok(adopted);
+    }
+    if let Some(why) = stale(store, &acted, &built)? {
+        abandon(store, job)?;
+        for plan in adopted
+            .plans
+            .iter_mut()
+            .filter(|p| acted.contains_key(&p.id))
+        {
+            plan.action = Action::Abandoned;
+            plan.note = Some(why.clone());
+        }
+        return Ok(adopted);
+    }
+    // NEXTCONT past the target, durable before the switch names it: a crash before the
+    // records' commit would otherwise leave a target that container_ids does not list.
+    store.commit()?;
+    let mut g = store.generation()?;
+    g.generation += 1;
+    g.pending = 0;
+    g.moves
+        .extend(acted.iter().map(|(from, into)| (*from, *into)));
+    store.write_generation(&g)?;
+    store.forward(&built.titles, &acted, |key, r| {
+        built
+            .remap
+            .get(key)
+            .filter(|(old, _)| *old == r.location)
+            .map(|(_, new)| *new)
+    })?;
+    adopted.switched = acted.keys().copied().collect();
+    for source in &adopted.switched {
+        store.containers().forget_reader(*source);
+    }
+    Ok(adopted)
+}
+
+/// Why a build no longer matches the records (a render in a source acted on that a read
+/// could return was not copied, or moved since), or `None`.
+fn stale(store: &Store, acted: &BTreeMap<u32, u32>, built: &Built) -> Result<Option<String>> {
+    let now = store.now();
+    for title in &built.titles {
+        let Some(rec) = store.load(title)? else {
+            continue;
+        };
+        for r in visible_in(store.config(), &rec, now) {
+            if !acted.contains_key(&r.location.container) {
                 continue;
-            };
-            for r in visible_in(self.config(), &rec, now) {
-                if !acted.contains_key(&r.location.container) {
-                    continue;
-                }
-                let copied = built
-                    .remap
-                    .get(&(title.clone(), r.rev, r.tid))
-                    .is_some_and(|(old, _)| *old == r.location);
-                if !copied {
-                    return Ok(Some(format!(
-                        "{} revision {} tid {} is live and was not copied",
-                        String::from_utf8_lossy(title),
-                        r.rev,
-                        r.tid
-                    )));
-                }
+            }
+            let copied = built
+                .remap
+                .get(&(title.clone(), r.rev, r.tid))
+                .is_some_and(|(old, _)| *old == r.location);
+            if !copied {
+                return Ok(Some(format!(
+                    "{} revision {} tid {} is live and was not copied",
+                    String::from_utf8_lossy(title),
+                    r.rev,
+                    r.tid
+                )));
             }
         }
-        Ok(None)
     }
-    /// Removes a job's unfinished target and clears `pending`.
-    pub(super) fn abandon(&mut self, job: &CompactJob) -> Result<()> {
-        remove_filesys(
-            self.vfs().as_ref(),
-            &container_base(self.dir(), job.target()),
-        )?;
-        let mut g = self.generation()?;
-        if g.pending == job.target() {
-            g.pending = 0;
-            self.write_generation(&g)?;
-        }
-        Ok(())
-    }
+    Ok(None)
 }
