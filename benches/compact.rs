@@ -55,8 +55,8 @@ use std::time::{Duration, Instant};
 
 use wink::clock::ManualClock;
 use wink::filesys::{Filesys, OpenOptions};
+use wink::maintenance::compact::{Action, CompactOptions, CompactReport};
 use wink::storage::residency;
-use wink::store::compact::{Action, CompactOptions, CompactReport};
 use wink::store::import::read_manifest;
 use wink::store::policy::Renders;
 use wink::store::{Config, Page, Policy, Put, Revisions, Store, StoreOptions, StoreStat};

@@ -49,8 +49,8 @@
 //! - [`vfs`], [`sim`]: where multi-file structures get their files (real, or a simulated disk).
 //! - [`filesys`]: a flat filesystem on kvseq + hindex, with the append-only variant.
 //! - [`archive`]: old revisions of a title packed into compressed frames.
-//! - [`store`]: the render store — revisions and renders with precedence and retention, its
-//!   maintenance (compaction, culling, archive runs, scrub, snapshots, the index rebuild).
+//! - [`store`]: the render store — revisions and renders with precedence and retention.
+//! - [`maintenance`]: compaction, culling, archive runs, scrub, snapshots, the index rebuild.
 //! - [`synth`]: deterministic revision histories for the demo and benchmarks.
 //! - `warc` (feature `warc`): WARC export and import of a store, with a CDXJ index.
 //! - `serve` (feature `server`): `wink serve`, RESTBase's key_rev_value API over HTTP.
@@ -78,6 +78,7 @@ pub mod error;
 pub mod filesys;
 pub mod format;
 pub mod fuzzing;
+pub mod maintenance;
 #[cfg(feature = "server")]
 pub mod serve;
 pub mod sim;

@@ -25,8 +25,8 @@ use std::time::Duration;
 
 use uuid::Uuid;
 use wink::clock::{Clock, ManualClock};
+use wink::maintenance::background::{Maintenance, MaintenanceOptions};
 use wink::sim::SimDisk;
-use wink::store::background::{Maintenance, MaintenanceOptions};
 use wink::store::key::tid_at;
 use wink::store::policy::{ArchivePolicy, Renders};
 use wink::store::{

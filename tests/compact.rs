@@ -14,8 +14,8 @@ use uuid::Uuid;
 mod common;
 
 use wink::clock::ManualClock;
+use wink::maintenance::compact::{Action, CompactOptions, CompactReport, Reason};
 use wink::storage::residency;
-use wink::store::compact::{Action, CompactOptions, CompactReport, Reason};
 use wink::store::policy::ArchivePolicy;
 use wink::store::{Config, Store, StoreOptions};
 

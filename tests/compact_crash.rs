@@ -43,8 +43,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use wink::clock::ManualClock;
+use wink::maintenance::compact::{Action, CompactOptions};
 use wink::store::check::check_store;
-use wink::store::compact::{Action, CompactOptions};
 use wink::store::generation::Generation;
 use wink::store::record::TitleRecord;
 use wink::store::{

@@ -27,7 +27,7 @@ mod common;
 
 use common::cli::Run;
 use wink::clock::ManualClock;
-use wink::store::compact::{Action, CompactOptions, CompactReport};
+use wink::maintenance::compact::{Action, CompactOptions, CompactReport};
 use wink::store::{Config, Store, StoreOptions};
 
 const D: &str = "en.wikipedia.org";

@@ -15,9 +15,9 @@ use std::time::Duration;
 use serde_json::Value;
 use uuid::Uuid;
 use wink::clock::ManualClock;
+use wink::maintenance::scrub::Tier;
 use wink::storage::residency;
 use wink::store::policy::ArchivePolicy;
-use wink::store::scrub::Tier;
 use wink::store::{Config, Policy, Revisions, Store, StoreOptions};
 
 mod common;

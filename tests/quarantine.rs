@@ -12,9 +12,9 @@ use std::sync::Arc;
 use serde_json::Value;
 use wink::clock::ManualClock;
 use wink::error::Error;
+use wink::maintenance::scrub::ScrubOptions;
 use wink::store::check::check_store;
 use wink::store::quarantine;
-use wink::store::scrub::ScrubOptions;
 use wink::store::{Config, Page, Policy, Renders, Revisions, Store, StoreOptions};
 
 const D: &str = "en.wikipedia.org";
@@ -301,7 +301,7 @@ fn container_one(dir: &Path) -> BTreeMap<PathBuf, u64> {
 
 #[test]
 fn compaction_keeps_a_container_with_a_damaged_value_and_compacts_the_others() {
-    use wink::store::compact::{Action, CompactOptions};
+    use wink::maintenance::compact::{Action, CompactOptions};
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     let clock = Arc::new(ManualClock::new(T));

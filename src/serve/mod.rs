@@ -36,7 +36,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::{Error, Result};
-use crate::store::background::MaintenanceOptions;
+use crate::maintenance::background::MaintenanceOptions;
 use crate::vfs::WriterLock;
 
 pub use auth::Auth;

@@ -37,7 +37,7 @@ use super::commit::{self, CommitStats, Job};
 use super::metrics::Metrics;
 use super::spec::{valid_bucket_name, BucketSpec};
 use crate::error::{Error, Result};
-use crate::store::background::{Maintenance, MaintenanceOptions};
+use crate::maintenance::background::{Maintenance, MaintenanceOptions};
 use crate::store::{Config, Store, StoreOptions, StoreStat};
 
 /// The last whole-store count of a bucket.
@@ -137,7 +137,7 @@ impl Bucket {
     }
 
     /// The background maintenance's status (`None`: not running in this server).
-    pub fn maintenance(&self) -> Option<crate::store::background::MaintenanceStatus> {
+    pub fn maintenance(&self) -> Option<crate::maintenance::background::MaintenanceStatus> {
         lock(&self.maintenance).as_ref().map(|m| m.status())
     }
 

@@ -121,7 +121,8 @@ pub fn check_store(dir: &Path) -> Report {
                     offset: Some(loc.offset),
                     severity: Severity::Warning,
                     what: format!(
-                        "title {:?} rev {} tid {}: value damaged, quarantined (see {}); reads of it fail; restore it from a snapshot or put the render again",
+                        "title {:?} rev {} tid {}: value damaged, quarantined (see {}); reads of \
+                         it fail; restore it from a snapshot or put the render again",
                         String::from_utf8_lossy(&file.name),
                         render.rev,
                         render.tid,

@@ -1,20 +1,18 @@
 //! The store's configuration file `DIR/store`: a kvseq (PURPOSE `WINKSTOR`, KEYREPR 0, VALREPR 1)
 //! of `name → value` text entries, written once by `init`.
 //!
-//! | key              | value (text)                 | meaning                                  |
-//! |------------------|------------------------------|------------------------------------------|
-//! | `version`        | `1`                          | layout version of the store directory    |
-//! | `revisions`      | `all` \| `recent:TTL`         | revision retention                       |
-//! | `renders`        | `all` \| `latest:C:G` \| …    | render retention                         |
-//! | `historical_ttl` | seconds                      | retention of historical puts             |
-//! | `container_bytes`| bytes                        | a container is sealed past this size     |
-//! | `max_value`      | bytes                        | the largest value a put accepts (≤ 256 MiB) |
-//! | `archive`        | `none` \| `first` \| `newest` \| `every:SECS` | the archive tier      |
-//! | `archive_block_bytes` | bytes                   | raw bytes per archive block              |
-//! | `archive_level`  | 1..=22                       | zstd level of the archive                |
-//! | `archive_key_every` | N                         | a self-contained block every N blocks (0: first only) |
-//! | `archive_chain_bytes` | bytes                   | v2: a key once a read would decode more |
-//! | `checksum`       | 8 hex digits                 | CRC-32 of the entries before it (see [`verify_settings`]) |
+//! - `version`: `1`; the layout version of the store directory.
+//! - `revisions`: `all` | `recent:TTL`; revision retention.
+//! - `renders`: `all` | `latest:C:G` | …; render retention.
+//! - `historical_ttl`: seconds; retention of historical puts.
+//! - `container_bytes`: bytes; a container is sealed past this size.
+//! - `max_value`: bytes; the largest value a put accepts (≤ 256 MiB).
+//! - `archive`: `none` | `first` | `newest` | `every:SECS`; the archive tier.
+//! - `archive_block_bytes`: bytes; raw bytes per archive block.
+//! - `archive_level`: 1..=22; the zstd level of the archive.
+//! - `archive_key_every`: N; a self-contained block every N blocks (0: first only).
+//! - `archive_chain_bytes`: bytes; v2: a key once a read would decode more.
+//! - `checksum`: 8 hex digits; the CRC-32 of the entries before it (see [`verify_settings`]).
 
 use std::path::Path;
 

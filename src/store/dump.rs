@@ -28,9 +28,9 @@ use crate::error::{Error, Result};
 use crate::filesys;
 use crate::storage::{PageMap, PAGE};
 
-use super::cull::TitleCursor;
 use super::key::cmp_tid;
 use super::record::Location;
+use super::walk::TitleCursor;
 use super::{record_name, State, Store};
 
 /// One title's renders, as a dump sees them.

@@ -14,11 +14,9 @@
 //! bytes) and one pread of the value, verified against its CRC-32. Nothing per render is held in
 //! memory; opening reads only the configuration and the two filesys headers.
 
-pub mod background;
 pub mod check;
-pub mod compact;
 pub mod config;
-pub mod cull;
+pub(crate) mod containers;
 pub mod dump;
 pub mod generation;
 pub mod import;
@@ -26,18 +24,15 @@ pub mod key;
 pub mod pages;
 pub mod policy;
 pub mod quarantine;
-pub mod rebuild;
 mod recent;
 pub mod record;
-pub mod scrub;
-pub mod snapshot;
-pub mod space;
+mod stat;
 pub mod tiers;
-mod view;
+pub(crate) mod view;
+pub mod walk;
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use uuid::Uuid;
 
@@ -46,26 +41,23 @@ use crate::clock::{self, Clock};
 use crate::error::{Error, Result};
 use crate::filesys::{self, Filesys, FsOptions};
 use crate::format::superblock::VarName;
-use crate::storage::{read_exact_at, Storage};
+use crate::storage::read_exact_at;
 use crate::vfs::{RealFs, Vfs};
 
 pub use config::Config;
-pub use cull::{CullReport, TitleCursor};
+use containers::{container_base, container_options, Containers};
 pub use dump::{DumpReader, DumpRender, DumpTitle};
 pub use key::{TidMaker, TitleKey};
 pub use pages::{RenderCursor, RenderPage, TitlePage, TitlePosition};
 pub use policy::{Policy, Renders, Revisions};
 use record::{Location, Refusal, Render, TitleRecord};
-pub use tiers::ArchiveReport;
+pub use stat::StoreStat;
+pub use walk::TitleCursor;
 
 /// Meta datafile variable: the number of the container new values go to.
 pub const CURCONT: VarName = VarName::new(b"CURCONT");
 /// Meta datafile variable: the next container number to allocate (absent: CURCONT + 1).
 pub const NEXTCONT: VarName = VarName::new(b"NEXTCONT");
-/// Open container files kept for reads. Every container is opened when the store is, so a
-/// reader keeps reading the generation it opened while a compaction removes its containers.
-const READER_CACHE: usize = 4096;
-
 /// The state of a listed render.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum State {
@@ -172,29 +164,6 @@ impl StoreOptions {
     }
 }
 
-/// Counts over the whole store (a scan of the title records).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct StoreStat {
-    pub titles: u64,
-    pub revisions: u64,
-    pub renders: u64,
-    pub live_bytes: u64,
-    /// Bytes in containers no readable render refers to (reclaimed by compaction).
-    pub dead_bytes: u64,
-    pub containers: u64,
-    pub container_bytes: u64,
-    /// The archive tier's counts, when the store has one.
-    pub archive: Option<crate::archive::ArchiveStats>,
-    /// Titles whose record could not be read (`DOMAIN/TITLE: the damage`): not counted above.
-    pub damaged: Vec<String>,
-}
-
-#[derive(Debug)]
-struct ContainerWriter {
-    id: u32,
-    fs: Filesys,
-}
-
 /// An open render store.
 #[derive(Debug)]
 pub struct Store {
@@ -202,8 +171,8 @@ pub struct Store {
     dir: PathBuf,
     cfg: Config,
     meta: Filesys,
-    writer: Option<ContainerWriter>,
-    readers: Mutex<HashMap<u32, Arc<dyn Storage>>>,
+    /// The containers of the values: numbers, the current one's writer, open files for reads.
+    containers: Containers,
     clock: Arc<dyn Clock>,
     tids: TidMaker,
     archive: Option<Archive>,
@@ -220,20 +189,20 @@ pub struct Store {
     recent: recent::RecentRecords,
 }
 
-fn meta_base(dir: &Path) -> PathBuf {
+pub(crate) fn meta_base(dir: &Path) -> PathBuf {
     dir.join("meta")
 }
 
 /// Opens the title records: a miss is verified, since "no record" decides whether a title
 /// exists (see [`Filesys::set_verify_misses`]).
-fn open_meta(vfs: Arc<dyn Vfs>, dir: &Path, open: &filesys::OpenOptions) -> Result<Filesys> {
+pub(crate) fn open_meta(
+    vfs: Arc<dyn Vfs>,
+    dir: &Path,
+    open: &filesys::OpenOptions,
+) -> Result<Filesys> {
     let mut meta = Filesys::open_in(vfs, &meta_base(dir), open)?;
     meta.set_verify_misses(true);
     Ok(meta)
-}
-
-fn container_base(dir: &Path, id: u32) -> PathBuf {
-    dir.join(format!("c{id:06}"))
 }
 
 fn record_name(domain: &str, title: &str) -> Vec<u8> {
@@ -271,27 +240,9 @@ fn lost_file(fs: &Filesys, file: &[u8], what: String, expected: &str, found: &st
 }
 
 /// The title record a walk of the meta filesys found as `file`, checked under its own key.
-fn record_of(meta: &Filesys, file: &filesys::FileStat) -> Result<TitleRecord> {
+pub(crate) fn record_of(meta: &Filesys, file: &filesys::FileStat) -> Result<TitleRecord> {
     let bytes = meta.read_stat(file)?;
     TitleRecord::decode(&bytes, &file.name, meta.data().path(), file.inode.0)
-}
-
-/// Bytes of `container_bytes` per container index cell: one cell per 4 KiB holds a full container
-/// of renders averaging 5.4 KiB or more at the 0.75 load limit without a rebuild. A rebuild reads
-/// every indexed key back from the datafile (the home cell comes from digest bytes the cell does
-/// not store), and drop-behind has taken those pages out of the cache: growing a 1 GiB
-/// container's index from 1024 cells reread ~200k keys, cold. A cell is 16 bytes (4 MiB per GiB).
-const CONTAINER_BYTES_PER_CELL: u64 = 4096;
-
-fn container_options(cfg: &Config) -> FsOptions {
-    FsOptions {
-        ao: true,
-        dups: true,
-        isz: 88,
-        timemp: 3600,
-        htsize: (cfg.container_bytes / CONTAINER_BYTES_PER_CELL).clamp(1024, 1 << 20),
-        fileincr: 16 << 20,
-    }
 }
 
 impl Store {
@@ -389,13 +340,13 @@ impl Store {
             Ok(archive) => (archive, None),
             Err(e) => (None, Some(e)),
         };
+        let containers = Containers::new(vfs.clone(), dir, opts.clock.clone(), &cfg);
         let mut store = Store {
             vfs,
             dir: dir.to_path_buf(),
             cfg,
             meta,
-            writer: None,
-            readers: Mutex::new(HashMap::new()),
+            containers,
             clock: opts.clock.clone(),
             tids: TidMaker::new(),
             archive,
@@ -411,12 +362,10 @@ impl Store {
         };
         if opts.writable {
             let id = store.current_container()?;
-            store.open_writer(id, opts.wait)?;
+            store.containers.open_writer(id, opts.wait)?;
             // What the current container's open repaired (a crash mid-put), then what the
             // generation file left under way.
-            if let Some(w) = &store.writer {
-                store.recovery = w.fs.recovery().actions.clone();
-            }
+            store.recovery = store.containers.writer_recovery();
             let generation = store.recover_generation()?;
             store.recovery.extend(generation);
         }
@@ -425,142 +374,6 @@ impl Store {
             let _ = store.container(id);
         }
         Ok(store)
-    }
-
-    fn current_container(&self) -> Result<u32> {
-        let id = self.meta.var(CURCONT).unwrap_or(1);
-        u32::try_from(id).ok().filter(|i| *i >= 1).ok_or_else(|| {
-            let at = self
-                .meta
-                .data()
-                .superblock()
-                .value_offset(CURCONT)
-                .unwrap_or(0);
-            Error::corrupt(
-                self.meta.data().path(),
-                at,
-                "CURCONT",
-                "a container number ≥ 1",
-                id,
-            )
-        })
-    }
-
-    /// Containers that exist, oldest first.
-    pub fn container_ids(&self) -> Result<Vec<u32>> {
-        let last = self
-            .current_container()?
-            .max(self.next_container()?.saturating_sub(1));
-        Ok((1..=last)
-            .filter(|id| {
-                self.vfs
-                    .exists(&filesys::file_path(&container_base(&self.dir, *id), "data"))
-            })
-            .collect())
-    }
-
-    fn next_container(&self) -> Result<u32> {
-        let current = self.current_container()?;
-        match self.meta.var(NEXTCONT) {
-            None => Ok(current + 1),
-            Some(n) => u32::try_from(n)
-                .ok()
-                .filter(|n| *n > current)
-                .ok_or_else(|| {
-                    let at = self
-                        .meta
-                        .data()
-                        .superblock()
-                        .value_offset(NEXTCONT)
-                        .unwrap_or(0);
-                    Error::corrupt(
-                        self.meta.data().path(),
-                        at,
-                        "NEXTCONT",
-                        format!("a container number above CURCONT {current}"),
-                        n,
-                    )
-                }),
-        }
-    }
-
-    /// A container number never used before (durable with the next commit; numbers whose files
-    /// exist are skipped, so a crash before that commit cannot hand one out twice).
-    fn allocate_container(&mut self) -> Result<u32> {
-        let mut id = self.next_container()?;
-        while self
-            .vfs
-            .exists(&filesys::file_path(&container_base(&self.dir, id), "data"))
-        {
-            id = id
-                .checked_add(1)
-                .ok_or_else(|| Error::invalid("container numbers exhausted"))?;
-        }
-        self.meta.set_var(NEXTCONT, i64::from(id) + 1)?;
-        Ok(id)
-    }
-
-    /// Closes this handle's reader of a container (before it is removed).
-    fn forget_reader(&self, id: u32) {
-        let mut cache = self.readers.lock().unwrap_or_else(|p| p.into_inner());
-        cache.remove(&id);
-    }
-
-    /// Opens the archive at `base` (after a compaction rewrote it) in place of the current one.
-    fn reopen_archive(&mut self, base: &Path) -> Result<()> {
-        let aopts = self.cfg.archive_options();
-        let open = filesys::OpenOptions {
-            writable: self.writer.is_some(),
-            wait: false,
-            clock: self.clock.clone(),
-            drop_behind: Some(8 << 20),
-        };
-        self.archive = None;
-        self.archive = Some(Archive::open_in(self.vfs.clone(), base, &open, aopts)?);
-        self.archive_damage = None;
-        self.archive_base = base.to_path_buf();
-        Ok(())
-    }
-
-    /// The archive tier: `None` for a store without one; the damage that kept it from opening
-    /// for a store whose archive could not be read.
-    pub(crate) fn archive_tier(&self) -> Result<Option<&Archive>> {
-        match &self.archive_damage {
-            Some(e) => Err(e.again()),
-            None => Ok(self.archive.as_ref()),
-        }
-    }
-
-    /// [`Store::archive_tier`], to write to.
-    pub(crate) fn archive_tier_mut(&mut self) -> Result<Option<&mut Archive>> {
-        match &self.archive_damage {
-            Some(e) => Err(e.again()),
-            None => Ok(self.archive.as_mut()),
-        }
-    }
-
-    /// The damage of a title whose record is missing while the archive holds revisions of it:
-    /// its index cell or its record was lost. Never answered from the archive alone, which
-    /// would return an old revision as the latest.
-    pub(crate) fn missing_record(&self, name: &[u8]) -> Error {
-        lost_file(
-            &self.meta,
-            name,
-            format!("title record of {:?}", String::from_utf8_lossy(name)),
-            "a record: the archive holds revisions of the title",
-            "none; run `wink recover --rebuild-index`",
-        )
-    }
-
-    /// Checks that a title no record names has nothing in the archive either: if it has, its
-    /// record was lost ([`Store::missing_record`]).
-    fn check_unrecorded(&self, name: &[u8]) -> Result<()> {
-        if let Some(archive) = self.archive_tier()? {
-            if archive.title_entries(name)?.is_some() {
-                return Err(self.missing_record(name));
-            }
-        }
-        Ok(())
     }
 
     /// Moves a read-only handle to the latest commit of the title records. Reads need no refresh
@@ -588,28 +401,6 @@ impl Store {
         &self.recovery
     }
 
-    fn open_writer(&mut self, id: u32, wait: bool) -> Result<()> {
-        let base = container_base(&self.dir, id);
-        let open = filesys::OpenOptions {
-            wait,
-            clock: self.clock.clone(),
-            ..filesys::OpenOptions::writer()
-        };
-        let fs = if self.vfs.exists(&filesys::file_path(&base, "data")) {
-            Filesys::open_in(self.vfs.clone(), &base, &open)?
-        } else {
-            Filesys::create_in(
-                self.vfs.clone(),
-                &base,
-                &container_options(&self.cfg),
-                &open,
-            )?
-        };
-        // Its values go to writeback as they are appended: the filesys's drop-behind.
-        self.writer = Some(ContainerWriter { id, fs });
-        Ok(())
-    }
-
     /// The store's directory.
     pub fn dir(&self) -> &Path {
         &self.dir
@@ -634,10 +425,21 @@ impl Store {
         self.clock.now()
     }
 
-    fn writer(&mut self) -> Result<&mut ContainerWriter> {
-        self.writer
-            .as_mut()
-            .ok_or_else(|| Error::invalid(format!("{} is open read-only", self.dir.display())))
+    /// Where the store's files are opened.
+    pub(crate) fn vfs(&self) -> &Arc<dyn Vfs> {
+        &self.vfs
+    }
+
+    /// The store's clock.
+    pub(crate) fn clock(&self) -> &Arc<dyn Clock> {
+        &self.clock
+    }
+
+    /// The title records, to write to around [`Store::save`]: the handle forgets the records it
+    /// kept from its reads ([`recent`]), since what is written here does not pass through it.
+    pub(crate) fn meta_mut(&mut self) -> &mut Filesys {
+        self.recent.clear();
+        &mut self.meta
     }
 
     // ---- writes ----------------------------------------------------------------------------
@@ -806,29 +608,13 @@ impl Store {
         })
     }
 
-    /// Seals the current container and starts the next.
-    fn rotate(&mut self) -> Result<()> {
-        self.commit()?;
-        // A sealed container keeps no preallocated room.
-        self.writer()?.fs.seal()?;
-        self.writer()?;
-        let next = self.allocate_container()?;
-        self.writer = None;
-        self.open_writer(next, false)?;
-        self.meta.set_var(CURCONT, i64::from(next))?;
-        self.commit()
-    }
-
     /// Makes every put so far durable: the container first, then the records that point into it.
     ///
     /// The records' appended bytes are synced beside the container's commit (on another thread:
     /// two fdatasyncs in flight instead of one after the other); only the records' commit point,
     /// their journal, waits for the container.
     pub fn commit(&mut self) -> Result<()> {
-        let w = self
-            .writer
-            .as_mut()
-            .ok_or_else(|| Error::invalid(format!("{} is open read-only", self.dir.display())))?;
+        let w = self.containers.writer()?;
         let meta = &self.meta;
         let committed = std::thread::scope(|s| {
             let ahead = s.spawn(|| meta.sync_ahead());
@@ -899,7 +685,7 @@ impl Store {
         Ok(lifted)
     }
 
-    fn save(&mut self, name: &[u8], rec: &TitleRecord) -> Result<()> {
+    pub(crate) fn save(&mut self, name: &[u8], rec: &TitleRecord) -> Result<()> {
         self.save_over(name, rec, None)
     }
 
@@ -934,7 +720,7 @@ impl Store {
             // flags and index cell: a few KiB at most besides the record.)
             let record = rec.encode(name);
             if self.meta.may_commit_on_its_own(record.len() as u64 + 8192) {
-                if let Some(w) = self.writer.as_mut() {
+                if let Some(w) = self.containers.writer_if_open() {
                     w.fs.sync()?;
                 }
             }
@@ -964,26 +750,9 @@ impl Store {
         Ok(TitleRecord::default())
     }
 
-    fn container(&self, id: u32) -> Result<Arc<dyn Storage>> {
-        let mut cache = self.readers.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(s) = cache.get(&id) {
-            return Ok(s.clone());
-        }
-        if cache.len() >= READER_CACHE {
-            cache.clear();
-        }
-        let storage: Arc<dyn Storage> = Arc::from(self.vfs.open(
-            &filesys::file_path(&container_base(&self.dir, id), "data"),
-            false,
-        )?);
-        let _ = storage.advise_random();
-        cache.insert(id, storage.clone());
-        Ok(storage)
-    }
-
     /// Reads a value and verifies its CRC-32: damaged bytes are an error, never returned (a
     /// quarantined value's error names its quarantine entry).
-    fn read_value(&self, loc: &Location) -> Result<Vec<u8>> {
+    pub(crate) fn read_value(&self, loc: &Location) -> Result<Vec<u8>> {
         self.read_value_raw(loc).map_err(|e| match e {
             Error::Corrupt { .. } | Error::Io { .. } => self.damaged_or(loc, e),
             e => e,
@@ -1059,57 +828,6 @@ impl Store {
     /// A title's readable renders in both tiers, newest first.
     pub fn list(&self, domain: &str, title: &str, page: Page) -> Result<Vec<Listed>> {
         self.list_tiers(domain, title, page)
-    }
-
-    /// Counts over the whole store (reads every title record).
-    pub fn stat(&self) -> Result<StoreStat> {
-        let now = self.clock.now();
-        let policy = self.cfg.policy;
-        let mut st = StoreStat::default();
-        for item in self.meta.iter() {
-            let file = match item {
-                Ok(file) => file,
-                Err(e) => {
-                    // The walk cannot step past a damaged entry: what follows is not counted.
-                    st.damaged
-                        .push(format!("(the title records from here on): {e}"));
-                    break;
-                }
-            };
-            let rec = match record_of(&self.meta, &file) {
-                Ok(rec) => rec,
-                Err(e) => {
-                    st.damaged
-                        .push(format!("{}: {e}", String::from_utf8_lossy(&file.name)));
-                    continue;
-                }
-            };
-            let readable: Vec<&Render> = rec
-                .renders
-                .iter()
-                .filter(|r| policy.readable(&r.stamps, now))
-                .collect();
-            if readable.is_empty() {
-                continue;
-            }
-            st.titles += 1;
-            st.renders += readable.len() as u64;
-            let mut revs: Vec<u64> = readable.iter().map(|r| r.rev).collect();
-            revs.dedup();
-            st.revisions += revs.len() as u64;
-            // Lengths come from the records: saturating, so a damaged one cannot wrap the sum.
-            let bytes = readable.iter().map(|r| r.location.len);
-            st.live_bytes = bytes.fold(st.live_bytes, u64::saturating_add);
-        }
-        for id in self.container_ids()? {
-            let path = filesys::file_path(&container_base(&self.dir, id), "data");
-            st.containers += 1;
-            let kv = crate::format::kvseq::KvSeq::open(self.vfs.open(&path, false)?, false)?;
-            st.container_bytes += kv.filesize();
-        }
-        st.dead_bytes = st.container_bytes.saturating_sub(st.live_bytes);
-        st.archive = self.archive_tier()?.map(|a| a.stats()).transpose()?;
-        Ok(st)
     }
 }
 

@@ -186,16 +186,28 @@ impl FromStr for Renders {
     fn from_str(text: &str) -> Result<Self> {
         match text.split(':').collect::<Vec<_>>().as_slice() {
             ["all"] => Ok(Renders::All),
-            ["latest", c, g] => Ok(Renders::Latest { count: count(c)?, grace: secs(g, "grace")? }),
+            ["latest", c, g] => Ok(Renders::Latest {
+                count: count(c)?,
+                grace: secs(g, "grace")?,
+            }),
             ["interval", s, c, g] => {
                 let secs_ = secs(s, "interval")?;
                 if secs_ == 0 {
                     return Err(Error::invalid("an interval of 0 seconds"));
                 }
-                Ok(Renders::Interval { secs: secs_, count: count(c)?, grace: secs(g, "grace")? })
+                Ok(Renders::Interval {
+                    secs: secs_,
+                    count: count(c)?,
+                    grace: secs(g, "grace")?,
+                })
             }
-            ["ttl", t] => Ok(Renders::Ttl { ttl: secs(t, "TTL")? }),
-            _ => Err(Error::invalid(format!("render policy {text:?}: all, latest:COUNT:GRACE, interval:SECS:COUNT:GRACE or ttl:TTL"))),
+            ["ttl", t] => Ok(Renders::Ttl {
+                ttl: secs(t, "TTL")?,
+            }),
+            _ => Err(Error::invalid(format!(
+                "render policy {text:?}: all, latest:COUNT:GRACE, interval:SECS:COUNT:GRACE or \
+                 ttl:TTL"
+            ))),
         }
     }
 }

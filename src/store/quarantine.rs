@@ -1,4 +1,6 @@
-//! Quarantine: damaged values copied aside and named, never truncated away.
+//! Quarantine: damaged values copied aside and named, never truncated away. This is the read
+//! side (the entries, and a read of a quarantined value naming its entry); the scrub writes the
+//! entries ([`crate::maintenance::quarantine`]).
 //!
 //! A value whose bytes no longer match their CRC-32 (or cannot be read whole) in the middle of a
 //! container cannot be repaired from the store itself. `wink scrub --quarantine` copies what it
@@ -26,7 +28,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use crate::error::{Error, Result};
-use crate::storage::{self, sibling, write_all_at, Storage};
+use crate::storage::sibling;
 
 use super::record::Location;
 use super::Store;
@@ -92,92 +94,7 @@ pub fn bytes_path(store_dir: &Path, container: u32, offset: u64) -> PathBuf {
     sibling(&entry_base(store_dir, container, offset), "bin")
 }
 
-/// A damaged value to quarantine.
-pub(super) struct Damaged<'a> {
-    pub name: (&'a str, &'a str),
-    pub rev: u64,
-    pub tid: Uuid,
-    pub loc: &'a Location,
-    pub what: &'a str,
-}
-
-/// Up to `len` bytes at `offset`, fewer where the file ends.
-fn read_available(s: &dyn Storage, offset: u64, len: u64) -> Result<Vec<u8>> {
-    let mut buf = vec![0u8; len as usize];
-    let mut got = 0usize;
-    while got < buf.len() {
-        let n = s
-            .read_at(&mut buf[got..], offset + got as u64)
-            .map_err(|e| Error::io(s.path(), Some(offset + got as u64), e))?;
-        if n == 0 {
-            break;
-        }
-        got += n;
-    }
-    buf.truncate(got);
-    Ok(buf)
-}
-
 impl Store {
-    /// Copies a damaged value's bytes from `container` (its datafile, opened) and writes its
-    /// description; returns the description's path. An entry that exists already is kept as it
-    /// is (the first copy is the one closest to the damage as it happened).
-    pub(super) fn quarantine_value(
-        &self,
-        container: &dyn Storage,
-        d: &Damaged<'_>,
-    ) -> Result<PathBuf> {
-        let description = description_path(&self.dir, d.loc.container, d.loc.offset);
-        if self.vfs.exists(&description) {
-            return Ok(description);
-        }
-        // The length comes from a record; nothing larger than the store accepts is copied.
-        let bytes = if d.loc.len <= self.cfg.max_value {
-            read_available(container, d.loc.offset, d.loc.len)?
-        } else {
-            Vec::new()
-        };
-        let whole = bytes.len() as u64 == d.loc.len;
-        let entry = Entry {
-            format: FORMAT.to_string(),
-            domain: d.name.0.to_string(),
-            title: d.name.1.to_string(),
-            rev: d.rev,
-            tid: d.tid.to_string(),
-            container: d.loc.container,
-            file: container.path().to_path_buf(),
-            offset: d.loc.offset,
-            length: d.loc.len,
-            expected_crc32: format!("0x{:08x}", d.loc.crc),
-            found_crc32: whole.then(|| format!("0x{:08x}", crc32fast::hash(&bytes))),
-            saved_bytes: bytes.len() as u64,
-            what: d.what.to_string(),
-            quarantined_at: self.clock.now(),
-        };
-        let json = serde_json::to_vec_pretty(&entry)
-            .map_err(|e| Error::invalid(format!("a quarantine description: {e}")))?;
-        self.vfs.create_dir_all(&dir_of(&self.dir))?;
-        self.write_whole(
-            &bytes_path(&self.dir, d.loc.container, d.loc.offset),
-            &bytes,
-        )?;
-        self.write_whole(&description, &json)?;
-        Ok(description)
-    }
-
-    /// Writes `bytes` as the file `path`: a temporary file, synced, renamed over it.
-    fn write_whole(&self, path: &Path, bytes: &[u8]) -> Result<()> {
-        let temp = sibling(path, "tmp");
-        if self.vfs.exists(&temp) {
-            self.vfs.remove(&temp)?;
-        }
-        let file = self.vfs.create_new(&temp)?;
-        write_all_at(file.as_ref(), bytes, 0)?;
-        storage::sync(file.as_ref())?;
-        drop(file);
-        self.vfs.rename(&temp, path)
-    }
-
     /// The error a read of the value at `loc` gives when it failed with `e`: [`Error::Damaged`]
     /// when the value is in quarantine (looked up only after a failure: reads of intact values
     /// pay nothing for it).

@@ -1,51 +1,22 @@
-//! Reads through the tiers — hot (title records and containers), then the archive — and the
-//! archive run that moves revisions leaving the hot tier into the archive.
+//! Reads through the tiers — hot (title records and containers), then the archive. The archive
+//! run that moves revisions leaving the hot tier into the archive is
+//! [`crate::maintenance::archive_run`].
 //!
 //! With the archive enabled, the renders the archive policy picks ("candidates") stay readable in
-//! the hot tier past their deadline until they are archived; a run archives the candidates of every
-//! revision whose recent window has passed, makes the archive durable, and only then removes them
-//! from the hot tier. A crash anywhere leaves each render in one tier or both, and a rerun finishes
-//! the job (the archive skips what it already holds).
+//! the hot tier past their deadline until they are archived.
+
+use std::path::Path;
 
 use uuid::Uuid;
 
-use crate::archive::{map::Entry as ArchiveEntry, Item};
+use crate::archive::map::Entry as ArchiveEntry;
+use crate::archive::Archive;
 use crate::error::{Error, Result};
-use crate::filesys::{Filesys, Staleness};
+use crate::filesys::{self, Filesys, Staleness};
 
-use super::cull::{TitleCursor, STEP_TITLES};
 use super::key::{cmp_tid, TitleKey};
-use super::policy::{ArchivePolicy, Revisions};
 use super::record::{InArchive, Render, TitleRecord};
-use super::{Got, Listed, Page, State, Store};
-
-/// What an archive run (or step) did.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ArchiveReport {
-    /// Titles with a revision archived.
-    pub titles: u64,
-    pub revisions: u64,
-    /// Raw bytes archived.
-    pub bytes: u64,
-    /// Title records walked.
-    pub titles_walked: u64,
-}
-
-impl ArchiveReport {
-    /// Adds another report's counts.
-    pub fn add(&mut self, other: &ArchiveReport) {
-        self.titles += other.titles;
-        self.revisions += other.revisions;
-        self.bytes += other.bytes;
-        self.titles_walked += other.titles_walked;
-    }
-}
-
-/// A title and the (rev, tid) of its renders an archive step moved.
-type Moved<'a> = (&'a [u8], Vec<(u64, Uuid)>);
-
-/// The (rev, tid) of the renders of one title added to the archive, and their raw bytes.
-type Archived = (Vec<(u64, Uuid)>, u64);
+use super::{lost_file, Got, Listed, Page, State, Store};
 
 /// A render found in either tier.
 enum Hit<'a> {
@@ -63,7 +34,7 @@ impl Hit<'_> {
 }
 
 /// [`Store::visible`] for a store with configuration `cfg`: also the renders a compaction keeps.
-pub(super) fn visible_in<'r>(
+pub(crate) fn visible_in<'r>(
     cfg: &super::Config,
     rec: &'r TitleRecord,
     now: i64,
@@ -83,7 +54,7 @@ fn newer(a: (u64, Uuid), b: (u64, Uuid)) -> bool {
 impl Store {
     /// Hot renders a read may return now: readable by the policy, or archive candidates that
     /// are not archived yet.
-    pub(super) fn visible<'r>(&self, rec: &'r TitleRecord, now: i64) -> Vec<&'r Render> {
+    pub(crate) fn visible<'r>(&self, rec: &'r TitleRecord, now: i64) -> Vec<&'r Render> {
         visible_in(&self.cfg, rec, now)
     }
 
@@ -250,152 +221,61 @@ impl Store {
         Ok(out.into_iter().skip(page.offset).take(page.limit).collect())
     }
 
-    /// Archives the candidates of every revision that has left the hot tier, then removes them
-    /// from the hot tier: [`Store::archive_step`]s of 256 titles until the pass is done.
-    /// `progress(done, total)` counts titles (the total is counted first).
-    pub fn archive_due(&mut self, mut progress: impl FnMut(u64, u64)) -> Result<ArchiveReport> {
-        self.archive_policy()?;
-        self.writer()?;
-        let total = self.meta.iter().count() as u64;
-        let mut cursor = TitleCursor::new();
-        let mut report = ArchiveReport::default();
-        while !cursor.is_done() {
-            let step = self.archive_step(&mut cursor, STEP_TITLES)?;
-            report.add(&step);
-            progress(report.titles_walked.min(total), total);
-        }
-        Ok(report)
+    /// Opens the archive at `base` (after a compaction rewrote it) in place of the current one.
+    pub(crate) fn reopen_archive(&mut self, base: &Path) -> Result<()> {
+        let aopts = self.cfg.archive_options();
+        let open = filesys::OpenOptions {
+            writable: self.containers.writable(),
+            wait: false,
+            clock: self.clock.clone(),
+            drop_behind: Some(8 << 20),
+        };
+        self.archive = None;
+        self.archive = Some(Archive::open_in(self.vfs.clone(), base, &open, aopts)?);
+        self.archive_damage = None;
+        self.archive_base = base.to_path_buf();
+        Ok(())
     }
 
-    /// One step of an archive run, over the next `max_titles` title records from `cursor`: the
-    /// candidates of every revision whose recent window has passed are added to the archive, the
-    /// archive is committed, and only then are they removed from their records (which are culled
-    /// as a put would), committed too. The writer is held for the step only; between steps the
-    /// store takes puts and reads as usual (the compression needs the archive's one writer
-    /// handle, the one reads go through: see docs/INTERNALS.md). The cursor moves past the
-    /// titles done; on an error, past the title that failed as well, with what was archived
-    /// before it committed.
-    pub fn archive_step(
-        &mut self,
-        cursor: &mut TitleCursor,
-        max_titles: usize,
-    ) -> Result<ArchiveReport> {
-        let policy = self.archive_policy()?;
-        self.writer()?;
-        let Revisions::Recent { ttl } = self.cfg.policy.revisions else {
-            // With every revision retained, no revision ever leaves the hot tier.
-            cursor.finish_pass();
-            return Ok(ArchiveReport::default());
-        };
-        let now = self.clock.now();
-        let walk = self.walk_titles(cursor, max_titles)?;
-        self.archive_tier()?;
-        let mut report = ArchiveReport::default();
-        let mut moved: Vec<Moved<'_>> = Vec::new();
-        let mut failed = None;
-        for (i, (name, _)) in walk.titles.iter().enumerate() {
-            report.titles_walked += 1;
-            match self.archive_title(name, policy, ttl, now) {
-                Ok(None) => {}
-                Ok(Some((gone, bytes))) => {
-                    report.titles += 1;
-                    report.revisions += gone.len() as u64;
-                    report.bytes += bytes;
-                    moved.push((name, gone));
-                }
-                Err(e) => {
-                    failed = Some((i, e));
-                    break;
-                }
-            }
-        }
-        // The archive is durable before anything leaves the hot tier.
-        if let Some(archive) = self.archive.as_mut() {
-            archive.commit()?;
-        }
-        for (name, gone) in moved {
-            let Some(mut rec) = self.load(name)? else {
-                continue;
-            };
-            // Culled with the candidates as they were before the archived ones leave: culled
-            // after, a render its deadline had hidden would take an archived candidate's place
-            // (the newest render left, say) and be readable again, then archived by the next run.
-            rec.cull_keeping(&self.cfg.policy, now, Some(policy));
-            rec.renders.retain(|r| !gone.contains(&(r.rev, r.tid)));
-            // Reads look in the archive only for titles whose record says so.
-            rec.archive = InArchive::Yes;
-            self.save(name, &rec)?;
-        }
-        if report.titles > 0 {
-            self.commit()?;
-        }
-        match failed {
-            Some((i, e)) => {
-                walk.stop_after(cursor, i);
-                Err(e)
-            }
-            None => {
-                walk.finish(cursor);
-                Ok(report)
-            }
+    /// The archive tier: `None` for a store without one; the damage that kept it from opening
+    /// for a store whose archive could not be read.
+    pub(crate) fn archive_tier(&self) -> Result<Option<&Archive>> {
+        match &self.archive_damage {
+            Some(e) => Err(e.again()),
+            None => Ok(self.archive.as_ref()),
         }
     }
 
-    fn archive_policy(&self) -> Result<ArchivePolicy> {
-        self.cfg.archive.ok_or_else(|| {
-            Error::invalid(format!(
-                "{}: this store has no archive (wink init --archive)",
-                self.dir.display()
-            ))
-        })
+    /// [`Store::archive_tier`], to write to.
+    pub(crate) fn archive_tier_mut(&mut self) -> Result<Option<&mut Archive>> {
+        match &self.archive_damage {
+            Some(e) => Err(e.again()),
+            None => Ok(self.archive.as_mut()),
+        }
     }
 
-    /// Adds a title's due candidates to the archive (uncommitted); returns their (rev, tid) and
-    /// raw bytes, or `None` when none is due.
-    fn archive_title(
-        &mut self,
-        name: &[u8],
-        policy: ArchivePolicy,
-        ttl: i64,
-        now: i64,
-    ) -> Result<Option<Archived>> {
-        let Some(rec) = self.load(name)? else {
-            return Ok(None);
-        };
-        let left = |r: &Render| {
-            r.stamps
-                .superseded
-                .is_some_and(|s| s.saturating_add(ttl) <= now)
-        };
-        let due: Vec<&Render> = rec
-            .candidates(policy)
-            .into_iter()
-            .filter_map(|(rev, tid)| rec.renders.iter().find(|r| r.rev == rev && r.tid == tid))
-            .filter(|r| left(r))
-            .collect();
-        if due.is_empty() {
-            return Ok(None);
+    /// The damage of a title whose record is missing while the archive holds revisions of it:
+    /// its index cell or its record was lost. Never answered from the archive alone, which
+    /// would return an old revision as the latest.
+    pub(crate) fn missing_record(&self, name: &[u8]) -> Error {
+        lost_file(
+            &self.meta,
+            name,
+            format!("title record of {:?}", String::from_utf8_lossy(name)),
+            "a record: the archive holds revisions of the title",
+            "none; run `wink recover --rebuild-index`",
+        )
+    }
+
+    /// Checks that a title no record names has nothing in the archive either: if it has, its
+    /// record was lost ([`Store::missing_record`]).
+    pub(super) fn check_unrecorded(&self, name: &[u8]) -> Result<()> {
+        if let Some(archive) = self.archive_tier()? {
+            if archive.title_entries(name)?.is_some() {
+                return Err(self.missing_record(name));
+            }
         }
-        let values: Vec<Vec<u8>> = due
-            .iter()
-            .map(|r| self.read_value(&r.location))
-            .collect::<Result<_>>()?;
-        let items: Vec<Item<'_>> = due
-            .iter()
-            .zip(&values)
-            .map(|(r, v)| Item {
-                rev: r.rev,
-                tid: *r.tid.as_bytes(),
-                content_type: &r.content_type,
-                value: v,
-            })
-            .collect();
-        let archive = self
-            .archive_tier_mut()?
-            .ok_or_else(|| Error::invalid("no archive"))?;
-        archive.add(name, &items)?;
-        let bytes = values.iter().map(|v| v.len() as u64).sum();
-        Ok(Some((due.iter().map(|r| (r.rev, r.tid)).collect(), bytes)))
+        Ok(())
     }
 
     /// The archive tier, when the store has one.

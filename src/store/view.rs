@@ -93,7 +93,7 @@ fn read_located(
 }
 
 /// [`read_located`] without the cache's part: for a reader with a meta filesys of its own.
-pub(super) fn read_record(
+pub(crate) fn read_record(
     meta: &Filesys,
     name: &[u8],
     staleness: Staleness,
@@ -104,7 +104,7 @@ pub(super) fn read_record(
 /// [`Store::read_fresh`] for a reader that holds a meta filesys of its own (a compaction job's
 /// survey, on its own thread): a stale view is replaced by `reopen()` and the read run again,
 /// up to [`ATTEMPTS`] times, then once more reading as the writer does.
-pub(super) fn read_renewing<T>(
+pub(crate) fn read_renewing<T>(
     meta: &RefCell<Filesys>,
     reopen: impl Fn() -> Result<Filesys>,
     read: impl Fn(&Filesys, Staleness) -> Result<T>,
@@ -149,7 +149,7 @@ impl Store {
         &self,
         read: impl Fn(&Filesys, Staleness) -> Result<T>,
     ) -> Result<T> {
-        if self.writer.is_some() {
+        if self.containers.writable() {
             return read(&self.meta, Staleness::Strict);
         }
         retry_stale(
@@ -159,19 +159,19 @@ impl Store {
     }
 
     /// The title record named `name`, through a view kept current (see [`Store::read_fresh`]).
-    pub(super) fn load_fresh(&self, name: &[u8]) -> Result<Option<TitleRecord>> {
+    pub(crate) fn load_fresh(&self, name: &[u8]) -> Result<Option<TitleRecord>> {
         self.read_fresh(|meta, staleness| self.record(meta, staleness, name))
     }
 
     /// The title record named `name` as this handle sees it (the writer's, to change it).
-    pub(super) fn load(&self, name: &[u8]) -> Result<Option<TitleRecord>> {
+    pub(crate) fn load(&self, name: &[u8]) -> Result<Option<TitleRecord>> {
         self.record(&self.meta, Staleness::Strict, name)
     }
 
     /// The one reader of title records by name: from the records read lately (the writer's
     /// handle only, see [`super::recent`]), else through `meta` ([`read_record`]), keeping
     /// what it read.
-    pub(super) fn record(
+    pub(crate) fn record(
         &self,
         meta: &Filesys,
         staleness: Staleness,

@@ -557,9 +557,10 @@ fn archive(demo: &mut Demo) -> Result<()> {
 fn compact(demo: &mut Demo) -> Result<()> {
     let before = demo.store.stat()?;
     let started = Instant::now();
-    let report = demo
-        .store
-        .compact(&wink::store::compact::CompactOptions::default(), |_, _| {})?;
+    let report = demo.store.compact(
+        &wink::maintenance::compact::CompactOptions::default(),
+        |_, _| {},
+    )?;
     let secs = started.elapsed().as_secs_f64().max(1e-9);
     let after = demo.store.stat()?;
     let dropped: Vec<String> = report

@@ -5,8 +5,8 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use wink::maintenance::background::MaintenanceOptions;
 use wink::serve::{Auth, ServeOptions, DEFAULT_LISTEN};
-use wink::store::background::MaintenanceOptions;
 use wink::{Error, Result};
 
 use crate::Status;

@@ -5,7 +5,8 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use wink::archive::ArchiveStats;
-use wink::store::{ArchiveReport, Config};
+use wink::maintenance::ArchiveReport;
+use wink::store::Config;
 use wink::vfs::RealFs;
 use wink::{Error, Result};
 

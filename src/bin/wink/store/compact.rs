@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use serde::Serialize;
-use wink::store::compact::{Action, CompactOptions, CompactReport};
+use wink::maintenance::compact::{Action, CompactOptions, CompactReport};
 use wink::{Error, Result};
 
 use super::Writing;
@@ -168,7 +168,10 @@ pub fn run(args: &Args) -> Result<Status> {
 }
 
 fn tallies(
-    t: &std::collections::BTreeMap<wink::store::compact::Reason, wink::store::compact::Tally>,
+    t: &std::collections::BTreeMap<
+        wink::maintenance::compact::Reason,
+        wink::maintenance::compact::Tally,
+    >,
 ) -> Vec<TallyJson> {
     t.iter()
         .map(|(r, t)| TallyJson {

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use serde::Serialize;
-use wink::store::CullReport;
+use wink::maintenance::CullReport;
 use wink::{Error, Result};
 
 use super::Writing;

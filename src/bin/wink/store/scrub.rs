@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use wink::store::scrub::{ScrubOptions, ScrubProgress, ScrubReport, Tier};
+use wink::maintenance::scrub::{ScrubOptions, ScrubProgress, ScrubReport, Tier};
 use wink::Result;
 
 use crate::show::Out;

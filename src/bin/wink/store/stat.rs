@@ -4,8 +4,8 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 use wink::archive::ArchiveStats;
+use wink::maintenance::space::Space;
 use wink::store::generation::Generation;
-use wink::store::space::Space;
 use wink::store::{Config, StoreStat};
 use wink::Result;
 

@@ -16,8 +16,8 @@ use std::path::{Path, PathBuf};
 use crate::error::{Error, Result};
 use crate::filesys;
 use crate::storage::{FileStorage, Storage};
-
-use super::{container_base, generation, meta_base, Store};
+use crate::store::containers::container_base;
+use crate::store::{generation, meta_base, Store};
 
 /// What a snapshot wrote.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -47,24 +47,24 @@ impl Store {
         let current = self.current_container()?;
         for id in self.container_ids()? {
             let sealed = id != current;
-            for src in existing(&container_base(&self.dir, id)) {
+            for src in existing(&container_base(self.dir(), id)) {
                 place(&src, dest, sealed, &mut report)?;
             }
         }
-        let mut bases = vec![meta_base(&self.dir)];
-        if self.archive.is_some() {
-            bases.push(self.archive_base.clone());
+        let mut bases = vec![meta_base(self.dir())];
+        if self.archive().is_some() {
+            bases.push(self.archive_base().to_path_buf());
         }
         for base in bases {
             for src in existing(&base) {
                 place(&src, dest, false, &mut report)?;
             }
         }
-        let generation = generation::path(&self.dir);
+        let generation = generation::path(self.dir());
         if generation.exists() {
             place(&generation, dest, false, &mut report)?;
         }
-        place(&self.dir.join("store"), dest, false, &mut report)?;
+        place(&self.dir().join("store"), dest, false, &mut report)?;
         sync_dir(dest)?;
         // The new directory's entry in its parent.
         crate::storage::sync_parent_dir(dest).map_err(|e| Error::io(dest, None, e))?;

@@ -17,9 +17,8 @@
 
 use crate::error::Result;
 use crate::filesys::{self, Filesys};
-
-use super::record::{InArchive, TitleRecord};
-use super::{meta_base, Store, StoreOptions};
+use crate::store::record::{InArchive, TitleRecord};
+use crate::store::{meta_base, Store, StoreOptions};
 
 /// What a rebuild found and did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -56,10 +55,10 @@ impl Store {
         let mut store = Store::open(dir, opts)?;
         store.writer()?;
         let mut misnamed = Vec::new();
-        for item in store.meta.iter() {
+        for item in store.meta().iter() {
             let file = item?;
-            let path = store.meta.data().path();
-            let decoded = store.meta.read_stat(&file).and_then(|bytes| {
+            let path = store.meta().data().path();
+            let decoded = store.meta().read_stat(&file).and_then(|bytes| {
                 Ok((TitleRecord::decode_any(&bytes, path, file.inode.0)?, bytes))
             });
             match decoded {
@@ -76,8 +75,8 @@ impl Store {
                 String::from_utf8_lossy(&file.name).into_owned(),
                 String::from_utf8_lossy(&own).into_owned(),
             );
-            let taken = store.meta.stat(&own)?.is_some();
-            let indexed_here = store.meta.stat(&file.name)?.map(|s| s.inode) == Some(file.inode);
+            let taken = store.meta().stat(&own)?.is_some();
+            let indexed_here = store.meta().stat(&file.name)?.map(|s| s.inode) == Some(file.inode);
             if taken || !indexed_here || !is_record_name(&own) {
                 report.refused.push(format!(
                     "{found:?}: the record names {named:?}, which {}; left as it is",
@@ -89,11 +88,8 @@ impl Store {
                 ));
                 continue;
             }
-            // Written around the handle's cache of records: it forgets both names.
-            store.recent.forget(&own);
-            store.recent.forget(&file.name);
-            store.meta.put(&own, 0, &bytes)?;
-            store.meta.delete(&file.name)?;
+            store.meta_mut().put(&own, 0, &bytes)?;
+            store.meta_mut().delete(&file.name)?;
             report.renamed.push((found, named));
         }
         let archived = match store.archive_tier()? {
@@ -101,7 +97,7 @@ impl Store {
             None => Vec::new(),
         };
         for key in archived {
-            if store.meta.stat(&key)?.is_none() {
+            if store.meta().stat(&key)?.is_none() {
                 let rec = TitleRecord {
                     archive: InArchive::Yes,
                     ..TitleRecord::default()
@@ -123,6 +119,7 @@ fn is_record_name(name: &[u8]) -> bool {
         return false;
     };
     text.split_once('/').is_some_and(|(domain, title)| {
-        super::key::check_domain(domain).is_ok() && super::key::check_title(title).is_ok()
+        crate::store::key::check_domain(domain).is_ok()
+            && crate::store::key::check_title(title).is_ok()
     })
 }

@@ -4,14 +4,18 @@
 //! The thread takes the lock for one bounded step at a time and lets it go in between, so a put
 //! or a read waits for one step at most, never for a whole run:
 //!
-//! | work                 | under the lock                                  | without it                   |
-//! |----------------------|-------------------------------------------------|------------------------------|
-//! | cull                 | one [`Store::cull_due`] step (N title records, a commit) | —                   |
-//! | archive              | one [`Store::archive_step`] (N titles: read, compress, commit twice) | —       |
-//! | compaction: plan     | —                                               | a dry-run survey through a read-only handle |
-//! | compaction: per job  | [`Store::start_compaction_of`] (and sealing the current one, if asked) | — |
-//! | compaction: build    | —                                               | [`CompactJob::run`]: survey and copy, throttled |
-//! | compaction: switch   | [`Store::adopt`]: validate, switch, point the records | —                     |
+//! - cull: one [`Store::cull_due`] step (N title records, a commit) under the lock; nothing
+//!   without it.
+//! - archive: one [`Store::archive_step`] (N titles: read, compress, commit twice) under the lock;
+//!   nothing without it.
+//! - compaction, plan: nothing under the lock; without it, a dry-run survey through a read-only
+//!   handle.
+//! - compaction, per job: [`Store::start_compaction_of`] (and sealing the current one, if asked)
+//!   under the lock; nothing without it.
+//! - compaction, build: nothing under the lock; without it, [`CompactJob::run`]: survey and copy,
+//!   throttled.
+//! - compaction, switch: [`Store::adopt`] under the lock: validate, switch, point the records;
+//!   nothing without it.
 //!
 //! Every step is one the store can stop after (each is committed, and a compaction's crash
 //! safety is the generation file's), so stopping waits for the step under way only — a
@@ -31,14 +35,13 @@ use std::time::Duration;
 
 use crate::clock::Clock;
 use crate::error::{Error, Result};
+use crate::store::{Store, StoreOptions, TitleCursor};
 use crate::vfs::Vfs;
 
 use super::compact::{
     Action, Adopted, CompactJob, CompactOptions, CompactReport, ContainerPlan, Reason,
 };
-use super::cull::{CullReport, TitleCursor};
-use super::tiers::ArchiveReport;
-use super::{Store, StoreOptions};
+use super::{ArchiveReport, CullReport};
 
 /// Tries of a compaction's dry run before its error is reported (see [`Runner::plan`]).
 const PLAN_ATTEMPTS: u32 = 3;
@@ -174,10 +177,10 @@ impl Maintenance {
             })?;
             s.writer()?;
             (
-                s.dir.clone(),
-                s.vfs.clone(),
-                s.clock.clone(),
-                s.cfg.archive.is_some(),
+                s.dir().to_path_buf(),
+                s.vfs().clone(),
+                s.clock().clone(),
+                s.config().archive.is_some(),
             )
         };
         let shared = Arc::new(Shared {

@@ -11,8 +11,8 @@ use crate::error::Result;
 use crate::filesys;
 use crate::format::kvseq::KvSeq;
 use crate::storage::residency;
-
-use super::{container_base, meta_base, Store};
+use crate::store::containers::container_base;
+use crate::store::{meta_base, Store};
 
 /// One container's space.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -48,13 +48,13 @@ impl Store {
     /// residency of the containers and the meta files. Residency is asked of the kernel without
     /// touching a page, so asking does not change it.
     pub fn space(&self) -> Result<Space> {
-        let now = self.clock.now();
-        let policy = self.cfg.policy;
+        let now = self.now();
+        let policy = self.config().policy;
         let mut live: BTreeMap<u32, u64> = BTreeMap::new();
-        for item in self.meta.iter() {
+        for item in self.meta().iter() {
             // Damaged records are [`Store::stat`]'s to report: their values are not counted.
             let Ok(file) = item else { break };
-            let Ok(rec) = super::record_of(&self.meta, &file) else {
+            let Ok(rec) = crate::store::record_of(self.meta(), &file) else {
                 continue;
             };
             for r in rec
@@ -68,8 +68,8 @@ impl Store {
         }
         let mut space = Space::default();
         for id in self.container_ids()? {
-            let path = filesys::file_path(&container_base(&self.dir, id), "data");
-            let bytes = KvSeq::open(self.vfs.open(&path, false)?, false)?.filesize();
+            let path = filesys::file_path(&container_base(self.dir(), id), "data");
+            let bytes = KvSeq::open(self.vfs().open(&path, false)?, false)?.filesize();
             let live_bytes = live.get(&id).copied().unwrap_or(0);
             space.containers.push(ContainerSpace {
                 id,
@@ -80,8 +80,8 @@ impl Store {
             });
         }
         for ext in filesys::FILES {
-            let path = filesys::file_path(&meta_base(&self.dir), ext);
-            if self.vfs.exists(&path) {
+            let path = filesys::file_path(&meta_base(self.dir()), ext);
+            if self.vfs().exists(&path) {
                 let (resident_bytes, bytes) = residency(&path)?;
                 space.meta.push(Residency {
                     path,

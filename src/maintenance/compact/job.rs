@@ -1,0 +1,535 @@
+//! The copy job: a build of one target container from sealed sources, on its own read-only
+//! handles (any thread), throttled, reading ahead; and its start by the writer.
+
+use std::cell::RefCell;
+use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use uuid::Uuid;
+
+use crate::archive::Archive;
+use crate::clock::Clock;
+use crate::error::{Error, Result};
+use crate::filesys::{self, Filesys};
+use crate::format::kvseq::KvSeqOptions;
+use crate::format::perm::{Pair, Perm, PermOptions};
+use crate::storage::{read_exact_at, Storage};
+use crate::store::containers::container_base;
+use crate::store::generation::Generation;
+use crate::store::record::Location;
+use crate::store::view;
+use crate::store::{Config, Store};
+use crate::vfs::Vfs;
+
+use super::cost::{free_bytes, TargetCost};
+use super::report::{Action, ContainerPlan};
+use super::survey::{decide, LiveValue, Survey, Surveyor};
+use super::CompactOptions;
+
+/// Limits I/O to a rate.
+struct Throttle {
+    bytes_per_sec: Option<f64>,
+    start: Instant,
+    bytes: u64,
+}
+
+impl Throttle {
+    fn new(max_mbps: Option<f64>) -> Throttle {
+        Throttle {
+            bytes_per_sec: max_mbps.filter(|m| *m > 0.0).map(|m| m * 1e6),
+            start: Instant::now(),
+            bytes: 0,
+        }
+    }
+
+    fn account(&mut self, bytes: u64) {
+        self.bytes += bytes;
+        if let Some(rate) = self.bytes_per_sec {
+            let due = Duration::from_secs_f64(self.bytes as f64 / rate);
+            let elapsed = self.start.elapsed();
+            if due > elapsed {
+                std::thread::sleep(due - elapsed);
+            }
+        }
+    }
+}
+
+/// A compaction of one or more sealed containers into one new container, to run on any thread;
+/// [`Store::adopt`] finishes it.
+///
+/// Sparse containers are merged: the job takes its sources in order while their live bytes
+/// together fit one container (`container_bytes`; the first always fits), so a run over many
+/// sparse containers leaves a few full ones, and pays a container's fixed costs (create, sync,
+/// seal, switch, the records' commit) once per target instead of once per source.
+#[derive(Debug)]
+pub struct CompactJob {
+    vfs: Arc<dyn Vfs>,
+    dir: PathBuf,
+    cfg: Config,
+    clock: Arc<dyn Clock>,
+    archive_base: Option<PathBuf>,
+    opts: CompactOptions,
+    /// Candidates, oldest first; the job takes a prefix of them.
+    sources: Vec<u32>,
+    target: u32,
+}
+
+/// A finished build, for [`Store::adopt`].
+#[derive(Debug)]
+pub struct Built {
+    /// One per source the job took (a prefix of its candidates, less `retry`).
+    pub(super) plans: Vec<ContainerPlan>,
+    /// Sources taken whose rewrite was given up because another source of the same target
+    /// holds damage: to be compacted again, without it.
+    pub(super) retry: Vec<u32>,
+    /// Every title with a file in a source rewritten or dropped.
+    pub(super) titles: BTreeSet<Vec<u8>>,
+    /// (record, rev, tid) → (old location, new location).
+    pub(super) remap: HashMap<(Vec<u8>, u64, Uuid), (Location, Location)>,
+    pub(super) read_bytes: u64,
+    pub(super) written_bytes: u64,
+}
+
+impl Built {
+    pub fn plans(&self) -> &[ContainerPlan] {
+        &self.plans
+    }
+
+    /// How many of the job's candidates it took (surveyed and acted on, kept, or to retry).
+    pub(super) fn taken(&self) -> usize {
+        self.plans.len() + self.retry.len()
+    }
+
+    pub(super) fn acted(&self) -> impl Iterator<Item = &ContainerPlan> {
+        self.plans
+            .iter()
+            .filter(|p| matches!(p.action, Action::Rewrite | Action::Drop))
+    }
+}
+
+/// What [`Store::adopt`] did with a job.
+#[derive(Debug, Default)]
+pub struct Adopted {
+    /// One per source the job took, with its action as done.
+    pub plans: Vec<ContainerPlan>,
+    /// Sources to compact again (see [`Built`]).
+    pub retry: Vec<u32>,
+    /// How many of the job's candidates it took: the caller's next job starts after them.
+    pub taken: usize,
+    pub read_bytes: u64,
+    pub written_bytes: u64,
+    /// Sources the switch moved away from (removed by `adopt`).
+    pub switched: Vec<u32>,
+}
+
+impl CompactJob {
+    /// The containers this job may compact (it takes a prefix of them).
+    pub fn sources(&self) -> &[u32] {
+        &self.sources
+    }
+
+    /// The container the job writes.
+    pub fn target(&self) -> u32 {
+        self.target
+    }
+
+    /// Surveys the candidates, takes those whose live bytes fit one container, and copies the
+    /// live values of those worth a rewrite into the target.
+    pub fn run(&self) -> Result<Built> {
+        self.run_with_progress(&mut |_| {})
+    }
+
+    /// [`CompactJob::run`], telling `progress` the bytes of values copied so far.
+    pub fn run_with_progress(&self, progress: &mut dyn FnMut(u64)) -> Result<Built> {
+        let now = self.clock.now();
+        let mut built = Built {
+            plans: Vec::new(),
+            retry: Vec::new(),
+            titles: BTreeSet::new(),
+            remap: HashMap::new(),
+            read_bytes: 0,
+            written_bytes: 0,
+        };
+        let mut live = Vec::new();
+        let mut live_bytes = 0u64;
+        let mut cost = TargetCost::default();
+        let mut surveyed: VecDeque<Result<Survey>> = VecDeque::new();
+        let mut next = 0;
+        loop {
+            if surveyed.is_empty() {
+                if next == self.sources.len() {
+                    break;
+                }
+                let end = (next + SURVEYS_AT_ONCE).min(self.sources.len());
+                surveyed.extend(self.survey_all(&self.sources[next..end], now));
+                next = end;
+            }
+            // A survey is only used (and its error only reported) once its turn comes.
+            let Some(survey) = surveyed.pop_front() else {
+                break;
+            };
+            let Survey {
+                mut plan,
+                live: values,
+                titles,
+            } = survey?;
+            decide(&mut plan, &self.opts, 0);
+            if plan.action == Action::Rewrite {
+                if live_bytes > 0 && live_bytes + plan.live.bytes > self.cfg.container_bytes {
+                    break;
+                }
+                live_bytes += plan.live.bytes;
+                cost.add(&plan);
+                live.extend(values);
+            }
+            if matches!(plan.action, Action::Rewrite | Action::Drop) {
+                built.titles.extend(titles);
+            }
+            built.plans.push(plan);
+        }
+        if built.plans.iter().any(|p| p.action == Action::Rewrite) {
+            self.check_space(&cost)?;
+            // Named before it exists: a crash from here on leaves it to be removed at open.
+            let mut g = Generation::read(self.vfs.as_ref(), &self.dir)?;
+            g.pending = self.target;
+            let kv = KvSeqOptions {
+                clock: self.clock.clone(),
+                ..KvSeqOptions::default()
+            };
+            g.write(self.vfs.as_ref(), &self.dir, &kv)?;
+            self.copy(live, &cost, &mut built, progress)?;
+        }
+        Ok(built)
+    }
+
+    /// Surveys `ids` at once, one thread each with its own read-only handles: a survey waits
+    /// on small random reads (index cells, inodes), so several overlap well on a disk.
+    fn survey_all(&self, ids: &[u32], now: i64) -> Vec<Result<Survey>> {
+        std::thread::scope(|scope| {
+            let workers: Vec<_> = ids
+                .iter()
+                .map(|&id| scope.spawn(move || self.survey_one(id, now)))
+                .collect();
+            workers
+                .into_iter()
+                .map(|w| {
+                    w.join()
+                        .unwrap_or_else(|p| Err(Error::panicked("a survey thread", &*p)))
+                })
+                .collect()
+        })
+    }
+
+    fn survey_one(&self, id: u32, now: i64) -> Result<Survey> {
+        let reopen = || {
+            crate::store::open_meta(
+                self.vfs.clone(),
+                &self.dir,
+                &filesys::OpenOptions::read_only(),
+            )
+        };
+        let meta = RefCell::new(reopen()?);
+        let load = |name: &[u8]| {
+            view::read_renewing(&meta, reopen, |fs, staleness| {
+                view::read_record(fs, name, staleness)
+            })
+        };
+        let archive = match &self.archive_base {
+            Some(base) => Some(Archive::open_in(
+                self.vfs.clone(),
+                base,
+                &filesys::OpenOptions::read_only(),
+                crate::archive::ArchiveOptions::default(),
+            )?),
+            None => None,
+        };
+        Surveyor::new(&self.cfg, &load, archive.as_ref(), now).survey(&self.vfs, &self.dir, id)
+    }
+
+    /// Refuses a build the free space cannot hold: counts what it writes (see [`TargetCost`]).
+    fn check_space(&self, cost: &TargetCost) -> Result<()> {
+        let need = cost.need();
+        match free_bytes(&self.dir) {
+            Some(free) if free < need => Err(Error::Full {
+                path: self.dir.clone(),
+                what: format!(
+                    "compacting {} bytes of values into container {} needs {need} bytes free, \
+                     {free} are",
+                    cost.bytes, self.target
+                ),
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// Copies the live values into the target, a title's values together (grouped with a perm).
+    fn copy(
+        &self,
+        mut live: Vec<LiveValue>,
+        cost: &TargetCost,
+        built: &mut Built,
+        progress: &mut dyn FnMut(u64),
+    ) -> Result<()> {
+        // Old order within a title: by container, then by inode.
+        live.sort_by_key(|v| (v.loc.container, v.inode));
+        let order = self.title_order(&live)?;
+        let mut sources = HashMap::new();
+        for plan in built.plans.iter().filter(|p| p.action == Action::Rewrite) {
+            let path = filesys::file_path(&container_base(&self.dir, plan.id), "data");
+            let source = self.vfs.open(&path, false)?;
+            let _ = source.advise_random();
+            sources.insert(plan.id, source);
+        }
+        let target_base = container_base(&self.dir, self.target);
+        let open = filesys::OpenOptions {
+            writable: true,
+            wait: false,
+            clock: self.clock.clone(),
+            drop_behind: Some(8 << 20),
+        };
+        let mut target = Filesys::create_in(
+            self.vfs.clone(),
+            &target_base,
+            &cost.options(&self.cfg),
+            &open,
+        )?;
+        let mut throttle = Throttle::new(self.opts.max_mbps);
+        let mut ahead = ReadAhead::new(&sources, COPY_READ_AHEAD);
+        let mut value = Vec::new();
+        for (k, &i) in order.iter().enumerate() {
+            ahead.keep_ahead(order[k..].iter().map(|&j| live[j].loc));
+            let v = &live[i];
+            let source = sources.get(&v.loc.container).ok_or_else(|| {
+                Error::invalid(format!("container {} is not a source", v.loc.container))
+            })?;
+            if let Err(e) = read_checked_into(source.as_ref(), &v.loc, &mut value) {
+                drop(target);
+                give_up_for_damage(built, v, &e);
+                return Ok(());
+            }
+            ahead.consumed(&v.loc);
+            let (_, extents) = target.put_located(&v.name, 0, &value)?;
+            let new = Location {
+                container: self.target,
+                offset: extents.first().map_or(0, |e| e.offset),
+                len: v.loc.len,
+                crc: v.loc.crc,
+            };
+            built
+                .remap
+                .insert((v.record.clone(), v.rev, v.tid), (v.loc, new));
+            built.read_bytes += v.loc.len;
+            built.written_bytes += v.loc.len;
+            progress(built.written_bytes);
+            throttle.account(2 * v.loc.len);
+        }
+        target.sync()?;
+        target.seal()?;
+        let filesize = target.data().filesize();
+        // Synced, so clean: the copy leaves none of its pages in the cache.
+        let _ = target.data().storage().drop_cache(0, 0);
+        drop(target);
+        for source in sources.values() {
+            let _ = source.drop_cache(0, u64::MAX);
+        }
+        let new_bytes = filesys::files_size(self.vfs.as_ref(), &target_base, Some(filesize))?;
+        share_target(built, self.target, new_bytes);
+        Ok(())
+    }
+
+    /// Indexes into `live` in the new container's order: grouped by title (a perm of indexes
+    /// into `live`, grouped by the title's hash), in `live`'s order within a title.
+    fn title_order(&self, live: &[LiveValue]) -> Result<Vec<usize>> {
+        let path = self.dir.join(format!("c{:06}.perm", self.target));
+        if self.vfs.exists(&path) {
+            self.vfs.remove(&path)?;
+        }
+        let mut perm = Perm::create(self.vfs.create_new(&path)?, &PermOptions::default())?;
+        for (i, v) in live.iter().enumerate() {
+            let hash = perm.hash_key(&v.record);
+            perm.append(Pair {
+                ptr: crate::format::kvseq::KvPointer(i as u64),
+                hash,
+            })?;
+        }
+        perm.group(|a, b| Ok(a.ptr.cmp(&b.ptr)))?;
+        let mut order = Vec::with_capacity(live.len());
+        let mut start = 0;
+        while start < perm.len() {
+            let n = (perm.len() - start).min(1 << 16);
+            for pair in perm.read_range(start, n)? {
+                let i = usize::try_from(pair.ptr.0)
+                    .ok()
+                    .filter(|i| *i < live.len())
+                    .ok_or_else(|| {
+                        Error::corrupt(&path, 0, "perm pair", "an index of the survey", pair.ptr.0)
+                    })?;
+                order.push(i);
+            }
+            start += n;
+        }
+        drop(perm);
+        self.vfs.remove(&path)?;
+        Ok(order)
+    }
+}
+
+/// A live value that cannot be read intact: its container is kept whole (damage is never
+/// dropped, nor does it stop the run), and the other sources to be rewritten into the same
+/// target are left for another job without it (adopt removes the partial target).
+fn give_up_for_damage(built: &mut Built, v: &LiveValue, e: &Error) {
+    let damaged = v.loc.container;
+    built.remap.clear();
+    built.read_bytes = 0;
+    built.written_bytes = 0;
+    let plans = std::mem::take(&mut built.plans);
+    for mut plan in plans {
+        if plan.id == damaged {
+            plan.action = Action::Keep;
+            plan.note = Some(format!(
+                "kept: the value of {:?} rev {} tid {} cannot be read intact ({e}); \
+                 `wink scrub --quarantine` copies it aside",
+                String::from_utf8_lossy(&v.record),
+                v.rev,
+                v.tid
+            ));
+            built.plans.push(plan);
+        } else if plan.action == Action::Rewrite {
+            built.retry.push(plan.id);
+        } else {
+            built.plans.push(plan);
+        }
+    }
+}
+
+/// Names the target in each rewritten source's plan, with a share of the target's bytes in
+/// proportion to the live bytes it gave.
+fn share_target(built: &mut Built, target: u32, new_bytes: u64) {
+    let live: u64 = built
+        .plans
+        .iter()
+        .filter(|p| p.action == Action::Rewrite)
+        .map(|p| p.live.bytes)
+        .sum();
+    for plan in built
+        .plans
+        .iter_mut()
+        .filter(|p| p.action == Action::Rewrite)
+    {
+        plan.into = Some(target);
+        plan.new_bytes = if live == 0 {
+            0
+        } else {
+            (u128::from(new_bytes) * u128::from(plan.live.bytes) / u128::from(live)) as u64
+        };
+    }
+}
+
+/// Containers a job surveys at once (a job over sparse containers takes several).
+const SURVEYS_AT_ONCE: usize = 4;
+
+/// Bytes of values asked for ahead of the copy: reads queued at the disk while the copy
+/// writes, instead of one synchronous read per value.
+const COPY_READ_AHEAD: u64 = 16 << 20;
+
+/// Keeps the next values of a copy being read into the page cache (`POSIX_FADV_WILLNEED`), a
+/// bounded number of bytes ahead, and drops each from the cache once it is copied.
+struct ReadAhead<'a> {
+    /// The source containers' datafiles, by container number.
+    sources: &'a HashMap<u32, Box<dyn Storage>>,
+    limit: u64,
+    /// Values asked for and not yet consumed, and their bytes.
+    asked: usize,
+    bytes: u64,
+}
+
+impl<'a> ReadAhead<'a> {
+    fn new(sources: &'a HashMap<u32, Box<dyn Storage>>, limit: u64) -> Self {
+        ReadAhead {
+            sources,
+            limit,
+            asked: 0,
+            bytes: 0,
+        }
+    }
+
+    /// `next`: the values still to copy, the next one first.
+    fn keep_ahead(&mut self, next: impl Iterator<Item = Location>) {
+        for loc in next.skip(self.asked) {
+            if self.asked > 0 && self.bytes + loc.len > self.limit {
+                break;
+            }
+            // A hint: a value not read ahead is read when its turn comes.
+            if let Some(source) = self.sources.get(&loc.container) {
+                let _ = source.will_need(loc.offset, loc.len);
+            }
+            self.asked += 1;
+            self.bytes += loc.len;
+        }
+    }
+
+    fn consumed(&mut self, loc: &Location) {
+        self.asked = self.asked.saturating_sub(1);
+        self.bytes = self.bytes.saturating_sub(loc.len);
+        if let Some(source) = self.sources.get(&loc.container) {
+            let _ = source.drop_cache(loc.offset, loc.len);
+        }
+    }
+}
+
+/// Reads a value into `value` and checks it against its CRC-32. The caller reuses the buffer:
+/// a fresh large one per value costs a page-faulting allocation each time.
+fn read_checked_into(storage: &dyn Storage, loc: &Location, value: &mut Vec<u8>) -> Result<()> {
+    let len = usize::try_from(loc.len).map_err(|_| Error::invalid("value too large for memory"))?;
+    value.clear();
+    value
+        .try_reserve(len)
+        .map_err(|_| Error::invalid("value too large for memory"))?;
+    value.resize(len, 0);
+    if len > 0 {
+        read_exact_at(storage, value, loc.offset, "a value")?;
+    }
+    loc.verify(storage.path(), value)
+}
+
+impl Store {
+    /// Prepares the compaction of sealed container `source` (see [`Store::start_compaction_of`]).
+    pub fn start_compaction(&mut self, source: u32, opts: &CompactOptions) -> Result<CompactJob> {
+        self.start_compaction_of(&[source], opts)
+    }
+    /// Prepares the compaction of sealed containers `candidates` (oldest first; the job takes
+    /// those whose live bytes fit one container, up to the current container): allocates the
+    /// new container. The job may run on another thread.
+    pub fn start_compaction_of(
+        &mut self,
+        candidates: &[u32],
+        opts: &CompactOptions,
+    ) -> Result<CompactJob> {
+        self.writer()?;
+        let current = self.current_container()?;
+        let sources: Vec<u32> = candidates
+            .iter()
+            .copied()
+            .take_while(|id| *id != current)
+            .collect();
+        if sources.is_empty() {
+            return Err(Error::invalid(format!(
+                "container {current} is the current one; only sealed containers are compacted"
+            )));
+        }
+        let target = self.allocate_container()?;
+        let g = self.generation()?;
+        Ok(CompactJob {
+            vfs: self.vfs().clone(),
+            dir: self.dir().to_path_buf(),
+            cfg: *self.config(),
+            clock: self.clock().clone(),
+            archive_base: self.archive().map(|_| g.archive_base(self.dir())),
+            opts: opts.clone(),
+            sources,
+            target,
+        })
+    }
+}

@@ -1,0 +1,77 @@
+//! Counts over the whole store: a scan of the title records, and the containers' sizes.
+
+use crate::error::Result;
+use crate::filesys;
+
+use super::containers::container_base;
+use super::{record_of, Render, Store};
+
+/// Counts over the whole store (a scan of the title records).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StoreStat {
+    pub titles: u64,
+    pub revisions: u64,
+    pub renders: u64,
+    pub live_bytes: u64,
+    /// Bytes in containers no readable render refers to (reclaimed by compaction).
+    pub dead_bytes: u64,
+    pub containers: u64,
+    pub container_bytes: u64,
+    /// The archive tier's counts, when the store has one.
+    pub archive: Option<crate::archive::ArchiveStats>,
+    /// Titles whose record could not be read (`DOMAIN/TITLE: the damage`): not counted above.
+    pub damaged: Vec<String>,
+}
+
+impl Store {
+    /// Counts over the whole store (reads every title record).
+    pub fn stat(&self) -> Result<StoreStat> {
+        let now = self.clock.now();
+        let policy = self.cfg.policy;
+        let mut st = StoreStat::default();
+        for item in self.meta.iter() {
+            let file = match item {
+                Ok(file) => file,
+                Err(e) => {
+                    // The walk cannot step past a damaged entry: what follows is not counted.
+                    st.damaged
+                        .push(format!("(the title records from here on): {e}"));
+                    break;
+                }
+            };
+            let rec = match record_of(&self.meta, &file) {
+                Ok(rec) => rec,
+                Err(e) => {
+                    st.damaged
+                        .push(format!("{}: {e}", String::from_utf8_lossy(&file.name)));
+                    continue;
+                }
+            };
+            let readable: Vec<&Render> = rec
+                .renders
+                .iter()
+                .filter(|r| policy.readable(&r.stamps, now))
+                .collect();
+            if readable.is_empty() {
+                continue;
+            }
+            st.titles += 1;
+            st.renders += readable.len() as u64;
+            let mut revs: Vec<u64> = readable.iter().map(|r| r.rev).collect();
+            revs.dedup();
+            st.revisions += revs.len() as u64;
+            // Lengths come from the records: saturating, so a damaged one cannot wrap the sum.
+            let bytes = readable.iter().map(|r| r.location.len);
+            st.live_bytes = bytes.fold(st.live_bytes, u64::saturating_add);
+        }
+        for id in self.container_ids()? {
+            let path = filesys::file_path(&container_base(&self.dir, id), "data");
+            st.containers += 1;
+            let kv = crate::format::kvseq::KvSeq::open(self.vfs.open(&path, false)?, false)?;
+            st.container_bytes += kv.filesize();
+        }
+        st.dead_bytes = st.container_bytes.saturating_sub(st.live_bytes);
+        st.archive = self.archive_tier()?.map(|a| a.stats()).transpose()?;
+        Ok(st)
+    }
+}
