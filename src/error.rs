@@ -22,8 +22,11 @@ pub enum Error {
     /// full": nothing is wrong with the files, what failed was not committed.
     #[error("{}: {}{}: {source}", path.display(), IoWhat(source), At(*offset))]
     Io {
+        /// The file.
         path: PathBuf,
+        /// Where in it, when the operation had a place.
         offset: Option<u64>,
+        /// What the operating system said.
         #[source]
         source: io::Error,
     },
@@ -31,10 +34,15 @@ pub enum Error {
     /// Bytes on disk do not follow the format. Nothing from the damaged structure is returned.
     #[error("{}: corrupt at byte {offset}: {what} (expected {expected}, found {found}); run `wink check` on it", path.display())]
     Corrupt {
+        /// The damaged file.
         path: PathBuf,
+        /// The byte where the damage was found (the start of the structure read).
         offset: u64,
+        /// The structure or field.
         what: String,
+        /// What the format requires there.
         expected: String,
+        /// What is there.
         found: String,
     },
 
@@ -42,7 +50,9 @@ pub enum Error {
     /// to the store's quarantine. Nothing of it is returned.
     #[error("{}: damaged value at byte {offset}, quarantined (see {}); restore it from a snapshot or put the render again", path.display(), quarantine.display())]
     Damaged {
+        /// The container file holding the value.
         path: PathBuf,
+        /// The value's first byte.
         offset: u64,
         /// The quarantine entry's description.
         quarantine: PathBuf,
@@ -51,8 +61,11 @@ pub enum Error {
     /// A well-formed file uses a feature this implementation does not support.
     #[error("{}: unsupported at byte {offset}: {what}", path.display())]
     Unsupported {
+        /// The file.
         path: PathBuf,
+        /// Where the feature is declared.
         offset: u64,
+        /// The feature.
         what: String,
     },
 
@@ -69,18 +82,29 @@ pub enum Error {
     /// returned: refresh the handle and read again.
     #[error("{}: changed by a later commit at byte {offset}: {what}; refresh and read again", path.display())]
     Stale {
+        /// The file the later commit changed.
         path: PathBuf,
+        /// Where the read found the sign of it.
         offset: u64,
+        /// What was read.
         what: String,
     },
 
     /// Another writer holds the lock of `path` (a store's directory, or a file).
     #[error("{}: in use by another writer (lock held); retry later, or wait for it", path.display())]
-    InUse { path: PathBuf },
+    InUse {
+        /// What is locked.
+        path: PathBuf,
+    },
 
     /// A fixed capacity is exhausted (an ao inode, a superblock with no room for a variable).
     #[error("{}: full: {what}", path.display())]
-    Full { path: PathBuf, what: String },
+    Full {
+        /// The file.
+        path: PathBuf,
+        /// What has no room.
+        what: String,
+    },
 
     /// A bug in Wink (a thread of the engine panicked), never a fault of the input. What was
     /// being done may have stopped half way: a store's commits are all or nothing, and the next

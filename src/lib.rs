@@ -40,29 +40,27 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
-//! Layers, bottom to top (each imports only from the ones above it in this list; the
-//! one-page picture is docs/ARCHITECTURE.md):
+//! The API is the list of names at the root of the crate (below). Layers, bottom to top, each
+//! importing only from the ones before it (the one-page picture is docs/ARCHITECTURE.md): the
+//! storage seam (pread/pwrite, sync, page-cache hooks) and the files a structure of several
+//! lives in; the container formats (superblock, kvseq, hindex, perm, exact to their spec) and
+//! the check of one file of any of them; the filesys (a flat filesystem on kvseq and hindex,
+//! with the append-only variant); the render store and the archive; maintenance (compaction,
+//! culling, archive runs, scrub, snapshots, the index rebuild); the HTTP service (feature
+//! `server`) and WARC export and import (feature `warc`).
 //!
-//! - [`storage`]: the seam under the formats (pread/pwrite, sync, page-cache hooks).
-//! - [`format`]: superblock, kvseq, hindex, perm — the container formats, exact to the spec.
-//! - [`check`]: validation of any Wink file, for `wink check`.
-//! - [`vfs`], [`sim`]: where multi-file structures get their files (real, or a simulated disk).
-//! - [`filesys`]: a flat filesystem on kvseq + hindex, with the append-only variant.
-//! - [`archive`]: old revisions of a title packed into compressed frames.
-//! - [`store`]: the render store — revisions and renders with precedence and retention.
-//! - [`maintenance`]: compaction, culling, archive runs, scrub, snapshots, the index rebuild.
-//! - [`synth`]: deterministic revision histories for the demo and benchmarks.
-//! - `warc` (feature `warc`): WARC export and import of a store, with a CDXJ index.
-//! - `serve` (feature `server`): `wink serve`, RESTBase's key_rev_value API over HTTP.
+//! Features: `cli` (the `wink` binary, with the test harnesses of feature `harness`), `server`
+//! and `warc`, all on by default; an embedder of the store alone takes
+//! `default-features = false`, and compiles none of clap, indicatif, tokio or hyper.
 //!
-//! Features: `cli` (the `wink` binary), `server` and `warc`, all on by default; an embedder of
-//! the store alone takes `default-features = false`.
+//! The modules themselves are public for the `wink` binary, the tests and the benchmarks, and
+//! hidden from the documentation: their paths may change between versions; the names at the
+//! root are the interface.
 //!
 //! The formats stand on their own too:
 //!
 //! ```
-//! use wink::format::kvseq::{KvSeq, KvSeqOptions};
-//! use wink::storage::MemStorage;
+//! use wink::{KvSeq, KvSeqOptions, MemStorage};
 //!
 //! let mut kv = KvSeq::create(Box::new(MemStorage::new("demo")), &KvSeqOptions::default())?;
 //! let ptr = kv.append(b"key", b"value")?;
@@ -71,28 +69,64 @@
 //! # Ok::<(), wink::Error>(())
 //! ```
 
+#![warn(missing_docs)]
+
+#[doc(hidden)]
 pub mod archive;
+#[doc(hidden)]
 pub mod check;
+#[doc(hidden)]
 pub mod clock;
-pub mod error;
+mod error;
+#[doc(hidden)]
 pub mod filesys;
+#[doc(hidden)]
 pub mod format;
+#[cfg(any(test, feature = "harness"))]
+#[doc(hidden)]
 pub mod fuzzing;
+#[doc(hidden)]
 pub mod maintenance;
 #[cfg(feature = "server")]
+#[doc(hidden)]
 pub mod serve;
+#[cfg(any(test, feature = "harness"))]
+#[doc(hidden)]
 pub mod sim;
+#[doc(hidden)]
 pub mod storage;
+#[doc(hidden)]
 pub mod store;
+#[cfg(any(test, feature = "harness"))]
+#[doc(hidden)]
 pub mod synth;
+#[doc(hidden)]
 pub mod vfs;
 #[cfg(feature = "warc")]
+#[doc(hidden)]
 pub mod warc;
 
-pub use error::{Error, Result};
-pub use filesys::Filesys;
-pub use format::hindex::HIndex;
-pub use format::kvseq::{KvPointer, KvSeq};
-pub use format::perm::Perm;
+// The render store.
+pub use store::{
+    Batch, Config, Got, Listed, Page, Policy, Put, Renders, Revisions, State, Store, StoreOptions,
+    StoreStat, TitleKey, RECORD_CACHE_BYTES,
+};
+// Its maintenance.
+pub use maintenance::compact::{CompactOptions, CompactReport};
+pub use maintenance::scrub::{ScrubOptions, ScrubReport};
+pub use maintenance::{ArchiveReport, CullReport};
+// The archive.
+pub use archive::{Archive, ArchiveOptions, ArchiveStats};
+// The filesys.
+pub use filesys::{Filesys, FsOptions, OpenOptions};
+// The container formats.
+pub use format::hindex::{HIndex, HIndexOptions};
+pub use format::kvseq::{KvPointer, KvSeq, KvSeqOptions};
+pub use format::perm::{Perm, PermOptions};
 pub use format::superblock::Superblock;
-pub use store::{Config, Got, Listed, Page, Policy, Put, State, Store, StoreOptions};
+// Where their bytes live, and the clock they stamp.
+pub use clock::{Clock, ManualClock};
+pub use storage::{FileStorage, MemStorage, Storage};
+pub use vfs::{RealFs, Vfs};
+// Errors.
+pub use error::{Error, Result};

@@ -11,11 +11,11 @@ use std::sync::Arc;
 
 use serde_json::Value;
 use wink::clock::ManualClock;
-use wink::error::Error;
 use wink::maintenance::scrub::ScrubOptions;
 use wink::store::check::check_store;
 use wink::store::quarantine;
 use wink::store::{Config, Page, Policy, Renders, Revisions, Store, StoreOptions};
+use wink::Error;
 
 const D: &str = "en.wikipedia.org";
 const HTML: &str = "text/html";

@@ -10,12 +10,12 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use wink::error::Error;
 use wink::filesys::{Filesys, FsOptions, OpenOptions, Staleness};
 use wink::format::kvseq::KvSeq;
 use wink::storage::Storage;
 use wink::store::{Page, Policy, Renders, Revisions, Store, StoreOptions};
 use wink::vfs::{RealFs, Vfs, WriterLock};
+use wink::Error;
 
 const D: &str = "en.wikipedia.org";
 const HTML: &str = "text/html";
