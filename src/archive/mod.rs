@@ -367,6 +367,23 @@ impl Archive {
         ))
     }
 
+    /// `look` at the entries of the title's map (taken down ones included), without copying
+    /// them: `None` when the title has no map. A title of many revisions finds the one a read
+    /// wants in the time of a look at each entry, not of a copy of all.
+    pub fn with_entries<T>(
+        &self,
+        key: &[u8],
+        look: impl FnOnce(&[Entry]) -> T,
+    ) -> Result<Option<T>> {
+        let Some(map) = self.load_shared(key)? else {
+            return Ok(None);
+        };
+        Ok(Some(look(match &*map {
+            AnyMap::V1(m) => &m.entries,
+            AnyMap::V2(m) => &m.entries,
+        })))
+    }
+
     /// Every revision the title's map records, taken down or not (empty when it has no map).
     pub fn all_entries(&self, key: &[u8]) -> Result<Vec<Entry>> {
         let Some(map) = self.load_shared(key)? else {

@@ -579,16 +579,23 @@ impl Store {
             record::InArchive::No => None,
             _ => self.archive_tier()?,
         };
+        let newest =
+            |tids: &mut dyn Iterator<Item = Uuid>| tids.max_by(|a, b| key::cmp_tid(*a, *b));
         let archived = match archive {
+            // Taken down ones too: a tid is never made again.
             Some(archive) => archive
-                .all_entries(name)?
-                .iter()
-                .filter(|e| e.rev == rev)
-                .map(|e| Uuid::from_bytes(e.tid))
-                .collect(),
-            None => Vec::new(),
+                .with_entries(name, |entries| {
+                    newest(
+                        &mut entries
+                            .iter()
+                            .filter(|e| e.rev == rev)
+                            .map(|e| Uuid::from_bytes(e.tid)),
+                    )
+                })?
+                .flatten(),
+            None => None,
         };
-        Ok(hot.chain(archived).max_by(|a, b| key::cmp_tid(*a, *b)))
+        Ok(newest(&mut hot.chain(archived)))
     }
 
     fn write_value(&mut self, title: &TitleKey, put: &Put<'_>, tid: Uuid) -> Result<Location> {

@@ -67,12 +67,44 @@ impl Store {
         name: &[u8],
         rec: Option<&TitleRecord>,
     ) -> Result<Vec<ArchiveEntry>> {
+        self.archived_where(name, rec, |entries| entries.cloned().collect())
+            .map(Option::unwrap_or_default)
+    }
+
+    /// The newest archived render of a title (see [`Store::archived`]) that `pick` accepts,
+    /// found without copying the title's entries.
+    fn newest_archived(
+        &self,
+        name: &[u8],
+        rec: Option<&TitleRecord>,
+        pick: &impl Fn(u64, Uuid) -> bool,
+    ) -> Result<Option<ArchiveEntry>> {
+        let newest = self.archived_where(name, rec, |entries| {
+            entries
+                .filter(|e| pick(e.rev, Uuid::from_bytes(e.tid)))
+                .max_by(|a, b| {
+                    let tid = |e: &ArchiveEntry| Uuid::from_bytes(e.tid);
+                    a.rev.cmp(&b.rev).then_with(|| cmp_tid(tid(a), tid(b)))
+                })
+                .cloned()
+        })?;
+        Ok(newest.flatten())
+    }
+
+    /// `look` at a title's archived renders that may be returned; `None` when there is nothing
+    /// to look at. The archive is looked at only on the evidence of the title's record.
+    fn archived_where<T>(
+        &self,
+        name: &[u8],
+        rec: Option<&TitleRecord>,
+        look: impl FnOnce(&mut dyn Iterator<Item = &ArchiveEntry>) -> T,
+    ) -> Result<Option<T>> {
         let Some(rec) = rec else {
             self.check_unrecorded(name)?;
-            return Ok(Vec::new());
+            return Ok(None);
         };
         if rec.title_down || rec.archive == InArchive::No {
-            return Ok(Vec::new());
+            return Ok(None);
         }
         let Some(archive) = self.archive_tier()? else {
             if rec.archive == InArchive::Yes {
@@ -89,16 +121,20 @@ impl Store {
                     "archive none",
                 ));
             }
-            return Ok(Vec::new());
+            return Ok(None);
         };
-        let mut entries = match archive.title_entries(name)? {
-            Some(entries) => entries,
+        let looked = archive.with_entries(name, |entries| {
+            let mut may = entries
+                .iter()
+                .filter(|e| !e.taken_down && !rec.revs_down.contains(&e.rev));
+            look(&mut may)
+        })?;
+        match looked {
+            Some(t) => Ok(Some(t)),
             // The record says the archive holds revisions: its map was lost (an index cell).
-            None if rec.archive == InArchive::Yes => return Err(self.missing_map(archive, name)),
-            None => Vec::new(),
-        };
-        entries.retain(|e: &ArchiveEntry| !rec.revs_down.contains(&e.rev));
-        Ok(entries)
+            None if rec.archive == InArchive::Yes => Err(self.missing_map(archive, name)),
+            None => Ok(None),
+        }
     }
 
     /// The damage of a title whose record says the archive holds revisions of it while the
@@ -148,9 +184,9 @@ impl Store {
         let settled = hot.is_some_and(|r| Some(r.rev) == current);
         let mut best = hot.map(Hit::Hot);
         if !settled {
-            for e in self.archived(name, rec.as_ref())? {
+            if let Some(e) = self.newest_archived(name, rec.as_ref(), pick)? {
                 let k = (e.rev, Uuid::from_bytes(e.tid));
-                if pick(k.0, k.1) && best.as_ref().is_none_or(|b| newer(k, b.key())) {
+                if best.as_ref().is_none_or(|b| newer(k, b.key())) {
                     best = Some(Hit::Archived(e));
                 }
             }

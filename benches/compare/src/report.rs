@@ -62,6 +62,9 @@ fn figures() -> Vec<Figure> {
         ("disk floor: raw cold pread p99 µs", |r| {
             r.load.raw_cold.as_ref().map_or(f64::NAN, |f| f.p99)
         }),
+        ("floor: raw warm pread into a new buffer p50 µs", |r| {
+            r.load.raw_warm.as_ref().map_or(f64::NAN, |f| f.p50)
+        }),
         ("get_latest cold p50 µs", |r| r.load.latest_cold.p50),
         ("get_latest cold p99 µs", |r| r.load.latest_cold.p99),
         ("get_render warm p50 µs", |r| r.load.render_warm.p50),

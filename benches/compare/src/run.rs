@@ -89,6 +89,10 @@ pub struct LoadResult {
     /// largest data file (when it has at least 64 MiB; not for the tree's small files).
     #[serde(default)]
     pub raw_cold: Option<ReadFigures>,
+    /// The same preads again, the pages now cached, each into a new buffer as a get's value:
+    /// the floor under a warm get that makes one pread.
+    #[serde(default)]
+    pub raw_warm: Option<ReadFigures>,
     pub latest_cold: ReadFigures,
     pub latest_warm: ReadFigures,
     pub render_cold: ReadFigures,
@@ -201,8 +205,8 @@ fn go_cold<C: Contender>(c: C, dir: &Path) -> Res<C> {
 }
 
 /// Random cold preads of 1–16 KiB (4096-aligned buffer) from the largest data file: what the
-/// disk gives at the moment, for reading the cold figures beside.
-fn raw_cold_reads<C: Contender>(dir: &Path, n: usize) -> Res<Option<ReadFigures>> {
+/// disk gives at the moment, for reading the cold figures beside; then the same preads warm.
+fn raw_reads<C: Contender>(dir: &Path, n: usize) -> Res<Option<(ReadFigures, ReadFigures)>> {
     use std::os::unix::fs::FileExt;
     let mut largest: Option<(u64, std::path::PathBuf)> = None;
     C::visit(dir, Files::Data, &mut |p| {
@@ -220,18 +224,28 @@ fn raw_cold_reads<C: Contender>(dir: &Path, n: usize) -> Res<Option<ReadFigures>
     let mut buf = vec![0u8; (32 << 10) + 4096];
     let skip = (4096 - buf.as_ptr() as usize % 4096) % 4096;
     let mut lat = Latencies(Vec::with_capacity(n));
+    let mut reads = Vec::with_capacity(n);
     for _ in 0..n {
         let size = 1024 + rng.below(15 << 10) as usize;
         let at = rng.below(len - size as u64);
         let start = Instant::now();
         file.read_exact_at(&mut buf[skip..skip + size], at)?;
         lat.0.push(start.elapsed().as_nanos() as u64);
+        reads.push((at, size));
+    }
+    let mut warm = Latencies(Vec::with_capacity(n));
+    for &(at, size) in &reads {
+        let start = Instant::now();
+        let mut value = vec![0u8; size];
+        file.read_exact_at(&mut value, at)?;
+        warm.0.push(start.elapsed().as_nanos() as u64);
+        std::hint::black_box(&value);
     }
     step(&format!(
-        "disk floor: {n} raw cold reads of {}",
+        "disk floor: {n} raw cold reads of {}, then warm",
         path.display()
     ));
-    Ok(Some(figures(&mut lat)))
+    Ok(Some((figures(&mut lat), figures(&mut warm))))
 }
 
 /// Another process dropped the whole page cache (`drop_caches`) during a read phase, which
@@ -350,7 +364,10 @@ pub fn run_load<C: Contender>(name: &str, mode: Mode, dir: &Path, s: &Settings) 
     })?;
     err?;
     r.disk_bytes = measure::disk_bytes(dir)?;
-    r.raw_cold = raw_cold_reads::<C>(dir, s.reads.min(5000))?;
+    if let Some((cold, warm)) = raw_reads::<C>(dir, s.reads.min(5000))? {
+        r.raw_cold = Some(cold);
+        r.raw_warm = Some(warm);
+    }
     let latest_keys = read_keys(&w, s.reads, 1, true);
     let render_keys = read_keys(&w, s.reads, 2, false);
     for (latest, keys) in [(true, &latest_keys), (false, &render_keys)] {
