@@ -195,6 +195,10 @@ impl crate::storage::Storage for Logged {
         self.log.lock().unwrap().push(("drop", offset, len));
         Ok(())
     }
+    fn drop_cache(&self, offset: u64, len: u64) -> std::io::Result<()> {
+        self.log.lock().unwrap().push(("synced", offset, len));
+        Ok(())
+    }
     fn create_temp(&self, suffix: &str) -> std::io::Result<Box<dyn crate::storage::Storage>> {
         self.inner.create_temp(suffix)
     }
@@ -209,21 +213,50 @@ impl crate::storage::Storage for Logged {
     }
 }
 
-#[test]
-fn drop_behind_starts_writeback_per_kick_and_drops_per_chunk() {
+/// A kvseq on a [`Logged`] memory file with drop-behind of `chunk`, `bytes` appended.
+fn logged_appends(chunk: u64, bytes: u64) -> (KvSeq, CallLog, u64) {
     let log = CallLog::default();
     let storage = Logged {
         inner: MemStorage::new("logged.kvseq"),
         log: log.clone(),
     };
     let mut kv = KvSeq::create(Box::new(storage), &KvSeqOptions::default()).unwrap();
-    let chunk = 4 * WRITEBACK_KICK;
     kv.set_drop_behind(Some(DropBehind { chunk }));
     let from = kv.filesize();
     let value = vec![1u8; 64 << 10];
-    while kv.filesize() < from + 9 * WRITEBACK_KICK {
+    while kv.filesize() < from + bytes {
         kv.append(b"k", &value).unwrap();
     }
+    (kv, log, from)
+}
+
+#[test]
+fn a_sync_drops_everything_drop_behind_has_not() {
+    // Less than a chunk: nothing dropped yet, so the sync drops from the first byte appended.
+    let (mut kv, log, from) = logged_appends(4 * WRITEBACK_KICK, 3 * WRITEBACK_KICK);
+    kv.sync().unwrap();
+    let synced: Vec<_> = log
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|e| e.0 == "synced")
+        .copied()
+        .collect();
+    assert_eq!(synced, [("synced", from, kv.filesize() - from)]);
+    // Past two chunks: the first dropped by drop-behind, the sync drops the rest.
+    let (mut kv, log, _) = logged_appends(4 * WRITEBACK_KICK, 9 * WRITEBACK_KICK);
+    kv.sync().unwrap();
+    let log = log.lock().unwrap().clone();
+    let dropped = log.iter().find(|e| e.0 == "drop").unwrap();
+    let synced = log.iter().find(|e| e.0 == "synced").unwrap();
+    assert_eq!(synced.1, dropped.1 + dropped.2, "{log:?}");
+    assert_eq!(synced.1 + synced.2, kv.filesize());
+}
+
+#[test]
+fn drop_behind_starts_writeback_per_kick_and_drops_per_chunk() {
+    let chunk = 4 * WRITEBACK_KICK;
+    let (kv, log, from) = logged_appends(chunk, 9 * WRITEBACK_KICK);
     let log = log.lock().unwrap().clone();
     let starts: Vec<_> = log.iter().filter(|e| e.0 == "start").collect();
     let drops: Vec<_> = log.iter().filter(|e| e.0 == "drop").collect();

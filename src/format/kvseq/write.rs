@@ -275,13 +275,13 @@ impl KvSeq {
             return Ok(());
         }
         let s = self.storage.as_ref();
-        // Everything before the chunk still in flight (or, with none, before the bytes not yet
+        // Everything before the chunk still in flight (or, with none, before the chunk being
         // handed to writeback) was dropped already, by drop-behind or by the last sync: dropping
         // the whole file again cost a walk of its page-cache range per commit (~1.7 ms at a few
         // hundred MiB, a commit per 1,000 puts of the render store).
         let from = match self.writeback.in_flight {
             Some((start, _)) => start,
-            None => self.writeback.submitted_to,
+            None => self.writeback.chunk_from,
         }
         .max(self.data_start)
         .min(self.filesize);
@@ -321,6 +321,7 @@ impl KvSeq {
         }
         self.dirty = true;
         self.writeback.submitted_to = self.writeback.submitted_to.min(filesize);
+        self.writeback.chunk_from = self.writeback.chunk_from.min(filesize);
         Ok(())
     }
 }
