@@ -95,7 +95,6 @@ pub mod serve;
 pub mod sim;
 #[doc(hidden)]
 pub mod storage;
-#[doc(hidden)]
 pub mod store;
 #[cfg(any(test, feature = "harness"))]
 #[doc(hidden)]
