@@ -85,7 +85,6 @@ pub mod format;
 #[cfg(any(test, feature = "harness"))]
 #[doc(hidden)]
 pub mod fuzzing;
-#[doc(hidden)]
 pub mod maintenance;
 #[cfg(feature = "server")]
 #[doc(hidden)]

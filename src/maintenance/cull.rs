@@ -25,6 +25,7 @@ pub struct CullReport {
     pub titles: u64,
     /// Records rewritten (or removed, when nothing was left in them).
     pub titles_touched: u64,
+    /// Renders removed from their records.
     pub renders_culled: u64,
     /// Value bytes of the culled renders: dead in their containers now (compaction reclaims them,
     /// as it would have whether or not they were culled).
