@@ -71,7 +71,6 @@
 
 #![warn(missing_docs)]
 
-#[doc(hidden)]
 pub mod archive;
 #[doc(hidden)]
 pub mod check;
