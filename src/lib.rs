@@ -77,7 +77,6 @@ pub mod check;
 #[doc(hidden)]
 pub mod clock;
 mod error;
-#[doc(hidden)]
 pub mod filesys;
 #[doc(hidden)]
 pub mod format;
