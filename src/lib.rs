@@ -78,7 +78,6 @@ pub mod check;
 pub mod clock;
 mod error;
 pub mod filesys;
-#[doc(hidden)]
 pub mod format;
 #[cfg(any(test, feature = "harness"))]
 #[doc(hidden)]
