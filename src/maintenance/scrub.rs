@@ -5,7 +5,7 @@
 //! with sequential advice, not through the store's random-advised readers), and a container's
 //! pages are dropped from the page cache once its values are read, so a scrub does not evict the
 //! node's hot data. The locations to read are gathered by a scan of the title records for a group
-//! of containers at a time, whose datafiles add up to at most [`PASS_BYTES`]: memory stays bounded
+//! of containers at a time, whose datafiles add up to at most `PASS_BYTES`: memory stays bounded
 //! by that, not by the size of the store.
 //!
 //! With [`ScrubOptions::quarantine`], each damaged hot value is also copied to the store's

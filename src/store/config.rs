@@ -12,7 +12,7 @@
 //! - `archive_level`: 1..=22; the zstd level of the archive.
 //! - `archive_key_every`: N; a self-contained block every N blocks (0: first only).
 //! - `archive_chain_bytes`: bytes; v2: a key once a read would decode more.
-//! - `checksum`: 8 hex digits; the CRC-32 of the entries before it (see [`verify_settings`]).
+//! - `checksum`: 8 hex digits; the CRC-32 of the entries before it (see `verify_settings`).
 
 use std::path::Path;
 

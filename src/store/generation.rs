@@ -201,14 +201,14 @@ impl Generation {
 
 impl Store {
     /// The generation file's contents.
-    /// Moves whose source is gone are finished and left out (see [`Store::finish_move`]).
+    /// Moves whose source is gone are finished and left out (see `Store::finish_move`).
     pub fn generation(&self) -> Result<Generation> {
         let mut g = Generation::read(self.vfs.as_ref(), &self.dir)?;
         g.moves
             .retain(|(source, _)| !self.container_files_gone(*source));
         Ok(g)
     }
-    /// Writes the generation file, leaving out finished moves (see [`Store::finish_move`]).
+    /// Writes the generation file, leaving out finished moves (see `Store::finish_move`).
     pub(crate) fn write_generation(&self, g: &Generation) -> Result<()> {
         let kv = KvSeqOptions {
             clock: self.clock.clone(),
