@@ -53,9 +53,11 @@
 //! and `warc`, all on by default; an embedder of the store alone takes
 //! `default-features = false`, and compiles none of clap, indicatif, tokio or hyper.
 //!
-//! The modules themselves are public for the `wink` binary, the tests and the benchmarks, and
-//! hidden from the documentation: their paths may change between versions; the names at the
-//! root are the interface.
+//! The modules of the storage seam, the formats, the filesys, the store, the archive and
+//! maintenance are public and documented, every public item of them (`missing_docs` guards
+//! them); the modules of the check, the HTTP service, WARC and the test harnesses are public
+//! for the `wink` binary, the tests and the benchmarks, and hidden from the documentation. The
+//! modules' paths may change between versions; the names at the root are the interface.
 //!
 //! The formats stand on their own too:
 //!
@@ -71,21 +73,16 @@
 
 #![warn(missing_docs)]
 
-#[doc(hidden)]
 pub mod archive;
 #[doc(hidden)]
 pub mod check;
-#[doc(hidden)]
 pub mod clock;
 mod error;
-#[doc(hidden)]
 pub mod filesys;
-#[doc(hidden)]
 pub mod format;
 #[cfg(any(test, feature = "harness"))]
 #[doc(hidden)]
 pub mod fuzzing;
-#[doc(hidden)]
 pub mod maintenance;
 #[cfg(feature = "server")]
 #[doc(hidden)]
@@ -93,14 +90,11 @@ pub mod serve;
 #[cfg(any(test, feature = "harness"))]
 #[doc(hidden)]
 pub mod sim;
-#[doc(hidden)]
 pub mod storage;
-#[doc(hidden)]
 pub mod store;
 #[cfg(any(test, feature = "harness"))]
 #[doc(hidden)]
 pub mod synth;
-#[doc(hidden)]
 pub mod vfs;
 #[cfg(feature = "warc")]
 #[doc(hidden)]

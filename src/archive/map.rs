@@ -44,11 +44,13 @@ pub struct Frame {
 /// One block: a file of concatenated frames.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Block {
+    /// Complete: no frame is appended to it any more.
     pub sealed: bool,
     /// A key block's first frame needs no earlier block.
     pub key: bool,
     /// Length of the revision its raw content ends with (the next block's dictionary).
     pub last_len: u64,
+    /// Its frames, in the order of the title's stream.
     pub frames: Vec<Frame>,
 }
 
@@ -72,13 +74,21 @@ impl Block {
 /// One archived revision.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Entry {
+    /// Revision number.
     pub rev: u64,
+    /// Render id (the tid's 16 bytes).
     pub tid: [u8; 16],
+    /// Content type, as put.
     pub content_type: String,
+    /// The block holding it (format 2: the frame's index).
     pub block: u32,
+    /// Byte offset of the revision in the block's raw content (format 2: 0).
     pub offset: u64,
+    /// Length of the raw revision, bytes.
     pub len: u64,
+    /// CRC-32 of the raw revision.
     pub crc: u32,
+    /// Taken down: never returned; a rewrite purges its bytes.
     pub taken_down: bool,
 }
 
@@ -92,7 +102,9 @@ impl Entry {
 /// The map of one title.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct TitleMap {
+    /// The title's blocks, by index.
     pub blocks: Vec<Block>,
+    /// Its archived revisions, in archive order.
     pub entries: Vec<Entry>,
 }
 
@@ -255,12 +267,16 @@ const DELTA: u8 = 2;
 /// What one archive run changed: blocks added or grown, entries added, entries taken down.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Delta {
+    /// Blocks added or grown, by index, each whole.
     pub blocks: Vec<(u32, Block)>,
+    /// Entries added.
     pub entries: Vec<Entry>,
+    /// (revision, tid) of earlier entries taken down.
     pub down: Vec<(u64, [u8; 16])>,
 }
 
 impl Delta {
+    /// True when the run changed nothing.
     pub fn is_empty(&self) -> bool {
         self.blocks.is_empty() && self.entries.is_empty() && self.down.is_empty()
     }

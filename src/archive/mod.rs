@@ -88,15 +88,20 @@ impl Default for ArchiveOptions {
 /// A revision to archive.
 #[derive(Clone, Copy, Debug)]
 pub struct Item<'a> {
+    /// Revision number.
     pub rev: u64,
+    /// Render id (the tid's 16 bytes).
     pub tid: [u8; 16],
+    /// Content type, kept in the title's map.
     pub content_type: &'a str,
+    /// The raw revision.
     pub value: &'a [u8],
 }
 
 /// Counts over the whole archive.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ArchiveStats {
+    /// Titles with a map.
     pub titles: u64,
     /// Files of frames: v1 blocks and v2 segments.
     pub blocks: u64,

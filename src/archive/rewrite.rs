@@ -45,6 +45,7 @@ pub const DROP_EVERY: u64 = 64 << 20;
 /// block is read or decompressed).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RewriteDue {
+    /// Titles in the archive.
     pub titles: u64,
     /// Taken-down revisions whose bytes are still in a block (and no readable revision shares).
     pub taken_down: u64,
@@ -55,9 +56,11 @@ pub struct RewriteDue {
     /// Blocks a rewrite would re-encode (each affected title's from its first affected block),
     /// and their stored bytes.
     pub reencode_blocks: u64,
+    /// Their stored bytes.
     pub reencode_stored_bytes: u64,
     /// Datafile entries no live file uses (superseded map logs, replaced files), and their bytes.
     pub dead_entries: u64,
+    /// Their bytes.
     pub dead_bytes: u64,
     /// The datafile's size (FILESIZE).
     pub datafile_bytes: u64,
@@ -78,22 +81,27 @@ pub struct RewriteReport {
     /// Titles whose blocks were all copied (none: a rewrite writes format 2), and titles
     /// re-encoded.
     pub titles_copied: u64,
+    /// Titles whose frames were written anew.
     pub titles_reencoded: u64,
     /// Titles left out: their maps held no revision.
     pub titles_dropped: u64,
     /// Blocks copied as they were (none), and frames written anew.
     pub blocks_copied: u64,
+    /// Frames written anew.
     pub blocks_written: u64,
     /// Readable revisions, and their raw bytes.
     pub revisions: u64,
+    /// Raw bytes of the readable revisions.
     pub raw_bytes: u64,
     /// Take-down records kept (all purged in the new archive).
     pub taken_down: u64,
     /// Taken-down revisions whose bytes this rewrite purged, and their raw bytes.
     pub purged: u64,
+    /// Raw bytes of the purged revisions.
     pub purged_bytes: u64,
     /// Datafile sizes (FILESIZE) of the source and of the new archive.
     pub bytes_before: u64,
+    /// Datafile size (FILESIZE) of the new archive.
     pub bytes_after: u64,
 }
 

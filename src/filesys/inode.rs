@@ -32,9 +32,13 @@ pub const MAX_SIZE: u64 = 16 << 20;
 /// A decoded inode.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Inode {
+    /// FILEID: unique in the datafile, kept across rename; names the data entries.
     pub fileid: u64,
+    /// LSIZE: the logical file size, bytes.
     pub lsize: u64,
+    /// FTYPE: the file's type, the caller's to assign.
     pub ftype: u8,
+    /// FMTIME: seconds since the epoch.
     pub mtime: i64,
     /// (kv_pointer, data_size) of each data entry, in order.
     pub data: Vec<(KvPointer, u64)>,
@@ -218,9 +222,19 @@ fn push_digits(out: &mut Vec<u8>, mut v: u64, radix: u64) {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum KeyKind<'a> {
     /// `NAME/I<n>`.
-    Inode { name: &'a [u8], n: u64 },
+    Inode {
+        /// The file's name.
+        name: &'a [u8],
+        /// The inode's number (0: one inode per file).
+        n: u64,
+    },
     /// `<fileid>/D<n>`.
-    Data { fileid: u64, n: u64 },
+    Data {
+        /// The FILEID of the file it belongs to.
+        fileid: u64,
+        /// Its index among the file's data entries.
+        n: u64,
+    },
     /// Anything else.
     Other,
 }

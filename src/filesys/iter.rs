@@ -123,7 +123,7 @@ impl Filesys {
     }
 
     /// Every live file, found through the index instead of a walk of the datafile: the used
-    /// cells give the inode pointers, and the inodes are read [`INDEX_THREADS`] at a time, in
+    /// cells give the inode pointers, and the inodes are read `INDEX_THREADS` at a time, in
     /// pointer (file) order. A survey of a filesys of large files reads one small entry per file
     /// this way, with many reads in flight. `None` when the files found do not account for every
     /// live entry of the datafile (AENTRIES: an inode and its data entries each): then the index

@@ -38,7 +38,9 @@ pub type Write = (u8, u64, Vec<u8>);
 /// A journal read back from disk.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Replay {
+    /// JSEQ: the commit number of the journal.
     pub seq: u64,
+    /// The held writes, in the order they are applied.
     pub writes: Vec<Write>,
 }
 

@@ -47,14 +47,21 @@ pub use ops::{Extent, Version};
 pub use overlay::OverlayStorage;
 use timeindex::TimeIndex;
 
+/// Datafile variable: the size of new inodes, bytes.
 pub const ISZ: VarName = VarName::new(b"ISZ");
+/// Datafile variable: the total size of the live inodes, bytes.
 pub const ITOTSZ: VarName = VarName::new(b"ITOTSZ");
+/// Datafile variable: the total LSIZE of the live files, bytes.
 pub const DTOTSZ: VarName = VarName::new(b"DTOTSZ");
+/// Datafile variable: 1 when a name may have several versions (the last live one counts).
 pub const HAVEDUPS: VarName = VarName::new(b"HAVEDUPS");
+/// Datafile variable: 1 in the append-only (ao) variant.
 pub const HAVEAO: VarName = VarName::new(b"HAVEAO");
 /// This project's variable: the FILEID the next new file gets.
 pub const NEXTFID: VarName = VarName::new(b"NEXTFID");
+/// PURPOSE of a filesys datafile `BASE.data`.
 pub const DATA_PURPOSE: Purpose = Purpose(*b"FSYSDATA");
+/// PURPOSE of a filesys indexfile `BASE.idx`.
 pub const INDEX_PURPOSE: Purpose = Purpose(*b"FSYSIDX ");
 /// Longest file name (bytes).
 pub const MAX_NAME: usize = 4096;
@@ -70,7 +77,9 @@ const TAG_TIME: u8 = 2;
 /// Settings for a new filesys.
 #[derive(Clone, Debug)]
 pub struct FsOptions {
+    /// The append-only variant (HAVEAO): no rename, a full inode is an error, a time index.
     pub ao: bool,
+    /// A name may have several versions, the last live one counting (HAVEDUPS).
     pub dups: bool,
     /// Size of new inodes (bytes; holds (ISZ − 56) / 16 data pointers).
     pub isz: u64,
@@ -98,15 +107,19 @@ impl Default for FsOptions {
 /// How to open a filesys.
 #[derive(Clone, Debug)]
 pub struct OpenOptions {
+    /// Open as the writer (taking the lock; in-place writes commit through the journal), else
+    /// read-only.
     pub writable: bool,
     /// Wait for another writer's lock instead of failing with "in use".
     pub wait: bool,
+    /// Where new files' mtimes come from.
     pub clock: Arc<dyn Clock>,
     /// Page-cache policy for written data: drop it in chunks of this many bytes (None: keep).
     pub drop_behind: Option<u64>,
 }
 
 impl OpenOptions {
+    /// A read-only handle's options: takes no lock, writes nothing.
     pub fn read_only() -> Self {
         OpenOptions {
             writable: false,
@@ -114,6 +127,8 @@ impl OpenOptions {
         }
     }
 
+    /// A writer's options: fails "in use" when another writer holds the lock; the system clock;
+    /// written data dropped from the page cache every 8 MiB.
     pub fn writer() -> Self {
         OpenOptions {
             writable: true,
@@ -141,13 +156,21 @@ pub enum Staleness {
 /// What a file looks like from outside.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FileStat {
+    /// The file's name.
     pub name: Vec<u8>,
+    /// Its logical size (LSIZE), bytes.
     pub size: u64,
+    /// Its type (FTYPE).
     pub ftype: u8,
+    /// Its mtime (FMTIME), seconds since the epoch.
     pub mtime: i64,
+    /// Its FILEID.
     pub fileid: u64,
+    /// Where its inode entry lies in the datafile.
     pub inode: crate::format::kvseq::KvPointer,
+    /// Bytes the inode occupies (its capacity).
     pub inode_size: u64,
+    /// Data entries the file has.
     pub data_entries: u64,
 }
 
@@ -170,6 +193,7 @@ impl FileStat {
 /// What a writer's open repaired or noticed.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Recovery {
+    /// One line per repair or notice, for the log.
     pub actions: Vec<String>,
 }
 

@@ -57,6 +57,7 @@ pub type ForUpdate = (Option<(FileStat, Vec<u8>)>, Version);
 pub struct Extent {
     /// Byte offset of the data entry's value.
     pub offset: u64,
+    /// Length of the value, bytes.
     pub len: u64,
 }
 

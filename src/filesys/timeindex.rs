@@ -16,9 +16,13 @@ use crate::format::repr::Repr;
 use crate::format::superblock::{Purpose, VarName};
 use crate::storage::{read_exact_at, Storage};
 
+/// Superblock variable: the period of the marks, seconds.
 pub const TIMEMP: VarName = VarName::new(b"TIMEMP");
+/// Superblock variable: the period start of the last mark.
 pub const TIMEMARK: VarName = VarName::new(b"TIMEMARK");
+/// Superblock variable: files appended since the last mark, the marking file included.
 pub const TIMEMN: VarName = VarName::new(b"TIMEMN");
+/// Superblock variable: the mtime of the last file, seconds since the epoch.
 pub const LASTMT: VarName = VarName::new(b"LASTMT");
 /// PURPOSE of a time index.
 pub const PURPOSE: Purpose = Purpose(*b"FSYSTIME");
@@ -83,14 +87,17 @@ impl TimeIndex {
         })
     }
 
+    /// The timefile's kvseq.
     pub fn kv(&self) -> &KvSeq {
         &self.kv
     }
 
+    /// The timefile's kvseq, to stage its writes and sync.
     pub fn kv_mut(&mut self) -> &mut KvSeq {
         &mut self.kv
     }
 
+    /// TIMEMP: the period of the marks, seconds.
     pub fn timemp(&self) -> i64 {
         self.timemp
     }
@@ -126,6 +133,7 @@ impl TimeIndex {
         self.kv.filesize().saturating_sub(self.kv.first().0) / self.entry_size
     }
 
+    /// True when there is no mark yet.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

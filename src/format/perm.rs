@@ -34,7 +34,9 @@ pub const SORTED_SUFFIX: &str = "sorted";
 /// One (kv_pointer, hash) pair.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Pair {
+    /// Where the entry lies in the kvseq.
     pub ptr: KvPointer,
+    /// The hash of the entry's key (mod HTSIZE when the perm has one).
     pub hash: u64,
 }
 
@@ -50,10 +52,13 @@ impl Pair {
 /// Settings for a new perm.
 #[derive(Clone, Debug)]
 pub struct PermOptions {
+    /// SBSIZE: the superblock's size, bytes.
     pub sbsize: u64,
+    /// PURPOSE: the caller's 8 characters, not interpreted.
     pub purpose: Purpose,
     /// Hashes are taken mod HTSIZE when given.
     pub htsize: Option<u64>,
+    /// FILEINCR: the preallocation step of the file's real length, bytes (0: none).
     pub fileincr: u64,
 }
 
@@ -176,10 +181,12 @@ impl Perm {
         })
     }
 
+    /// The perm file's path.
     pub fn path(&self) -> &Path {
         self.storage.path()
     }
 
+    /// The superblock, its variables as this handle holds them.
     pub fn superblock(&self) -> &Superblock {
         &self.sb
     }
@@ -189,6 +196,7 @@ impl Perm {
         self.len
     }
 
+    /// True when the perm holds no pair.
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }

@@ -15,11 +15,20 @@
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Repr {
     /// REPR 0..=3: a signed big-endian length of `width` bytes (1, 2, 4 or 8), then the data.
-    Prefixed { width: u8 },
+    Prefixed {
+        /// Bytes of the length: 1, 2, 4 or 8.
+        width: u8,
+    },
     /// REPR 4..=259: exactly `len` bytes.
-    Fixed { len: u16 },
+    Fixed {
+        /// The data's length, bytes (REPR − 4).
+        len: u16,
+    },
     /// REPR 260..=514: one length byte, the data, zero padding up to `max` data bytes.
-    Padded { max: u16 },
+    Padded {
+        /// The most data bytes a slot holds (REPR − 259).
+        max: u16,
+    },
 }
 
 /// Why a length header could not be decoded.
@@ -28,7 +37,12 @@ pub enum ReprError {
     /// A prefixed length below zero.
     NegativeLength(i64),
     /// A padded length above the slot.
-    PaddedTooLong { len: u8, max: u16 },
+    PaddedTooLong {
+        /// The length byte found.
+        len: u8,
+        /// The slot's most data bytes.
+        max: u16,
+    },
 }
 
 impl Repr {

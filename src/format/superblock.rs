@@ -93,32 +93,54 @@ impl fmt::Display for VarName {
 /// Names of the variables this library reads or writes (documented in `docs/FORMAT.md`).
 pub mod var {
     use super::VarName;
+    /// Superblock size: where the format's data begins.
     pub const SBSIZE: VarName = VarName::new(b"SBSIZE");
+    /// Which format the file is (0x10 kvseq, 0x20 hindex, 0x30 perm).
     pub const FORMAT: VarName = VarName::new(b"FORMAT");
+    /// The user's 8 characters saying what the file is for; not interpreted by the formats.
     pub const PURPOSE: VarName = VarName::new(b"PURPOSE");
+    /// Logical end of the file's contents; bytes past it mean nothing.
     pub const FILESIZE: VarName = VarName::new(b"FILESIZE");
+    /// Preallocation step of the real length (kvseq, perm).
     pub const FILEINCR: VarName = VarName::new(b"FILEINCR");
+    /// kvseq: FILESIZE at the last completed sync.
     pub const SYNCSIZE: VarName = VarName::new(b"SYNCSIZE");
+    /// Time of the last completed sync, seconds since the epoch.
     pub const SYNCTIME: VarName = VarName::new(b"SYNCTIME");
+    /// kvseq: the key representation.
     pub const KEYREPR: VarName = VarName::new(b"KEYREPR");
+    /// kvseq: the value representation.
     pub const VALREPR: VarName = VarName::new(b"VALREPR");
+    /// kvseq: 1 when every entry starts with a delflag byte.
     pub const KVDELFL: VarName = VarName::new(b"KVDELFL");
+    /// kvseq: entries start at multiples of ALIGN.
     pub const ALIGN: VarName = VarName::new(b"ALIGN");
+    /// kvseq: entries, deleted ones included; hindex: cells that are not HTFREE.
     pub const ENTRIES: VarName = VarName::new(b"ENTRIES");
+    /// kvseq: entries not deleted; hindex: cells neither HTFREE nor HTDEL.
     pub const AENTRIES: VarName = VarName::new(b"AENTRIES");
+    /// hindex: the number of cells; perm: hashes are taken mod HTSIZE.
     pub const HTSIZE: VarName = VarName::new(b"HTSIZE");
+    /// hindex: the cell size in 64-bit words.
     pub const CELLSZ: VarName = VarName::new(b"CELLSZ");
+    /// hindex, perm: the hash algorithm (only 1, MD5, exists).
     pub const HTALGO: VarName = VarName::new(b"HTALGO");
+    /// hindex: word 0 of a free cell.
     pub const HTFREE: VarName = VarName::new(b"HTFREE");
+    /// hindex: word 0 of a deleted cell.
     pub const HTDEL: VarName = VarName::new(b"HTDEL");
+    /// perm: the number of pairs.
     pub const PERMSIZE: VarName = VarName::new(b"PERMSIZE");
 }
 
 /// The FORMAT variable's known values.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Format {
+    /// FORMAT 0x10: a kvseq.
     KvSeq,
+    /// FORMAT 0x20: a hindex.
     HIndex,
+    /// FORMAT 0x30: a perm.
     Perm,
 }
 

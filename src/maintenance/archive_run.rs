@@ -21,6 +21,7 @@ use crate::store::Store;
 pub struct ArchiveReport {
     /// Titles with a revision archived.
     pub titles: u64,
+    /// Revisions archived (and removed from their title records).
     pub revisions: u64,
     /// Raw bytes archived.
     pub bytes: u64,

@@ -55,9 +55,11 @@ pub struct MaintenanceOptions {
     pub max_mbps: Option<f64>,
     /// Compact a sealed container once this fraction of its bytes is dead (0 to 1).
     pub min_dead: f64,
+    /// Cull title records of renders past their deadline each round.
     pub cull: bool,
     /// Archive revisions leaving the hot tier (stores with an archive only).
     pub archive: bool,
+    /// Compact the sealed containers worth it (`min_dead`) each round.
     pub compact: bool,
     /// Seal the current container when a compaction would rewrite it (as `wink compact` does).
     /// Off by default: in a store taking writes, the current container fills and is sealed by
@@ -105,13 +107,17 @@ impl MaintenanceOptions {
 pub struct MaintenanceStatus {
     /// Rounds finished (each: a cull pass, an archive pass, a compaction of what is worth it).
     pub rounds: u64,
+    /// What the culls did, added up.
     pub culled: CullReport,
+    /// What the archive steps did, added up.
     pub archived: ArchiveReport,
     /// Containers rewritten or dropped whole.
     pub compacted: u64,
     /// Container compactions given up because the records changed under them (retried later).
     pub abandoned: u64,
+    /// Bytes the compactions reclaimed (estimated as [`ContainerPlan::reclaimed`]).
     pub reclaimed_bytes: u64,
+    /// Errors its work met; `last_error` holds the last one.
     pub errors: u64,
     /// The last error, prefixed with the work that met it.
     pub last_error: Option<String>,

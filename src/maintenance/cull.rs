@@ -3,7 +3,8 @@
 //!
 //! Reads never depend on culling (docs/INTERNALS.md § Retention and archive candidates): a
 //! render past its deadline is hidden by the clock whether or not its record still lists it. A cull
-//! drops exactly what the opportunistic cull of a put drops ([`TitleRecord::cull_keeping`]):
+//! drops exactly what the opportunistic cull of a put drops
+//! ([`TitleRecord::cull_keeping`](crate::store::record::TitleRecord::cull_keeping)):
 //! renders the policy no longer lets through, except the archive's candidates not archived yet;
 //! take-down markers stay. So every read — at this clock value or any later one — answers the same
 //! before and after, and a step can stop anywhere: what it committed is a cull some put could have
@@ -25,6 +26,7 @@ pub struct CullReport {
     pub titles: u64,
     /// Records rewritten (or removed, when nothing was left in them).
     pub titles_touched: u64,
+    /// Renders removed from their records.
     pub renders_culled: u64,
     /// Value bytes of the culled renders: dead in their containers now (compaction reclaims them,
     /// as it would have whether or not they were culled).

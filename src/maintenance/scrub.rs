@@ -5,7 +5,7 @@
 //! with sequential advice, not through the store's random-advised readers), and a container's
 //! pages are dropped from the page cache once its values are read, so a scrub does not evict the
 //! node's hot data. The locations to read are gathered by a scan of the title records for a group
-//! of containers at a time, whose datafiles add up to at most [`PASS_BYTES`]: memory stays bounded
+//! of containers at a time, whose datafiles add up to at most `PASS_BYTES`: memory stays bounded
 //! by that, not by the size of the store.
 //!
 //! With [`ScrubOptions::quarantine`], each damaged hot value is also copied to the store's
@@ -36,13 +36,16 @@ const PASS_BYTES: u64 = 4 << 30;
 /// Which tier a damaged value is in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Tier {
+    /// A value in a container (the hot tier).
     Hot,
+    /// A revision in the archive.
     Archive,
     /// The title records and their index: the damage is to a title, not a value.
     Meta,
 }
 
 impl Tier {
+    /// Its lower-case name, as reports print it.
     pub fn as_str(self) -> &'static str {
         match self {
             Tier::Hot => "hot",
@@ -55,13 +58,19 @@ impl Tier {
 /// A value that could not be read back intact.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Damage {
+    /// The tier the damage is in.
     pub tier: Tier,
+    /// The render's domain (empty when the damage names no title).
     pub domain: String,
+    /// The render's title (empty when the damage names no title).
     pub title: String,
+    /// The render's revision (0 for damage to a whole title).
     pub rev: u64,
+    /// The render's tid (the nil UUID for damage to a whole title).
     pub tid: Uuid,
     /// The file holding the damaged bytes, and where.
     pub file: PathBuf,
+    /// Byte offset of the damage in `file`.
     pub offset: u64,
     /// What was wrong (the error's message).
     pub what: String,
@@ -101,13 +110,16 @@ pub struct ScrubOptions {
 pub struct ScrubReport {
     /// Hot values read, and their bytes.
     pub values: u64,
+    /// Bytes of the hot values read.
     pub bytes: u64,
     /// Archived revisions read.
     pub archived: u64,
+    /// What could not be read back intact: empty when the store is clean.
     pub damaged: Vec<Damage>,
 }
 
 impl ScrubReport {
+    /// True when nothing was found damaged.
     pub fn is_clean(&self) -> bool {
         self.damaged.is_empty()
     }
@@ -117,8 +129,11 @@ impl ScrubReport {
 /// "revisions" of the archive).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ScrubProgress {
+    /// The unit: `"bytes"` of hot values, then `"revisions"` of the archive.
     pub what: &'static str,
+    /// Units done.
     pub done: u64,
+    /// Units in all, in this phase.
     pub total: u64,
 }
 

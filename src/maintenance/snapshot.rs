@@ -24,9 +24,11 @@ use crate::store::{generation, meta_base, Store};
 pub struct SnapshotReport {
     /// Files hard-linked, and their bytes.
     pub linked: u64,
+    /// Bytes of the files hard-linked.
     pub linked_bytes: u64,
     /// Files copied, and their bytes.
     pub copied: u64,
+    /// Bytes of the files copied.
     pub copied_bytes: u64,
 }
 

@@ -17,10 +17,13 @@ use crate::store::{meta_base, Store};
 /// One container's space.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ContainerSpace {
+    /// The container's number.
     pub id: u32,
     /// The datafile's logical size (FILESIZE).
     pub bytes: u64,
+    /// Bytes of readable values in it (by the title records).
     pub live_bytes: u64,
+    /// The rest of `bytes`: what compaction reclaims.
     pub dead_bytes: u64,
     /// Bytes of the datafile in the page cache.
     pub resident_bytes: u64,
@@ -29,16 +32,20 @@ pub struct ContainerSpace {
 /// A file's page-cache residency.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Residency {
+    /// The file.
     pub path: PathBuf,
     /// The file's length on disk (preallocation included).
     pub bytes: u64,
+    /// Bytes of it in the page cache.
     pub resident_bytes: u64,
 }
 
 /// Space by container, and the meta files' residency.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Space {
+    /// One per container, by number.
     pub containers: Vec<ContainerSpace>,
+    /// The title records' files (`DIR/meta.*`).
     pub meta: Vec<Residency>,
 }
 

@@ -12,7 +12,7 @@
 //! - `archive_level`: 1..=22; the zstd level of the archive.
 //! - `archive_key_every`: N; a self-contained block every N blocks (0: first only).
 //! - `archive_chain_bytes`: bytes; v2: a key once a read would decode more.
-//! - `checksum`: 8 hex digits; the CRC-32 of the entries before it (see [`verify_settings`]).
+//! - `checksum`: 8 hex digits; the CRC-32 of the entries before it (see `verify_settings`).
 
 use std::path::Path;
 
@@ -27,14 +27,18 @@ use super::policy::{ArchivePolicy, Policy};
 /// The largest value a store accepts: one filesys data entry.
 pub const MAX_VALUE: u64 = crate::filesys::MAX_DATA_ENTRY;
 
+/// PURPOSE of the configuration file: what its superblock says it is.
 pub const PURPOSE: Purpose = Purpose(*b"WINKSTOR");
 const VERSION: &str = "1";
 
 /// A store's settings.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Config {
+    /// Retention of revisions and renders in the hot tier.
     pub policy: Policy,
+    /// Bytes past which the current container is sealed and a new one started.
     pub container_bytes: u64,
+    /// The largest value a put accepts, bytes (at most [`MAX_VALUE`]).
     pub max_value: u64,
     /// The archive tier, when enabled: which render of a leaving revision it keeps.
     pub archive: Option<ArchivePolicy>,

@@ -36,7 +36,9 @@ use super::{record_name, State, Store};
 /// One title's renders, as a dump sees them.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DumpTitle {
+    /// The title's domain.
     pub domain: String,
+    /// The title within its domain.
     pub title: String,
     /// Oldest first: revision, then tid precedence.
     pub renders: Vec<DumpRender>,
@@ -45,9 +47,13 @@ pub struct DumpTitle {
 /// One render of a [`DumpTitle`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DumpRender {
+    /// Revision number.
     pub rev: u64,
+    /// Render id (a version-1 UUID: its time orders renders of one revision).
     pub tid: Uuid,
+    /// Content type, as put.
     pub content_type: String,
+    /// Where it stands: current, recent, historical or archived.
     pub state: State,
     /// The value's length in bytes.
     pub size: u64,

@@ -47,15 +47,23 @@ pub const FIRST_ARCHIVE: &str = "archive";
 /// The contents of the generation file.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Generation {
+    /// Bumped by every adopted compaction step.
     pub generation: u64,
+    /// Base name of the archive filesys (`archive`, or `archive.gN` after a rewrite).
     pub archive: String,
+    /// A container a compaction is building (0: none); removed at open unless a move adopted it.
     pub pending: u32,
+    /// An archive a compaction is building (empty: none); removed at open unless adopted.
     pub pending_archive: String,
     /// (from, into): records may still point into `from`; `into` 0 means dropped.
     pub moves: Vec<(u32, u32)>,
+    /// An archive replaced by a rewrite, to be removed (empty: none).
     pub retired_archive: String,
+    /// When the last compaction finished, seconds since the epoch (0: never).
     pub last_time: i64,
+    /// Bytes the last compaction reclaimed.
     pub last_reclaimed: u64,
+    /// Compaction runs finished.
     pub compactions: u64,
 }
 
@@ -193,14 +201,14 @@ impl Generation {
 
 impl Store {
     /// The generation file's contents.
-    /// Moves whose source is gone are finished and left out (see [`Store::finish_move`]).
+    /// Moves whose source is gone are finished and left out (see `Store::finish_move`).
     pub fn generation(&self) -> Result<Generation> {
         let mut g = Generation::read(self.vfs.as_ref(), &self.dir)?;
         g.moves
             .retain(|(source, _)| !self.container_files_gone(*source));
         Ok(g)
     }
-    /// Writes the generation file, leaving out finished moves (see [`Store::finish_move`]).
+    /// Writes the generation file, leaving out finished moves (see `Store::finish_move`).
     pub(crate) fn write_generation(&self, g: &Generation) -> Result<()> {
         let kv = KvSeqOptions {
             clock: self.clock.clone(),

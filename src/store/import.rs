@@ -27,12 +27,17 @@ pub const MAX_LINE: u64 = 64 << 10;
 /// One line of the manifest.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CorpusEntry {
+    /// The document: the title it is stored under, and its directory in the corpus.
     pub doc: String,
+    /// Revision number.
     pub rev: u64,
+    /// Seconds since the epoch: the time of the render's tid.
     pub timestamp: i64,
+    /// The file's length, bytes; checked before and while it is read.
     pub bytes: u64,
     /// The file's SHA-1, when the manifest gives one (not empty, not `-`).
     pub sha1: Option<[u8; 20]>,
+    /// The file: `SRC/DOC/REV.html`.
     pub path: PathBuf,
     /// Its line in the manifest (1: the header).
     pub line: u64,
@@ -227,9 +232,13 @@ fn read_entry(e: &CorpusEntry, max_value: u64) -> Result<Vec<u8>> {
 /// What an import did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ImportStats {
+    /// Renders put.
     pub renders: u64,
+    /// Bytes of values put.
     pub bytes: u64,
+    /// Distinct titles put.
     pub titles: u64,
+    /// Batches committed.
     pub batches: u64,
 }
 

@@ -92,10 +92,12 @@ impl TitleKey {
         self.name.as_bytes()
     }
 
+    /// The domain half of the name.
     pub fn domain(&self) -> &str {
         &self.name[..self.domain_len]
     }
 
+    /// The title half of the name.
     pub fn title(&self) -> &str {
         &self.name[self.domain_len + 1..]
     }

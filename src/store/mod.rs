@@ -61,13 +61,18 @@ pub const NEXTCONT: VarName = VarName::new(b"NEXTCONT");
 /// The state of a listed render.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum State {
+    /// A render of the current revision: the newest non-historical revision readable now.
     Current,
+    /// A readable render of an older, superseded revision.
     Recent,
+    /// A historical put: an old revision regenerated on request, kept `historical_ttl`.
     Historical,
+    /// Read from the archive tier.
     Archived,
 }
 
 impl State {
+    /// Its lower-case name, as listings and the CLI print it.
     pub fn as_str(self) -> &'static str {
         match self {
             State::Current => "current",
@@ -81,40 +86,58 @@ impl State {
 /// One put.
 #[derive(Clone, Copy, Debug)]
 pub struct Put<'a> {
+    /// The domain, e.g. `en.wikipedia.org`.
     pub domain: &'a str,
+    /// The title within its domain.
     pub title: &'a str,
+    /// Revision number: precedence is by revision, then tid.
     pub rev: u64,
     /// Generated from the store's clock when `None`.
     pub tid: Option<Uuid>,
+    /// Content type, stored with the render and returned by reads.
     pub content_type: &'a str,
+    /// The value, at most [`Config::max_value`] bytes.
     pub value: &'a [u8],
+    /// An old revision regenerated on request: kept `historical_ttl`, never the current one.
     pub historical: bool,
 }
 
 /// A render read back.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Got {
+    /// Revision number.
     pub rev: u64,
+    /// Render id (a version-1 UUID).
     pub tid: Uuid,
+    /// Content type, as put.
     pub content_type: String,
+    /// Where it stands when read.
     pub state: State,
+    /// The value, checked against its CRC-32.
     pub value: Vec<u8>,
 }
 
 /// A render as listed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Listed {
+    /// Revision number.
     pub rev: u64,
+    /// Render id (a version-1 UUID).
     pub tid: Uuid,
+    /// The value's length, bytes.
     pub size: u64,
+    /// Content type, as put.
     pub content_type: String,
+    /// Where it stands when listed.
     pub state: State,
 }
 
 /// Which part of a listing.
 #[derive(Clone, Copy, Debug)]
 pub struct Page {
+    /// Renders to skip, newest first.
     pub offset: usize,
+    /// Renders to return at most.
     pub limit: usize,
 }
 
@@ -130,10 +153,13 @@ impl Default for Page {
 /// How to open a store.
 #[derive(Clone, Debug)]
 pub struct StoreOptions {
+    /// Open as the writer (taking the store's lock, recovering after a crash), else read-only.
     pub writable: bool,
     /// Wait for another writer instead of failing with "in use".
     pub wait: bool,
+    /// Where tids and retention stamps take the time from.
     pub clock: Arc<dyn Clock>,
+    /// The filesystem the store's files are opened through.
     pub vfs: Arc<dyn Vfs>,
     /// Bytes of title records a writer's handle keeps from its reads, so that a warm read is
     /// one pread (the value's); 0 keeps none; a read-only handle keeps none either way.
@@ -146,6 +172,8 @@ pub struct StoreOptions {
 pub const RECORD_CACHE_BYTES: usize = 16 << 20;
 
 impl StoreOptions {
+    /// A writer's options: fails "in use" when another writer holds the lock; the system clock,
+    /// the real filesystem.
     pub fn writer() -> Self {
         StoreOptions {
             writable: true,
@@ -156,6 +184,7 @@ impl StoreOptions {
         }
     }
 
+    /// A read-only handle's options: takes no lock, writes nothing.
     pub fn read_only() -> Self {
         StoreOptions {
             writable: false,

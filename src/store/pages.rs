@@ -25,7 +25,9 @@ use super::{record_name, Listed, Page, Store};
 /// Where a page of a title's renders ended: the last render returned.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RenderCursor {
+    /// Revision of the last render returned.
     pub rev: u64,
+    /// Tid of the last render returned.
     pub tid: Uuid,
 }
 
@@ -51,6 +53,7 @@ impl FromStr for RenderCursor {
 /// One page of a title's renders, newest first.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RenderPage {
+    /// The renders, newest first (revision, then tid precedence).
     pub items: Vec<Listed>,
     /// Where the next page starts; `None` on the last page.
     pub next: Option<RenderCursor>,
@@ -92,6 +95,7 @@ impl FromStr for TitlePosition {
 /// One page of a domain's titles.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TitlePage {
+    /// Titles, in the order of the files that hold them (not sorted).
     pub titles: Vec<String>,
     /// Where the next page starts; `None` once every title has been walked. A page may hold
     /// fewer than the limit (even none) and still have a next one: a page walks a bounded

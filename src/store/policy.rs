@@ -19,27 +19,37 @@ pub enum Revisions {
     /// Every revision, forever.
     All,
     /// A revision superseded at S stays readable until S + TTL seconds.
-    Recent { ttl: i64 },
+    Recent {
+        /// Seconds after it was superseded.
+        ttl: i64,
+    },
 }
 
 /// Which renders of one revision stay readable.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Renders {
+    /// Every render of the revision.
     All,
     /// The newest `count` renders; an older one until `grace` seconds after it was pushed out.
     Latest {
+        /// Renders kept.
         count: u32,
+        /// Seconds an older render stays readable after it was pushed out.
         grace: i64,
     },
     /// Per epoch-aligned `secs`-long bucket of tid time, the newest `count`; the rest until
     /// `grace` after they were pushed out.
     Interval {
+        /// Bucket length, seconds of tid time.
         secs: i64,
+        /// Renders kept per bucket.
         count: u32,
+        /// Seconds a render stays readable after it was pushed out.
         grace: i64,
     },
     /// Every render, the current one too, until `ttl` after its arrival (a stash).
     Ttl {
+        /// Seconds after its arrival.
         ttl: i64,
     },
 }
@@ -47,8 +57,11 @@ pub enum Renders {
 /// The retention configuration of a store.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Policy {
+    /// How long superseded revisions stay readable.
     pub revisions: Revisions,
+    /// Which renders of one revision stay readable.
     pub renders: Renders,
+    /// Seconds a historical put stays readable after its arrival.
     pub historical_ttl: i64,
 }
 
@@ -68,9 +81,13 @@ impl Default for Policy {
 /// The times stamped into a render's record.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct Stamps {
+    /// Its last write, seconds since the epoch.
     pub arrival: i64,
+    /// When a newer revision superseded it, seconds since the epoch (`None`: not yet).
     pub superseded: Option<i64>,
+    /// When it was pushed out of the kept renders, seconds since the epoch (`None`: not yet).
     pub pushed_out: Option<i64>,
+    /// A historical put: its deadline is `historical_ttl` after its arrival, nothing else.
     pub historical: bool,
     /// The first render of its revision to arrive (the archive's `first` policy keeps it).
     pub first: bool,
@@ -110,7 +127,10 @@ pub enum ArchivePolicy {
     /// The newest render (tid precedence) when the revision leaves the hot tier.
     Newest,
     /// One render per `secs` of tid time: oldest first, each at least `secs` after the last kept.
-    Every { secs: i64 },
+    Every {
+        /// The interval, seconds of tid time.
+        secs: i64,
+    },
 }
 
 impl FromStr for ArchivePolicy {

@@ -45,19 +45,26 @@ const MAX_DESCRIPTION: u64 = 64 << 10;
 pub struct Entry {
     /// [`FORMAT`].
     pub format: String,
+    /// The render's domain.
     pub domain: String,
+    /// The render's title.
     pub title: String,
+    /// The render's revision.
     pub rev: u64,
+    /// The render's tid, as text (see [`Entry::tid`]).
     pub tid: String,
     /// The container and its datafile (as the scrub found it).
     pub container: u32,
+    /// The datafile's path when the scrub found the damage.
     pub file: PathBuf,
     /// The value's byte offset in the datafile, and its length by the title record.
     pub offset: u64,
+    /// The value's length, bytes, by the title record.
     pub length: u64,
     /// CRC-32 by the title record, and of the bytes found (`None` when fewer than `length`
     /// bytes could be read), as `0x%08x`.
     pub expected_crc32: String,
+    /// CRC-32 of the bytes found (`None`: fewer than `length` could be read), as `0x%08x`.
     pub found_crc32: Option<String>,
     /// Bytes copied to `cNNNNNN-OFFSET.bin`.
     pub saved_bytes: u64,

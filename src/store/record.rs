@@ -43,6 +43,7 @@ pub struct Location {
     pub container: u32,
     /// Byte offset of the value in the container's datafile.
     pub offset: u64,
+    /// Length of the value, bytes.
     pub len: u64,
     /// CRC-32 of the value.
     pub crc: u32,
@@ -69,10 +70,15 @@ impl Location {
 /// One stored render.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Render {
+    /// Revision number.
     pub rev: u64,
+    /// Render id (a version-1 UUID).
     pub tid: Uuid,
+    /// Content type, as put.
     pub content_type: String,
+    /// Where the value lives, and its CRC-32.
     pub location: Location,
+    /// The times its retention deadlines count from.
     pub stamps: Stamps,
 }
 
@@ -89,14 +95,21 @@ impl Render {
 /// Why a put cannot be taken.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Refusal {
+    /// The title, or this revision of it, is taken down.
     TakenDown,
-    HistoricalNewerThanCurrent { current: u64 },
+    /// A historical put of a revision newer than the current one.
+    HistoricalNewerThanCurrent {
+        /// The current revision.
+        current: u64,
+    },
 }
 
 /// All renders and take-downs of one title.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct TitleRecord {
+    /// The whole title is taken down: nothing of it is returned or taken.
     pub title_down: bool,
+    /// Revisions taken down.
     pub revs_down: BTreeSet<u64>,
     /// Newest first.
     pub renders: Vec<Render>,

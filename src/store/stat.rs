@@ -9,13 +9,19 @@ use super::{record_of, Render, Store};
 /// Counts over the whole store (a scan of the title records).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct StoreStat {
+    /// Titles with at least one readable render.
     pub titles: u64,
+    /// Readable revisions.
     pub revisions: u64,
+    /// Readable renders.
     pub renders: u64,
+    /// Bytes of readable values, by the title records.
     pub live_bytes: u64,
     /// Bytes in containers no readable render refers to (reclaimed by compaction).
     pub dead_bytes: u64,
+    /// Containers (sealed and current).
     pub containers: u64,
+    /// Bytes of the containers' datafiles.
     pub container_bytes: u64,
     /// The archive tier's counts, when the store has one.
     pub archive: Option<crate::archive::ArchiveStats>,

@@ -61,6 +61,7 @@ fn magicless_dctx<'a>() -> Result<DCtx<'a>, String> {
 }
 
 impl Decoder {
+    /// A decoder for magicless frames; the error is zstd's, as text.
     pub fn new() -> Result<Decoder, String> {
         Ok(Decoder {
             dctx: magicless_dctx()?,

@@ -29,6 +29,7 @@ use crate::format::bytes::ByteReader;
 
 use super::super::map::{record, Entry};
 
+/// Magic of a v2 map snapshot.
 pub const MAGIC: &[u8; 4] = b"WAM2";
 /// The frame of a purged take-down record: none.
 pub const NO_FRAME: u32 = u32::MAX;
@@ -51,7 +52,12 @@ pub enum Base {
     /// The raw revision of the frame before it.
     Previous,
     /// Another title's key (`refs[title]`, its frame `frame`, itself a [`Base::Key`]): a key too.
-    Title { title: u16, frame: u32 },
+    Title {
+        /// Index of the title's key in the map's `refs`.
+        title: u16,
+        /// Index of the key frame in that title's map.
+        frame: u32,
+    },
 }
 
 impl Base {
@@ -64,18 +70,26 @@ impl Base {
 /// One revision's frame.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Frame {
+    /// The segment file holding the frame (`v/KEY#seg`).
     pub seg: u32,
+    /// Byte offset of the frame in the segment file.
     pub offset: u64,
+    /// Compressed length, bytes.
     pub stored: u32,
+    /// Raw length of the revision, bytes.
     pub raw: u32,
+    /// CRC-32 of the raw revision.
     pub crc: u32,
+    /// What it was compressed against.
     pub base: Base,
 }
 
 /// A segment file `v/KEY#N`: frames appended, one data entry per archive run.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Segment {
+    /// Data entries appended to the file (at most [`MAX_APPENDS`]).
     pub appends: u8,
+    /// The segment file's length, bytes.
     pub len: u64,
 }
 
@@ -84,24 +98,35 @@ pub struct Segment {
 /// purged record).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Map {
+    /// Keys of the titles whose key frames this title's frames use as a base ([`Base::Title`]).
     pub refs: Vec<Vec<u8>>,
+    /// The title's segment files, by index.
     pub segments: Vec<Segment>,
+    /// Its frames, one per distinct revision, in archive order.
     pub frames: Vec<Frame>,
+    /// Its archived revisions, in archive order.
     pub entries: Vec<Entry>,
 }
 
 /// What one archive run changed (or a whole map, as a delta from nothing).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Delta {
+    /// Title keys appended to the map's refs.
     pub refs: Vec<Vec<u8>>,
+    /// Segments added or grown, by index.
     pub segments: Vec<(u32, Segment)>,
+    /// Index of the first frame in `frames`: the map's frame count before the run.
     pub first_frame: u32,
+    /// Frames appended.
     pub frames: Vec<Frame>,
+    /// Entries added.
     pub entries: Vec<Entry>,
+    /// (revision, tid) of earlier entries taken down.
     pub down: Vec<(u64, [u8; 16])>,
 }
 
 impl Delta {
+    /// True when the run changed nothing.
     pub fn is_empty(&self) -> bool {
         self.refs.is_empty()
             && self.segments.is_empty()

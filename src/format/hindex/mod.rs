@@ -48,6 +48,7 @@ const PROBE_BATCH: u64 = 8;
 
 /// Reads the key of a kvseq entry (for comparisons and rebuilds).
 pub trait KeySource {
+    /// The key of the entry at `ptr`; an error when the entry cannot be read.
     fn key_at(&self, ptr: KvPointer) -> Result<Vec<u8>>;
 }
 
@@ -60,11 +61,18 @@ impl KeySource for KvSeq {
 /// Settings for a new hindex.
 #[derive(Clone, Debug)]
 pub struct HIndexOptions {
+    /// SBSIZE: the superblock's size, bytes.
     pub sbsize: u64,
+    /// PURPOSE: the caller's 8 characters, not interpreted.
     pub purpose: Purpose,
+    /// HTSIZE: the number of cells of the table.
     pub htsize: u64,
+    /// CELLSZ: the cell size in 64-bit words (1 to [`MAX_CELLSZ`]; 2 and up keep a hash beside
+    /// the pointer).
     pub cellsz: u64,
+    /// The load limit: (cells not HTFREE) / HTSIZE above this rebuilds the table larger.
     pub max_load: f64,
+    /// SYNCTIME written at create, seconds since the epoch.
     pub time: i64,
 }
 
@@ -84,11 +92,15 @@ impl Default for HIndexOptions {
 /// The contents of one cell.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Cell {
+    /// HTFREE: never used; a probe stops here.
     Free,
+    /// HTDEL: used once, now deleted; a probe goes on past it.
     Deleted,
     /// A kv_pointer; `stored_hash` is the second word (0 when CELLSZ is 1).
     Used {
+        /// Where the entry lies in the kvseq.
         ptr: KvPointer,
+        /// The hash kept beside the pointer.
         stored_hash: u64,
     },
 }
@@ -96,7 +108,9 @@ pub enum Cell {
 /// A key found in the table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Found {
+    /// The cell's index in the table.
     pub cell: u64,
+    /// The kv_pointer the cell holds.
     pub ptr: KvPointer,
 }
 
@@ -279,22 +293,27 @@ impl HIndex {
         Ok(index)
     }
 
+    /// The indexfile's path.
     pub fn path(&self) -> &Path {
         self.storage.path()
     }
 
+    /// The storage it is read and written through.
     pub fn storage(&self) -> &dyn Storage {
         self.storage.as_ref()
     }
 
+    /// The superblock, its variables as this handle holds them.
     pub fn superblock(&self) -> &Superblock {
         &self.sb
     }
 
+    /// HTSIZE: the number of cells.
     pub fn htsize(&self) -> u64 {
         self.htsize
     }
 
+    /// CELLSZ: the cell size in 64-bit words.
     pub fn cellsz(&self) -> u64 {
         self.cellsz
     }

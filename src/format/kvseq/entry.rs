@@ -12,11 +12,17 @@ use crate::storage::{read_exact_at, Storage};
 /// Where the parts of one entry lie.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct EntryLayout {
+    /// Where the entry starts.
     pub ptr: KvPointer,
+    /// Its delflag is set (always false without KVDELFL).
     pub deleted: bool,
+    /// Byte offset of the key's bytes in the file.
     pub key_offset: u64,
+    /// Length of the key, bytes.
     pub key_len: u64,
+    /// Byte offset of the value's bytes in the file.
     pub value_offset: u64,
+    /// Length of the value, bytes.
     pub value_len: u64,
     /// One past the entry's last byte (before alignment).
     pub end: u64,
@@ -25,9 +31,13 @@ pub struct EntryLayout {
 /// One entry, read whole.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Entry {
+    /// Where the entry starts.
     pub ptr: KvPointer,
+    /// Its delflag is set (always false without KVDELFL).
     pub deleted: bool,
+    /// The key's bytes.
     pub key: Vec<u8>,
+    /// The value's bytes.
     pub value: Vec<u8>,
     /// Where the value's bytes start in the file.
     pub value_offset: u64,
@@ -36,8 +46,11 @@ pub struct Entry {
 /// One entry met by an iterator: its layout, its key, and its value when asked for.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EntryInfo {
+    /// Where its parts lie.
     pub layout: EntryLayout,
+    /// The key's bytes.
     pub key: Vec<u8>,
+    /// The value's bytes, when the iterator reads values.
     pub value: Option<Vec<u8>>,
 }
 

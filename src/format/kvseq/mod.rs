@@ -65,15 +65,23 @@ const POINT_WINDOW: usize = 4096;
 /// Settings for a new kvseq.
 #[derive(Clone, Debug)]
 pub struct KvSeqOptions {
+    /// SBSIZE: the superblock's size, bytes.
     pub sbsize: u64,
+    /// PURPOSE: the caller's 8 characters, not interpreted.
     pub purpose: Purpose,
+    /// KEYREPR: how keys are laid out.
     pub keyrepr: Repr,
+    /// VALREPR: how values are laid out.
     pub valrepr: Repr,
+    /// KVDELFL: every entry starts with a delflag byte, so it can be deleted in place.
     pub delflag: bool,
+    /// ALIGN: entries start at multiples of this many bytes (0 or 1: none).
     pub align: u64,
+    /// FILEINCR: the preallocation step of the file's real length, bytes (0: none).
     pub fileincr: u64,
     /// Extra variables written after the standard ones (e.g. a filesys's ISZ).
     pub extra: Vec<(VarName, i64)>,
+    /// Where SYNCTIME is taken from at each sync.
     pub clock: Arc<dyn Clock>,
 }
 
@@ -297,18 +305,22 @@ impl KvSeq {
         KvPointer(self.data_start)
     }
 
+    /// KEYREPR: how keys are laid out.
     pub fn keyrepr(&self) -> Repr {
         self.keyrepr
     }
 
+    /// VALREPR: how values are laid out.
     pub fn valrepr(&self) -> Repr {
         self.valrepr
     }
 
+    /// True when every entry starts with a delflag byte (KVDELFL 1).
     pub fn has_delflag(&self) -> bool {
         self.delflag
     }
 
+    /// ALIGN: entries start at multiples of it (0 or 1: none).
     pub fn align(&self) -> u64 {
         self.align
     }

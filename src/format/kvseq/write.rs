@@ -13,6 +13,7 @@ use crate::storage::{self, write_all_at};
 /// after each `chunk` bytes the previous chunk is waited for and dropped from the page cache.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DropBehind {
+    /// Bytes per chunk dropped from the page cache.
     pub chunk: u64,
 }
 

@@ -93,6 +93,7 @@ pub struct Built {
 }
 
 impl Built {
+    /// One per source the job took, with the action it took (a prefix of its candidates).
     pub fn plans(&self) -> &[ContainerPlan] {
         &self.plans
     }
@@ -118,7 +119,9 @@ pub struct Adopted {
     pub retry: Vec<u32>,
     /// How many of the job's candidates it took: the caller's next job starts after them.
     pub taken: usize,
+    /// Bytes read from the sources.
     pub read_bytes: u64,
+    /// Bytes written to the new container.
     pub written_bytes: u64,
     /// Sources the switch moved away from (removed by `adopt`).
     pub switched: Vec<u32>,

@@ -28,21 +28,22 @@
 //!   are left out of the generation file's next write. After a crash: removal finished at open.
 //!
 //! A source with no live value is dropped whole (`move N 0`), without a copy and without writing
-//! a target. Free space needed: what one target's build writes ([`TargetCost`]: its values and
+//! a target. Free space needed: what one target's build writes (`TargetCost`: its values and
 //! their overhead, an index sized for them, its small files, room for the records' commit),
-//! checked for the whole run before [`Store::compact`] changes anything, and again before each
-//! build. Only sealed containers are compacted; [`CompactOptions::seal_current`] rotates the
-//! current one first when it holds dead values (so that a take-down can be verified at once),
-//! once the run is known to go ahead. A live value that cannot
-//! be read intact keeps its container whole; the other sources of its job are compacted again by
-//! another job without it.
+//! checked for the whole run before [`Store::compact`](crate::store::Store::compact) changes
+//! anything, and again before each build. Only sealed containers are compacted;
+//! [`CompactOptions::seal_current`] rotates the current one first when it holds dead values (so
+//! that a take-down can be verified at once), once the run is known to go ahead. A live value
+//! that cannot be read intact keeps its container whole; the other sources of its job are
+//! compacted again by another job without it.
 //!
 //! The survey and the build need no writer: [`CompactJob::run`] works on its own read-only handles
 //! and can run on another thread while the writer keeps taking puts; the validation, switch and
-//! roll-forward ([`Store::adopt`]) take the writer's handle for as long as it takes to rewrite the
-//! records of the sources' titles. A render that became live again after the survey (it cannot,
-//! by the retention rules — deadlines only move earlier — but a survey may race a commit) fails
-//! the validation, and the job is abandoned with its sources intact.
+//! roll-forward ([`Store::adopt`](crate::store::Store::adopt)) take the writer's handle for as
+//! long as it takes to rewrite the records of the sources' titles. A render that became live
+//! again after the survey (it cannot, by the retention rules — deadlines only move earlier — but a
+//! survey may race a commit) fails the validation, and the job is abandoned with its sources
+//! intact.
 
 mod archive;
 mod cost;

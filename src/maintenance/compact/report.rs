@@ -20,6 +20,7 @@ pub enum Reason {
 }
 
 impl Reason {
+    /// Its lower-case name, as reports print it.
     pub fn as_str(self) -> &'static str {
         match self {
             Reason::Expired => "expired",
@@ -34,7 +35,9 @@ impl Reason {
 /// A count of values and their bytes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Tally {
+    /// Values counted.
     pub values: u64,
+    /// Their bytes.
     pub bytes: u64,
 }
 
@@ -59,6 +62,7 @@ pub enum Action {
 }
 
 impl Action {
+    /// Its lower-case name, as reports print it.
     pub fn as_str(self) -> &'static str {
         match self {
             Action::Keep => "keep",
@@ -72,13 +76,17 @@ impl Action {
 /// One container's survey, and what became of it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ContainerPlan {
+    /// The container's number.
     pub id: u32,
     /// Bytes of its files.
     pub bytes: u64,
+    /// Values a read can still return, which a rewrite copies.
     pub live: Tally,
     /// Bytes of the live values' names: a copy writes them beside the values.
     pub live_names: u64,
+    /// Values no read can return any more, by why.
     pub dropped: BTreeMap<Reason, Tally>,
+    /// What the compaction does (a plan) or did with it.
     pub action: Action,
     /// The container its live values went to.
     pub into: Option<u32>,
@@ -106,13 +114,19 @@ impl ContainerPlan {
 /// What a compaction run did (or, dry, would do).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct CompactReport {
+    /// Nothing was changed: the report is the plan.
     pub dry_run: bool,
+    /// The store's generation (see the generation file) when the run started.
     pub generation_before: u64,
+    /// Its generation when the run ended (the same for a dry run).
     pub generation_after: u64,
+    /// One per container surveyed, with what became of it.
     pub containers: Vec<ContainerPlan>,
     /// Bytes read from old containers and written to new ones.
     pub read_bytes: u64,
+    /// Bytes written to new containers.
     pub written_bytes: u64,
+    /// Wall-clock seconds the run took.
     pub seconds: f64,
     /// The options' `min_dead` (the archive is rewritten past it too).
     pub min_dead: f64,
@@ -123,6 +137,8 @@ pub struct CompactReport {
 }
 
 impl CompactReport {
+    /// Bytes freed, containers and archive together (a dry run's estimate of what a run would
+    /// free).
     pub fn reclaimed(&self) -> u64 {
         let archive = match (&self.archive_rewrite, &self.archive_due) {
             (Some(r), _) => r.bytes_before.saturating_sub(r.bytes_after),
