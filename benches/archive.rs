@@ -191,8 +191,8 @@ enum Cache {
     Cold,
 }
 
-/// One-revision reads of random revisions as the store reads them (the title's entry found in its map, then
-/// the revision): (p50, p99) in ms.
+/// One-revision reads of random revisions as the store reads them (the title's entry found in
+/// its map, then the revision): (p50, p99) in ms.
 fn reads(a: &Archive, titles: &[Title], reads: usize, cache: Cache) -> (f64, f64) {
     let all: Vec<(&Title, usize)> = titles
         .iter()
