@@ -32,7 +32,8 @@ pub enum Error {
     },
 
     /// Bytes on disk do not follow the format. Nothing from the damaged structure is returned.
-    #[error("{}: corrupt at byte {offset}: {what} (expected {expected}, found {found}); run `wink check` on it", path.display())]
+    #[error("{}: corrupt at byte {offset}: {what} (expected {expected}, found {found}); run `wink \
+        check` on it", path.display())]
     Corrupt {
         /// The damaged file.
         path: PathBuf,
@@ -48,7 +49,8 @@ pub enum Error {
 
     /// A value known to be damaged: `wink scrub --quarantine` copied its bytes and a description
     /// to the store's quarantine. Nothing of it is returned.
-    #[error("{}: damaged value at byte {offset}, quarantined (see {}); restore it from a snapshot or put the render again", path.display(), quarantine.display())]
+    #[error("{}: damaged value at byte {offset}, quarantined (see {}); restore it from a snapshot \
+        or put the render again", path.display(), quarantine.display())]
     Damaged {
         /// The container file holding the value.
         path: PathBuf,
@@ -80,7 +82,8 @@ pub enum Error {
     /// A read-only handle's view is older than a writer's commit that changed what it was reading
     /// (a file rewritten, removed or created since the view was taken). Nothing wrong was
     /// returned: refresh the handle and read again.
-    #[error("{}: changed by a later commit at byte {offset}: {what}; refresh and read again", path.display())]
+    #[error("{}: changed by a later commit at byte {offset}: {what}; refresh and read \
+        again", path.display())]
     Stale {
         /// The file the later commit changed.
         path: PathBuf,
@@ -91,7 +94,8 @@ pub enum Error {
     },
 
     /// Another writer holds the lock of `path` (a store's directory, or a file).
-    #[error("{}: in use by another writer (lock held); retry later, or wait for it", path.display())]
+    #[error("{}: in use by another writer (lock held); retry later, or wait for \
+        it", path.display())]
     InUse {
         /// What is locked.
         path: PathBuf,

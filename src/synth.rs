@@ -116,9 +116,20 @@ impl Article {
         let mut html = String::with_capacity(8192);
         html.push_str("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>");
         html.push_str(&self.title);
-        html.push_str(" - Wikipedia</title>\n<link rel=\"stylesheet\" href=\"/w/load.php?modules=site.styles&amp;only=styles\">\n");
-        html.push_str("<style>.mw-body{margin:0 auto;max-width:960px}.infobox{float:right;border:1px solid #a2a9b1}</style>\n");
-        html.push_str(&format!("<meta property=\"mw:revisionId\" content=\"{rev}\"></head>\n<body class=\"mw-body\"><nav id=\"p-navigation\"><ul><li><a href=\"/wiki/Main_Page\">Main page</a></li><li><a href=\"/wiki/Special:Random\">Random article</a></li></ul></nav>\n"));
+        html.push_str(
+            " - Wikipedia</title>\n<link rel=\"stylesheet\" \
+            href=\"/w/load.php?modules=site.styles&amp;only=styles\">\n",
+        );
+        html.push_str(
+            "<style>.mw-body{margin:0 \
+            auto;max-width:960px}.infobox{float:right;border:1px solid #a2a9b1}</style>\n",
+        );
+        html.push_str(&format!(
+            "<meta property=\"mw:revisionId\" content=\"{rev}\"></head>\n<body \
+            class=\"mw-body\"><nav id=\"p-navigation\"><ul><li><a href=\"/wiki/Main_Page\">Main \
+            page</a></li><li><a href=\"/wiki/Special:Random\">Random \
+            article</a></li></ul></nav>\n"
+        ));
         html.push_str(&format!("<h1 id=\"firstHeading\">{}</h1>\n", self.title));
         for (heading, paras) in &self.sections {
             html.push_str(&format!("<h2 id=\"{heading}\">{heading}</h2>\n"));
@@ -128,7 +139,10 @@ impl Article {
                 html.push_str("</p>\n");
             }
         }
-        html.push_str("<footer id=\"footer\">Text is available under the Creative Commons Attribution-ShareAlike License.</footer></body></html>\n");
+        html.push_str(
+            "<footer id=\"footer\">Text is available under the Creative Commons \
+            Attribution-ShareAlike License.</footer></body></html>\n",
+        );
         html.into_bytes()
     }
 }

@@ -4,7 +4,7 @@
 //! | part           | bytes                                                                  |
 //! |----------------|------------------------------------------------------------------------|
 //! | version line   | `WARC/1.1` CRLF (`WARC/1.0` is read too)                                |
-//! | named fields   | `Name: value` CRLF each; a line that starts with SP or HT continues the value before it |
+//! | named fields   | `Name: value` CRLF each; a line starting with SP or HT continues a value  |
 //! | end of header  | CRLF                                                                   |
 //! | block          | `Content-Length` bytes                                                 |
 //! | end of record  | CRLF CRLF                                                              |

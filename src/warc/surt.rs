@@ -146,21 +146,55 @@ mod tests {
     fn keys_match_the_python_surt_package() {
         let cases = [
             (
-                "https://en.wikipedia.org/api/rest_v1/page/html/Main_Page/1234/6ba7b810-9dad-11d1-80b4-00c04fd430c8",
-                "org,wikipedia,en)/api/rest_v1/page/html/main_page/1234/6ba7b810-9dad-11d1-80b4-00c04fd430c8",
+                "https://en.wikipedia.org/api/rest_v1/page/html/Main_Page/1234/\
+                    6ba7b810-9dad-11d1-80b4-00c04fd430c8",
+                "org,wikipedia,en)/api/rest_v1/page/html/main_page/1234/\
+                    6ba7b810-9dad-11d1-80b4-00c04fd430c8",
             ),
             (
-                "https://en.wikipedia.org/api/rest_v1/page/html/Caf%C3%A9_%26_Bar%2FX/7/6ba7b810-9dad-11d1-80b4-00c04fd430c8",
-                "org,wikipedia,en)/api/rest_v1/page/html/caf%c3%a9_&_bar/x/7/6ba7b810-9dad-11d1-80b4-00c04fd430c8",
+                "https://en.wikipedia.org/api/rest_v1/page/html/Caf%C3%A9_%26_Bar%2FX/7/\
+                    6ba7b810-9dad-11d1-80b4-00c04fd430c8",
+                "org,wikipedia,en)/api/rest_v1/page/html/caf%c3%a9_&_bar/x/7/\
+                    6ba7b810-9dad-11d1-80b4-00c04fd430c8",
             ),
-            ("https://www.wikipedia.org/api/rest_v1/page/html/A%20B%3Fc/7/x", "org,wikipedia)/api/rest_v1/page/html/a%20b?c/7/x"),
-            ("https://corpus/api/rest_v1/page/html/badoo-privacy-policy/12/abc", "corpus)/api/rest_v1/page/html/badoo-privacy-policy/12/abc"),
-            ("https://en.wikipedia.org/api/rest_v1/page/html/%25/7/x", "org,wikipedia,en)/api/rest_v1/page/html/%25/7/x"),
-            ("https://en.wikipedia.org/api/rest_v1/page/html/a%23b/7/x", "org,wikipedia,en)/api/rest_v1/page/html/a%23b/7/x"),
-            ("https://en.wikipedia.org/api/rest_v1/page/html/a+b~c(d)!*'/7/x", "org,wikipedia,en)/api/rest_v1/page/html/a+b~c(d)!*'/7/x"),
-            ("https://EN.Wikipedia.org:443/api/rest_v1/page/html/A/7/x", "org,wikipedia,en)/api/rest_v1/page/html/a/7/x"),
-            ("http://archive.org/goo/?a=2&b&a=1", "org,archive)/goo?a=1&a=2&b"),
-            ("http://www2.example.com:8080/a/./b/../c//d/", "com,example:8080)/a/c/d"),
+            (
+                "https://www.wikipedia.org/api/rest_v1/page/html/A%20B%3Fc/7/\
+                x",
+                "org,wikipedia)/api/rest_v1/page/html/a%20b?c/7/x",
+            ),
+            (
+                "https://corpus/api/rest_v1/page/html/badoo-privacy-policy/12/\
+                abc",
+                "corpus)/api/rest_v1/page/html/badoo-privacy-policy/12/abc",
+            ),
+            (
+                "https://en.wikipedia.org/api/rest_v1/page/html/%25/7/\
+                x",
+                "org,wikipedia,en)/api/rest_v1/page/html/%25/7/x",
+            ),
+            (
+                "https://en.wikipedia.org/api/rest_v1/page/html/a%23b/7/\
+                x",
+                "org,wikipedia,en)/api/rest_v1/page/html/a%23b/7/x",
+            ),
+            (
+                "https://en.wikipedia.org/api/rest_v1/page/html/a+b~c(d)!*'/7/\
+                x",
+                "org,wikipedia,en)/api/rest_v1/page/html/a+b~c(d)!*'/7/x",
+            ),
+            (
+                "https://EN.Wikipedia.org:443/api/rest_v1/page/html/A/7/\
+                x",
+                "org,wikipedia,en)/api/rest_v1/page/html/a/7/x",
+            ),
+            (
+                "http://archive.org/goo/?a=2&b&a=1",
+                "org,archive)/goo?a=1&a=2&b",
+            ),
+            (
+                "http://www2.example.com:8080/a/./b/../c//d/",
+                "com,example:8080)/a/c/d",
+            ),
             ("http://example.com", "com,example)/"),
         ];
         for (uri, key) in cases {

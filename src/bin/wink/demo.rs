@@ -37,8 +37,9 @@ bytes on disk (the sum of the store's file sizes, preallocation included).
 
 The store goes to a new temporary directory that is removed at the end, or to --dir (created like
 `wink init DIR --archive newest`, and kept). The clock starts at WINK_NOW when set, else at the
-system's time, and stands still but for the archive step's jump of the recent TTL plus 1 s. Exit status 1 when
-a verification fails (the temporary store is then kept for inspection), 2 for bad options.";
+system's time, and stands still but for the archive step's jump of the recent TTL plus 1 s. Exit
+status 1 when a verification fails (the temporary store is then kept for inspection), 2 for bad
+options.";
 
 /// The domain of the generated pages.
 const DOMAIN: &str = "demo.wikipedia.org";
@@ -231,7 +232,8 @@ fn start(args: &Args, dir: &Path, clock: std::sync::Arc<dyn Clock>) -> Result<De
     let store = Store::open(dir, &opts)?;
     let mut out = Out::new();
     out.line(&format!(
-        "wink demo: {} pages × {} revisions, store in {} (policy: revisions {}, renders {}, archive {})",
+        "wink demo: {} pages × {} revisions, store in {} (policy: revisions {}, renders {}, \
+            archive {})",
         args.pages,
         args.revisions,
         dir.display(),
@@ -304,7 +306,8 @@ fn store_histories(demo: &mut Demo) -> Result<()> {
     }
     let secs = demo.put_time.as_secs_f64().max(1e-9);
     demo.out.line(&format!(
-        "  {} renders of {} pages, {} in {batches} batches of up to {BATCH}: {:.2} s, {:.0} puts/s, {:.1} MB/s",
+        "  {} renders of {} pages, {} in {batches} batches of up to {BATCH}: {:.2} s, {:.0} \
+            puts/s, {:.1} MB/s",
         demo.renders,
         demo.pages,
         mb(demo.raw_bytes),
@@ -521,7 +524,8 @@ fn archive(demo: &mut Demo) -> Result<()> {
         .ok_or_else(|| Error::invalid("the demo's store has no archive"))?
         .stats()?;
     demo.out.line(&format!(
-        "  clock +{ttl} s: {} revisions of {} pages left the hot tier, {} archived in {secs:.2} s, {:.1} MB/s",
+        "  clock +{ttl} s: {} revisions of {} pages left the hot tier, {} archived in {secs:.2} s, \
+            {:.1} MB/s",
         report.revisions,
         report.titles,
         mb(report.bytes),
