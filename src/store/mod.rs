@@ -23,6 +23,7 @@ pub mod import;
 pub mod key;
 pub mod pages;
 pub mod policy;
+mod options;
 pub mod quarantine;
 mod recent;
 pub mod record;
@@ -37,17 +38,18 @@ use std::sync::Arc;
 use uuid::Uuid;
 
 use crate::archive::Archive;
-use crate::clock::{self, Clock};
+use crate::clock::Clock;
 use crate::error::{Error, Result};
 use crate::filesys::{self, Filesys, FsOptions};
 use crate::format::superblock::VarName;
 use crate::storage::read_exact_at;
-use crate::vfs::{RealFs, Vfs};
+use crate::vfs::Vfs;
 
 pub use config::Config;
 use containers::{container_base, container_options, Containers};
 pub use dump::{DumpReader, DumpRender, DumpTitle};
 pub use key::{TidMaker, TitleKey};
+pub use options::{StoreOptions, RECORD_CACHE_BYTES};
 pub use pages::{RenderCursor, RenderPage, TitlePage, TitlePosition};
 pub use policy::{Policy, Renders, Revisions};
 use record::{Location, Refusal, Render, TitleRecord};
@@ -146,49 +148,6 @@ impl Default for Page {
         Page {
             offset: 0,
             limit: usize::MAX,
-        }
-    }
-}
-
-/// How to open a store.
-#[derive(Clone, Debug)]
-pub struct StoreOptions {
-    /// Open as the writer (taking the store's lock, recovering after a crash), else read-only.
-    pub writable: bool,
-    /// Wait for another writer instead of failing with "in use".
-    pub wait: bool,
-    /// Where tids and retention stamps take the time from.
-    pub clock: Arc<dyn Clock>,
-    /// The filesystem the store's files are opened through.
-    pub vfs: Arc<dyn Vfs>,
-    /// Bytes of title records a writer's handle keeps from its reads, so that a warm read is
-    /// one pread (the value's); 0 keeps none; a read-only handle keeps none either way.
-    /// Default [`RECORD_CACHE_BYTES`].
-    pub record_cache_bytes: usize,
-}
-
-/// The default of [`StoreOptions::record_cache_bytes`]: 16 MiB holds the records of about
-/// 18,000 titles of ten renders each (the encoded size, about 90 bytes a render).
-pub const RECORD_CACHE_BYTES: usize = 16 << 20;
-
-impl StoreOptions {
-    /// A writer's options: fails "in use" when another writer holds the lock; the system clock,
-    /// the real filesystem.
-    pub fn writer() -> Self {
-        StoreOptions {
-            writable: true,
-            wait: false,
-            clock: clock::system(),
-            vfs: Arc::new(RealFs),
-            record_cache_bytes: RECORD_CACHE_BYTES,
-        }
-    }
-
-    /// A read-only handle's options: takes no lock, writes nothing.
-    pub fn read_only() -> Self {
-        StoreOptions {
-            writable: false,
-            ..StoreOptions::writer()
         }
     }
 }
