@@ -1,0 +1,220 @@
+//! Tests of the archive (format 1) through its public interface and a simulated disk.
+use super::*;
+use crate::clock::ManualClock;
+use crate::sim::SimDisk;
+
+/// An archive whose new titles are v1 (these tests are of format 1's blocks).
+fn open(disk: &SimDisk, opts: ArchiveOptions) -> Archive {
+    let opts = ArchiveOptions { format: 1, ..opts };
+    let vfs: Arc<dyn Vfs> = Arc::new(disk.clone());
+    let clock: Arc<dyn Clock> = Arc::new(ManualClock::new(1000));
+    let base = Path::new("/a/archive");
+    if !vfs.exists(&filesys::file_path(base, "data")) {
+        Archive::create_in(vfs.clone(), base, clock.clone()).unwrap();
+    }
+    let open = filesys::OpenOptions {
+        clock,
+        drop_behind: None,
+        ..filesys::OpenOptions::writer()
+    };
+    Archive::open_in(vfs, base, &open, opts).unwrap()
+}
+
+fn revisions(n: usize) -> Vec<Vec<u8>> {
+    crate::synth::histories(3, 1, n, 30)
+        .map(|r| r.html)
+        .collect()
+}
+
+/// `values` as revisions `first`, `first + 1`, … of one title, all with render id `tid`.
+pub(super) fn as_items(values: &[Vec<u8>], first: usize, tid: [u8; 16]) -> Vec<Item<'_>> {
+    values
+        .iter()
+        .enumerate()
+        .map(|(i, v)| Item {
+            rev: (first + i) as u64,
+            tid,
+            content_type: "text/html",
+            value: v,
+        })
+        .collect()
+}
+
+#[test]
+fn incremental_runs_blocks_and_reads() {
+    let disk = SimDisk::new();
+    let opts = ArchiveOptions {
+        block_bytes: 64 << 10,
+        key_every: 3,
+        ..ArchiveOptions::default()
+    };
+    let mut a = open(&disk, opts);
+    let revs = revisions(60);
+    for chunk in revs.chunks(7).enumerate() {
+        let items = as_items(chunk.1, chunk.0 * 7, [1; 16]);
+        a.add(b"wiki/Page", &items).unwrap();
+        a.commit().unwrap();
+    }
+    let map = a.map(b"wiki/Page").unwrap().unwrap();
+    assert!(map.blocks.len() >= 3, "{} blocks", map.blocks.len());
+    assert!(map.blocks.iter().rev().skip(1).all(|b| b.sealed));
+    assert!(
+        map.blocks.iter().any(|b| b.frames.len() > 1),
+        "incremental runs append frames"
+    );
+    drop(a);
+    let a = open(&disk, opts);
+    for e in a.entries(b"wiki/Page").unwrap() {
+        a.clear_cache();
+        assert_eq!(
+            a.read(b"wiki/Page", &e).unwrap(),
+            revs[e.rev as usize],
+            "rev {}",
+            e.rev
+        );
+    }
+    let st = a.stats().unwrap();
+    assert_eq!((st.titles, st.revisions), (1, 60));
+    assert_eq!(
+        st.raw_bytes,
+        revs.iter().map(|r| r.len() as u64).sum::<u64>()
+    );
+    assert!(a.verify().is_empty());
+}
+
+#[test]
+fn a_read_decompresses_at_most_a_block_and_the_key_block_it_references() {
+    let disk = SimDisk::new();
+    let opts = ArchiveOptions {
+        block_bytes: 32 << 10,
+        ..ArchiveOptions::default()
+    };
+    assert_eq!(opts.key_every, 2);
+    let mut a = open(&disk, opts);
+    let revs = revisions(80);
+    let items = as_items(&revs, 0, [0; 16]);
+    a.add(b"k", &items).unwrap();
+    let map = a.map(b"k").unwrap().unwrap();
+    assert!(map.blocks.len() >= 6, "{} blocks", map.blocks.len());
+    let largest = map.blocks.iter().map(|b| b.raw_len()).max().unwrap();
+    for e in a.entries(b"k").unwrap() {
+        a.clear_cache();
+        let before = a.decompressed_bytes();
+        assert_eq!(a.read(b"k", &e).unwrap(), revs[e.rev as usize]);
+        let cost = a.decompressed_bytes() - before;
+        assert!(
+            cost <= 2 * largest,
+            "rev {} cost {cost} > two blocks ({largest} each)",
+            e.rev
+        );
+    }
+}
+
+#[test]
+fn a_rewritten_render_replaces_its_archived_bytes() {
+    let disk = SimDisk::new();
+    let mut a = open(&disk, ArchiveOptions::default());
+    let old = Item {
+        rev: 1,
+        tid: [1; 16],
+        content_type: "text/html",
+        value: b"first bytes",
+    };
+    let new = Item {
+        rev: 1,
+        tid: [1; 16],
+        content_type: "text/html",
+        value: b"rewritten bytes",
+    };
+    a.add(b"k", &[old]).unwrap();
+    assert_eq!(
+        a.add(b"k", &[old]).unwrap(),
+        0,
+        "the same bytes again: nothing to do"
+    );
+    assert_eq!(a.add(b"k", &[new]).unwrap(), 1);
+    let live = a.entries(b"k").unwrap();
+    assert_eq!(live.len(), 1);
+    assert_eq!(a.read(b"k", &live[0]).unwrap(), b"rewritten bytes");
+    a.commit().unwrap();
+    drop(a);
+    let a = open(&disk, ArchiveOptions::default());
+    let live = a.entries(b"k").unwrap();
+    assert_eq!(
+        (live.len(), a.read(b"k", &live[0]).unwrap()),
+        (1, b"rewritten bytes".to_vec())
+    );
+}
+
+#[test]
+fn rerun_dedupe_and_take_down() {
+    let disk = SimDisk::new();
+    let mut a = open(&disk, ArchiveOptions::default());
+    let revs = revisions(3);
+    let items: Vec<Item> = revs
+        .iter()
+        .enumerate()
+        .map(|(i, v)| Item {
+            rev: i as u64,
+            tid: [i as u8; 16],
+            content_type: "text/html",
+            value: v,
+        })
+        .collect();
+    assert_eq!(a.add(b"k", &items).unwrap(), 3);
+    assert_eq!(a.add(b"k", &items).unwrap(), 0, "a rerun adds nothing");
+    let copy = Item {
+        rev: 9,
+        tid: [9; 16],
+        content_type: "text/html",
+        value: &revs[1],
+    };
+    assert_eq!(a.add(b"k", &[copy]).unwrap(), 1);
+    let map = a.map(b"k").unwrap().unwrap();
+    let e9 = map.entries.iter().find(|e| e.rev == 9).unwrap();
+    let e1 = map.entries.iter().find(|e| e.rev == 1).unwrap();
+    assert_eq!(
+        (e9.block, e9.offset),
+        (e1.block, e1.offset),
+        "identical bytes stored once"
+    );
+    assert_eq!(a.take_down(b"k", Some(1)).unwrap(), 1);
+    assert!(a.entries(b"k").unwrap().iter().all(|e| e.rev != 1));
+    assert_eq!(a.read(b"k", e9).unwrap(), revs[1]);
+}
+
+#[test]
+fn a_damaged_block_names_block_and_title_and_spares_others() {
+    let disk = SimDisk::new();
+    let mut a = open(&disk, ArchiveOptions::default());
+    let revs = revisions(4);
+    for key in [b"t/one".as_slice(), b"t/two"] {
+        let items = as_items(&revs, 0, [0; 16]);
+        a.add(key, &items).unwrap();
+    }
+    a.commit().unwrap();
+    let name = block_name(b"t/one", 0);
+    let stat = a.filesys().stat(&name).unwrap().unwrap();
+    let entry = a.filesys().data().read(stat.inode).unwrap();
+    let inode = crate::filesys::inode::Inode::decode(&entry.value, Path::new("x"), 0).unwrap();
+    let data_ptr = inode.data[0].0;
+    let layout = a.filesys().data().layout(data_ptr).unwrap();
+    let at = layout.value_offset + layout.value_len / 2;
+    let path = filesys::file_path(Path::new("/a/archive"), "data");
+    let s = disk.open(&path, true).unwrap();
+    let mut b = [0u8; 1];
+    s.read_at(&mut b, at).unwrap();
+    s.write_at(&[b[0] ^ 0x55], at).unwrap();
+    a.clear_cache();
+    let e = a.entries(b"t/one").unwrap().pop().unwrap();
+    let err = a.read(b"t/one", &e).unwrap_err();
+    let text = err.to_string();
+    assert!(
+        err.is_corruption() && text.contains("t/one") && text.contains("b/t/one#0"),
+        "{text}"
+    );
+    for e in a.entries(b"t/two").unwrap() {
+        assert_eq!(a.read(b"t/two", &e).unwrap(), revs[e.rev as usize]);
+    }
+    assert!(!a.verify().is_empty());
+}
