@@ -54,6 +54,7 @@
 //! - [`synth`]: deterministic revision histories for the demo and benchmarks.
 //! - `warc` (feature `warc`): WARC export and import of a store, with a CDXJ index.
 //! - `serve` (feature `server`): `wink serve`, RESTBase's key_rev_value API over HTTP.
+//! - `cluster` (feature `cluster`): replicated nodes on NATS JetStream (docs/CLUSTER.md).
 //!
 //! Features: `cli` (the `wink` binary), `server` and `warc`, all on by default; an embedder of
 //! the store alone takes `default-features = false`.
@@ -74,6 +75,8 @@
 pub mod archive;
 pub mod check;
 pub mod clock;
+#[cfg(feature = "cluster")]
+pub mod cluster;
 pub mod error;
 pub mod filesys;
 pub mod format;
