@@ -163,7 +163,8 @@ async fn key_value(js: &jetstream::Context, config: kv::Config) -> Result<kv::St
 
 /// The map and its revision; the cluster's first map (round robin) when there is none yet.
 pub async fn read_map(placement: &kv::Store, cfg: &ClusterConfig) -> Result<(Map, u64)> {
-    for _ in 0..10 {
+    let mut failures = 0;
+    loop {
         match placement.entry(placement::MAP_KEY).await {
             Ok(Some(e)) if matches!(e.operation, kv::Operation::Put) => {
                 let map = Map::parse(&e.value, cfg).map_err(Error::invalid)?;
@@ -174,10 +175,14 @@ pub async fn read_map(placement: &kv::Store, cfg: &ClusterConfig) -> Result<(Map
                 // Fails when another node created it first: then read it.
                 let _ = placement.create(placement::MAP_KEY, first.into()).await;
             }
-            Err(e) => return Err(nats_err("reading the placement map", e)),
+            // A bucket just made answers "no responders" until its stream has a leader.
+            Err(e) if failures >= 40 => return Err(nats_err("reading the placement map", e)),
+            Err(_) => {
+                failures += 1;
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
         }
     }
-    Err(Error::invalid("cluster: the placement map could not be read or created"))
 }
 
 /// The answer of a node's `/_cluster`.
@@ -200,7 +205,18 @@ impl Node {
         let up = Arc::new(AtomicBool::new(false));
         let client = connect(&cfg, up.clone()).await?;
         let js = context(client.clone());
-        let (map, revision) = ensure(&js, &cfg).await?;
+        // Right after the servers start, JetStream may have no meta leader yet: retry a while.
+        let started = Instant::now();
+        let (map, revision) = loop {
+            match ensure(&js, &cfg).await {
+                Ok(m) => break m,
+                Err(e) if started.elapsed() > Duration::from_secs(60) => return Err(e),
+                Err(e) => {
+                    eprintln!("wink cluster {}: {e}; retrying", cfg.name);
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+            }
+        };
         for (bucket, spec) in &cfg.buckets {
             let text = serde_json::to_vec(spec).unwrap_or_default();
             let spec = crate::serve::spec::BucketSpec::parse(&text)
