@@ -276,3 +276,65 @@ fn describe(r: Option<&Renders>) -> String {
             .join(", "),
     }
 }
+
+/// `wink cluster rebalance`: spreads the partitions over the configured nodes. Each partition
+/// that moves is first owned by its old and new owners together (compare-and-set of the map);
+/// once every node has started under that map and applied the stream up to its last sequence,
+/// the old owners are dropped (a second compare-and-set). Answers what it did.
+pub fn rebalance(file: &Path, patience: Duration) -> Result<String> {
+    let (run, cfg) = ClusterRun::read(file)?;
+    let names: Vec<String> = cfg.nodes.iter().map(|n| n.name.clone()).collect();
+    runtime()?.block_on(async {
+        let client = node::connect(&cfg, Arc::new(AtomicBool::new(false))).await?;
+        let js = node::context(client);
+        let kv = js
+            .get_key_value(placement::PLACEMENT_BUCKET)
+            .await
+            .map_err(|e| Error::invalid(format!("cluster: the placement bucket: {e}")))?;
+        let (map, revision) = node::read_map(&kv, &cfg).await?;
+        let target = map.balanced(&names);
+        if target == map {
+            return Ok("balanced already".to_string());
+        }
+        let moved = (0..map.partitions)
+            .filter(|p| map.owners(*p) != target.owners(*p))
+            .count();
+        let wide = map.widened(&target);
+        let cas = |m: &Map| serde_json::to_vec(m).unwrap_or_default();
+        let wide_rev = kv
+            .update(placement::MAP_KEY, cas(&wide).into(), revision)
+            .await
+            .map_err(|e| {
+                Error::invalid(format!(
+                    "cluster: the map changed meanwhile ({e}); run rebalance again"
+                ))
+            })?;
+        let (_, _, last) = cluster_state(&cfg).await?;
+        let started = Instant::now();
+        for n in &run.nodes {
+            loop {
+                let s = node_status(&n.url).await;
+                match s {
+                    Ok(s) if s.map_revision >= wide_rev && s.ready && s.scanned >= last => break,
+                    _ if started.elapsed() > patience => {
+                        return Err(Error::invalid(format!(
+                            "cluster: node {} did not catch up within {} s (the map stays \
+                             widened at revision {wide_rev}: run rebalance again)",
+                            n.name,
+                            patience.as_secs()
+                        )))
+                    }
+                    _ => tokio::time::sleep(Duration::from_millis(200)).await,
+                }
+            }
+        }
+        kv.update(placement::MAP_KEY, cas(&target).into(), wide_rev)
+            .await
+            .map_err(|e| {
+                Error::invalid(format!(
+                    "cluster: the map changed meanwhile ({e}); run rebalance again"
+                ))
+            })?;
+        Ok(format!("{moved} partitions moved; every new owner caught up to sequence {last}"))
+    })
+}

@@ -52,6 +52,8 @@ pub struct Node {
     map: RwLock<(Map, u64)>,
     /// Bumped when the map's owners of this node change: the apply loop starts a new session.
     map_generation: AtomicU64,
+    /// The map generation the running apply session started under.
+    session: AtomicU64,
     /// Everything up to this sequence is applied for every partition this node owns.
     scanned: watch::Sender<u64>,
     /// The stream's last sequence when the apply session started: reads are vouched for once
@@ -246,6 +248,7 @@ impl Node {
             client,
             map: RwLock::new((map, revision)),
             map_generation: AtomicU64::new(0),
+            session: AtomicU64::new(u64::MAX),
             scanned: watch::Sender::new(0),
             catch_up_to: AtomicU64::new(u64::MAX),
             behind: Mutex::new(None),
@@ -272,7 +275,10 @@ impl Node {
             name: self.name.clone(),
             scanned,
             catch_up_to,
-            ready: scanned >= catch_up_to,
+            // A session under an older map has not scanned for the partitions gained since.
+            ready: scanned >= catch_up_to
+                && self.session.load(Ordering::SeqCst)
+                    == self.map_generation.load(Ordering::SeqCst),
             nats: self.nats_up.load(Ordering::SeqCst),
             owned: map.owned_by(&self.name),
             map_revision: revision,
@@ -649,6 +655,7 @@ async fn apply_session(node: &Arc<Node>, app: &Arc<App>) -> std::result::Result<
     *lock(&node.behind) = None;
     node.scanned.send_replace(start - 1);
     node.catch_up_to.store(last, Ordering::SeqCst);
+    node.session.store(generation, Ordering::SeqCst);
     let consumer = stream
         .create_consumer(consumer::pull::OrderedConfig {
             filter_subject: "wink.>".to_string(),

@@ -82,6 +82,55 @@ impl Map {
         (0..self.partitions).filter(|p| self.owns(node, *p)).collect()
     }
 
+    /// A map over `nodes` as close to this one as balance allows: owners that left `nodes` are
+    /// replaced, and a node owning more than its share gives partitions to the least loaded
+    /// node that does not own them yet. Partitions that need not move stay.
+    pub fn balanced(&self, nodes: &[String]) -> Map {
+        let mut out = self.clone();
+        if nodes.is_empty() {
+            return out;
+        }
+        let r = (self.replicas as usize).min(nodes.len());
+        let quota = (self.partitions as usize * r).div_ceil(nodes.len());
+        let mut load: std::collections::BTreeMap<&String, usize> =
+            nodes.iter().map(|n| (n, 0)).collect();
+        for owners in &mut out.owners {
+            owners.retain(|o| nodes.contains(o));
+            owners.truncate(r);
+            for o in owners.iter() {
+                *load.entry(nodes.iter().find(|n| *n == o).unwrap_or(&nodes[0])).or_default() += 1;
+            }
+        }
+        for owners in &mut out.owners {
+            // Fill partitions that lost owners.
+            while owners.len() < r {
+                let pick = least_loaded(&load, owners);
+                let Some(pick) = pick else { break };
+                *load.entry(pick).or_default() += 1;
+                owners.push(pick.clone());
+            }
+            // Move from owners over their share to the least loaded.
+            for i in 0..owners.len() {
+                let o = owners[i].clone();
+                if load.get(&o).copied().unwrap_or(0) <= quota {
+                    continue;
+                }
+                let Some(pick) = least_loaded(&load, owners) else {
+                    continue;
+                };
+                if load[pick] + 1 >= load.get(&o).copied().unwrap_or(0) {
+                    continue;
+                }
+                *load.entry(pick).or_default() += 1;
+                if let Some(l) = load.iter_mut().find(|(n, _)| ***n == o) {
+                    *l.1 -= 1;
+                }
+                owners[i] = pick.clone();
+            }
+        }
+        out
+    }
+
     /// The first step of a move to `target`: each partition owned by the union of its owners
     /// now and its target owners (the new ones catch up while the old ones still serve).
     pub fn widened(&self, target: &Map) -> Map {
@@ -95,6 +144,16 @@ impl Map {
         }
         out
     }
+}
+
+fn least_loaded<'a>(
+    load: &std::collections::BTreeMap<&'a String, usize>,
+    exclude: &[String],
+) -> Option<&'a String> {
+    load.iter()
+        .filter(|(n, _)| !exclude.contains(n))
+        .min_by_key(|(_, l)| **l)
+        .map(|(n, _)| *n)
 }
 
 #[cfg(test)]
@@ -118,5 +177,17 @@ mod tests {
             }
         }
         assert!(w.owned_by("d").len() >= 2);
+        let big = Map::round_robin(64, 2, &names);
+        let b = big.balanced(&four);
+        for p in 0..64 {
+            assert_eq!(b.owners(p).len(), 2);
+            assert_ne!(b.owners(p)[0], b.owners(p)[1]);
+        }
+        for n in &four {
+            assert!((31..=33).contains(&b.owned_by(n).len()), "{n}: {}", b.owned_by(n).len());
+        }
+        let moved = (0..64).filter(|p| b.owners(*p) != big.owners(*p)).count();
+        assert!(moved <= 40, "{moved} partitions moved");
+        assert_eq!(b.balanced(&four), b, "a balanced map stays");
     }
 }

@@ -23,6 +23,14 @@ pub enum Command {
         #[arg(long, value_name = "S", default_value_t = 60)]
         patience: u64,
     },
+    /// Spreads the partitions over the configuration's nodes: new owners join, catch up, and
+    /// only then do old owners leave (each step a compare-and-set of the map).
+    Rebalance {
+        file: PathBuf,
+        /// Seconds to wait for the new owners to catch up.
+        #[arg(long, value_name = "S", default_value_t = 300)]
+        patience: u64,
+    },
 }
 
 pub fn run(command: Command) -> Result<Status> {
@@ -32,6 +40,11 @@ pub fn run(command: Command) -> Result<Status> {
             let v = wink::cluster::admin::status(&file)?;
             let text = serde_json::to_string_pretty(&v).map_err(|e| Error::invalid(e.to_string()))?;
             let _ = writeln!(out, "{text}");
+            Ok(0)
+        }
+        Command::Rebalance { file, patience } => {
+            let done = wink::cluster::admin::rebalance(&file, Duration::from_secs(patience))?;
+            let _ = writeln!(out, "{done}");
             Ok(0)
         }
         Command::Verify { file, patience } => {
