@@ -84,6 +84,10 @@ pub async fn connect(cfg: &ClusterConfig, up: Arc<AtomicBool>) -> Result<async_n
     let client = async_nats::ConnectOptions::new()
         .retry_on_initial_connect()
         .max_reconnects(None)
+        // Only the configured servers: the ones the servers advertise are the same three by
+        // other addresses, and a node whose configured route to NATS is cut must stay cut off
+        // rather than bypass it (the partition test puts a proxy there).
+        .ignore_discovered_servers()
         .connection_timeout(Duration::from_secs(2))
         .event_callback(move |e| {
             let flag = flag.clone();
@@ -563,11 +567,12 @@ async fn leases(node: Arc<Node>) {
     }
 }
 
-/// Re-reads the map every second; a change of this node's partitions starts a new apply session.
+/// Re-reads the map four times a second; a change of this node's partitions starts a new apply session.
 async fn watch_map(node: Arc<Node>) {
     let mut bucket = None;
     loop {
-        tokio::time::sleep(Duration::from_secs(1)).await;
+        // A quarter second: a rebalance waits for every node to see its map.
+        tokio::time::sleep(Duration::from_millis(250)).await;
         if bucket.is_none() {
             bucket = node.js.get_key_value(placement::PLACEMENT_BUCKET).await.ok();
         }
