@@ -54,7 +54,11 @@ fn body(i: usize, len: usize) -> Vec<u8> {
 }
 
 /// Runs `n` requests over `inflight` threads; answers (requests/s, p50, p99 in ms).
-fn load(n: usize, inflight: usize, f: impl Fn(&ureq::Agent, usize) -> bool + Sync) -> (f64, f64, f64) {
+fn load(
+    n: usize,
+    inflight: usize,
+    f: impl Fn(&ureq::Agent, usize) -> bool + Sync,
+) -> (f64, f64, f64) {
     let next = AtomicUsize::new(0);
     let lat = Mutex::new(Vec::with_capacity(n));
     let started = Instant::now();
@@ -215,7 +219,11 @@ fn main() {
         .arg(dir.path().join("cluster.json"))
         .output()
         .unwrap();
-    assert!(out.status.success(), "verify: {}", String::from_utf8_lossy(&out.stdout));
+    assert!(
+        out.status.success(),
+        "verify: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
     let (rate, p50, p99) = load(n, inflight, |a, i| get(a, &router, i));
     println!("cluster GET through HAProxy: {rate:.0}/s p50 {p50:.1} ms p99 {p99:.1} ms");
     let (rate, p50, p99) = load(n, inflight, |a, i| get(a, &n1, i));
@@ -231,7 +239,11 @@ fn main() {
         .arg(dir.path().join("cluster.json"))
         .output()
         .unwrap();
-    assert!(out.status.success(), "rebalance: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "rebalance: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let total = started.elapsed().as_secs_f64();
     println!(
         "new replica n4: snapshot+start {added:.2} s, with rebalance (replay of its new partitions) {total:.2} s; {:.1} MB of a peer's data: {:.1} MB/s",
@@ -270,9 +282,14 @@ fn main() {
         &mut line,
     )
     .unwrap();
-    let base = format!("http://{}", line.trim().strip_prefix("listening on ").unwrap());
+    let base = format!(
+        "http://{}",
+        line.trim().strip_prefix("listening on ").unwrap()
+    );
     let agent = ureq::agent();
-    let created = agent.put(&format!("{base}/{D}/sys/key_rev_value/html")).call();
+    let created = agent
+        .put(&format!("{base}/{D}/sys/key_rev_value/html"))
+        .call();
     assert!(created.is_ok());
     let (rate, p50, p99) = load(n, inflight, |a, i| put(a, &base, i, len));
     println!("one wink serve PUT: {rate:.0}/s p50 {p50:.1} ms p99 {p99:.1} ms");

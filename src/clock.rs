@@ -131,7 +131,9 @@ impl Clock for StampedClock {
     }
 
     fn now_ticks(&self) -> i64 {
-        STAMP.with(|s| s.get()).unwrap_or_else(|| SystemClock.now_ticks())
+        STAMP
+            .with(|s| s.get())
+            .unwrap_or_else(|| SystemClock.now_ticks())
     }
 }
 

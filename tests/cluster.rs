@@ -56,7 +56,11 @@ fn client(router: String, n: usize, stop: Arc<AtomicBool>, out: Arc<Mutex<Vec<At
         );
         let acked = match &answer {
             Ok(a) if a.status == 201 => {
-                let etag = a.header("etag").expect("an ETag").trim_matches('"').to_string();
+                let etag = a
+                    .header("etag")
+                    .expect("an ETag")
+                    .trim_matches('"')
+                    .to_string();
                 let tid = etag.split_once('/').expect("REV/TID").1.to_string();
                 let seq: u64 = a.header("x-wink-seq").expect("x-wink-seq").parse().unwrap();
                 Some((tid, seq))
@@ -116,11 +120,20 @@ fn acknowledged_puts_survive_kills_leader_changes_and_a_new_node() {
             thread::spawn(move || client(router, n, stop, out))
         })
         .collect();
-    let acked = || attempts.lock().unwrap().iter().filter(|a| a.acked.is_some()).count();
+    let acked = || {
+        attempts
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|a| a.acked.is_some())
+            .count()
+    };
     // Progress between the harms is counted in acknowledged PUTs, not in seconds.
     let progress = |more: usize| {
         let target = acked() + more;
-        eventually(&format!("{more} more acknowledged PUTs"), || acked() >= target);
+        eventually(&format!("{more} more acknowledged PUTs"), || {
+            acked() >= target
+        });
     };
     progress(200);
     cluster.ctl("kill", "n2");
@@ -134,7 +147,12 @@ fn acknowledged_puts_survive_kills_leader_changes_and_a_new_node() {
     progress(100);
     cluster.ctl("add", "n4");
     let (code, out, err) = cluster.wink("rebalance", &[]);
-    assert_eq!(code, 0, "wink cluster rebalance: {out} {err}\n{}", cluster.log("n4"));
+    assert_eq!(
+        code,
+        0,
+        "wink cluster rebalance: {out} {err}\n{}",
+        cluster.log("n4")
+    );
     progress(200);
     stop.store(true, Ordering::SeqCst);
     for c in clients {
@@ -142,7 +160,11 @@ fn acknowledged_puts_survive_kills_leader_changes_and_a_new_node() {
     }
 
     let attempts = attempts.lock().unwrap().clone();
-    let last_seq = attempts.iter().filter_map(|a| a.acked.as_ref().map(|x| x.1)).max().unwrap();
+    let last_seq = attempts
+        .iter()
+        .filter_map(|a| a.acked.as_ref().map(|x| x.1))
+        .max()
+        .unwrap();
     let (code, out, err) = cluster.wink("verify", &[]);
     assert_eq!(code, 0, "wink cluster verify: {out} {err}");
 
@@ -181,7 +203,10 @@ fn acknowledged_puts_survive_kills_leader_changes_and_a_new_node() {
                 )
                 .unwrap();
                 assert_eq!(via_router.status, 200, "{exact} through HAProxy");
-                assert!(via_router.body == a.body, "{exact}: other bytes through HAProxy");
+                assert!(
+                    via_router.body == a.body,
+                    "{exact}: other bytes through HAProxy"
+                );
                 for o in owners(&status, &a.title) {
                     let url = &urls[&o];
                     // Forwarded: the owner answers from its own store.

@@ -41,7 +41,10 @@ fn put(seq: u64, partition: u32, title: &str, rev: u64, tick: u16, body: &str) -
 }
 
 /// Everything readable: title → (latest (rev, tid, bytes), every render listed).
-fn contents(s: &Store, titles: &[&str]) -> BTreeMap<String, (Option<(u64, String, Vec<u8>)>, Vec<String>)> {
+fn contents(
+    s: &Store,
+    titles: &[&str],
+) -> BTreeMap<String, (Option<(u64, String, Vec<u8>)>, Vec<String>)> {
     titles
         .iter()
         .map(|t| {
@@ -149,7 +152,12 @@ fn replay_after_crash_applies_once() {
     assert_eq!(contents(&s, &titles), contents(&once, &titles));
     // The record lives in the reserved domain, never among the clients' titles.
     assert!(s.get_latest(RESERVED_DOMAIN, "applied").unwrap().is_some());
-    assert!(s.titles_after(D, None, 100).unwrap().titles.iter().all(|t| t != "applied"));
+    assert!(s
+        .titles_after(D, None, 100)
+        .unwrap()
+        .titles
+        .iter()
+        .all(|t| t != "applied"));
 }
 
 #[test]
@@ -169,7 +177,10 @@ fn arrival_times_come_from_the_message() {
             for t in s.dump_step(&mut cursor, 100).unwrap() {
                 for r in t.renders {
                     let state = r.state.as_str();
-                    out.push(format!("{}/{} {}/{} {} {state}", t.domain, t.title, r.rev, r.tid, r.size));
+                    out.push(format!(
+                        "{}/{} {}/{} {} {state}",
+                        t.domain, t.title, r.rev, r.tid, r.size
+                    ));
                 }
             }
         }

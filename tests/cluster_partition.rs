@@ -161,13 +161,19 @@ fn a_node_cut_off_from_nats_refuses_writes_serves_reads_and_catches_up() {
     // n3 goes through proxies to NATS.
     cluster.ctl("stop", "n3");
     let config: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(cluster.dir().join("config.json")).unwrap())
-            .unwrap();
+        serde_json::from_slice(&std::fs::read(cluster.dir().join("config.json")).unwrap()).unwrap();
     let proxies: Vec<Proxy> = config["nats"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|u| Proxy::start(u.as_str().unwrap().trim_start_matches("nats://").to_string()))
+        .map(|u| {
+            Proxy::start(
+                u.as_str()
+                    .unwrap()
+                    .trim_start_matches("nats://")
+                    .to_string(),
+            )
+        })
         .collect();
     let mut own = config.clone();
     own["nats"] = proxies
@@ -205,8 +211,14 @@ fn a_node_cut_off_from_nats_refuses_writes_serves_reads_and_catches_up() {
             .iter()
             .any(|n| n == "n3")
     };
-    let titles: Vec<String> = (0..40).map(|i| format!("P{i}")).filter(|t| owns(t)).collect();
-    assert!(titles.len() >= 5, "n3 owns too few of the titles: {titles:?}");
+    let titles: Vec<String> = (0..40)
+        .map(|i| format!("P{i}"))
+        .filter(|t| owns(t))
+        .collect();
+    assert!(
+        titles.len() >= 5,
+        "n3 owns too few of the titles: {titles:?}"
+    );
     let mut last = 0;
     for t in &titles {
         let a = put(&cluster.router, t, 1, &body(t, 1));
@@ -221,13 +233,24 @@ fn a_node_cut_off_from_nats_refuses_writes_serves_reads_and_catches_up() {
     for p in &proxies {
         p.cut();
     }
-    eventually("n3 notices the cut", || status().is_some_and(|s| s["nats"] == false));
+    eventually("n3 notices the cut", || {
+        status().is_some_and(|s| s["nats"] == false)
+    });
     let refused = put(&n3, "P_new", 1, b"<p>during the cut</p>");
-    assert_eq!(refused.status, 503, "{}", String::from_utf8_lossy(&refused.body));
+    assert_eq!(
+        refused.status,
+        503,
+        "{}",
+        String::from_utf8_lossy(&refused.body)
+    );
     // Reads it can vouch for: what it applied, from its own store.
     for t in &titles {
         let a = try_call(&agent, "GET", &p(&n3, t, 1), &[], None).unwrap();
-        assert_eq!((a.status, a.body.clone()), (200, body(t, 1)), "{t} from n3 during the cut");
+        assert_eq!(
+            (a.status, a.body.clone()),
+            (200, body(t, 1)),
+            "{t} from n3 during the cut"
+        );
     }
     // The rest of the cluster goes on; n3 does not vouch for what it has not seen.
     let later = put(&n1, &titles[0], 2, &body(&titles[0], 2));
@@ -241,13 +264,18 @@ fn a_node_cut_off_from_nats_refuses_writes_serves_reads_and_catches_up() {
         None,
     )
     .unwrap();
-    assert_eq!(unseen.status, 503, "n3 vouched for sequence {seq} during the cut");
+    assert_eq!(
+        unseen.status, 503,
+        "n3 vouched for sequence {seq} during the cut"
+    );
 
     // Reconnected, it catches up.
     for p in &proxies {
         p.restore();
     }
-    eventually("n3 reconnects", || status().is_some_and(|s| s["nats"] == true));
+    eventually("n3 reconnects", || {
+        status().is_some_and(|s| s["nats"] == true)
+    });
     eventually("n3 catches up", || {
         try_call(
             &agent,
@@ -259,7 +287,12 @@ fn a_node_cut_off_from_nats_refuses_writes_serves_reads_and_catches_up() {
         .is_ok_and(|a| a.status == 200 && a.body == body(&titles[0], 2))
     });
     let again = put(&n3, "P_new", 1, b"<p>after the cut</p>");
-    assert_eq!(again.status, 201, "{}", String::from_utf8_lossy(&again.body));
+    assert_eq!(
+        again.status,
+        201,
+        "{}",
+        String::from_utf8_lossy(&again.body)
+    );
     // n3 runs outside cluster/ctl here: verify the others' agreement with it after all.
     let (code, out, err) = cluster.wink("verify", &[]);
     assert_eq!(code, 0, "wink cluster verify: {out} {err}");

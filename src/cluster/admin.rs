@@ -39,9 +39,8 @@ pub struct ClusterRun {
 impl ClusterRun {
     pub fn read(path: &Path) -> Result<(ClusterRun, ClusterConfig)> {
         let text = std::fs::read(path).map_err(|e| Error::io(path, None, e))?;
-        let run: ClusterRun = serde_json::from_slice(&text).map_err(|e| {
-            Error::invalid(format!("{}: not a cluster.json: {e}", path.display()))
-        })?;
+        let run: ClusterRun = serde_json::from_slice(&text)
+            .map_err(|e| Error::invalid(format!("{}: not a cluster.json: {e}", path.display())))?;
         let cfg = ClusterConfig::read(&run.config)?;
         Ok((run, cfg))
     }
@@ -176,7 +175,9 @@ fn titles_of(
         let mut cursor = crate::store::cull::TitleCursor::new();
         while !cursor.is_done() {
             for t in store.dump_step(&mut cursor, 256)? {
-                if t.domain == RESERVED_DOMAIN || !owned.contains(&partition_of(&t.domain, &t.title, partitions)) {
+                if t.domain == RESERVED_DOMAIN
+                    || !owned.contains(&partition_of(&t.domain, &t.title, partitions))
+                {
                     continue;
                 }
                 let mut renders = Vec::new();
@@ -184,7 +185,12 @@ fn titles_of(
                     let got = store.get_render(&t.domain, &t.title, r.rev, r.tid)?;
                     let digest = got.map_or_else(
                         || "unreadable".to_string(),
-                        |g| Sha1::digest(&g.value).iter().map(|b| format!("{b:02x}")).collect(),
+                        |g| {
+                            Sha1::digest(&g.value)
+                                .iter()
+                                .map(|b| format!("{b:02x}"))
+                                .collect()
+                        },
                     );
                     renders.push((r.rev, r.tid.to_string(), r.content_type.clone(), digest));
                 }
@@ -271,7 +277,9 @@ fn describe(r: Option<&Renders>) -> String {
         None => "nothing".into(),
         Some(r) => r
             .iter()
-            .map(|(rev, tid, _, digest)| format!("{rev}/{tid} sha1 {}", &digest[..12.min(digest.len())]))
+            .map(|(rev, tid, _, digest)| {
+                format!("{rev}/{tid} sha1 {}", &digest[..12.min(digest.len())])
+            })
             .collect::<Vec<_>>()
             .join(", "),
     }
@@ -335,6 +343,8 @@ pub fn rebalance(file: &Path, patience: Duration) -> Result<String> {
                     "cluster: the map changed meanwhile ({e}); run rebalance again"
                 ))
             })?;
-        Ok(format!("{moved} partitions moved; every new owner caught up to sequence {last}"))
+        Ok(format!(
+            "{moved} partitions moved; every new owner caught up to sequence {last}"
+        ))
     })
 }

@@ -74,7 +74,10 @@ impl ClusterConfig {
             )));
         }
         let cfg: ClusterConfig = serde_json::from_slice(&text).map_err(|e| {
-            Error::invalid(format!("{}: not a cluster configuration: {e}", path.display()))
+            Error::invalid(format!(
+                "{}: not a cluster configuration: {e}",
+                path.display()
+            ))
         })?;
         cfg.check()
             .map_err(|e| Error::invalid(format!("{}: {e}", path.display())))?;
@@ -101,13 +104,19 @@ impl ClusterConfig {
         let mut names = std::collections::BTreeSet::new();
         for n in &self.nodes {
             if !valid_node_name(&n.name) {
-                return Err(format!("node name {:?}: [a-z0-9][a-z0-9_-]{{0,31}}", n.name));
+                return Err(format!(
+                    "node name {:?}: [a-z0-9][a-z0-9_-]{{0,31}}",
+                    n.name
+                ));
             }
             if !names.insert(n.name.as_str()) {
                 return Err(format!("node {} is listed twice", n.name));
             }
             if !n.url.starts_with("http://") {
-                return Err(format!("node {}: url {:?} must start with http://", n.name, n.url));
+                return Err(format!(
+                    "node {}: url {:?} must start with http://",
+                    n.name, n.url
+                ));
             }
         }
         for b in self.buckets.keys() {

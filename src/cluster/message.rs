@@ -111,7 +111,9 @@ impl Change {
         let mut r = Reader { bytes, at: 0 };
         let version = r.take(1)?[0];
         if version != VERSION {
-            return Err(format!("message version {version}, this node reads {VERSION}"));
+            return Err(format!(
+                "message version {version}, this node reads {VERSION}"
+            ));
         }
         let kind = match r.take(1)?[0] {
             1 => Kind::Put,
@@ -150,9 +152,7 @@ impl<'a> Reader<'a> {
             .at
             .checked_add(n)
             .filter(|e| *e <= self.bytes.len())
-            .ok_or_else(|| {
-                format!("message cut short: {n} bytes wanted at offset {}", self.at)
-            })?;
+            .ok_or_else(|| format!("message cut short: {n} bytes wanted at offset {}", self.at))?;
         let s = &self.bytes[self.at..end];
         self.at = end;
         Ok(s)
@@ -210,7 +210,10 @@ mod tests {
         assert_eq!(partition_of("en.wikipedia.org", "Main_Page", 64), 26);
         assert_eq!(partition_of("", "", 64), partition_of("", "", 64));
         let id = message_id("html", &change());
-        assert!(id.starts_with("html|") && id.is_ascii() && id.len() < 128, "{id}");
+        assert!(
+            id.starts_with("html|") && id.is_ascii() && id.len() < 128,
+            "{id}"
+        );
     }
 
     proptest! {

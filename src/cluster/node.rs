@@ -303,7 +303,11 @@ impl Node {
 
     /// Publishes a change of `bucket` and waits for JetStream's ack: the stream sequence, or
     /// the problem to answer (413 over the message limit, 503 without an ack in time).
-    pub async fn publish(&self, bucket: &str, change: &Change) -> std::result::Result<u64, Problem> {
+    pub async fn publish(
+        &self,
+        bucket: &str,
+        change: &Change,
+    ) -> std::result::Result<u64, Problem> {
         let partition = message::partition_of(&change.domain, &change.title, self.cfg.partitions);
         let subject = message::subject(bucket, partition);
         let id = message::message_id(bucket, change);
@@ -324,7 +328,10 @@ impl Node {
         while started.elapsed() < PUBLISH_PATIENCE {
             if !self.nats_up.load(Ordering::SeqCst) {
                 return Err(Problem::unavailable(
-                    format!("node {} has no connection to NATS: writes are refused", self.name),
+                    format!(
+                        "node {} has no connection to NATS: writes are refused",
+                        self.name
+                    ),
                     2,
                 ));
             }
@@ -405,7 +412,10 @@ impl Node {
         }
         if !mine && !forwarded {
             return Err(Problem::unavailable(
-                format!("no owner of partition {partition} ({}) answers", owners.join(", ")),
+                format!(
+                    "no owner of partition {partition} ({}) answers",
+                    owners.join(", ")
+                ),
                 2,
             ));
         }
@@ -433,7 +443,11 @@ impl Node {
     }
 
     /// Relays `parts` (a GET or HEAD) to the first owner that answers, live leases first.
-    async fn forward(&self, owners: &[String], parts: &hyper::http::request::Parts) -> Option<Answer> {
+    async fn forward(
+        &self,
+        owners: &[String],
+        parts: &hyper::http::request::Parts,
+    ) -> Option<Answer> {
         let live = read(&self.live).clone();
         let mut order: Vec<&String> = owners.iter().filter(|n| **n != self.name).collect();
         order.sort_by_key(|n| !live.contains(n));
@@ -460,8 +474,13 @@ impl Node {
             Ok(Some(b)) => b,
             _ => return Err(Problem::not_found(format!("no bucket {bucket}"))),
         };
-        let root = b.dir.parent().map(|p| p.join(".snapshots")).unwrap_or_default();
-        std::fs::create_dir_all(&root).map_err(|e| Problem::from_store(&Error::io(&root, None, e)))?;
+        let root = b
+            .dir
+            .parent()
+            .map(|p| p.join(".snapshots"))
+            .unwrap_or_default();
+        std::fs::create_dir_all(&root)
+            .map_err(|e| Problem::from_store(&Error::io(&root, None, e)))?;
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos());
@@ -483,8 +502,14 @@ impl Node {
 }
 
 /// One GET or HEAD to `base`, answered whole.
-async fn forward_to(base: &str, parts: &hyper::http::request::Parts) -> std::result::Result<Answer, String> {
-    let authority = base.strip_prefix("http://").unwrap_or(base).trim_end_matches('/');
+async fn forward_to(
+    base: &str,
+    parts: &hyper::http::request::Parts,
+) -> std::result::Result<Answer, String> {
+    let authority = base
+        .strip_prefix("http://")
+        .unwrap_or(base)
+        .trim_end_matches('/');
     let stream = tokio::time::timeout(
         Duration::from_secs(2),
         tokio::net::TcpStream::connect(authority.to_string()),
@@ -548,7 +573,11 @@ async fn leases(node: Arc<Node>) {
             bucket = node.js.get_key_value(placement::LEASE_BUCKET).await.ok();
         }
         if let Some(b) = &bucket {
-            let url = node.cfg.node(&node.name).map(|n| n.url.clone()).unwrap_or_default();
+            let url = node
+                .cfg
+                .node(&node.name)
+                .map(|n| n.url.clone())
+                .unwrap_or_default();
             let _ = b.put(placement::lease_key(&node.name), url.into()).await;
             let mut live = Vec::new();
             let mut asked = true;
@@ -574,7 +603,11 @@ async fn watch_map(node: Arc<Node>) {
         // A quarter second: a rebalance waits for every node to see its map.
         tokio::time::sleep(Duration::from_millis(250)).await;
         if bucket.is_none() {
-            bucket = node.js.get_key_value(placement::PLACEMENT_BUCKET).await.ok();
+            bucket = node
+                .js
+                .get_key_value(placement::PLACEMENT_BUCKET)
+                .await
+                .ok();
         }
         let Some(b) = &bucket else { continue };
         let Ok((map, revision)) = read_map(b, &node.cfg).await else {
@@ -646,7 +679,10 @@ async fn apply_session(node: &Arc<Node>, app: &Arc<App>) -> std::result::Result<
         .get_stream(placement::STREAM)
         .await
         .map_err(|e| format!("the stream: {e}"))?;
-    let info = stream.info().await.map_err(|e| format!("the stream's info: {e}"))?;
+    let info = stream
+        .info()
+        .await
+        .map_err(|e| format!("the stream's info: {e}"))?;
     let (first, last) = (info.state.first_sequence, info.state.last_sequence);
     if info.state.messages > 0 && start < first {
         let why = format!(
@@ -748,9 +784,11 @@ async fn apply_session(node: &Arc<Node>, app: &Arc<App>) -> std::result::Result<
                 continue;
             };
             let parts = owned.clone();
-            let report = on_writer(&b, move |s| apply::apply_batch(s, &msgs, Some((through, &parts))))
-                .await
-                .map_err(|e| format!("stopping: bucket {name}: {e}"))?;
+            let report = on_writer(&b, move |s| {
+                apply::apply_batch(s, &msgs, Some((through, &parts)))
+            })
+            .await
+            .map_err(|e| format!("stopping: bucket {name}: {e}"))?;
             for r in report.refused {
                 eprintln!("wink cluster {}: bucket {name}: refused {r}", node.name);
             }

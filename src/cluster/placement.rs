@@ -79,7 +79,9 @@ impl Map {
 
     /// The partitions `node` owns, ascending.
     pub fn owned_by(&self, node: &str) -> Vec<u32> {
-        (0..self.partitions).filter(|p| self.owns(node, *p)).collect()
+        (0..self.partitions)
+            .filter(|p| self.owns(node, *p))
+            .collect()
     }
 
     /// A map over `nodes` as close to this one as balance allows: owners that left `nodes` are
@@ -98,7 +100,9 @@ impl Map {
             owners.retain(|o| nodes.contains(o));
             owners.truncate(r);
             for o in owners.iter() {
-                *load.entry(nodes.iter().find(|n| *n == o).unwrap_or(&nodes[0])).or_default() += 1;
+                *load
+                    .entry(nodes.iter().find(|n| *n == o).unwrap_or(&nodes[0]))
+                    .or_default() += 1;
             }
         }
         for owners in &mut out.owners {
@@ -184,7 +188,11 @@ mod tests {
             assert_ne!(b.owners(p)[0], b.owners(p)[1]);
         }
         for n in &four {
-            assert!((31..=33).contains(&b.owned_by(n).len()), "{n}: {}", b.owned_by(n).len());
+            assert!(
+                (31..=33).contains(&b.owned_by(n).len()),
+                "{n}: {}",
+                b.owned_by(n).len()
+            );
         }
         let moved = (0..64).filter(|p| b.owners(*p) != big.owners(*p)).count();
         assert!(moved <= 40, "{moved} partitions moved");

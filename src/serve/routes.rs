@@ -878,7 +878,10 @@ async fn cluster_gate(
             return Err(Problem::bad_request(format!("bucket name {bucket:?}")));
         }
         let dir = node.snapshot(app, bucket).await?;
-        return Ok(Some(json(StatusCode::OK, &serde_json::json!({ "snapshot": dir }))));
+        return Ok(Some(json(
+            StatusCode::OK,
+            &serde_json::json!({ "snapshot": dir }),
+        )));
     }
     let Ok(target) = parse_path(path) else {
         return Ok(None);

@@ -29,10 +29,13 @@ pub fn tools(what: &str) -> bool {
     match out {
         Ok(o) if o.status.success() => true,
         Ok(o) => {
-            require::skip(what, &format!(
-                "cluster/install failed: {}",
-                String::from_utf8_lossy(&o.stderr)
-            ));
+            require::skip(
+                what,
+                &format!(
+                    "cluster/install failed: {}",
+                    String::from_utf8_lossy(&o.stderr)
+                ),
+            );
             false
         }
         Err(e) => {

@@ -38,7 +38,8 @@ pub fn run(command: Command) -> Result<Status> {
     match command {
         Command::Status { file } => {
             let v = wink::cluster::admin::status(&file)?;
-            let text = serde_json::to_string_pretty(&v).map_err(|e| Error::invalid(e.to_string()))?;
+            let text =
+                serde_json::to_string_pretty(&v).map_err(|e| Error::invalid(e.to_string()))?;
             let _ = writeln!(out, "{text}");
             Ok(0)
         }
