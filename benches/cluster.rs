@@ -100,10 +100,10 @@ fn put(agent: &ureq::Agent, base: &str, i: usize, len: usize) -> bool {
 
 fn get(agent: &ureq::Agent, base: &str, i: usize) -> bool {
     let url = format!("{base}/{D}/sys/key_rev_value/html/T{}", i % 5000);
-    agent
-        .get(&url)
-        .call()
-        .is_ok_and(|r| r.status() == 200 && r.into_reader().bytes().count() > 0)
+    agent.get(&url).call().is_ok_and(|r| {
+        let mut body = Vec::new();
+        r.status() == 200 && r.into_reader().read_to_end(&mut body).is_ok() && !body.is_empty()
+    })
 }
 
 use std::io::Read as _;

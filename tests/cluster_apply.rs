@@ -40,11 +40,11 @@ fn put(seq: u64, partition: u32, title: &str, rev: u64, tick: u16, body: &str) -
     }
 }
 
-/// Everything readable: title → (latest (rev, tid, bytes), every render listed).
-fn contents(
-    s: &Store,
-    titles: &[&str],
-) -> BTreeMap<String, (Option<(u64, String, Vec<u8>)>, Vec<String>)> {
+/// A title's latest (rev, tid, bytes), and every render listed.
+type Readable = (Option<(u64, String, Vec<u8>)>, Vec<String>);
+
+/// Everything readable, by title.
+fn contents(s: &Store, titles: &[&str]) -> BTreeMap<String, Readable> {
     titles
         .iter()
         .map(|t| {

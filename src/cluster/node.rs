@@ -359,7 +359,8 @@ impl Node {
         ))
     }
 
-    /// A change made from a request received here.
+    /// A change made from a request received here: stamped with this node's clock, with a tid
+    /// made here when the request has none. A put's content type and value are set after.
     pub fn change(
         &self,
         kind: Kind,
@@ -367,8 +368,6 @@ impl Node {
         title: &str,
         rev: Option<u64>,
         tid: Option<Uuid>,
-        content_type: &str,
-        value: Vec<u8>,
     ) -> Change {
         Change {
             kind,
@@ -377,8 +376,8 @@ impl Node {
             tid: tid.unwrap_or_else(|| self.make_tid()),
             domain: domain.to_string(),
             title: title.to_string(),
-            content_type: content_type.to_string(),
-            value,
+            content_type: String::new(),
+            value: Vec::new(),
         }
     }
 
@@ -402,7 +401,7 @@ impl Node {
         let partition = message::partition_of(domain, title, self.cfg.partitions);
         let owners: Vec<String> = read(&self.map).0.owners(partition).to_vec();
         let forwarded = parts.headers.contains_key(FORWARDED);
-        let mine = owners.iter().any(|n| *n == self.name);
+        let mine = owners.contains(&self.name);
         let status = self.status();
         let vouched = mine && status.ready && status.behind.is_none();
         if !vouched && !forwarded {

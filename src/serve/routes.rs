@@ -655,15 +655,15 @@ async fn put_render(
     }
     #[cfg(feature = "cluster")]
     if let Some(node) = app.cluster.get() {
-        let change = node.change(
+        let mut change = node.change(
             crate::cluster::message::Kind::Put,
             &place.domain,
             &title,
             Some(rev),
             tid,
-            &content_type,
-            body.bytes.to_vec(),
         );
+        change.content_type = content_type;
+        change.value = body.bytes.to_vec();
         drop(body);
         let seq = node.publish(&place.bucket, &change).await?;
         return Ok(cluster_created(rev, change.tid, seq));
@@ -842,7 +842,7 @@ async fn cluster_change(
     rev: Option<u64>,
     message: &str,
 ) -> Result<Answer> {
-    let change = node.change(kind, &place.domain, title, rev, None, "", Vec::new());
+    let change = node.change(kind, &place.domain, title, rev, None);
     let seq = node.publish(&place.bucket, &change).await?;
     let mut a = json(
         StatusCode::ACCEPTED,
