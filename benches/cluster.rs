@@ -164,6 +164,47 @@ fn jetstream_alone(nats: Vec<String>, n: usize, inflight: usize, len: usize) -> 
     })
 }
 
+/// CPU seconds (user + system) each process of the cluster has used so far.
+fn cpu(state: &serde_json::Value) -> Vec<(String, f64)> {
+    let mut out = Vec::new();
+    let mut add = |name: String, pid: Option<u64>| {
+        let Some(pid) = pid else { return };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            return;
+        };
+        let fields: Vec<&str> = stat.rsplit(") ").next().unwrap_or("").split(' ').collect();
+        let ticks = |i: usize| {
+            fields
+                .get(i)
+                .and_then(|f| f.parse::<f64>().ok())
+                .unwrap_or(0.0)
+        };
+        // utime and stime: fields 14 and 15 of stat, 11 and 12 after the command's ") ".
+        out.push((name, (ticks(11) + ticks(12)) / 100.0));
+    };
+    for kind in ["nats", "nodes"] {
+        for n in state[kind].as_array().into_iter().flatten() {
+            add(
+                n["name"].as_str().unwrap_or("?").to_string(),
+                n["pid"].as_u64(),
+            );
+        }
+    }
+    add("haproxy".into(), state["haproxy"]["pid"].as_u64());
+    out
+}
+
+fn cpu_used(before: &[(String, f64)], after: &[(String, f64)]) -> String {
+    let mut parts = Vec::new();
+    let mut total = 0.0;
+    for (name, a) in after {
+        let b = before.iter().find(|(n, _)| n == name).map_or(0.0, |x| x.1);
+        parts.push(format!("{name} {:.1}", a - b));
+        total += a - b;
+    }
+    format!("CPU s: {} (total {total:.1})", parts.join(", "))
+}
+
 fn du(path: &Path) -> u64 {
     let mut total = 0;
     if let Ok(entries) = std::fs::read_dir(path) {
@@ -206,12 +247,21 @@ fn main() {
     let n1_data = PathBuf::from(state["nodes"][0]["data"].as_str().unwrap());
     println!("cluster bench: {n} PUTs of {len} bytes, {inflight} in flight, 3 nats-servers (R=3), 3 nodes (R=2)");
 
+    let before = cpu(&state);
     let (rate, p50, p99) = jetstream_alone(nats, n, inflight, len);
     println!("jetstream alone (acked publishes): {rate:.0}/s p50 {p50:.1} ms p99 {p99:.1} ms");
+    println!("  {}", cpu_used(&before, &cpu(&state)));
     let js_rate = rate;
 
+    let before = cpu(&state);
     let (rate, p50, p99) = load(n, inflight, |a, i| put(a, &router, i, len));
     println!("cluster PUT through HAProxy (acked): {rate:.0}/s p50 {p50:.1} ms p99 {p99:.1} ms ({:.0}% of JetStream's)", 100.0 * rate / js_rate);
+    // The nodes go on applying after the last ack: let them finish before counting.
+    std::thread::sleep(Duration::from_secs(3));
+    println!(
+        "  {} (with the apply that followed)",
+        cpu_used(&before, &cpu(&state))
+    );
 
     // Reads: every node must have applied everything first.
     let out = Command::new(wink())
