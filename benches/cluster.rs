@@ -263,6 +263,9 @@ fn main() {
         cpu_used(&before, &cpu(&state))
     );
 
+    let (rate, p50, p99) = load(n, inflight, |a, i| put(a, &n1, n + i, len));
+    println!("cluster PUT to one node, no HAProxy (acked): {rate:.0}/s p50 {p50:.1} ms p99 {p99:.1} ms ({:.0}% of JetStream's)", 100.0 * rate / js_rate);
+
     // Reads: every node must have applied everything first.
     let out = Command::new(wink())
         .args(["cluster", "verify"])
