@@ -229,6 +229,32 @@ fn a_node_cut_off_from_nats_refuses_writes_serves_reads_and_catches_up() {
         status().is_some_and(|s| s["scanned"].as_u64() >= Some(last) && s["ready"] == true)
     });
 
+    // Bad requests change nothing and say why: over the message limit (NATS max_payload 8 MB),
+    // the reserved domain, an undeclared bucket, a sequence that is not a number.
+    let big = vec![b'x'; 9 << 20];
+    let a = put(&cluster.router, "Big", 1, &big);
+    assert_eq!(a.status, 413, "{}", String::from_utf8_lossy(&a.body));
+    let reserved = format!(
+        "{}/wink.cluster/sys/key_rev_value/html/applied/1",
+        cluster.router
+    );
+    let a = try_call(&agent, "PUT", &reserved, &[], Some(b"x")).unwrap();
+    assert_eq!(a.status, 400);
+    let undeclared = format!("{}/{D}/sys/key_rev_value/other/T/1", cluster.router);
+    let a = try_call(&agent, "PUT", &undeclared, &[], Some(b"x")).unwrap();
+    assert_eq!(a.status, 404);
+    let a = try_call(
+        &agent,
+        "GET",
+        &p(&n3, &titles[0], 1),
+        &[("x-wink-min-seq", "-1")],
+        None,
+    )
+    .unwrap();
+    assert_eq!(a.status, 400);
+    let a = try_call(&agent, "GET", &p(&cluster.router, "Big", 1), &[], None).unwrap();
+    assert_eq!(a.status, 404, "a refused PUT stored nothing");
+
     // The cut.
     for p in &proxies {
         p.cut();
