@@ -322,4 +322,41 @@ fn a_node_cut_off_from_nats_refuses_writes_serves_reads_and_catches_up() {
     // n3 runs outside cluster/ctl here: verify the others' agreement with it after all.
     let (code, out, err) = cluster.wink("verify", &[]);
     assert_eq!(code, 0, "wink cluster verify: {out} {err}");
+
+    // verify finds a difference: a render slipped into one owner's store behind the cluster's
+    // back (n1 stopped, `wink put` into its bucket, n1 started again).
+    let n1_title = (0..200)
+        .map(|i| format!("Q{i}"))
+        .find(|t| {
+            let part = partition_of(D, t, PARTITIONS) as usize;
+            map["map"]["owners"][part]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|n| n == "n1")
+        })
+        .unwrap();
+    cluster.ctl("stop", "n1");
+    let (_, n1_data) = cluster.node("n1");
+    let mut put_cmd = Command::new(env!("CARGO_BIN_EXE_wink"))
+        .arg("put")
+        .arg(n1_data.join("html"))
+        .args([D, n1_title.as_str(), "1"])
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    put_cmd
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"<p>only on n1</p>")
+        .unwrap();
+    assert!(put_cmd.wait().unwrap().success());
+    cluster.ctl("start", "n1");
+    let (code, out, err) = cluster.wink("verify", &[]);
+    assert_eq!(
+        code, 1,
+        "wink cluster verify missed a difference: {out} {err}"
+    );
+    assert!(out.contains(&n1_title), "{out}");
 }
