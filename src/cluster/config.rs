@@ -98,6 +98,9 @@ impl ClusterConfig {
         if self.replicas == 0 {
             return Err("replicas: at least 1".into());
         }
+        if self.stream_max_age == 0 {
+            return Err("stream_max_age: at least 1 second".into());
+        }
         if !(1..=5).contains(&self.stream_replicas) {
             return Err(format!("stream_replicas {}: 1 to 5", self.stream_replicas));
         }

@@ -122,7 +122,8 @@ pub async fn ensure(js: &jetstream::Context, cfg: &ClusterConfig) -> Result<(Map
         storage: stream::StorageType::File,
         num_replicas: replicas,
         max_age: Duration::from_secs(cfg.stream_max_age),
-        duplicate_window: Duration::from_secs(120),
+        // JetStream refuses a duplicate window longer than the max age.
+        duplicate_window: Duration::from_secs(120.min(cfg.stream_max_age.max(1))),
         ..Default::default()
     })
     .await
@@ -409,6 +410,15 @@ impl Node {
                 return Ok(Some(a));
             }
         }
+        if let Some(why) = &status.behind {
+            return Err(Problem::unavailable(
+                format!(
+                    "node {} cannot answer for partition {partition}: {why}",
+                    self.name
+                ),
+                10,
+            ));
+        }
         if !mine && !forwarded {
             return Err(Problem::unavailable(
                 format!(
@@ -683,7 +693,9 @@ async fn apply_session(node: &Arc<Node>, app: &Arc<App>) -> std::result::Result<
         .await
         .map_err(|e| format!("the stream's info: {e}"))?;
     let (first, last) = (info.state.first_sequence, info.state.last_sequence);
-    if info.state.messages > 0 && start < first {
+    // Messages from `start` on were written (start ≤ last) but the stream no longer holds the
+    // first of them (an empty stream's first sequence is last + 1): they cannot be replayed.
+    if start <= last && start < first {
         let why = format!(
             "behind the stream's retention: needs sequence {start}, the stream starts at {first}; \
              re-snapshot this node from a peer"

@@ -56,20 +56,29 @@ fn script(name: &str, args: &[&str]) -> std::process::Output {
 impl Cluster {
     /// `cluster/up DIR --nodes N --replicas R --partitions P`.
     pub fn up(nodes: usize, replicas: usize, partitions: u32) -> Cluster {
+        Cluster::up_with(nodes, replicas, partitions, &[])
+    }
+
+    /// `cluster/up` with more options.
+    pub fn up_with(nodes: usize, replicas: usize, partitions: u32, more: &[&str]) -> Cluster {
         let dir = tempfile::tempdir().expect("a temporary directory");
         let d = dir.path().to_str().expect("UTF-8").to_string();
-        let out = script(
-            "up",
-            &[
-                &d,
-                "--nodes",
-                &nodes.to_string(),
-                "--replicas",
-                &replicas.to_string(),
-                "--partitions",
-                &partitions.to_string(),
-            ],
+        let (n, r, p) = (
+            nodes.to_string(),
+            replicas.to_string(),
+            partitions.to_string(),
         );
+        let mut args = vec![
+            d.as_str(),
+            "--nodes",
+            &n,
+            "--replicas",
+            &r,
+            "--partitions",
+            &p,
+        ];
+        args.extend_from_slice(more);
+        let out = script("up", &args);
         let file = dir.path().join("cluster.json");
         let mut cluster = Cluster {
             router: String::new(),
