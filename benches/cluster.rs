@@ -223,6 +223,11 @@ fn du(path: &Path) -> u64 {
     total
 }
 
+/// One line of figures.
+fn report(what: &str, (rate, p50, p99): (f64, f64, f64), extra: &str) {
+    println!("{what}: {rate:.0}/s p50 {p50:.1} ms p99 {p99:.1} ms{extra}");
+}
+
 fn main() {
     if std::env::args().any(|a| a == "--list") {
         return;
@@ -245,17 +250,21 @@ fn main() {
         .collect();
     let n1 = state["nodes"][0]["url"].as_str().unwrap().to_string();
     let n1_data = PathBuf::from(state["nodes"][0]["data"].as_str().unwrap());
-    println!("cluster bench: {n} PUTs of {len} bytes, {inflight} in flight, 3 nats-servers (R=3), 3 nodes (R=2)");
+    println!(
+        "cluster bench: {n} PUTs of {len} bytes, {inflight} in flight, \
+         3 nats-servers (R=3), 3 nodes (R=2)"
+    );
 
     let before = cpu(&state);
-    let (rate, p50, p99) = jetstream_alone(nats, n, inflight, len);
-    println!("jetstream alone (acked publishes): {rate:.0}/s p50 {p50:.1} ms p99 {p99:.1} ms");
+    let figures = jetstream_alone(nats, n, inflight, len);
+    report("jetstream alone (acked publishes)", figures, "");
     println!("  {}", cpu_used(&before, &cpu(&state)));
-    let js_rate = rate;
+    let js_rate = figures.0;
 
     let before = cpu(&state);
-    let (rate, p50, p99) = load(n, inflight, |a, i| put(a, &router, i, len));
-    println!("cluster PUT through HAProxy (acked): {rate:.0}/s p50 {p50:.1} ms p99 {p99:.1} ms ({:.0}% of JetStream's)", 100.0 * rate / js_rate);
+    let figures = load(n, inflight, |a, i| put(a, &router, i, len));
+    let share = format!(" ({:.0}% of JetStream's)", 100.0 * figures.0 / js_rate);
+    report("cluster PUT through HAProxy (acked)", figures, &share);
     // The nodes go on applying after the last ack: let them finish before counting.
     std::thread::sleep(Duration::from_secs(3));
     println!(
@@ -263,8 +272,13 @@ fn main() {
         cpu_used(&before, &cpu(&state))
     );
 
-    let (rate, p50, p99) = load(n, inflight, |a, i| put(a, &n1, n + i, len));
-    println!("cluster PUT to one node, no HAProxy (acked): {rate:.0}/s p50 {p50:.1} ms p99 {p99:.1} ms ({:.0}% of JetStream's)", 100.0 * rate / js_rate);
+    let figures = load(n, inflight, |a, i| put(a, &n1, n + i, len));
+    let share = format!(" ({:.0}% of JetStream's)", 100.0 * figures.0 / js_rate);
+    report(
+        "cluster PUT to one node, no HAProxy (acked)",
+        figures,
+        &share,
+    );
 
     // Reads: every node must have applied everything first.
     let out = Command::new(wink())
@@ -277,10 +291,11 @@ fn main() {
         "verify: {}",
         String::from_utf8_lossy(&out.stdout)
     );
-    let (rate, p50, p99) = load(n, inflight, |a, i| get(a, &router, i));
-    println!("cluster GET through HAProxy: {rate:.0}/s p50 {p50:.1} ms p99 {p99:.1} ms");
-    let (rate, p50, p99) = load(n, inflight, |a, i| get(a, &n1, i));
-    println!("cluster GET from one node (n1, forwarding what it does not own): {rate:.0}/s p50 {p50:.1} ms p99 {p99:.1} ms");
+    let figures = load(n, inflight, |a, i| get(a, &router, i));
+    report("cluster GET through HAProxy", figures, "");
+    let figures = load(n, inflight, |a, i| get(a, &n1, i));
+    let what = "cluster GET from one node (n1, forwarding what it does not own)";
+    report(what, figures, "");
 
     // Catch-up of a new replica: snapshot of a peer + replay, then rebalance onto it.
     let bytes = du(&n1_data);
@@ -299,7 +314,8 @@ fn main() {
     );
     let total = started.elapsed().as_secs_f64();
     println!(
-        "new replica n4: snapshot+start {added:.2} s, with rebalance (replay of its new partitions) {total:.2} s; {:.1} MB of a peer's data: {:.1} MB/s",
+        "new replica n4: snapshot+start {added:.2} s, with rebalance (replay of its new \
+         partitions) {total:.2} s; {:.1} MB of a peer's data: {:.1} MB/s",
         bytes as f64 / 1e6,
         bytes as f64 / 1e6 / total
     );
@@ -344,10 +360,10 @@ fn main() {
         .put(&format!("{base}/{D}/sys/key_rev_value/html"))
         .call();
     assert!(created.is_ok());
-    let (rate, p50, p99) = load(n, inflight, |a, i| put(a, &base, i, len));
-    println!("one wink serve PUT: {rate:.0}/s p50 {p50:.1} ms p99 {p99:.1} ms");
-    let (rate, p50, p99) = load(n, inflight, |a, i| get(a, &base, i));
-    println!("one wink serve GET: {rate:.0}/s p50 {p50:.1} ms p99 {p99:.1} ms");
+    let figures = load(n, inflight, |a, i| put(a, &base, i, len));
+    report("one wink serve PUT", figures, "");
+    let figures = load(n, inflight, |a, i| get(a, &base, i));
+    report("one wink serve GET", figures, "");
     let _ = child.kill();
     let _ = child.wait();
 }

@@ -605,7 +605,8 @@ async fn leases(node: Arc<Node>) {
     }
 }
 
-/// Re-reads the map four times a second; a change of this node's partitions starts a new apply session.
+/// Re-reads the map four times a second; a change of this node's partitions starts a new apply
+/// session.
 async fn watch_map(node: Arc<Node>) {
     let mut bucket = None;
     loop {

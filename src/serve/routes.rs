@@ -823,7 +823,9 @@ async fn create_bucket(
 fn cluster_created(rev: u64, tid: Uuid, seq: u64) -> Answer {
     let mut a = json(
         StatusCode::CREATED,
-        &serde_json::json!({ "message": "Created.", "rev": rev, "tid": tid.to_string(), "seq": seq }),
+        &serde_json::json!({
+            "message": "Created.", "rev": rev, "tid": tid.to_string(), "seq": seq
+        }),
     );
     a.headers_mut().insert(ETAG, etag(rev, tid));
     a.headers_mut()
