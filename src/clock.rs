@@ -96,6 +96,47 @@ impl Clock for ManualClock {
     }
 }
 
+/// The system's clock, unless the calling thread has stamped a time with [`StampedClock::with`]:
+/// a replicated apply stores each render under the arrival time its message carries (stamped by
+/// the node that received it), never under the applying node's clock, so replicas agree.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct StampedClock;
+
+thread_local! {
+    /// The stamp of the calling thread, in 100-ns ticks since the epoch.
+    static STAMP: std::cell::Cell<Option<i64>> = const { std::cell::Cell::new(None) };
+}
+
+impl StampedClock {
+    /// Runs `f` with this thread's clock standing at `secs` (and restored after, even when `f`
+    /// panics).
+    pub fn with<T>(secs: i64, f: impl FnOnce() -> T) -> T {
+        struct Restore(Option<i64>);
+        impl Drop for Restore {
+            fn drop(&mut self) {
+                STAMP.with(|s| s.set(self.0));
+            }
+        }
+        let _restore = Restore(STAMP.with(|s| s.replace(Some(secs.saturating_mul(TICKS_PER_SEC)))));
+        f()
+    }
+}
+
+impl Clock for StampedClock {
+    fn now(&self) -> i64 {
+        match STAMP.with(|s| s.get()) {
+            Some(t) => t.div_euclid(TICKS_PER_SEC),
+            None => SystemClock.now(),
+        }
+    }
+
+    fn now_ticks(&self) -> i64 {
+        STAMP
+            .with(|s| s.get())
+            .unwrap_or_else(|| SystemClock.now_ticks())
+    }
+}
+
 /// The default clock for library users: the system's.
 pub fn system() -> Arc<dyn Clock> {
     Arc::new(SystemClock)

@@ -49,9 +49,10 @@
 //! culling, archive runs, scrub, snapshots, the index rebuild); the HTTP service (feature
 //! `server`) and WARC export and import (feature `warc`).
 //!
-//! Features: `cli` (the `wink` binary, with the test harnesses of feature `harness`), `server`
-//! and `warc`, all on by default; an embedder of the store alone takes
-//! `default-features = false`, and compiles none of clap, indicatif, tokio or hyper.
+//! Features: `cli` (the `wink` binary, with the test harnesses of feature `harness`), `server`,
+//! `warc` and `cluster` (replicated nodes on NATS JetStream, docs/CLUSTER.md), all on by
+//! default; an embedder of the store alone takes `default-features = false`, and compiles none
+//! of clap, indicatif, tokio, hyper or async-nats.
 //!
 //! The modules of the storage seam, the formats, the filesys, the store, the archive and
 //! maintenance are public and documented, every public item of them (`missing_docs` guards
@@ -77,6 +78,9 @@ pub mod archive;
 #[doc(hidden)]
 pub mod check;
 pub mod clock;
+#[cfg(feature = "cluster")]
+#[doc(hidden)]
+pub mod cluster;
 mod error;
 pub mod filesys;
 pub mod format;

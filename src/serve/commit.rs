@@ -65,6 +65,19 @@ pub enum Job {
         rev: Option<u64>,
         reply: oneshot::Sender<Result<bool>>,
     },
+    /// Work on the writer's handle in queue order, with the lock held: a cluster's apply of a
+    /// batch of messages (its own puts, records and commit), a snapshot. It answers through
+    /// whatever it captured; the commit generation is bumped after it.
+    Exclusive(ExclusiveWork),
+}
+
+/// See [`Job::Exclusive`].
+pub struct ExclusiveWork(pub Box<dyn FnOnce(&mut Store) + Send>);
+
+impl std::fmt::Debug for ExclusiveWork {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ExclusiveWork")
+    }
 }
 
 /// What a bucket's writer thread reports.
@@ -196,6 +209,8 @@ fn run_other(store: &Mutex<Store>, job: Job, stats: &CommitStats) {
             Job::TakeDown { reply, .. } => drop(reply.send(Err(poisoned()))),
             Job::Lift { reply, .. } => drop(reply.send(Err(poisoned()))),
             Job::Put(_, reply) => drop(reply.send(Err(PutError::Store(poisoned())))),
+            // Its own answer channel is dropped with it: the waiter sees the bucket closing.
+            Job::Exclusive(work) => drop(work),
         }
         return;
     };
@@ -225,6 +240,10 @@ fn run_other(store: &Mutex<Store>, job: Job, stats: &CommitStats) {
         Job::Put(put, reply) => {
             drop(s);
             commit_puts(store, vec![(put, reply)], stats);
+        }
+        Job::Exclusive(work) => {
+            (work.0)(&mut s);
+            stats.generation.fetch_add(1, Ordering::Release);
         }
     }
 }

@@ -66,6 +66,9 @@ pub struct ServeOptions {
     pub maintenance: Option<MaintenanceOptions>,
     /// The pause between two whole-store counts of the buckets (for `/_health` and `/metrics`).
     pub stat_interval: Duration,
+    /// This server as a node of a cluster (`--cluster FILE`, docs/CLUSTER.md).
+    #[cfg(feature = "cluster")]
+    pub cluster: Option<crate::cluster::ClusterConfig>,
 }
 
 impl ServeOptions {
@@ -87,6 +90,8 @@ impl ServeOptions {
             auth: Auth::none(),
             maintenance: Some(MaintenanceOptions::default()),
             stat_interval: Duration::from_secs(300),
+            #[cfg(feature = "cluster")]
+            cluster: None,
         }
     }
 }
@@ -119,6 +124,8 @@ pub fn run(opts: ServeOptions, ready: impl FnOnce(SocketAddr)) -> Result<()> {
         metrics,
         auth: opts.auth.clone(),
         limits: limits::BodyLimits::new(opts.max_body, opts.max_inflight, opts.body_timeout),
+        #[cfg(feature = "cluster")]
+        cluster: std::sync::OnceLock::new(),
     });
     let listener =
         std::net::TcpListener::bind(opts.listen).map_err(|e| Error::io(&opts.root, None, e))?;
@@ -145,6 +152,13 @@ pub fn run(opts: ServeOptions, ready: impl FnOnce(SocketAddr)) -> Result<()> {
         drain_timeout: opts.drain_timeout,
     };
     let served = rt.block_on(async {
+        #[cfg(feature = "cluster")]
+        if let Some(cfg) = opts.cluster.clone() {
+            let node = crate::cluster::node::Node::start(cfg, app.clone())
+                .await
+                .map_err(std::io::Error::other)?;
+            let _ = app.cluster.set(node);
+        }
         let listener = tokio::net::TcpListener::from_std(listener)?;
         let (tx, rx) = tokio::sync::oneshot::channel();
         // Signal handlers are in place before the server says it is up.

@@ -77,7 +77,12 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 impl Bucket {
     /// Opens the store in `dir` as its writer and starts its threads.
     fn open(name: &str, dir: &Path, maintenance: Option<&MaintenanceOptions>) -> Result<Bucket> {
-        let store = Store::open(dir, &StoreOptions::writer())?;
+        // The system's clock, unless the thread applying a cluster's messages stamps their time.
+        let opts = StoreOptions {
+            clock: Arc::new(crate::clock::StampedClock),
+            ..StoreOptions::writer()
+        };
+        let store = Store::open(dir, &opts)?;
         let config = *store.config();
         let mut recovery = store.meta().recovery().actions.clone();
         recovery.extend(store.recovery().iter().cloned());

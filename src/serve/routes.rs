@@ -53,6 +53,9 @@ pub struct App {
     pub metrics: Arc<Metrics>,
     pub auth: Auth,
     pub limits: BodyLimits,
+    /// The cluster node this server is part of (`wink serve --cluster`), once it has started.
+    #[cfg(feature = "cluster")]
+    pub cluster: std::sync::OnceLock<Arc<crate::cluster::node::Node>>,
 }
 
 type Answer = Response<Full<Bytes>>;
@@ -148,6 +151,12 @@ async fn answer(
     body: &mut Option<Incoming>,
     route: &mut Route,
 ) -> Result<Answer> {
+    #[cfg(feature = "cluster")]
+    if let Some(node) = app.cluster.get() {
+        if let Some(a) = cluster_gate(app, node, req).await? {
+            return Ok(a);
+        }
+    }
     let target = parse_path(req.uri.path())?;
     let query: Vec<(String, String)> = req
         .uri
@@ -644,6 +653,21 @@ async fn put_render(
             b.config.max_value
         )));
     }
+    #[cfg(feature = "cluster")]
+    if let Some(node) = app.cluster.get() {
+        let mut change = node.change(
+            crate::cluster::message::Kind::Put,
+            &place.domain,
+            &title,
+            Some(rev),
+            tid,
+        );
+        change.content_type = content_type;
+        change.value = body.bytes.to_vec();
+        drop(body);
+        let seq = node.publish(&place.bucket, &change).await?;
+        return Ok(cluster_created(rev, change.tid, seq));
+    }
     let (tx, rx) = oneshot::channel();
     let job = PutJob {
         domain: place.domain,
@@ -692,6 +716,11 @@ fn closing() -> Problem {
 
 async fn take_down(app: &App, place: Place, title: String, rev: Option<u64>) -> Result<Answer> {
     let b = bucket(app, &place)?;
+    #[cfg(feature = "cluster")]
+    if let Some(node) = app.cluster.get() {
+        let kind = crate::cluster::message::Kind::TakeDown;
+        return cluster_change(node, kind, &place, &title, rev, "Taken down.").await;
+    }
     let (reply, rx) = oneshot::channel();
     let job = Job::TakeDown {
         domain: place.domain,
@@ -714,6 +743,11 @@ async fn take_down(app: &App, place: Place, title: String, rev: Option<u64>) -> 
 
 async fn lift(app: &App, place: Place, title: String, rev: Option<u64>) -> Result<Answer> {
     let b = bucket(app, &place)?;
+    #[cfg(feature = "cluster")]
+    if let Some(node) = app.cluster.get() {
+        let kind = crate::cluster::message::Kind::Lift;
+        return cluster_change(node, kind, &place, &title, rev, "Lifted.").await;
+    }
     let (reply, rx) = oneshot::channel();
     let job = Job::Lift {
         domain: place.domain,
@@ -782,6 +816,112 @@ async fn create_bucket(
         Err(CreateError::Failed(why)) => Err(unreadable(&place.bucket, &why)),
         Err(CreateError::Store(e)) => Err(Problem::from_store(&e)),
     }
+}
+
+/// A cluster's 201 for a write: JetStream holds it at stream sequence `seq`.
+#[cfg(feature = "cluster")]
+fn cluster_created(rev: u64, tid: Uuid, seq: u64) -> Answer {
+    let mut a = json(
+        StatusCode::CREATED,
+        &serde_json::json!({
+            "message": "Created.", "rev": rev, "tid": tid.to_string(), "seq": seq
+        }),
+    );
+    a.headers_mut().insert(ETAG, etag(rev, tid));
+    a.headers_mut()
+        .insert(crate::cluster::node::SEQ, HeaderValue::from(seq));
+    a
+}
+
+/// A take-down or lift in a cluster: published, answered 202 once JetStream holds it (what it
+/// removes is known to each replica when it applies it).
+#[cfg(feature = "cluster")]
+async fn cluster_change(
+    node: &crate::cluster::node::Node,
+    kind: crate::cluster::message::Kind,
+    place: &Place,
+    title: &str,
+    rev: Option<u64>,
+    message: &str,
+) -> Result<Answer> {
+    let change = node.change(kind, &place.domain, title, rev, None);
+    let seq = node.publish(&place.bucket, &change).await?;
+    let mut a = json(
+        StatusCode::ACCEPTED,
+        &serde_json::json!({ "message": message, "seq": seq }),
+    );
+    a.headers_mut()
+        .insert(crate::cluster::node::SEQ, HeaderValue::from(seq));
+    Ok(a)
+}
+
+/// What a cluster node does before the single node's routes: its own `/_cluster` routes, the
+/// reserved domain refused, buckets only as declared, reads forwarded to an owner or held until
+/// `x-wink-min-seq` is applied. `None`: the route answers as on a single node.
+#[cfg(feature = "cluster")]
+async fn cluster_gate(
+    app: &App,
+    node: &crate::cluster::node::Node,
+    req: &hyper::http::request::Parts,
+) -> Result<Option<Answer>> {
+    let path = req.uri.path();
+    if path == "/_cluster" {
+        if req.method != Method::GET {
+            return Err(Problem::method_not_allowed("GET"));
+        }
+        return Ok(Some(json(StatusCode::OK, &node.status())));
+    }
+    if let Some(bucket) = path.strip_prefix("/_cluster/snapshot/") {
+        if req.method != Method::POST {
+            return Err(Problem::method_not_allowed("POST"));
+        }
+        app.auth.check(&req.headers)?;
+        if !valid_bucket_name(bucket) {
+            return Err(Problem::bad_request(format!("bucket name {bucket:?}")));
+        }
+        let dir = node.snapshot(app, bucket).await?;
+        return Ok(Some(json(
+            StatusCode::OK,
+            &serde_json::json!({ "snapshot": dir }),
+        )));
+    }
+    let Ok(target) = parse_path(path) else {
+        return Ok(None);
+    };
+    let place = match &target {
+        Target::Bucket(p)
+        | Target::Titles(p)
+        | Target::Title(p, _)
+        | Target::Renders(p, _)
+        | Target::Revision(p, _, _)
+        | Target::Render(p, _, _, _)
+        | Target::Lift(p, _, _) => p,
+        Target::Health | Target::Metrics => return Ok(None),
+    };
+    if place.domain == crate::cluster::message::RESERVED_DOMAIN {
+        return Err(Problem::bad_request(format!(
+            "domain {} is reserved for the cluster's own records",
+            place.domain
+        )));
+    }
+    if !node.cfg.buckets.contains_key(&place.bucket) {
+        return Err(Problem::not_found(format!(
+            "no bucket {} in this cluster (a cluster's buckets are declared in its configuration)",
+            place.bucket
+        )));
+    }
+    let read = req.method == Method::GET || req.method == Method::HEAD;
+    let title = match &target {
+        Target::Title(_, t)
+        | Target::Renders(_, t)
+        | Target::Revision(_, t, _)
+        | Target::Render(_, t, _, _) => t,
+        _ => return Ok(None),
+    };
+    if !read {
+        return Ok(None);
+    }
+    node.before_read(&place.domain, title, req).await
 }
 
 #[cfg(test)]

@@ -10,6 +10,7 @@ use wink::store::policy::Renders;
 use wink::store::{Page, Policy, Revisions, Store};
 
 pub mod cli;
+pub mod cluster;
 pub mod require;
 pub mod server;
 

@@ -5,6 +5,8 @@
 //! or I/O); 4 in use by another writer. Errors go to stderr as one line starting with `wink: `.
 
 mod check;
+#[cfg(feature = "cluster")]
+mod cluster;
 mod demo;
 mod dump;
 mod fs;
@@ -87,6 +89,10 @@ enum Command {
     /// Serve the render stores under a data root over HTTP (RESTBase's key_rev_value API).
     #[cfg(feature = "server")]
     Serve(serve::Args),
+    /// A cluster's state: status, verify (every owner agrees), rebalance (docs/CLUSTER.md).
+    #[cfg(feature = "cluster")]
+    #[command(subcommand)]
+    Cluster(cluster::Command),
 }
 
 /// What a command that did not fail reports: 0, or 1 when `check` or `scrub` found problems.
@@ -120,6 +126,8 @@ fn main() -> ExitCode {
         Command::Demo(args) => demo::run(&args),
         #[cfg(feature = "server")]
         Command::Serve(args) => serve::run(&args),
+        #[cfg(feature = "cluster")]
+        Command::Cluster(command) => cluster::run(command),
     };
     match result {
         Ok(status) => ExitCode::from(status),

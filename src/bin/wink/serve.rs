@@ -64,6 +64,14 @@ pub struct Args {
     /// Seconds between whole-bucket counts for /_health and /metrics.
     #[arg(long, value_name = "S", default_value_t = 300)]
     stat_interval: u64,
+    /// Run as a node of the cluster this file describes (docs/CLUSTER.md).
+    #[cfg(feature = "cluster")]
+    #[arg(long, value_name = "FILE")]
+    cluster: Option<PathBuf>,
+    /// This node's name in the cluster (default: the file's `name`).
+    #[cfg(feature = "cluster")]
+    #[arg(long, value_name = "NAME", requires = "cluster")]
+    name: Option<String>,
 }
 
 fn seconds(v: f64, what: &str) -> Result<Duration> {
@@ -94,6 +102,21 @@ pub fn run(args: &Args) -> Result<Status> {
             ..MaintenanceOptions::default()
         }),
     };
+    #[cfg(feature = "cluster")]
+    if let Some(path) = &args.cluster {
+        let mut cfg = wink::cluster::ClusterConfig::read(path)?;
+        if let Some(name) = &args.name {
+            cfg.name = name.clone();
+        }
+        if cfg.node(&cfg.name).is_none() {
+            return Err(Error::invalid(format!(
+                "{}: this node, {:?}, is not one of its nodes (--name)",
+                path.display(),
+                cfg.name
+            )));
+        }
+        opts.cluster = Some(cfg);
+    }
     wink::serve::run(opts, |addr| {
         let mut out = std::io::stdout();
         let _ = writeln!(out, "listening on {addr}");

@@ -1,0 +1,65 @@
+//! `wink cluster status|verify|rebalance FILE`: FILE is the `cluster.json` of `cluster/up`.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use wink::{Error, Result};
+
+use crate::Status;
+
+#[derive(clap::Subcommand)]
+pub enum Command {
+    /// The placement map, the stream's last sequence, and each node's applied sequence, as JSON.
+    Status {
+        /// The cluster's cluster.json.
+        file: PathBuf,
+    },
+    /// Every owner of every partition holds the same titles, renders and bytes (exit 1 with the
+    /// differences otherwise). Waits first until every node has applied the whole stream.
+    Verify {
+        file: PathBuf,
+        /// Seconds to wait for the nodes to apply the stream.
+        #[arg(long, value_name = "S", default_value_t = 60)]
+        patience: u64,
+    },
+    /// Spreads the partitions over the configuration's nodes: new owners join, catch up, and
+    /// only then do old owners leave (each step a compare-and-set of the map).
+    Rebalance {
+        file: PathBuf,
+        /// Seconds to wait for the new owners to catch up.
+        #[arg(long, value_name = "S", default_value_t = 300)]
+        patience: u64,
+    },
+}
+
+pub fn run(command: Command) -> Result<Status> {
+    let mut out = std::io::stdout();
+    match command {
+        Command::Status { file } => {
+            let v = wink::cluster::admin::status(&file)?;
+            let text =
+                serde_json::to_string_pretty(&v).map_err(|e| Error::invalid(e.to_string()))?;
+            let _ = writeln!(out, "{text}");
+            Ok(0)
+        }
+        Command::Rebalance { file, patience } => {
+            let done = wink::cluster::admin::rebalance(&file, Duration::from_secs(patience))?;
+            let _ = writeln!(out, "{done}");
+            Ok(0)
+        }
+        Command::Verify { file, patience } => {
+            let problems = wink::cluster::admin::verify(&file, Duration::from_secs(patience))?;
+            for p in &problems {
+                let _ = writeln!(out, "{p}");
+            }
+            if problems.is_empty() {
+                let _ = writeln!(out, "verified: every owner of every partition agrees");
+                Ok(0)
+            } else {
+                let _ = writeln!(out, "{} differences", problems.len());
+                Ok(1)
+            }
+        }
+    }
+}

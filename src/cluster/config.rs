@@ -1,0 +1,172 @@
+//! A cluster's configuration file (`wink serve --cluster FILE`, `wink cluster …`): the nodes,
+//! the NATS servers, P and R, the declared buckets. Format and meaning: docs/CLUSTER.md.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+
+/// The largest configuration file read.
+const MAX_CONFIG: u64 = 1 << 20;
+
+/// One node of the cluster.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct NodeEntry {
+    pub name: String,
+    /// Its HTTP base, `http://HOST:PORT` (requests are forwarded there).
+    pub url: String,
+}
+
+/// The configuration.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterConfig {
+    /// This node's name (overridden by `--name`).
+    #[serde(default)]
+    pub name: String,
+    /// NATS server URLs, `nats://HOST:PORT`.
+    pub nats: Vec<String>,
+    pub nodes: Vec<NodeEntry>,
+    #[serde(default = "default_partitions")]
+    pub partitions: u32,
+    #[serde(default = "default_replicas")]
+    pub replicas: u32,
+    /// Bucket name → its settings (the JSON of `PUT P`), created by every node at start.
+    #[serde(default)]
+    pub buckets: BTreeMap<String, serde_json::Value>,
+    /// Seconds the stream keeps a message.
+    #[serde(default = "default_max_age")]
+    pub stream_max_age: u64,
+    /// The stream's replicas (at most the NATS servers).
+    #[serde(default = "default_stream_replicas")]
+    pub stream_replicas: usize,
+}
+
+fn default_partitions() -> u32 {
+    64
+}
+fn default_replicas() -> u32 {
+    2
+}
+fn default_max_age() -> u64 {
+    7 * 86_400
+}
+fn default_stream_replicas() -> usize {
+    3
+}
+
+impl ClusterConfig {
+    /// Reads and checks the file.
+    pub fn read(path: &Path) -> Result<ClusterConfig> {
+        use std::io::Read as _;
+        let file = std::fs::File::open(path).map_err(|e| Error::io(path, None, e))?;
+        let mut text = Vec::new();
+        file.take(MAX_CONFIG + 1)
+            .read_to_end(&mut text)
+            .map_err(|e| Error::io(path, None, e))?;
+        if text.len() as u64 > MAX_CONFIG {
+            return Err(Error::invalid(format!(
+                "{}: a cluster configuration is at most {MAX_CONFIG} bytes",
+                path.display()
+            )));
+        }
+        let cfg: ClusterConfig = serde_json::from_slice(&text).map_err(|e| {
+            Error::invalid(format!(
+                "{}: not a cluster configuration: {e}",
+                path.display()
+            ))
+        })?;
+        cfg.check()
+            .map_err(|e| Error::invalid(format!("{}: {e}", path.display())))?;
+        Ok(cfg)
+    }
+
+    /// The checks a configuration must pass, as one message.
+    pub fn check(&self) -> std::result::Result<(), String> {
+        if self.nats.is_empty() {
+            return Err("nats: at least one server URL".into());
+        }
+        if self.nodes.is_empty() {
+            return Err("nodes: at least one".into());
+        }
+        if !(1..=4096).contains(&self.partitions) {
+            return Err(format!("partitions {}: 1 to 4096", self.partitions));
+        }
+        if self.replicas == 0 {
+            return Err("replicas: at least 1".into());
+        }
+        if self.stream_max_age == 0 {
+            return Err("stream_max_age: at least 1 second".into());
+        }
+        if !(1..=5).contains(&self.stream_replicas) {
+            return Err(format!("stream_replicas {}: 1 to 5", self.stream_replicas));
+        }
+        let mut names = std::collections::BTreeSet::new();
+        for n in &self.nodes {
+            if !valid_node_name(&n.name) {
+                return Err(format!(
+                    "node name {:?}: [a-z0-9][a-z0-9_-]{{0,31}}",
+                    n.name
+                ));
+            }
+            if !names.insert(n.name.as_str()) {
+                return Err(format!("node {} is listed twice", n.name));
+            }
+            if !n.url.starts_with("http://") {
+                return Err(format!(
+                    "node {}: url {:?} must start with http://",
+                    n.name, n.url
+                ));
+            }
+        }
+        for b in self.buckets.keys() {
+            if !crate::serve::spec::valid_bucket_name(b) {
+                return Err(format!("bucket name {b:?}: [a-z0-9][a-z0-9._-]{{0,63}}"));
+            }
+        }
+        Ok(())
+    }
+
+    /// The node called `name`.
+    pub fn node(&self, name: &str) -> Option<&NodeEntry> {
+        self.nodes.iter().find(|n| n.name == name)
+    }
+}
+
+/// A node's name: also part of NATS keys, so a small alphabet.
+pub fn valid_node_name(name: &str) -> bool {
+    let b = name.as_bytes();
+    !b.is_empty()
+        && b.len() <= 32
+        && (b[0].is_ascii_lowercase() || b[0].is_ascii_digit())
+        && b.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'_' || *c == b'-')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_configuration_is_checked() {
+        let text = r#"{"name":"n1","nats":["nats://127.0.0.1:4222"],
+            "nodes":[{"name":"n1","url":"http://127.0.0.1:1"}],"buckets":{"html":{}}}"#;
+        let cfg: ClusterConfig = serde_json::from_str(text).unwrap();
+        assert_eq!(cfg.partitions, 64);
+        assert_eq!(cfg.replicas, 2);
+        assert!(cfg.check().is_ok());
+        let mut bad = cfg.clone();
+        bad.nodes.push(bad.nodes[0].clone());
+        assert!(bad.check().unwrap_err().contains("twice"));
+        let mut bad = cfg.clone();
+        bad.nodes[0].name = "N/1".into();
+        assert!(bad.check().is_err());
+        let mut bad = cfg;
+        bad.partitions = 0;
+        assert!(bad.check().is_err());
+        assert!(serde_json::from_str::<ClusterConfig>(r#"{"nats":[],"nodes":[],"x":1}"#).is_err());
+    }
+}

@@ -1,0 +1,813 @@
+//! A running cluster node (`wink serve --cluster FILE`): the NATS connection, the publisher of
+//! changes, the apply loop, leases, the placement map, read forwarding and read-your-writes
+//! waits. The HTTP routes stay `src/serve/routes.rs`'s; they call in here (docs/CLUSTER.md).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use async_nats::jetstream::{self, consumer, kv, stream};
+use bytes::Bytes;
+use futures_util::StreamExt as _;
+use http_body_util::{BodyExt as _, Full};
+use hyper::{Request, Response, StatusCode};
+use tokio::sync::watch;
+use uuid::Uuid;
+
+use super::apply::{self, Message};
+use super::config::ClusterConfig;
+use super::message::{self, Change, Kind};
+use super::placement::{self, Map};
+use crate::clock::Clock as _;
+use crate::error::{Error, Result};
+use crate::serve::commit::{ExclusiveWork, Job};
+use crate::serve::problem::Problem;
+use crate::serve::routes::App;
+
+/// How long a publish is retried (leader elections take ~5 s) before the answer is 503.
+const PUBLISH_PATIENCE: Duration = Duration::from_secs(20);
+/// How long a read with `x-wink-min-seq` waits for the apply loop.
+const MIN_SEQ_WAIT: Duration = Duration::from_secs(10);
+/// Messages one apply batch takes at most, and their bytes.
+const BATCH_MESSAGES: usize = 1024;
+const BATCH_BYTES: usize = 64 << 20;
+/// The largest answer a forwarded read relays.
+const MAX_FORWARDED: usize = 512 << 20;
+/// Header of a forwarded request: its receiver answers it itself, never forwards it again.
+pub const FORWARDED: &str = "x-wink-forwarded";
+/// Header of a read that waits for the apply loop to pass a stream sequence.
+pub const MIN_SEQ: &str = "x-wink-min-seq";
+/// Header of a write's answer: its stream sequence.
+pub const SEQ: &str = "x-wink-seq";
+
+type Answer = Response<Full<Bytes>>;
+
+/// The node.
+pub struct Node {
+    pub cfg: ClusterConfig,
+    pub name: String,
+    js: jetstream::Context,
+    client: async_nats::Client,
+    map: RwLock<(Map, u64)>,
+    /// Bumped when the map's owners of this node change: the apply loop starts a new session.
+    map_generation: AtomicU64,
+    /// The map generation the running apply session started under.
+    session: AtomicU64,
+    /// Everything up to this sequence is applied for every partition this node owns.
+    scanned: watch::Sender<u64>,
+    /// The stream's last sequence when the apply session started: reads are vouched for once
+    /// `scanned` reaches it.
+    catch_up_to: AtomicU64,
+    /// Why the node cannot apply (behind the stream's retention), when it cannot.
+    behind: Mutex<Option<String>>,
+    nats_up: Arc<AtomicBool>,
+    /// Nodes with a live lease (all of them when NATS cannot be asked).
+    live: RwLock<Vec<String>>,
+    tids: Mutex<i64>,
+    tid_node: [u8; 6],
+}
+
+impl std::fmt::Debug for Node {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Node").field("name", &self.name).finish()
+    }
+}
+
+fn nats_err(what: &str, e: impl std::fmt::Display) -> Error {
+    Error::invalid(format!("cluster: {what}: {e}"))
+}
+
+/// Connects to NATS (retrying while none answers) and notes connection changes in `up`.
+pub async fn connect(cfg: &ClusterConfig, up: Arc<AtomicBool>) -> Result<async_nats::Client> {
+    let flag = up.clone();
+    let client = async_nats::ConnectOptions::new()
+        .retry_on_initial_connect()
+        .max_reconnects(None)
+        // Only the configured servers: the ones the servers advertise are the same three by
+        // other addresses, and a node whose configured route to NATS is cut must stay cut off
+        // rather than bypass it (the partition test puts a proxy there).
+        .ignore_discovered_servers()
+        .connection_timeout(Duration::from_secs(2))
+        .event_callback(move |e| {
+            let flag = flag.clone();
+            async move {
+                match e {
+                    async_nats::Event::Connected => flag.store(true, Ordering::SeqCst),
+                    async_nats::Event::Disconnected => flag.store(false, Ordering::SeqCst),
+                    _ => {}
+                }
+            }
+        })
+        .connect(cfg.nats.clone())
+        .await
+        .map_err(|e| nats_err("connecting to NATS", e))?;
+    up.store(true, Ordering::SeqCst);
+    Ok(client)
+}
+
+/// The JetStream context every user of the cluster shares: acks awaited at most 5 s each.
+pub fn context(client: async_nats::Client) -> jetstream::Context {
+    jetstream::ContextBuilder::new()
+        .timeout(Duration::from_secs(5))
+        .build(client)
+}
+
+/// Makes the stream and the key-value buckets when they are missing; answers the map.
+pub async fn ensure(js: &jetstream::Context, cfg: &ClusterConfig) -> Result<(Map, u64)> {
+    let replicas = cfg.stream_replicas.min(cfg.nats.len()).max(1);
+    js.get_or_create_stream(stream::Config {
+        name: placement::STREAM.to_string(),
+        subjects: vec!["wink.>".to_string()],
+        storage: stream::StorageType::File,
+        num_replicas: replicas,
+        max_age: Duration::from_secs(cfg.stream_max_age),
+        // JetStream refuses a duplicate window longer than the max age.
+        duplicate_window: Duration::from_secs(120.min(cfg.stream_max_age.max(1))),
+        ..Default::default()
+    })
+    .await
+    .map_err(|e| nats_err("creating the stream", e))?;
+    let placement = key_value(
+        js,
+        kv::Config {
+            bucket: placement::PLACEMENT_BUCKET.to_string(),
+            history: 8,
+            num_replicas: replicas,
+            storage: stream::StorageType::File,
+            ..Default::default()
+        },
+    )
+    .await?;
+    key_value(
+        js,
+        kv::Config {
+            bucket: placement::LEASE_BUCKET.to_string(),
+            max_age: Duration::from_secs(placement::LEASE_SECS),
+            num_replicas: replicas,
+            storage: stream::StorageType::File,
+            ..Default::default()
+        },
+    )
+    .await?;
+    read_map(&placement, cfg).await
+}
+
+async fn key_value(js: &jetstream::Context, config: kv::Config) -> Result<kv::Store> {
+    let name = config.bucket.clone();
+    if let Ok(s) = js.get_key_value(&name).await {
+        return Ok(s);
+    }
+    match js.create_key_value(config).await {
+        Ok(s) => Ok(s),
+        // Another node made it meanwhile.
+        Err(e) => js
+            .get_key_value(&name)
+            .await
+            .map_err(|_| nats_err(&format!("creating key-value bucket {name}"), e)),
+    }
+}
+
+/// The map and its revision; the cluster's first map (round robin) when there is none yet.
+pub async fn read_map(placement: &kv::Store, cfg: &ClusterConfig) -> Result<(Map, u64)> {
+    let mut failures = 0;
+    loop {
+        match placement.entry(placement::MAP_KEY).await {
+            Ok(Some(e)) if matches!(e.operation, kv::Operation::Put) => {
+                let map = Map::parse(&e.value, cfg).map_err(Error::invalid)?;
+                return Ok((map, e.revision));
+            }
+            Ok(_) => {
+                let first = serde_json::to_vec(&Map::initial(cfg)).unwrap_or_default();
+                // Fails when another node created it first: then read it.
+                let _ = placement.create(placement::MAP_KEY, first.into()).await;
+            }
+            // A bucket just made answers "no responders" until its stream has a leader.
+            Err(e) if failures >= 40 => return Err(nats_err("reading the placement map", e)),
+            Err(_) => {
+                failures += 1;
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+        }
+    }
+}
+
+/// The answer of a node's `/_cluster`.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub struct NodeStatus {
+    pub name: String,
+    pub scanned: u64,
+    pub catch_up_to: u64,
+    pub ready: bool,
+    pub nats: bool,
+    pub owned: Vec<u32>,
+    pub map_revision: u64,
+    pub behind: Option<String>,
+}
+
+impl Node {
+    /// Connects, makes the stream and buckets when missing, reads the map, creates the declared
+    /// buckets, and starts the lease, map and apply tasks on the current runtime.
+    pub async fn start(cfg: ClusterConfig, app: Arc<App>) -> Result<Arc<Node>> {
+        let up = Arc::new(AtomicBool::new(false));
+        let client = connect(&cfg, up.clone()).await?;
+        let js = context(client.clone());
+        // Right after the servers start, JetStream may have no meta leader yet: retry a while.
+        let started = Instant::now();
+        let (map, revision) = loop {
+            match ensure(&js, &cfg).await {
+                Ok(m) => break m,
+                Err(e) if started.elapsed() > Duration::from_secs(60) => return Err(e),
+                Err(e) => {
+                    eprintln!("wink cluster {}: {e}; retrying", cfg.name);
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+            }
+        };
+        for (bucket, spec) in &cfg.buckets {
+            let text = serde_json::to_vec(spec).unwrap_or_default();
+            let spec = crate::serve::spec::BucketSpec::parse(&text)
+                .map_err(|e| Error::invalid(format!("cluster bucket {bucket}: {e}")))?;
+            match tokio::task::block_in_place(|| app.registry.create(bucket, &spec)) {
+                Ok(_) => {}
+                Err(e) => {
+                    return Err(Error::invalid(format!(
+                        "cluster bucket {bucket} could not be created: {e:?}"
+                    )))
+                }
+            }
+        }
+        let digest = {
+            use sha1::Digest as _;
+            sha1::Sha1::digest(cfg.name.as_bytes())
+        };
+        let mut tid_node = [0u8; 6];
+        tid_node.copy_from_slice(&digest[..6]);
+        // The multicast bit marks a node id that is not a MAC address (RFC 4122 § 4.5).
+        tid_node[0] |= 1;
+        let names = cfg.nodes.iter().map(|n| n.name.clone()).collect();
+        let node = Arc::new(Node {
+            name: cfg.name.clone(),
+            cfg,
+            js,
+            client,
+            map: RwLock::new((map, revision)),
+            map_generation: AtomicU64::new(0),
+            session: AtomicU64::new(u64::MAX),
+            scanned: watch::Sender::new(0),
+            catch_up_to: AtomicU64::new(u64::MAX),
+            behind: Mutex::new(None),
+            nats_up: up,
+            live: RwLock::new(names),
+            tids: Mutex::new(0),
+            tid_node,
+        });
+        tokio::spawn(leases(node.clone()));
+        tokio::spawn(watch_map(node.clone()));
+        tokio::spawn(apply_loop(node.clone(), app));
+        Ok(node)
+    }
+
+    pub fn map(&self) -> Map {
+        read(&self.map).0.clone()
+    }
+
+    pub fn status(&self) -> NodeStatus {
+        let (map, revision) = read(&self.map).clone();
+        let scanned = *self.scanned.borrow();
+        let catch_up_to = self.catch_up_to.load(Ordering::SeqCst);
+        NodeStatus {
+            name: self.name.clone(),
+            scanned,
+            catch_up_to,
+            // A session under an older map has not scanned for the partitions gained since.
+            ready: scanned >= catch_up_to
+                && self.session.load(Ordering::SeqCst)
+                    == self.map_generation.load(Ordering::SeqCst),
+            nats: self.nats_up.load(Ordering::SeqCst),
+            owned: map.owned_by(&self.name),
+            map_revision: revision,
+            behind: lock(&self.behind).clone(),
+        }
+    }
+
+    /// A tid for a write received here: from this node's clock, strictly increasing in this
+    /// process, with a node id of its own (so two nodes never make the same tid).
+    pub fn make_tid(&self) -> Uuid {
+        let now = crate::clock::SystemClock.now_ticks();
+        let mut last = lock(&self.tids);
+        let ticks = now.max(*last + 1);
+        *last = ticks;
+        let greg = (ticks.max(0) as u64).saturating_add(TICKS_TO_UNIX);
+        uuid::Builder::from_gregorian_timestamp(greg, 0, &self.tid_node).into_uuid()
+    }
+
+    /// Publishes a change of `bucket` and waits for JetStream's ack: the stream sequence, or
+    /// the problem to answer (413 over the message limit, 503 without an ack in time).
+    pub async fn publish(
+        &self,
+        bucket: &str,
+        change: &Change,
+    ) -> std::result::Result<u64, Problem> {
+        let partition = message::partition_of(&change.domain, &change.title, self.cfg.partitions);
+        let subject = message::subject(bucket, partition);
+        let id = message::message_id(bucket, change);
+        let body = Bytes::from(change.encode());
+        // Headers count against the limit: the id, its name, the framing of a header block.
+        let size = body.len() + id.len() + 64;
+        let limit = self.client.server_info().max_payload;
+        if limit > 0 && size > limit {
+            return Err(Problem::too_large(format!(
+                "a render of {} bytes makes a message of {size} bytes, over the cluster's \
+                 message limit of {limit} (NATS max_payload)",
+                change.value.len()
+            )));
+        }
+        let started = Instant::now();
+        let mut pause = Duration::from_millis(50);
+        let mut last_error = String::new();
+        while started.elapsed() < PUBLISH_PATIENCE {
+            if !self.nats_up.load(Ordering::SeqCst) {
+                return Err(Problem::unavailable(
+                    format!(
+                        "node {} has no connection to NATS: writes are refused",
+                        self.name
+                    ),
+                    2,
+                ));
+            }
+            let msg = jetstream::message::PublishMessage::build()
+                .payload(body.clone())
+                .message_id(&id);
+            // The ack future is awaited at once: its timeout runs from here.
+            match self.js.send_publish(subject.clone(), msg).await {
+                Ok(ack) => match ack.await {
+                    Ok(ack) => return Ok(ack.sequence),
+                    Err(e) => last_error = e.to_string(),
+                },
+                Err(e) => last_error = e.to_string(),
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_secs(1));
+        }
+        Err(Problem::unavailable(
+            format!(
+                "JetStream did not acknowledge the write within {}s ({last_error}); it may or \
+                 may not be stored: retry it with the same tid",
+                PUBLISH_PATIENCE.as_secs()
+            ),
+            2,
+        ))
+    }
+
+    /// A change made from a request received here: stamped with this node's clock, with a tid
+    /// made here when the request has none. A put's content type and value are set after.
+    pub fn change(
+        &self,
+        kind: Kind,
+        domain: &str,
+        title: &str,
+        rev: Option<u64>,
+        tid: Option<Uuid>,
+    ) -> Change {
+        Change {
+            kind,
+            arrival: crate::clock::SystemClock.now(),
+            rev: rev.unwrap_or(message::WHOLE_TITLE),
+            tid: tid.unwrap_or_else(|| self.make_tid()),
+            domain: domain.to_string(),
+            title: title.to_string(),
+            content_type: String::new(),
+            value: Vec::new(),
+        }
+    }
+
+    /// Before a read of a title: `Some(answer)` when it is forwarded to an owner, or when the
+    /// wait for `x-wink-min-seq` ran out; `None` to answer from this node's store.
+    pub async fn before_read(
+        &self,
+        domain: &str,
+        title: &str,
+        parts: &hyper::http::request::Parts,
+    ) -> std::result::Result<Option<Answer>, Problem> {
+        let min_seq = match parts.headers.get(MIN_SEQ) {
+            Some(v) => Some(
+                v.to_str()
+                    .ok()
+                    .and_then(|s| s.trim().parse::<u64>().ok())
+                    .ok_or_else(|| Problem::bad_request(format!("{MIN_SEQ}: a sequence number")))?,
+            ),
+            None => None,
+        };
+        let partition = message::partition_of(domain, title, self.cfg.partitions);
+        let owners: Vec<String> = read(&self.map).0.owners(partition).to_vec();
+        let forwarded = parts.headers.contains_key(FORWARDED);
+        let mine = owners.contains(&self.name);
+        let status = self.status();
+        let vouched = mine && status.ready && status.behind.is_none();
+        if !vouched && !forwarded {
+            if let Some(a) = self.forward(&owners, parts).await {
+                return Ok(Some(a));
+            }
+        }
+        if let Some(why) = &status.behind {
+            return Err(Problem::unavailable(
+                format!(
+                    "node {} cannot answer for partition {partition}: {why}",
+                    self.name
+                ),
+                10,
+            ));
+        }
+        if !mine && !forwarded {
+            return Err(Problem::unavailable(
+                format!(
+                    "no owner of partition {partition} ({}) answers",
+                    owners.join(", ")
+                ),
+                2,
+            ));
+        }
+        if let Some(min) = min_seq {
+            if !self.wait_scanned(min).await {
+                return Err(Problem::unavailable(
+                    format!(
+                        "node {} has applied the stream up to {}, not yet {min} ({MIN_SEQ})",
+                        self.name,
+                        *self.scanned.borrow()
+                    ),
+                    1,
+                ));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Waits (bounded) until the apply loop has passed `seq`.
+    pub async fn wait_scanned(&self, seq: u64) -> bool {
+        let mut rx = self.scanned.subscribe();
+        tokio::time::timeout(MIN_SEQ_WAIT, rx.wait_for(|s| *s >= seq))
+            .await
+            .is_ok_and(|r| r.is_ok())
+    }
+
+    /// Relays `parts` (a GET or HEAD) to the first owner that answers, live leases first.
+    async fn forward(
+        &self,
+        owners: &[String],
+        parts: &hyper::http::request::Parts,
+    ) -> Option<Answer> {
+        let live = read(&self.live).clone();
+        let mut order: Vec<&String> = owners.iter().filter(|n| **n != self.name).collect();
+        order.sort_by_key(|n| !live.contains(n));
+        for name in order {
+            let Some(entry) = self.cfg.node(name) else {
+                continue;
+            };
+            match forward_to(&entry.url, parts).await {
+                Ok(mut a) => {
+                    if let Ok(v) = hyper::header::HeaderValue::from_str(name) {
+                        a.headers_mut().insert("x-wink-forwarded-to", v);
+                    }
+                    return Some(a);
+                }
+                Err(e) => eprintln!("wink cluster {}: forwarding to {name}: {e}", self.name),
+            }
+        }
+        None
+    }
+
+    /// Commits a snapshot of `bucket` into `ROOT/.snapshots/`; answers its directory.
+    pub async fn snapshot(&self, app: &App, bucket: &str) -> std::result::Result<String, Problem> {
+        let b = match app.registry.bucket(bucket) {
+            Ok(Some(b)) => b,
+            _ => return Err(Problem::not_found(format!("no bucket {bucket}"))),
+        };
+        let root = b
+            .dir
+            .parent()
+            .map(|p| p.join(".snapshots"))
+            .unwrap_or_default();
+        std::fs::create_dir_all(&root)
+            .map_err(|e| Problem::from_store(&Error::io(&root, None, e)))?;
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let dest = root.join(format!("{bucket}.{nanos}"));
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let to = dest.clone();
+        let work = ExclusiveWork(Box::new(move |s: &mut crate::store::Store| {
+            let _ = tx.send(s.snapshot(&to).map(|_| ()));
+        }));
+        if !b.submit(Job::Exclusive(work)) {
+            return Err(Problem::unavailable("the server is shutting down", 5));
+        }
+        match rx.await {
+            Ok(Ok(())) => Ok(dest.display().to_string()),
+            Ok(Err(e)) => Err(Problem::from_store(&e)),
+            Err(_) => Err(Problem::unavailable("the server is shutting down", 5)),
+        }
+    }
+}
+
+/// One GET or HEAD to `base`, answered whole.
+async fn forward_to(
+    base: &str,
+    parts: &hyper::http::request::Parts,
+) -> std::result::Result<Answer, String> {
+    let authority = base
+        .strip_prefix("http://")
+        .unwrap_or(base)
+        .trim_end_matches('/');
+    let stream = tokio::time::timeout(
+        Duration::from_secs(2),
+        tokio::net::TcpStream::connect(authority.to_string()),
+    )
+    .await
+    .map_err(|_| "connect timed out".to_string())?
+    .map_err(|e| e.to_string())?;
+    let (mut send, conn) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+            .await
+            .map_err(|e| e.to_string())?;
+    tokio::spawn(conn);
+    let path = parts
+        .uri
+        .path_and_query()
+        .map_or("/", |p| p.as_str())
+        .to_string();
+    let mut req = Request::builder().method(parts.method.clone()).uri(path);
+    for (k, v) in &parts.headers {
+        if k != hyper::header::HOST && k != hyper::header::CONNECTION {
+            req = req.header(k, v);
+        }
+    }
+    let req = req
+        .header(hyper::header::HOST, authority)
+        .header(FORWARDED, "1")
+        .body(Full::new(Bytes::new()))
+        .map_err(|e| e.to_string())?;
+    let answer = tokio::time::timeout(Duration::from_secs(30), send.send_request(req))
+        .await
+        .map_err(|_| "no answer within 30 s".to_string())?
+        .map_err(|e| e.to_string())?;
+    let (head, body) = answer.into_parts();
+    let body = http_body_util::Limited::new(body, MAX_FORWARDED)
+        .collect()
+        .await
+        .map_err(|e| e.to_string())?
+        .to_bytes();
+    let mut a = Response::from_parts(head, Full::new(body));
+    a.headers_mut().remove(hyper::header::TRANSFER_ENCODING);
+    if a.status() == StatusCode::SERVICE_UNAVAILABLE {
+        return Err("the owner answered 503".into());
+    }
+    Ok(a)
+}
+
+fn read<T>(l: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    // Plain data: a panic elsewhere leaves it consistent.
+    l.read().unwrap_or_else(|p| p.into_inner())
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Renews this node's lease every second; notes which nodes hold one.
+async fn leases(node: Arc<Node>) {
+    let mut bucket = None;
+    loop {
+        if bucket.is_none() {
+            bucket = node.js.get_key_value(placement::LEASE_BUCKET).await.ok();
+        }
+        if let Some(b) = &bucket {
+            let url = node
+                .cfg
+                .node(&node.name)
+                .map(|n| n.url.clone())
+                .unwrap_or_default();
+            let _ = b.put(placement::lease_key(&node.name), url.into()).await;
+            let mut live = Vec::new();
+            let mut asked = true;
+            for n in &node.cfg.nodes {
+                match b.get(placement::lease_key(&n.name)).await {
+                    Ok(Some(_)) => live.push(n.name.clone()),
+                    Ok(None) => {}
+                    Err(_) => asked = false,
+                }
+            }
+            if asked {
+                *node.live.write().unwrap_or_else(|p| p.into_inner()) = live;
+            }
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+/// Re-reads the map four times a second; a change of this node's partitions starts a new apply
+/// session.
+async fn watch_map(node: Arc<Node>) {
+    let mut bucket = None;
+    loop {
+        // A quarter second: a rebalance waits for every node to see its map.
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        if bucket.is_none() {
+            bucket = node
+                .js
+                .get_key_value(placement::PLACEMENT_BUCKET)
+                .await
+                .ok();
+        }
+        let Some(b) = &bucket else { continue };
+        let Ok((map, revision)) = read_map(b, &node.cfg).await else {
+            continue;
+        };
+        let mut guard = node.map.write().unwrap_or_else(|p| p.into_inner());
+        if guard.1 == revision {
+            continue;
+        }
+        let changed = guard.0.owned_by(&node.name) != map.owned_by(&node.name);
+        *guard = (map, revision);
+        drop(guard);
+        if changed {
+            node.map_generation.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+}
+
+/// Runs `f` on a bucket's writer thread, in its queue order.
+async fn on_writer<T: Send + 'static>(
+    bucket: &crate::serve::registry::Bucket,
+    f: impl FnOnce(&mut crate::store::Store) -> Result<T> + Send + 'static,
+) -> Result<T> {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let work = ExclusiveWork(Box::new(move |s: &mut crate::store::Store| {
+        let _ = tx.send(f(s));
+    }));
+    if !bucket.submit(Job::Exclusive(work)) {
+        return Err(Error::invalid(format!("bucket {} is closing", bucket.name)));
+    }
+    rx.await
+        .map_err(|_| Error::invalid(format!("bucket {} is closing", bucket.name)))?
+}
+
+/// The apply loop: sessions of one ordered consumer each, restarted when the map changes this
+/// node's partitions or the consumer fails.
+async fn apply_loop(node: Arc<Node>, app: Arc<App>) {
+    loop {
+        if let Err(e) = apply_session(&node, &app).await {
+            eprintln!("wink cluster {}: apply: {e}", node.name);
+            if e.contains("stopping") {
+                // The store failed mid-batch: the process must restart (the open recovers it).
+                std::process::exit(3);
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+async fn apply_session(node: &Arc<Node>, app: &Arc<App>) -> std::result::Result<(), String> {
+    let generation = node.map_generation.load(Ordering::SeqCst);
+    let owned = node.map().owned_by(&node.name);
+    let buckets = app.registry.buckets();
+    // Where each partition of each bucket stopped; the session starts at the lowest.
+    let mut start = u64::MAX;
+    for b in &buckets {
+        let applied = on_writer(b, |s| apply::read_applied(s))
+            .await
+            .map_err(|e| e.to_string())?;
+        for p in &owned {
+            start = start.min(applied.get(p).copied().unwrap_or(0) + 1);
+        }
+    }
+    if start == u64::MAX {
+        start = 1;
+    }
+    let mut stream = node
+        .js
+        .get_stream(placement::STREAM)
+        .await
+        .map_err(|e| format!("the stream: {e}"))?;
+    let info = stream
+        .info()
+        .await
+        .map_err(|e| format!("the stream's info: {e}"))?;
+    let (first, last) = (info.state.first_sequence, info.state.last_sequence);
+    // Messages from `start` on were written (start ≤ last) but the stream no longer holds the
+    // first of them (an empty stream's first sequence is last + 1): they cannot be replayed.
+    if start <= last && start < first {
+        let why = format!(
+            "behind the stream's retention: needs sequence {start}, the stream starts at {first}; \
+             re-snapshot this node from a peer"
+        );
+        *lock(&node.behind) = Some(why.clone());
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        return Err(why);
+    }
+    *lock(&node.behind) = None;
+    node.scanned.send_replace(start - 1);
+    node.catch_up_to.store(last, Ordering::SeqCst);
+    node.session.store(generation, Ordering::SeqCst);
+    let consumer = stream
+        .create_consumer(consumer::pull::OrderedConfig {
+            filter_subject: "wink.>".to_string(),
+            deliver_policy: consumer::DeliverPolicy::ByStartSequence {
+                start_sequence: start,
+            },
+            ..Default::default()
+        })
+        .await
+        .map_err(|e| format!("creating the consumer: {e}"))?;
+    let mut messages = consumer
+        .messages()
+        .await
+        .map_err(|e| format!("the consumer's messages: {e}"))?;
+    let mut last_advance = Instant::now();
+    loop {
+        if node.map_generation.load(Ordering::SeqCst) != generation {
+            return Ok(());
+        }
+        let mut batch: Vec<(String, Message)> = Vec::new();
+        let mut bytes = 0usize;
+        let mut last_seq = None;
+        let mut wait = Duration::from_millis(500);
+        while batch.len() < BATCH_MESSAGES && bytes < BATCH_BYTES {
+            let next = match tokio::time::timeout(wait, messages.next()).await {
+                Err(_) => break,
+                Ok(None) => return Err("the consumer ended".into()),
+                Ok(Some(Err(e))) => return Err(format!("the consumer: {e}")),
+                Ok(Some(Ok(m))) => m,
+            };
+            wait = Duration::from_millis(2);
+            let seq = match next.info() {
+                Ok(i) => i.stream_sequence,
+                Err(e) => return Err(format!("a message without stream info: {e}")),
+            };
+            last_seq = Some(seq);
+            let Some((bucket, partition)) = message::parse_subject(next.subject.as_str()) else {
+                continue;
+            };
+            if !owned.contains(&partition) {
+                continue;
+            }
+            match Change::decode(&next.payload) {
+                Ok(change) => {
+                    bytes += change.value.len();
+                    batch.push((
+                        bucket.to_string(),
+                        Message {
+                            seq,
+                            partition,
+                            change,
+                        },
+                    ));
+                }
+                Err(why) => eprintln!("wink cluster {}: message {seq} skipped: {why}", node.name),
+            }
+        }
+        let Some(through) = last_seq else {
+            // Idle: let every bucket's record catch up now and then, so a restart starts late.
+            if last_advance.elapsed() > Duration::from_secs(5) {
+                let at = *node.scanned.borrow();
+                if at > 0 {
+                    for b in &buckets {
+                        let parts = owned.clone();
+                        on_writer(b, move |s| apply::apply_batch(s, &[], Some((at, &parts))))
+                            .await
+                            .map_err(|e| format!("stopping: {e}"))?;
+                    }
+                }
+                last_advance = Instant::now();
+            }
+            continue;
+        };
+        let mut per_bucket: HashMap<String, Vec<Message>> = HashMap::new();
+        for (b, m) in batch {
+            per_bucket.entry(b).or_default().push(m);
+        }
+        for (name, msgs) in per_bucket {
+            let Ok(Some(b)) = app.registry.bucket(&name) else {
+                eprintln!(
+                    "wink cluster {}: {} messages of undeclared bucket {name} skipped",
+                    node.name,
+                    msgs.len()
+                );
+                continue;
+            };
+            let parts = owned.clone();
+            let report = on_writer(&b, move |s| {
+                apply::apply_batch(s, &msgs, Some((through, &parts)))
+            })
+            .await
+            .map_err(|e| format!("stopping: bucket {name}: {e}"))?;
+            for r in report.refused {
+                eprintln!("wink cluster {}: bucket {name}: refused {r}", node.name);
+            }
+        }
+        node.scanned.send_replace(through);
+    }
+}
+
+/// 100-ns ticks from the Gregorian epoch of version-1 UUIDs (1582-10-15) to the Unix epoch.
+const TICKS_TO_UNIX: u64 = 0x01B2_1DD2_1381_4000;

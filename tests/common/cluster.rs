@@ -1,0 +1,234 @@
+//! A loopback cluster for a test: `cluster/up` (3 nats-servers, Wink nodes, HAProxy) under a
+//! temporary directory, `cluster/ctl`, and `cluster/down` when dropped. Needs nats-server and
+//! haproxy, which `cluster/install` fetches or installs; without them the test is skipped (a
+//! failure in CI, see require.rs).
+#![allow(dead_code)]
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use super::require;
+
+pub const D: &str = "en.wikipedia.org";
+
+pub struct Cluster {
+    pub dir: tempfile::TempDir,
+    pub file: PathBuf,
+    pub router: String,
+}
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Whether cluster/install could provide nats-server and haproxy; skipped (loudly) otherwise.
+pub fn tools(what: &str) -> bool {
+    let out = Command::new(repo().join("cluster/install")).output();
+    match out {
+        Ok(o) if o.status.success() => true,
+        Ok(o) => {
+            require::skip(
+                what,
+                &format!(
+                    "cluster/install failed: {}",
+                    String::from_utf8_lossy(&o.stderr)
+                ),
+            );
+            false
+        }
+        Err(e) => {
+            require::skip(what, &format!("cluster/install did not run: {e}"));
+            false
+        }
+    }
+}
+
+fn script(name: &str, args: &[&str]) -> std::process::Output {
+    Command::new(repo().join("cluster").join(name))
+        .args(args)
+        .env("WINK", env!("CARGO_BIN_EXE_wink"))
+        .output()
+        .unwrap_or_else(|e| panic!("cluster/{name} runs: {e}"))
+}
+
+impl Cluster {
+    /// `cluster/up DIR --nodes N --replicas R --partitions P`.
+    pub fn up(nodes: usize, replicas: usize, partitions: u32) -> Cluster {
+        Cluster::up_with(nodes, replicas, partitions, &[])
+    }
+
+    /// `cluster/up` with more options.
+    pub fn up_with(nodes: usize, replicas: usize, partitions: u32, more: &[&str]) -> Cluster {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let d = dir.path().to_str().expect("UTF-8").to_string();
+        let (n, r, p) = (
+            nodes.to_string(),
+            replicas.to_string(),
+            partitions.to_string(),
+        );
+        let mut args = vec![
+            d.as_str(),
+            "--nodes",
+            &n,
+            "--replicas",
+            &r,
+            "--partitions",
+            &p,
+        ];
+        args.extend_from_slice(more);
+        let out = script("up", &args);
+        let file = dir.path().join("cluster.json");
+        let mut cluster = Cluster {
+            router: String::new(),
+            file,
+            dir,
+        };
+        assert!(
+            out.status.success(),
+            "cluster/up failed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let state = cluster.state();
+        cluster.router = state["router"].as_str().expect("router").to_string();
+        cluster
+    }
+
+    /// DIR/cluster.json.
+    pub fn state(&self) -> serde_json::Value {
+        let text = std::fs::read(&self.file).expect("cluster.json");
+        serde_json::from_slice(&text).expect("cluster.json is JSON")
+    }
+
+    pub fn ctl(&self, action: &str, name: &str) {
+        let d = self.dir.path().to_str().expect("UTF-8");
+        let out = script("ctl", &[d, action, name]);
+        assert!(
+            out.status.success(),
+            "cluster/ctl {action} {name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// `wink cluster VERB cluster.json ARGS`: exit code and stdout.
+    pub fn wink(&self, verb: &str, args: &[&str]) -> (i32, String, String) {
+        let out = Command::new(env!("CARGO_BIN_EXE_wink"))
+            .args(["cluster", verb])
+            .arg(&self.file)
+            .args(args)
+            .output()
+            .expect("wink cluster runs");
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
+    /// A node's (or nats server's) URL and data root.
+    pub fn node(&self, name: &str) -> (String, PathBuf) {
+        let state = self.state();
+        let n = state["nodes"]
+            .as_array()
+            .expect("nodes")
+            .iter()
+            .find(|n| n["name"] == name)
+            .unwrap_or_else(|| panic!("no node {name}"));
+        (
+            n["url"].as_str().expect("url").to_string(),
+            PathBuf::from(n["data"].as_str().expect("data")),
+        )
+    }
+
+    /// The nats-server leading the stream WINK, from the servers' monitoring endpoints.
+    pub fn stream_leader(&self) -> Option<String> {
+        let state = self.state();
+        for n in state["nats"].as_array().expect("nats") {
+            let url = format!("{}/jsz?streams=true", n["monitor"].as_str()?);
+            let Some(j) = get_json(&url) else { continue };
+            for a in j["account_details"].as_array().into_iter().flatten() {
+                for s in a["stream_detail"].as_array().into_iter().flatten() {
+                    if s["name"] == "WINK" {
+                        if let Some(l) = s["cluster"]["leader"].as_str() {
+                            return Some(l.to_string());
+                        }
+                    }
+                }
+            }
+        }
+        None
+    }
+
+    /// The log of a node or nats server, for a failure's message.
+    pub fn log(&self, name: &str) -> String {
+        let path = self.dir.path().join(name).join("log");
+        let mut bytes = Vec::new();
+        if let Ok(mut f) = std::fs::File::open(path) {
+            let _ = f.read_to_end(&mut bytes);
+        }
+        let start = bytes.len().saturating_sub(4000);
+        String::from_utf8_lossy(&bytes[start..]).into_owned()
+    }
+
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let d = self.dir.path().to_str().unwrap_or_default().to_string();
+        let _ = script("down", &[&d]);
+    }
+}
+
+/// One request that may fail at the transport (a node killed under it): `Err` then.
+pub fn try_call(
+    agent: &ureq::Agent,
+    method: &str,
+    url: &str,
+    headers: &[(&str, &str)],
+    body: Option<&[u8]>,
+) -> Result<super::server::Answer, String> {
+    let mut req = agent.request(method, url);
+    for (k, v) in headers {
+        req = req.set(k, v);
+    }
+    let result = match body {
+        Some(b) => req.send_bytes(b),
+        None => req.call(),
+    };
+    let resp = match result {
+        Ok(r) => r,
+        Err(ureq::Error::Status(_, r)) => r,
+        Err(e) => return Err(e.to_string()),
+    };
+    let status = resp.status();
+    let headers = resp
+        .headers_names()
+        .into_iter()
+        .map(|n| {
+            let v = resp.header(&n).unwrap_or("").to_string();
+            (n.to_ascii_lowercase(), v)
+        })
+        .collect();
+    let mut body = Vec::new();
+    resp.into_reader()
+        .read_to_end(&mut body)
+        .map_err(|e| e.to_string())?;
+    Ok(super::server::Answer {
+        status,
+        headers,
+        body,
+    })
+}
+
+pub fn get_json(url: &str) -> Option<serde_json::Value> {
+    let agent = ureq::AgentBuilder::new()
+        .timeout(Duration::from_secs(5))
+        .build();
+    let a = try_call(&agent, "GET", url, &[], None).ok()?;
+    serde_json::from_slice(&a.body).ok()
+}
