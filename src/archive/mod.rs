@@ -22,9 +22,12 @@
 //! preceding blocks back to the last key block; `key_every` bounds that chain. Decompressed
 //! blocks are kept in a bounded cache.
 
+mod frame;
 pub mod map;
 pub mod rewrite;
 pub mod v2;
+
+pub use frame::{compress, decompress};
 
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
@@ -867,45 +870,6 @@ impl Archive {
         }
         problems
     }
-}
-
-fn window_log(len: usize) -> u32 {
-    (usize::BITS - len.max(1).leading_zeros()).clamp(20, 30)
-}
-
-/// Compresses `data` as one zstd frame with `prefix` as its single-use dictionary: the prefix is
-/// treated as the bytes right before `data` (the previous revisions), so matches reach into it.
-pub fn compress(data: &[u8], prefix: &[u8], level: i32) -> std::io::Result<Vec<u8>> {
-    use zstd::zstd_safe::{CCtx, CParameter};
-    let fail = |code: usize| std::io::Error::other(zstd::zstd_safe::get_error_name(code));
-    let mut cctx = CCtx::create();
-    cctx.set_parameter(CParameter::CompressionLevel(level))
-        .map_err(fail)?;
-    cctx.set_parameter(CParameter::WindowLog(window_log(data.len() + prefix.len())))
-        .map_err(fail)?;
-    cctx.set_parameter(CParameter::ContentSizeFlag(true))
-        .map_err(fail)?;
-    cctx.ref_prefix(prefix).map_err(fail)?;
-    let mut out = Vec::with_capacity(zstd::zstd_safe::compress_bound(data.len()));
-    cctx.compress2(&mut out, data).map_err(fail)?;
-    Ok(out)
-}
-
-/// Decompresses one frame of known raw length made by [`compress`] with the same prefix.
-pub fn decompress(data: &[u8], prefix: &[u8], raw: u64) -> std::result::Result<Vec<u8>, String> {
-    use zstd::zstd_safe::{DCtx, DParameter};
-    let fail = |code: usize| zstd::zstd_safe::get_error_name(code).to_string();
-    let mut dctx = DCtx::create();
-    dctx.set_parameter(DParameter::WindowLogMax(31))
-        .map_err(fail)?;
-    dctx.ref_prefix(prefix).map_err(fail)?;
-    // `raw` comes from a CRC-checked map and is bounded by MAX_BLOCK_RAW there.
-    let mut out = Vec::with_capacity(raw as usize);
-    dctx.decompress(&mut out, data).map_err(fail)?;
-    if out.len() as u64 != raw {
-        return Err(format!("{} bytes, the map says {raw}", out.len()));
-    }
-    Ok(out)
 }
 
 /// What a title's archive already holds of a render an archive run brings (either format).

@@ -221,8 +221,16 @@ impl Metrics {
             }
         }
         let counters: [(&str, &str, &AtomicU64); 6] = [
-            ("wink_http_request_bytes_total", "Request body bytes read.", &self.bytes_in),
-            ("wink_http_response_bytes_total", "Response body bytes sent.", &self.bytes_out),
+            (
+                "wink_http_request_bytes_total",
+                "Request body bytes read.",
+                &self.bytes_in,
+            ),
+            (
+                "wink_http_response_bytes_total",
+                "Response body bytes sent.",
+                &self.bytes_out,
+            ),
             (
                 "wink_http_connections_refused_total",
                 "Connections answered 503 because the connection limit was reached.",
@@ -240,7 +248,8 @@ impl Metrics {
             ),
             (
                 "wink_writer_fallback_reads_total",
-                "Reads answered through a bucket's writer (archive tier, listings of archived titles).",
+                "Reads answered through a bucket's writer (archive tier, listings of archived \
+                    titles).",
                 &self.writer_fallbacks,
             ),
         ];

@@ -5,7 +5,7 @@
 //! | file | concept |
 //! |---|---|
 //! | [`routes`] | paths, methods, answers |
-//! | [`registry`] | the buckets: writer, group-commit thread, maintenance, per-thread read handles |
+//! | [`registry`] | the buckets: writer, group commit, maintenance, per-thread read handles |
 //! | [`commit`] | group commit: one commit for every put waiting, each answered after it |
 //! | [`problem`] | errors as `application/problem+json`, store errors as statuses |
 //! | [`spec`] | a bucket's settings from JSON (RESTBase's retention policy, Wink's fields) |

@@ -3,7 +3,7 @@
 //!
 //! | per bucket | what | who uses it |
 //! |---|---|---|
-//! | writer `Arc<Mutex<Store>>` | the writer's handle | the group-commit thread, background maintenance, reads of archived renders |
+//! | writer `Arc<Mutex<Store>>` | the writer's handle | group commit, maintenance, archived reads |
 //! | job queue | puts, take-downs, lifts | requests → the group-commit thread ([`super::commit`]) |
 //! | generation | commits made by the group-commit thread | read handles: renewed when older |
 //! | read handles | one read-only `Store` per worker thread | every read, with no lock |

@@ -4,13 +4,16 @@
 //!
 //! | field | meaning | `wink init` option |
 //! |---|---|---|
-//! | `revisionRetentionPolicy` | `{"type":"all"}`, `{"type":"latest","count":C,"grace_ttl":G}`, `{"type":"interval","interval":S,"count":C,"grace_ttl":G}`, `{"type":"ttl","ttl":T}` | `--renders` |
+//! | `revisionRetentionPolicy` | RESTBase's: one of the four below | `--renders` |
 //! | `renders` | the same in Wink's syntax (`latest:1:86400`); not with the above | `--renders` |
 //! | `revisions` | `all` or `recent:TTL` | `--revisions` |
 //! | `historical_ttl` | seconds | `--historical-ttl` |
 //! | `archive` | `none`, `first`, `newest`, `every:SECS` | `--archive` |
 //! | `container_bytes` | 1 MiB .. 1 TiB | `--container-bytes` |
 //! | `max_value` | 1 .. 256 MiB | `--max-value` |
+//!
+//! RESTBase's four policies: `{"type":"all"}`, `{"type":"latest","count":C,"grace_ttl":G}`,
+//! `{"type":"interval","interval":S,"count":C,"grace_ttl":G}`, `{"type":"ttl","ttl":T}`.
 
 use serde::Deserialize;
 
@@ -341,7 +344,12 @@ mod tests {
             body in prop_oneof![
                 proptest::collection::vec(proptest::num::u8::ANY, 0..64),
                 proptest::string::string_regex(
-                    r#"\{("(renders|revisions|archive|historical_ttl|container_bytes|max_value|revisionRetentionPolicy)":("[a-z:0-9]{0,12}"|-?[0-9]{1,20}|\{"type":"[a-z]{0,8}"(,"(count|grace_ttl|interval|ttl)":-?[0-9]{1,12})*\}),?){0,4}\}"#
+                    concat!(
+                        r#"\{("(renders|revisions|archive|historical_ttl|container_bytes|"#,
+                        r#"max_value|revisionRetentionPolicy)":("[a-z:0-9]{0,12}"|-?[0-9]{1,20}|"#,
+                        r#"\{"type":"[a-z]{0,8}"(,"(count|grace_ttl|interval|ttl)":"#,
+                        r#"-?[0-9]{1,12})*\}),?){0,4}\}"#,
+                    )
                 ).unwrap().prop_map(String::into_bytes),
             ]
         ) {

@@ -28,8 +28,7 @@ use crate::format::kvseq::KvPointer;
 use super::record::TitleRecord;
 use super::Store;
 
-/// Reads through fresh views before the last, strict, attempt. A second stale read in a row
-/// means another commit landed during the read; each further one waits a little longer.
+/// Reads through fresh views before the last, strict, attempt ([`retry_stale`]).
 const ATTEMPTS: u32 = 6;
 
 /// A read-only handle's newer views of the title records.
@@ -102,8 +101,7 @@ pub(crate) fn read_record(
 }
 
 /// [`Store::read_fresh`] for a reader that holds a meta filesys of its own (a compaction job's
-/// survey, on its own thread): a stale view is replaced by `reopen()` and the read run again,
-/// up to [`ATTEMPTS`] times, then once more reading as the writer does.
+/// survey, on its own thread): `reopen()` gives it a fresh view ([`retry_stale`]).
 pub(crate) fn read_renewing<T>(
     meta: &RefCell<Filesys>,
     reopen: impl Fn() -> Result<Filesys>,
@@ -143,8 +141,8 @@ fn retry_stale<T>(
 
 impl Store {
     /// Runs `read` (which reads title records through the filesys it is given, and values)
-    /// against the current view; on a read-only handle, a stale view is renewed and the read run
-    /// again, up to [`ATTEMPTS`] times, then once more reading as the writer does.
+    /// against the current view, renewed while a read-only handle finds it stale
+    /// ([`retry_stale`]); the writer's view is always current.
     pub(super) fn read_fresh<T>(
         &self,
         read: impl Fn(&Filesys, Staleness) -> Result<T>,

@@ -7,14 +7,11 @@
 
 use zstd::zstd_safe::{self, CCtx, CParameter, DCtx, DParameter, FrameFormat};
 
+use crate::archive::frame::window_log;
+
 /// A zstd error code as text.
 fn name(code: usize) -> String {
     zstd_safe::get_error_name(code).to_string()
-}
-
-/// The window a frame needs so that its matches reach back over the whole prefix.
-fn window_log(len: usize) -> u32 {
-    (usize::BITS - len.max(1).leading_zeros()).clamp(20, 30)
 }
 
 /// `data` as one magicless frame against `prefix` at `level`.

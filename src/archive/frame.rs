@@ -1,0 +1,43 @@
+//! One zstd frame against a prefix: the archive's unit of compression in both formats (format
+//! 1's blocks, format 2's revisions), with the window sized to reach back over the prefix.
+
+/// The window (log2 bytes) a frame needs so that its matches reach back over `len` bytes (its
+/// own and its prefix's): 1 MiB to 1 GiB.
+pub(crate) fn window_log(len: usize) -> u32 {
+    (usize::BITS - len.max(1).leading_zeros()).clamp(20, 30)
+}
+
+/// Compresses `data` as one zstd frame with `prefix` as its single-use dictionary: the prefix is
+/// treated as the bytes right before `data` (the previous revisions), so matches reach into it.
+pub fn compress(data: &[u8], prefix: &[u8], level: i32) -> std::io::Result<Vec<u8>> {
+    use zstd::zstd_safe::{CCtx, CParameter};
+    let fail = |code: usize| std::io::Error::other(zstd::zstd_safe::get_error_name(code));
+    let mut cctx = CCtx::create();
+    cctx.set_parameter(CParameter::CompressionLevel(level))
+        .map_err(fail)?;
+    cctx.set_parameter(CParameter::WindowLog(window_log(data.len() + prefix.len())))
+        .map_err(fail)?;
+    cctx.set_parameter(CParameter::ContentSizeFlag(true))
+        .map_err(fail)?;
+    cctx.ref_prefix(prefix).map_err(fail)?;
+    let mut out = Vec::with_capacity(zstd::zstd_safe::compress_bound(data.len()));
+    cctx.compress2(&mut out, data).map_err(fail)?;
+    Ok(out)
+}
+
+/// Decompresses one frame of known raw length made by [`compress`] with the same prefix.
+pub fn decompress(data: &[u8], prefix: &[u8], raw: u64) -> std::result::Result<Vec<u8>, String> {
+    use zstd::zstd_safe::{DCtx, DParameter};
+    let fail = |code: usize| zstd::zstd_safe::get_error_name(code).to_string();
+    let mut dctx = DCtx::create();
+    dctx.set_parameter(DParameter::WindowLogMax(31))
+        .map_err(fail)?;
+    dctx.ref_prefix(prefix).map_err(fail)?;
+    // `raw` comes from a CRC-checked map and is bounded by MAX_BLOCK_RAW there.
+    let mut out = Vec::with_capacity(raw as usize);
+    dctx.decompress(&mut out, data).map_err(fail)?;
+    if out.len() as u64 != raw {
+        return Err(format!("{} bytes, the map says {raw}", out.len()));
+    }
+    Ok(out)
+}
