@@ -72,18 +72,18 @@ pub fn check_store(dir: &Path) -> Report {
         }
     };
     let (mut titles, mut renders, mut damaged) = (0u64, 0u64, 0u64);
-    for item in store.meta.iter() {
+    for item in store.records.fs.iter() {
         let file = match item {
             Ok(f) => f,
             Err(e) => {
                 report
                     .problems
-                    .push(Problem::from_error(store.meta.data().path(), &e));
+                    .push(Problem::from_error(store.records.fs.data().path(), &e));
                 break;
             }
         };
-        let meta_path = store.meta.data().path().to_path_buf();
-        let rec = match super::record_of(&store.meta, &file) {
+        let meta_path = store.records.fs.data().path().to_path_buf();
+        let rec = match super::record_of(&store.records.fs, &file) {
             Ok(r) => r,
             Err(e) => {
                 let mut p = Problem::from_error(&meta_path, &e);
@@ -209,6 +209,6 @@ fn check_location(render: &Render, containers: &[(u32, Option<KvSeq>)]) -> Optio
 impl Store {
     /// The meta filesys (for maintenance tools).
     pub fn meta(&self) -> &Filesys {
-        &self.meta
+        self.records.fs()
     }
 }

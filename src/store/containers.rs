@@ -256,22 +256,22 @@ pub(crate) fn remove_filesys(vfs: &dyn Vfs, base: &Path) -> Result<()> {
 impl Store {
     /// The number of the current container (CURCONT).
     pub(crate) fn current_container(&self) -> Result<u32> {
-        self.containers.current(&self.meta)
+        self.containers.current(&self.records.fs)
     }
 
     /// Containers that exist, oldest first.
     pub fn container_ids(&self) -> Result<Vec<u32>> {
-        self.containers.ids(&self.meta)
+        self.containers.ids(&self.records.fs)
     }
 
     /// The next container number to allocate.
     pub(super) fn next_container(&self) -> Result<u32> {
-        self.containers.next(&self.meta)
+        self.containers.next(&self.records.fs)
     }
 
     /// A container number never used before (durable with the next commit).
     pub(crate) fn allocate_container(&mut self) -> Result<u32> {
-        self.containers.allocate(&mut self.meta)
+        self.containers.allocate(&mut self.records.fs)
     }
 
     /// The containers of the values.
@@ -287,7 +287,7 @@ impl Store {
     /// Seals the current container and starts the next.
     pub(crate) fn rotate(&mut self) -> Result<()> {
         self.commit()?;
-        self.containers.rotate(&mut self.meta)?;
+        self.containers.rotate(&mut self.records.fs)?;
         self.commit()
     }
 

@@ -82,7 +82,7 @@ impl Store {
         for (name, _) in &walk.titles {
             let Some((domain, title)) = split_name(name) else {
                 return Err(Error::corrupt(
-                    self.meta.data().path(),
+                    self.records.fs.data().path(),
                     0,
                     "title record name",
                     "DOMAIN/TITLE in UTF-8",

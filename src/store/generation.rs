@@ -310,7 +310,9 @@ impl Store {
         // roll-forward's commit makes this durable) before the sweep below.
         if let Some(top) = g.moves.iter().map(|m| m.1).max() {
             if top >= self.next_container()? {
-                self.meta.set_var(super::NEXTCONT, i64::from(top) + 1)?;
+                self.records
+                    .fs
+                    .set_var(super::NEXTCONT, i64::from(top) + 1)?;
             }
         }
         for (source, into) in g.moves.clone() {
@@ -360,9 +362,9 @@ impl Store {
     /// of the build is gone; the new container's index has it).
     fn roll_forward(&mut self, source: u32, into: u32) -> Result<u64> {
         let mut titles = BTreeSet::new();
-        for item in self.meta.iter() {
+        for item in self.records.fs.iter() {
             let file = item?;
-            let rec = super::record_of(&self.meta, &file)?;
+            let rec = super::record_of(&self.records.fs, &file)?;
             if rec.renders.iter().any(|r| r.location.container == source) {
                 titles.insert(file.name);
             }

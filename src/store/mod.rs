@@ -27,6 +27,7 @@ pub mod policy;
 pub mod quarantine;
 mod recent;
 pub mod record;
+pub(crate) mod records;
 mod stat;
 pub mod tiers;
 pub(crate) mod view;
@@ -53,6 +54,8 @@ pub use options::{StoreOptions, RECORD_CACHE_BYTES};
 pub use pages::{RenderCursor, RenderPage, TitlePage, TitlePosition};
 pub use policy::{Policy, Renders, Revisions};
 use record::{Location, Refusal, Render, TitleRecord};
+pub(crate) use records::record_of;
+use records::TitleRecords;
 pub use stat::StoreStat;
 pub use walk::TitleCursor;
 
@@ -158,7 +161,8 @@ pub struct Store {
     vfs: Arc<dyn Vfs>,
     dir: PathBuf,
     cfg: Config,
-    meta: Filesys,
+    /// The title records: the meta filesys and what reads and writes it.
+    records: TitleRecords,
     /// The containers of the values: numbers, the current one's writer, open files for reads.
     containers: Containers,
     clock: Arc<dyn Clock>,
@@ -171,10 +175,6 @@ pub struct Store {
     recovery: Vec<String>,
     /// The archive filesys's base (named by the generation file).
     archive_base: PathBuf,
-    /// A read-only handle's newer views of the title records ([`view`]).
-    views: view::Views,
-    /// Title records read lately ([`recent`]).
-    recent: recent::RecentRecords,
 }
 
 pub(crate) fn meta_base(dir: &Path) -> PathBuf {
@@ -225,12 +225,6 @@ fn lost_file(fs: &Filesys, file: &[u8], what: String, expected: &str, found: &st
         expected,
         found,
     )
-}
-
-/// The title record a walk of the meta filesys found as `file`, checked under its own key.
-pub(crate) fn record_of(meta: &Filesys, file: &filesys::FileStat) -> Result<TitleRecord> {
-    let bytes = meta.read_stat(file)?;
-    TitleRecord::decode(&bytes, &file.name, meta.data().path(), file.inode.0)
 }
 
 impl Store {
@@ -329,11 +323,19 @@ impl Store {
             Err(e) => (None, Some(e)),
         };
         let containers = Containers::new(vfs.clone(), dir, opts.clock.clone(), &cfg);
+        let records = TitleRecords::new(
+            meta,
+            opts.writable,
+            opts.record_cache_bytes,
+            vfs.clone(),
+            dir.to_path_buf(),
+            opts.clock.clone(),
+        );
         let mut store = Store {
             vfs,
             dir: dir.to_path_buf(),
             cfg,
-            meta,
+            records,
             containers,
             clock: opts.clock.clone(),
             tids: TidMaker::new(),
@@ -341,12 +343,6 @@ impl Store {
             archive_damage,
             recovery: Vec::new(),
             archive_base: generation.archive_base(dir),
-            views: view::Views::default(),
-            recent: recent::RecentRecords::new(if opts.writable {
-                opts.record_cache_bytes
-            } else {
-                0
-            }),
         };
         if opts.writable {
             let id = store.current_container()?;
@@ -372,8 +368,7 @@ impl Store {
     /// read the view as of the open or the last refresh. Containers the handle has opened stay
     /// readable after a compaction removes them. The writer's handle is always current.
     pub fn refresh(&mut self) -> Result<()> {
-        self.meta.refresh()?;
-        self.views.clear();
+        self.records.refresh()?;
         Ok(())
     }
 
@@ -405,7 +400,7 @@ impl Store {
     /// committed (crash tests compare this counter around an operation to know which states may
     /// have survived).
     pub fn commits(&self) -> u64 {
-        self.meta.commits()
+        self.records.fs.commits()
     }
 
     /// Now, by the store's clock.
@@ -426,8 +421,7 @@ impl Store {
     /// The title records, to write to around [`Store::save`]: the handle forgets the records it
     /// kept from its reads ([`recent`]), since what is written here does not pass through it.
     pub(crate) fn meta_mut(&mut self) -> &mut Filesys {
-        self.recent.clear();
-        &mut self.meta
+        self.records.fs_mut()
     }
 
     // ---- writes ----------------------------------------------------------------------------
@@ -510,10 +504,10 @@ impl Store {
         }
         let name = title.name();
         // Read for an update: the record's rewrite below reuses this lookup of its name.
-        let (old, version) = self.meta.read_for_update(name)?;
+        let (old, version) = self.records.fs.read_for_update(name)?;
         let mut rec = match old {
             Some((stat, bytes)) => {
-                TitleRecord::decode(&bytes, name, self.meta.data().path(), stat.inode.0)?
+                TitleRecord::decode(&bytes, name, self.records.fs.data().path(), stat.inode.0)?
             }
             None => self.new_record(name)?,
         };
@@ -610,21 +604,22 @@ impl Store {
     /// their journal, waits for the container.
     pub fn commit(&mut self) -> Result<()> {
         let w = self.containers.writer()?;
-        let meta = &self.meta;
-        let committed = std::thread::scope(|s| {
+        let meta = &self.records.fs;
+        let values = std::thread::scope(|s| {
             let ahead = s.spawn(|| meta.sync_ahead());
             let container = w.fs.sync();
             let ahead = ahead
                 .join()
                 .unwrap_or_else(|p| Err(Error::panicked("a sync thread", &*p)));
             container.and(ahead)
-        })
-        .and_then(|()| self.meta.sync());
-        if committed.is_err() {
-            // The records this handle reads after a failed commit are the filesys's to say.
-            self.recent.clear();
+        });
+        match values {
+            Ok(()) => self.records.commit(),
+            Err(e) => {
+                self.records.forget_all();
+                Err(e)
+            }
         }
-        committed
     }
 
     /// Takes a revision (or, with `None`, the whole title) down: its renders are never returned
@@ -684,48 +679,20 @@ impl Store {
         self.save_over(name, rec, None)
     }
 
-    /// Writes a title's record (`version`: where [`Filesys::read_for_update`] found it).
+    /// Writes a title's record (`version`: where [`Filesys::read_for_update`] found it); the
+    /// current container is synced first when the records may commit on their own.
     fn save_over(
         &mut self,
         name: &[u8],
         rec: &TitleRecord,
         version: Option<filesys::Version>,
     ) -> Result<()> {
-        let saved = self.write_record(name, rec, version);
-        if saved.is_err() {
-            // What the filesys holds of the title now is not known here.
-            self.recent.forget(name);
-        }
-        saved
-    }
-
-    fn write_record(
-        &mut self,
-        name: &[u8],
-        rec: &TitleRecord,
-        version: Option<filesys::Version>,
-    ) -> Result<()> {
-        if rec.is_empty() {
-            self.recent.forget(name);
-            self.meta.delete(name)?;
-        } else {
-            // The meta filesys commits on its own before growing its index or when too many
-            // in-place writes are held, records of puts not yet committed included: the values
-            // they point to must be durable by then. (A record rewrite holds its inode, delete
-            // flags and index cell: a few KiB at most besides the record.)
-            let record = rec.encode(name);
-            if self.meta.may_commit_on_its_own(record.len() as u64 + 8192) {
-                if let Some(w) = self.containers.writer_if_open() {
-                    w.fs.sync()?;
-                }
-            }
-            let stat = match version {
-                Some(v) => self.meta.put_over(name, 0, &record, v)?,
-                None => self.meta.put(name, 0, &record)?,
-            };
-            self.recent.written(name, stat.inode, &record);
-        }
-        Ok(())
+        let containers = &mut self.containers;
+        self.records
+            .write(name, rec, version, || match containers.writer_if_open() {
+                Some(w) => w.fs.sync(),
+                None => Ok(()),
+            })
     }
 
     // ---- reads -----------------------------------------------------------------------------

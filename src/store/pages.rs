@@ -166,7 +166,7 @@ impl Store {
         });
         let mut titles = Vec::new();
         if !at.archive {
-            let data = self.meta.data();
+            let data = self.records.fs.data();
             let mut scan = Scan {
                 domain,
                 prefix: b"",

@@ -35,7 +35,7 @@ impl Store {
         let now = self.clock.now();
         let policy = self.cfg.policy;
         let mut st = StoreStat::default();
-        for item in self.meta.iter() {
+        for item in self.records.fs.iter() {
             let file = match item {
                 Ok(file) => file,
                 Err(e) => {
@@ -45,7 +45,7 @@ impl Store {
                     break;
                 }
             };
-            let rec = match record_of(&self.meta, &file) {
+            let rec = match record_of(&self.records.fs, &file) {
                 Ok(rec) => rec,
                 Err(e) => {
                     st.damaged

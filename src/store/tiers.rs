@@ -169,7 +169,7 @@ impl Store {
         pick: &impl Fn(u64, Uuid) -> bool,
     ) -> Result<Option<Got>> {
         let name = title.name();
-        let rec = self.record(meta, staleness, name)?;
+        let rec = self.records.read(meta, staleness, name)?;
         let now = self.clock.now();
         let hot = rec.as_ref().and_then(|rec| {
             self.visible(rec, now)
@@ -224,7 +224,7 @@ impl Store {
         title: &TitleKey,
         page: Page,
     ) -> Result<Vec<Listed>> {
-        let rec = self.record(meta, staleness, title.name())?;
+        let rec = self.records.read(meta, staleness, title.name())?;
         let now = self.clock.now();
         let policy = self.cfg.policy;
         let mut out: Vec<Listed> = match &rec {
@@ -295,7 +295,7 @@ impl Store {
     /// would return an old revision as the latest.
     pub(crate) fn missing_record(&self, name: &[u8]) -> Error {
         lost_file(
-            &self.meta,
+            &self.records.fs,
             name,
             format!("title record of {:?}", String::from_utf8_lossy(name)),
             "a record: the archive holds revisions of the title",

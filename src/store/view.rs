@@ -26,6 +26,7 @@ use crate::filesys::{self, Filesys, Staleness};
 use crate::format::kvseq::KvPointer;
 
 use super::record::TitleRecord;
+use super::records::TitleRecords;
 use super::Store;
 
 /// Reads through fresh views before the last, strict, attempt ([`retry_stale`]).
@@ -77,7 +78,7 @@ fn is_stale(e: &Error) -> bool {
 /// The title record named `name` (a record name, as the store's files name it), read through
 /// `meta` treating signs of a later commit as `staleness` says and decoded under its own key;
 /// with the inode it was read from and its bytes, for the cache of records read lately.
-fn read_located(
+pub(super) fn read_located(
     meta: &Filesys,
     name: &[u8],
     staleness: Staleness,
@@ -139,16 +140,16 @@ fn retry_stale<T>(
     read(Staleness::Strict)
 }
 
-impl Store {
+impl TitleRecords {
     /// Runs `read` (which reads title records through the filesys it is given, and values)
     /// against the current view, renewed while a read-only handle finds it stale
     /// ([`retry_stale`]); the writer's view is always current.
-    pub(super) fn read_fresh<T>(
+    pub(crate) fn read_fresh<T>(
         &self,
         read: impl Fn(&Filesys, Staleness) -> Result<T>,
     ) -> Result<T> {
-        if self.containers.writable() {
-            return read(&self.meta, Staleness::Strict);
+        if self.writable {
+            return read(&self.fs, Staleness::Strict);
         }
         retry_stale(
             |staleness| read(&self.meta_view(), staleness),
@@ -156,41 +157,11 @@ impl Store {
         )
     }
 
-    /// The title record named `name`, through a view kept current (see [`Store::read_fresh`]).
-    pub(crate) fn load_fresh(&self, name: &[u8]) -> Result<Option<TitleRecord>> {
-        self.read_fresh(|meta, staleness| self.record(meta, staleness, name))
-    }
-
-    /// The title record named `name` as this handle sees it (the writer's, to change it).
-    pub(crate) fn load(&self, name: &[u8]) -> Result<Option<TitleRecord>> {
-        self.record(&self.meta, Staleness::Strict, name)
-    }
-
-    /// The one reader of title records by name: from the records read lately (the writer's
-    /// handle only, see [`super::recent`]), else through `meta` ([`read_record`]), keeping
-    /// what it read.
-    pub(crate) fn record(
-        &self,
-        meta: &Filesys,
-        staleness: Staleness,
-        name: &[u8],
-    ) -> Result<Option<TitleRecord>> {
-        if let Some((inode, bytes)) = self.recent.get(name) {
-            let rec = TitleRecord::decode(&bytes, name, meta.data().path(), inode.0)?;
-            return Ok(Some(rec));
-        }
-        let Some((rec, inode, bytes)) = read_located(meta, name, staleness)? else {
-            return Ok(None);
-        };
-        self.recent.insert(name, inode, &bytes);
-        Ok(Some(rec))
-    }
-
     fn meta_view(&self) -> MetaView<'_> {
         let fresh = self.views.fresh.read().unwrap_or_else(|p| p.into_inner());
         match fresh.as_ref() {
             Some(fs) => MetaView::Fresh(fs.clone()),
-            None => MetaView::Own(&self.meta),
+            None => MetaView::Own(&self.fs),
         }
     }
 
@@ -207,17 +178,37 @@ impl Store {
         // (a render just listed, not found). The records only grow by appending.
         let current = slot
             .as_ref()
-            .map_or(self.meta.data().filesize(), |v| v.data().filesize());
+            .map_or(self.fs.data().filesize(), |v| v.data().filesize());
         if fresh.data().filesize() >= current {
             *slot = Some(Arc::new(fresh));
         }
         self.views.renewals.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
+}
+
+impl Store {
+    /// [`TitleRecords::read_fresh`] of this store's records.
+    pub(super) fn read_fresh<T>(
+        &self,
+        read: impl Fn(&Filesys, Staleness) -> Result<T>,
+    ) -> Result<T> {
+        self.records.read_fresh(read)
+    }
+
+    /// The title record named `name`, through a view kept current (see [`Store::read_fresh`]).
+    pub(crate) fn load_fresh(&self, name: &[u8]) -> Result<Option<TitleRecord>> {
+        self.read_fresh(|meta, staleness| self.records.read(meta, staleness, name))
+    }
+
+    /// The title record named `name` as this handle sees it (the writer's, to change it).
+    pub(crate) fn load(&self, name: &[u8]) -> Result<Option<TitleRecord>> {
+        self.records.load(name)
+    }
 
     /// How many times reads of this read-only handle found its view of the title records stale
     /// (a writer's commit changed what they read) and read again through a fresh one.
     pub fn renewals(&self) -> u64 {
-        self.views.renewals.load(Ordering::Relaxed)
+        self.records.views.renewals.load(Ordering::Relaxed)
     }
 }

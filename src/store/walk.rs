@@ -79,7 +79,7 @@ impl Walk {
 impl Store {
     /// The next titles of a pass, at most `max`; the cursor does not move (see [`Walk`]).
     pub(crate) fn walk_titles(&self, cursor: &mut TitleCursor, max: usize) -> Result<Walk> {
-        let data = self.meta.data();
+        let data = self.records.fs.data();
         let end = *cursor.end.get_or_insert(data.filesize());
         let mut walk = Walk {
             titles: Vec::new(),

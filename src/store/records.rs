@@ -1,0 +1,169 @@
+//! The title records: one small file per title in the meta filesys (`DIR/meta.*`), each a
+//! [`TitleRecord`] rewritten whole. This piece holds the meta filesys and everything that reads
+//! or writes records through it: the one reader ([`TitleRecords::read`], with the writer's
+//! records read lately, [`super::recent`]), reads through a view kept current on a read-only
+//! handle ([`super::view`]), writes, the commit of the records, and the walk of all of them.
+//! The store decides what a record says; this piece keeps it.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use crate::clock::Clock;
+use crate::error::Result;
+use crate::filesys::{self, Filesys, Staleness};
+use crate::vfs::Vfs;
+
+use super::recent::RecentRecords;
+use super::record::TitleRecord;
+use super::view::{read_located, Views};
+
+/// The title records of a store (see the module doc).
+#[derive(Debug)]
+pub(crate) struct TitleRecords {
+    /// The meta filesys: one file per title, named `DOMAIN/TITLE`.
+    pub(super) fs: Filesys,
+    /// The writer's records read lately (none on a read-only handle).
+    recent: RecentRecords,
+    /// A read-only handle's newer views of the records.
+    pub(super) views: Views,
+    /// The writer's handle: its view is always current.
+    pub(super) writable: bool,
+    /// What a fresh view is opened with.
+    pub(super) vfs: Arc<dyn Vfs>,
+    pub(super) dir: PathBuf,
+    pub(super) clock: Arc<dyn Clock>,
+}
+
+impl TitleRecords {
+    /// The records of the store in `dir`, whose meta filesys `fs` is open; a writer's handle
+    /// keeps up to `cache_bytes` of records read lately.
+    pub(super) fn new(
+        fs: Filesys,
+        writable: bool,
+        cache_bytes: usize,
+        vfs: Arc<dyn Vfs>,
+        dir: PathBuf,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
+        TitleRecords {
+            fs,
+            recent: RecentRecords::new(if writable { cache_bytes } else { 0 }),
+            views: Views::default(),
+            writable,
+            vfs,
+            dir,
+            clock,
+        }
+    }
+
+    /// The meta filesys, to read (walks, stats, checks).
+    pub(crate) fn fs(&self) -> &Filesys {
+        &self.fs
+    }
+
+    /// The meta filesys, to write to around [`TitleRecords::write`]: the records read lately
+    /// are forgotten, since what is written here does not pass through them.
+    pub(crate) fn fs_mut(&mut self) -> &mut Filesys {
+        self.recent.clear();
+        &mut self.fs
+    }
+
+    /// The one reader of title records by name: from the records read lately (the writer's
+    /// handle only), else through `meta` (this handle's filesys or a fresh view of it), keeping
+    /// what it read.
+    pub(crate) fn read(
+        &self,
+        meta: &Filesys,
+        staleness: Staleness,
+        name: &[u8],
+    ) -> Result<Option<TitleRecord>> {
+        if let Some((inode, bytes)) = self.recent.get(name) {
+            let rec = TitleRecord::decode(&bytes, name, meta.data().path(), inode.0)?;
+            return Ok(Some(rec));
+        }
+        let Some((rec, inode, bytes)) = read_located(meta, name, staleness)? else {
+            return Ok(None);
+        };
+        self.recent.insert(name, inode, &bytes);
+        Ok(Some(rec))
+    }
+
+    /// The title record named `name` as this handle sees it (the writer's, to change it).
+    pub(crate) fn load(&self, name: &[u8]) -> Result<Option<TitleRecord>> {
+        self.read(&self.fs, Staleness::Strict, name)
+    }
+
+    /// Writes a title's record, or deletes it when it holds nothing (`version`: where
+    /// [`Filesys::read_for_update`] found it). The meta filesys may commit on its own before
+    /// it grows its index or holds too many in-place writes: `sync_values` is called first,
+    /// since the values the records point to must be durable by then. Not committed.
+    pub(super) fn write(
+        &mut self,
+        name: &[u8],
+        rec: &TitleRecord,
+        version: Option<filesys::Version>,
+        sync_values: impl FnOnce() -> Result<()>,
+    ) -> Result<()> {
+        let written = self.write_unkept(name, rec, version, sync_values);
+        if written.is_err() {
+            // What the filesys holds of the title now is not known here.
+            self.recent.forget(name);
+        }
+        written
+    }
+
+    fn write_unkept(
+        &mut self,
+        name: &[u8],
+        rec: &TitleRecord,
+        version: Option<filesys::Version>,
+        sync_values: impl FnOnce() -> Result<()>,
+    ) -> Result<()> {
+        if rec.is_empty() {
+            self.recent.forget(name);
+            self.fs.delete(name)?;
+            return Ok(());
+        }
+        // A record rewrite holds its inode, delete flags and index cell besides the record: a
+        // few KiB at most.
+        let record = rec.encode(name);
+        if self.fs.may_commit_on_its_own(record.len() as u64 + 8192) {
+            sync_values()?;
+        }
+        let stat = match version {
+            Some(v) => self.fs.put_over(name, 0, &record, v)?,
+            None => self.fs.put(name, 0, &record)?,
+        };
+        self.recent.written(name, stat.inode, &record);
+        Ok(())
+    }
+
+    /// Commits the records written so far (the values they point to are durable already: the
+    /// store syncs them first). A failed commit forgets the records read lately: what this
+    /// handle reads after it is the filesys's to say.
+    pub(super) fn commit(&mut self) -> Result<()> {
+        let committed = self.fs.sync();
+        if committed.is_err() {
+            self.recent.clear();
+        }
+        committed
+    }
+
+    /// Forgets the records read lately (a commit of the values failed).
+    pub(super) fn forget_all(&mut self) {
+        self.recent.clear();
+    }
+
+    /// Moves a read-only handle's view to the latest commit.
+    pub(super) fn refresh(&mut self) -> Result<()> {
+        self.fs.refresh()?;
+        self.views.clear();
+        Ok(())
+    }
+}
+
+/// The title record a walk of the meta filesys found as `file`, checked under its own key.
+pub(crate) fn record_of(meta: &Filesys, file: &filesys::FileStat) -> Result<TitleRecord> {
+    let bytes = meta.read_stat(file)?;
+    TitleRecord::decode(&bytes, &file.name, meta.data().path(), file.inode.0)
+}
