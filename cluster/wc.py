@@ -221,8 +221,10 @@ def up(args):
         n["cmd"][0] = nats_bin
         start(n, nats_bin)
     save(d, state)
+    # A JetStream cluster is healthy once its meta group has a leader: seconds when the machine
+    # is idle, and once (CI, two busy cores) more than a minute.
     for n in state["nats"]:
-        wait_for(n["name"], lambda n=n: http_status(n["monitor"] + "/healthz") == 200, 60, n)
+        wait_for(n["name"], lambda n=n: http_status(n["monitor"] + "/healthz") == 200, 180, n)
     names = [f"n{i}" for i in range(1, args.nodes + 1)]
     for name in names:
         state["nodes"].append(node_entry(d, name, free_port(), state["config"]))

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
 
-use common::cluster::{try_call, Cluster, D};
+use common::cluster::{eventually, try_call, Cluster, D};
 use wink::cluster::message::partition_of;
 
 const PARTITIONS: u32 = 16;
@@ -93,17 +93,6 @@ fn owners(status: &serde_json::Value, title: &str) -> Vec<String> {
         .iter()
         .map(|v| v.as_str().unwrap().to_string())
         .collect()
-}
-
-/// Waits (bounded) until `f` holds.
-fn eventually(what: &str, mut f: impl FnMut() -> bool) {
-    for _ in 0..300 {
-        if f() {
-            return;
-        }
-        thread::sleep(Duration::from_millis(200));
-    }
-    panic!("{what}: not within 60 s");
 }
 
 #[test]

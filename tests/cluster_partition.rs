@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
 
-use common::cluster::{get_json, try_call, Cluster, D};
+use common::cluster::{eventually, get_json, try_call, Cluster, D};
 use wink::cluster::message::partition_of;
 
 const PARTITIONS: u32 = 16;
@@ -122,16 +122,6 @@ impl Drop for Killed {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
-}
-
-fn eventually(what: &str, mut f: impl FnMut() -> bool) {
-    for _ in 0..300 {
-        if f() {
-            return;
-        }
-        thread::sleep(Duration::from_millis(200));
-    }
-    panic!("{what}: not within 60 s");
 }
 
 #[test]

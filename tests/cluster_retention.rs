@@ -5,23 +5,12 @@
 
 mod common;
 
-use std::thread;
 use std::time::Duration;
 
-use common::cluster::{get_json, try_call, Cluster, D};
+use common::cluster::{eventually, get_json, try_call, Cluster, D};
 use wink::cluster::message::partition_of;
 
 const PARTITIONS: u32 = 16;
-
-fn eventually(what: &str, mut f: impl FnMut() -> bool) {
-    for _ in 0..300 {
-        if f() {
-            return;
-        }
-        thread::sleep(Duration::from_millis(200));
-    }
-    panic!("{what}: not within 60 s");
-}
 
 #[test]
 fn a_replica_behind_the_streams_retention_says_so_and_refuses() {

@@ -232,3 +232,14 @@ pub fn get_json(url: &str) -> Option<serde_json::Value> {
     let a = try_call(&agent, "GET", url, &[], None).ok()?;
     serde_json::from_slice(&a.body).ok()
 }
+
+/// Waits (bounded: 60 s) until `f` holds; panics naming `what` otherwise.
+pub fn eventually(what: &str, mut f: impl FnMut() -> bool) {
+    for _ in 0..300 {
+        if f() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    panic!("{what}: not within 60 s");
+}
