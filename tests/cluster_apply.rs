@@ -122,17 +122,7 @@ fn replay_after_crash_applies_once() {
         // The next batch is applied but the process dies before its commit: put it in without
         // committing, then drop the handle (the next open recovers the last commit).
         for m in &msgs[3..5] {
-            let c = &m.change;
-            s.put_uncommitted(&wink::store::Put {
-                domain: &c.domain,
-                title: &c.title,
-                rev: c.rev,
-                tid: Some(c.tid),
-                content_type: &c.content_type,
-                value: &c.value,
-                historical: false,
-            })
-            .unwrap();
+            s.put_uncommitted(&m.change.as_put()).unwrap();
         }
     }
     let mut s = store(dir.path());

@@ -111,19 +111,9 @@ pub fn apply_batch(
         let c = &m.change;
         let rev = (c.rev != WHOLE_TITLE).then_some(c.rev);
         let outcome = match c.kind {
-            Kind::Put => StampedClock::with(c.arrival, || {
-                store
-                    .put_uncommitted(&Put {
-                        domain: &c.domain,
-                        title: &c.title,
-                        rev: c.rev,
-                        tid: Some(c.tid),
-                        content_type: &c.content_type,
-                        value: &c.value,
-                        historical: false,
-                    })
-                    .map(|_| ())
-            }),
+            Kind::Put => {
+                StampedClock::with(c.arrival, || store.put_uncommitted(&c.as_put()).map(|_| ()))
+            }
             // These commit themselves: the record written first rides in their commit.
             Kind::TakeDown | Kind::Lift => {
                 applied.insert(m.partition, m.seq);

@@ -85,6 +85,20 @@ pub fn message_id(bucket: &str, c: &Change) -> String {
 }
 
 impl Change {
+    /// The store's put of this change (of kind [`Kind::Put`]): the render with the tid the
+    /// receiving node gave it, so that every replica stores the same one.
+    pub fn as_put(&self) -> crate::store::Put<'_> {
+        crate::store::Put {
+            domain: &self.domain,
+            title: &self.title,
+            rev: self.rev,
+            tid: Some(self.tid),
+            content_type: &self.content_type,
+            value: &self.value,
+            historical: false,
+        }
+    }
+
     /// The framing's bytes besides the value.
     pub fn overhead(&self) -> usize {
         2 + 8 + 8 + 16 + 6 + self.domain.len() + self.title.len() + self.content_type.len()
