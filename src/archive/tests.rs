@@ -5,7 +5,11 @@ use crate::sim::SimDisk;
 
 /// An archive whose new titles are v1 (these tests are of format 1's blocks).
 fn open(disk: &SimDisk, opts: ArchiveOptions) -> Archive {
-    let opts = ArchiveOptions { format: 1, ..opts };
+    open_sim(disk, ArchiveOptions { format: 1, ..opts })
+}
+
+/// The archive at `/a/archive` of a simulated disk, created when missing (both formats' tests).
+pub(super) fn open_sim(disk: &SimDisk, opts: ArchiveOptions) -> Archive {
     let vfs: Arc<dyn Vfs> = Arc::new(disk.clone());
     let clock: Arc<dyn Clock> = Arc::new(ManualClock::new(1000));
     let base = Path::new("/a/archive");

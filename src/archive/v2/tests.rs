@@ -6,27 +6,12 @@ use std::sync::Arc;
 
 use super::map::Base;
 use super::*;
-use crate::archive::tests::as_items;
+use crate::archive::tests::{as_items, open_sim as open};
 use crate::archive::ArchiveOptions;
 use crate::clock::{Clock, ManualClock};
 use crate::filesys;
 use crate::sim::SimDisk;
 use crate::vfs::Vfs;
-
-fn open(disk: &SimDisk, opts: ArchiveOptions) -> Archive {
-    let vfs: Arc<dyn Vfs> = Arc::new(disk.clone());
-    let clock: Arc<dyn Clock> = Arc::new(ManualClock::new(1000));
-    let base = Path::new("/a/archive");
-    if !vfs.exists(&filesys::file_path(base, "data")) {
-        Archive::create_in(vfs.clone(), base, clock.clone()).unwrap();
-    }
-    let open = filesys::OpenOptions {
-        clock,
-        drop_behind: None,
-        ..filesys::OpenOptions::writer()
-    };
-    Archive::open_in(vfs, base, &open, opts).unwrap()
-}
 
 fn opts() -> ArchiveOptions {
     ArchiveOptions {
