@@ -3,25 +3,42 @@
 
 /// The window (log2 bytes) a frame needs so that its matches reach back over `len` bytes (its
 /// own and its prefix's): 1 MiB to 1 GiB.
-pub(crate) fn window_log(len: usize) -> u32 {
+fn window_log(len: usize) -> u32 {
     (usize::BITS - len.max(1).leading_zeros()).clamp(20, 30)
 }
 
 /// Compresses `data` as one zstd frame with `prefix` as its single-use dictionary: the prefix is
 /// treated as the bytes right before `data` (the previous revisions), so matches reach into it.
 pub fn compress(data: &[u8], prefix: &[u8], level: i32) -> std::io::Result<Vec<u8>> {
-    use zstd::zstd_safe::{CCtx, CParameter};
-    let fail = |code: usize| std::io::Error::other(zstd::zstd_safe::get_error_name(code));
+    compress_frame(data, prefix, level, false)
+        .map_err(|code| std::io::Error::other(zstd::zstd_safe::get_error_name(code)))
+}
+
+/// [`compress`] for both formats: with the content size in the header, the window reaching
+/// back over the prefix, and (`magicless`, format 2) no magic number and no checksum. A context
+/// per frame: its prefix is borrowed for the context's life, and building the match tables of
+/// the prefix dominates the cost anyway. Errors are zstd's codes.
+pub(crate) fn compress_frame(
+    data: &[u8],
+    prefix: &[u8],
+    level: i32,
+    magicless: bool,
+) -> Result<Vec<u8>, usize> {
+    use zstd::zstd_safe::{CCtx, CParameter, FrameFormat};
     let mut cctx = CCtx::create();
-    cctx.set_parameter(CParameter::CompressionLevel(level))
-        .map_err(fail)?;
-    cctx.set_parameter(CParameter::WindowLog(window_log(data.len() + prefix.len())))
-        .map_err(fail)?;
-    cctx.set_parameter(CParameter::ContentSizeFlag(true))
-        .map_err(fail)?;
-    cctx.ref_prefix(prefix).map_err(fail)?;
+    cctx.set_parameter(CParameter::CompressionLevel(level))?;
+    cctx.set_parameter(CParameter::WindowLog(window_log(data.len() + prefix.len())))?;
+    cctx.set_parameter(CParameter::ContentSizeFlag(true))?;
+    if magicless {
+        cctx.set_parameter(CParameter::ChecksumFlag(false))?;
+        cctx.set_parameter(CParameter::Format(FrameFormat::Magicless))?;
+    }
+    // An empty prefix is none (zstd: referencing an empty prefix clears it).
+    if !prefix.is_empty() {
+        cctx.ref_prefix(prefix)?;
+    }
     let mut out = Vec::with_capacity(zstd::zstd_safe::compress_bound(data.len()));
-    cctx.compress2(&mut out, data).map_err(fail)?;
+    cctx.compress2(&mut out, data)?;
     Ok(out)
 }
 

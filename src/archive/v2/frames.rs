@@ -5,9 +5,9 @@
 //! The decoder is one [`Decoder`] per reader, reused for every frame: creating a zstd context
 //! costs more than decoding a frame against a near-identical prefix.
 
-use zstd::zstd_safe::{self, CCtx, CParameter, DCtx, DParameter, FrameFormat};
+use zstd::zstd_safe::{self, DCtx, DParameter, FrameFormat};
 
-use crate::archive::frame::window_log;
+use crate::archive::frame::compress_frame;
 
 /// A zstd error code as text.
 fn name(code: usize) -> String {
@@ -16,25 +16,7 @@ fn name(code: usize) -> String {
 
 /// `data` as one magicless frame against `prefix` at `level`.
 pub fn compress(data: &[u8], prefix: &[u8], level: i32) -> Result<Vec<u8>, String> {
-    // A context per frame: its prefix is borrowed for the context's life, and building the
-    // match tables of the prefix dominates the cost anyway.
-    let mut cctx = CCtx::create();
-    cctx.set_parameter(CParameter::CompressionLevel(level))
-        .map_err(name)?;
-    cctx.set_parameter(CParameter::WindowLog(window_log(data.len() + prefix.len())))
-        .map_err(name)?;
-    cctx.set_parameter(CParameter::ContentSizeFlag(true))
-        .map_err(name)?;
-    cctx.set_parameter(CParameter::ChecksumFlag(false))
-        .map_err(name)?;
-    cctx.set_parameter(CParameter::Format(FrameFormat::Magicless))
-        .map_err(name)?;
-    if !prefix.is_empty() {
-        cctx.ref_prefix(prefix).map_err(name)?;
-    }
-    let mut out = Vec::with_capacity(zstd_safe::compress_bound(data.len()));
-    cctx.compress2(&mut out, data).map_err(name)?;
-    Ok(out)
+    compress_frame(data, prefix, level, true).map_err(name)
 }
 
 /// A reused decompression context for magicless frames.
