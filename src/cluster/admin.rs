@@ -88,14 +88,7 @@ pub async fn http_get(url: &str) -> std::result::Result<(u16, Bytes), String> {
         None => (rest, "/"),
     };
     let work = async {
-        let stream = tokio::net::TcpStream::connect(authority.to_string())
-            .await
-            .map_err(|e| e.to_string())?;
-        let (mut send, conn) =
-            hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
-                .await
-                .map_err(|e| e.to_string())?;
-        tokio::spawn(conn);
+        let mut send = node::http1_connect(authority).await?;
         let req = hyper::Request::get(path)
             .header(hyper::header::HOST, authority)
             .body(Full::new(Bytes::new()))

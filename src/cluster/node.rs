@@ -510,6 +510,21 @@ impl Node {
     }
 }
 
+/// An HTTP/1 connection to `authority` (`HOST:PORT`), its driver spawned: what a node sends
+/// another node or `wink cluster` sends a node goes through one of these.
+pub(crate) async fn http1_connect(
+    authority: &str,
+) -> std::result::Result<hyper::client::conn::http1::SendRequest<Full<Bytes>>, String> {
+    let stream = tokio::net::TcpStream::connect(authority.to_string())
+        .await
+        .map_err(|e| e.to_string())?;
+    let (send, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+        .await
+        .map_err(|e| e.to_string())?;
+    tokio::spawn(conn);
+    Ok(send)
+}
+
 /// One GET or HEAD to `base`, answered whole.
 async fn forward_to(
     base: &str,
@@ -519,18 +534,9 @@ async fn forward_to(
         .strip_prefix("http://")
         .unwrap_or(base)
         .trim_end_matches('/');
-    let stream = tokio::time::timeout(
-        Duration::from_secs(2),
-        tokio::net::TcpStream::connect(authority.to_string()),
-    )
-    .await
-    .map_err(|_| "connect timed out".to_string())?
-    .map_err(|e| e.to_string())?;
-    let (mut send, conn) =
-        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
-            .await
-            .map_err(|e| e.to_string())?;
-    tokio::spawn(conn);
+    let mut send = tokio::time::timeout(Duration::from_secs(2), http1_connect(authority))
+        .await
+        .map_err(|_| "connect timed out".to_string())??;
     let path = parts
         .uri
         .path_and_query()
