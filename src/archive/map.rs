@@ -282,6 +282,16 @@ impl Delta {
     }
 }
 
+/// The (rev, tid) of the entries a take-down of `rev` (or, with `None`, of the whole title)
+/// marks: those of it not taken down already (both formats' maps).
+pub(crate) fn to_take_down(entries: &[Entry], rev: Option<u64>) -> Vec<(u64, [u8; 16])> {
+    entries
+        .iter()
+        .filter(|e| !e.taken_down && rev.is_none_or(|r| e.rev == r))
+        .map(|e| (e.rev, e.tid))
+        .collect()
+}
+
 pub(crate) fn record(kind: u8, body: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(body.len() + 9);
     out.extend_from_slice(&(body.len() as u32 + 1).to_be_bytes());

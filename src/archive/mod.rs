@@ -779,12 +779,7 @@ impl Archive {
             Some(AnyMap::V2(map)) => return self.take_down_v2(key, map, rev),
             Some(AnyMap::V1(map)) => map,
         };
-        let down: Vec<(u64, [u8; 16])> = map
-            .entries
-            .iter()
-            .filter(|e| !e.taken_down && rev.is_none_or(|r| e.rev == r))
-            .map(|e| (e.rev, e.tid))
-            .collect();
+        let down = map::to_take_down(&map.entries, rev);
         if down.is_empty() {
             return Ok(0);
         }

@@ -599,12 +599,7 @@ impl Archive {
         mut map: Map,
         rev: Option<u64>,
     ) -> Result<usize> {
-        let down: Vec<(u64, [u8; 16])> = map
-            .entries
-            .iter()
-            .filter(|e| !e.taken_down && rev.is_none_or(|r| e.rev == r))
-            .map(|e| (e.rev, e.tid))
-            .collect();
+        let down = super::map::to_take_down(&map.entries, rev);
         if down.is_empty() {
             return Ok(0);
         }
