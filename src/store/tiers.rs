@@ -307,7 +307,7 @@ impl Store {
     /// record was lost ([`Store::missing_record`]).
     pub(super) fn check_unrecorded(&self, name: &[u8]) -> Result<()> {
         if let Some(archive) = self.archive_tier()? {
-            if archive.title_entries(name)?.is_some() {
+            if archive.with_entries(name, |_| ())?.is_some() {
                 return Err(self.missing_record(name));
             }
         }
