@@ -14,8 +14,9 @@ pub fn compress(data: &[u8], prefix: &[u8], level: i32) -> std::io::Result<Vec<u
         .map_err(|code| std::io::Error::other(zstd::zstd_safe::get_error_name(code)))
 }
 
-/// [`compress`] for both formats: with the content size in the header, the window reaching
-/// back over the prefix, and (`magicless`, format 2) no magic number and no checksum. A context
+/// [`compress`] for both formats: the window reaching back over the prefix; format 1 with the
+/// content size in the header, format 2 (`magicless`) with no magic number, no checksum and no
+/// content size (its map holds the raw length and a CRC-32: 4 bytes a frame saved). A context
 /// per frame: its prefix is borrowed for the context's life, and building the match tables of
 /// the prefix dominates the cost anyway. Errors are zstd's codes.
 pub(crate) fn compress_frame(
@@ -28,7 +29,7 @@ pub(crate) fn compress_frame(
     let mut cctx = CCtx::create();
     cctx.set_parameter(CParameter::CompressionLevel(level))?;
     cctx.set_parameter(CParameter::WindowLog(window_log(data.len() + prefix.len())))?;
-    cctx.set_parameter(CParameter::ContentSizeFlag(true))?;
+    cctx.set_parameter(CParameter::ContentSizeFlag(!magicless))?;
     if magicless {
         cctx.set_parameter(CParameter::ChecksumFlag(false))?;
         cctx.set_parameter(CParameter::Format(FrameFormat::Magicless))?;

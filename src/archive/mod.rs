@@ -792,9 +792,11 @@ impl Archive {
         Ok(down.len())
     }
 
-    /// Makes everything archived so far durable.
+    /// Makes everything archived so far durable, and gives back the datafile's preallocated
+    /// room: an archive grows by runs, and the room a run left would otherwise stay allocated
+    /// (up to a growth step, 64 KiB) until the next run. Appending later allocates again.
     pub fn commit(&mut self) -> Result<()> {
-        self.fs.sync()
+        self.fs.seal()
     }
 
     /// Every title key with a map.

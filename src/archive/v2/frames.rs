@@ -1,5 +1,6 @@
 //! The zstd frames of a v2 archive: one magicless frame per revision, no checksum (the map keeps
-//! a CRC-32 of the raw revision), content size in the header, compressed with the revision before
+//! a CRC-32 of the raw revision), no content size (the map has the raw length; older frames have
+//! it in the header, which decodes the same), compressed with the revision before
 //! it (or nothing, or another title's key) as a single-use raw-content prefix.
 //!
 //! The decoder is one [`Decoder`] per reader, reused for every frame: creating a zstd context
