@@ -287,6 +287,29 @@ impl Filesys {
         self.read_inode_as(inode, offset, len, self.default_staleness())
     }
 
+    /// Asks the kernel for every data entry of `[start, end)` of a file at once, when the range
+    /// spans more than one: read in turn, each entry whose pages are not cached would wait for a
+    /// disk read of its own (a file an archive appends to once per run has one entry per run);
+    /// asked together, the reads overlap. Only a hint: the reads that follow check everything.
+    fn read_ahead(&self, inode: &Inode, start: u64, end: u64) {
+        let mut pos = 0u64;
+        let spans = inode.data.iter().filter_map(|&(ptr, size)| {
+            let (lo, hi) = (pos, pos.saturating_add(size));
+            pos = hi;
+            (hi > start && lo < end).then_some((ptr, size))
+        });
+        let spans: Pairs = spans.collect();
+        if spans.len() < 2 {
+            return;
+        }
+        let key = data_key(inode.fileid, 0).len() as u64;
+        for (ptr, size) in spans {
+            let len = (ENTRY_HEADER as u64 + key).saturating_add(size);
+            let len = len.min(self.data.filesize().saturating_sub(ptr.0));
+            let _ = self.data.storage().will_need(ptr.0, len);
+        }
+    }
+
     fn read_inode_as(
         &self,
         inode: &Inode,
@@ -299,6 +322,7 @@ impl Filesys {
         // The inode's sizes are checked entry by entry as they are read; reserve no more up front
         // than a sane amount, so a forged LSIZE cannot ask for an absurd allocation.
         let mut out = Vec::with_capacity(((end - start) as usize).min(MAX_RESERVE));
+        self.read_ahead(inode, start, end);
         let mut pos = 0u64;
         for (n, &(ptr, size)) in inode.data.iter().enumerate() {
             let (lo, hi) = (pos, pos.saturating_add(size));

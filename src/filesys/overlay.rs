@@ -213,6 +213,14 @@ impl Storage for OverlayStorage {
         self.inner().advise_sequential()
     }
 
+    fn will_need(&self, offset: u64, len: u64) -> io::Result<()> {
+        self.inner().will_need(offset, len)
+    }
+
+    fn cached_pages(&self, offset: u64, len: u64) -> io::Result<Vec<bool>> {
+        self.inner().cached_pages(offset, len)
+    }
+
     fn create_temp(&self, suffix: &str) -> io::Result<Box<dyn Storage>> {
         self.inner().create_temp(suffix)
     }
