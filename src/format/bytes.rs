@@ -46,6 +46,29 @@ impl<'a> ByteReader<'a> {
         self.array().map(u64::from_be_bytes)
     }
 
+    /// An unsigned LEB128 number (at most 64 bits).
+    pub(crate) fn varint(&mut self) -> Option<u64> {
+        let mut rest = self.bytes.get(self.pos..)?;
+        let left = rest.len();
+        let v = leb128::read::unsigned(&mut rest).ok()?;
+        self.pos += left - rest.len();
+        Some(v)
+    }
+
+    /// A signed LEB128 number (at most 64 bits).
+    pub(crate) fn signed_varint(&mut self) -> Option<i64> {
+        let mut rest = self.bytes.get(self.pos..)?;
+        let left = rest.len();
+        let v = leb128::read::signed(&mut rest).ok()?;
+        self.pos += left - rest.len();
+        Some(v)
+    }
+
+    /// Bytes not read yet.
+    pub(crate) fn left(&self) -> usize {
+        self.bytes.len().saturating_sub(self.pos)
+    }
+
     /// This reader for a decoder that stops at the first damage: running short is damage to the
     /// `what` read from `path`, whose byte 0 lies at `base` in the file.
     pub(crate) fn in_file(self, path: &'a Path, base: u64, what: &'a str) -> RecordReader<'a> {

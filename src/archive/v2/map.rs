@@ -1,9 +1,11 @@
 //! The v2 map of one title (`WAM2`): its segments, its frames (one per distinct revision, in
-//! archive order) and its entries. Byte tables: docs/FORMAT.md § Archive, format 2.
+//! archive order) and its entries.
 //!
-//! The map file is a log of records as in v1 (`length (4), kind (1), body, CRC-32 (4)`), kind 1
-//! a snapshot (`WAM2` then a body), kind 2 a delta (a body). One body layout serves both, all
-//! integers big-endian:
+//! The map file is a log of records as in v1 (`length (4), kind (1), body, CRC-32 (4)`): kinds 1
+//! and 3 a snapshot (`WAM2` then a body), kinds 2 and 4 a delta (a body). Kinds 3 and 4, which
+//! writers write, lay the body's numbers out compact (LEB128, and a frame that follows the one
+//! before it in its segment names no place); kinds 1 and 2, as stores wrote them before, fixed
+//! (big-endian, the widths below). One body serves both:
 //!
 //! | part     | layout                                                                     |
 //! |----------|----------------------------------------------------------------------------|
@@ -14,10 +16,12 @@
 //! | entries  | n (4) × (rev (8), tid (16), type (2), frame (4), flags (1; bit 0 taken down)) |
 //! | down     | n (4) × (rev (8), tid (16)): earlier entries taken down (a delta's only)     |
 //!
-//! A frame: base (1; 0 key, 1 the previous frame, 2 another title's key), segment (4), offset in
-//! the segment file (8), stored length (4), raw length (4), CRC-32 of the raw revision (4); base 2
-//! adds ref index (2) and that title's frame (4). A taken-down entry whose bytes a rewrite purged
-//! names frame `0xFFFFFFFF`.
+//! A frame: base (1; 0 key, 1 the previous frame, 2 another title's key; compact: bit 7 when
+//! segment and offset follow), segment (4), offset in the segment file (8), stored length (4),
+//! raw length (4), CRC-32 of the raw revision (4 bytes in both layouts); base 2 adds ref index
+//! (2) and that title's frame (4). Compact entries give the revision as a signed difference from
+//! the entry before and the frame plus one. A taken-down entry whose bytes a rewrite purged
+//! names no frame (`0xFFFFFFFF`; compact 0). Byte tables: docs/FORMAT.md § Archive, format 2.
 //!
 //! Everything read is bounded before use: counts by the bytes left, frames by their segment's
 //! length, raw lengths by [`MAX_RAW`], entries by the frames present.
@@ -41,8 +45,100 @@ pub const MAX_APPENDS: u8 = 16;
 
 const SNAPSHOT: u8 = 1;
 const DELTA: u8 = 2;
-const FRAME_SIZE: usize = 25;
-const ENTRY_SIZE: usize = 31;
+const SNAPSHOT_COMPACT: u8 = 3;
+const DELTA_COMPACT: u8 = 4;
+/// Bit 7 of a compact frame's base byte: its segment and offset follow.
+const PLACED: u8 = 0x80;
+/// Smallest items, fixed layout and compact: bounds on a count by the bytes left.
+const SEGMENT_SIZE: (usize, usize) = (13, 3);
+const FRAME_SIZE: (usize, usize) = (25, 7);
+const ENTRY_SIZE: (usize, usize) = (31, 20);
+const DOWN_SIZE: (usize, usize) = (24, 17);
+
+/// How a body writes its numbers: the fixed layout (kinds 1 and 2, big-endian integers of fixed
+/// width) or the compact one (kinds 3 and 4, LEB128; what follows from the frame before left out).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Layout {
+    Fixed,
+    Compact,
+}
+
+impl Layout {
+    fn min(self, sizes: (usize, usize)) -> usize {
+        match self {
+            Layout::Fixed => sizes.0,
+            Layout::Compact => sizes.1,
+        }
+    }
+}
+
+/// Numbers into a body, fixed-width (of the width named) or LEB128.
+struct Writer<'a> {
+    out: &'a mut Vec<u8>,
+    layout: Layout,
+}
+
+impl Writer<'_> {
+    fn n(&mut self, v: u64, width: usize) {
+        match self.layout {
+            Layout::Fixed => self.out.extend_from_slice(&v.to_be_bytes()[8 - width..]),
+            // Writing to a Vec cannot fail.
+            Layout::Compact => drop(leb128::write::unsigned(self.out, v)),
+        }
+    }
+    fn n16(&mut self, v: u64) {
+        self.n(v, 2)
+    }
+    fn n32(&mut self, v: u64) {
+        self.n(v, 4)
+    }
+    fn n64(&mut self, v: u64) {
+        self.n(v, 8)
+    }
+    fn signed(&mut self, v: i64) {
+        // Writing to a Vec cannot fail.
+        drop(leb128::write::signed(self.out, v));
+    }
+    fn strings(&mut self, list: &[&[u8]]) {
+        self.n16(list.len() as u64);
+        for s in list {
+            self.n16(s.len() as u64);
+            self.out.extend_from_slice(s);
+        }
+    }
+}
+
+/// Numbers from a body, as [`Writer`] wrote them: `None` when short, or when a compact number
+/// does not fit the width the fixed layout gives it.
+struct Reader<'a> {
+    r: ByteReader<'a>,
+    layout: Layout,
+}
+
+impl Reader<'_> {
+    fn n(&mut self, width: u32) -> Option<u64> {
+        match self.layout {
+            Layout::Fixed => match width {
+                16 => self.r.u16().map(u64::from),
+                32 => self.r.u32().map(u64::from),
+                _ => self.r.u64(),
+            },
+            Layout::Compact => self
+                .r
+                .varint()
+                .filter(|v| width == 64 || *v < 1u64 << width),
+        }
+    }
+    fn n16(&mut self) -> Option<u64> {
+        self.n(16)
+    }
+    fn n32(&mut self) -> Option<u64> {
+        self.n(32)
+    }
+    fn n64(&mut self) -> Option<u64> {
+        self.n(64)
+    }
+}
 
 /// What a frame was compressed against.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -135,68 +231,81 @@ impl Delta {
             && self.down.is_empty()
     }
 
-    fn encode(&self, out: &mut Vec<u8>) {
+    fn encode(&self, out: &mut Vec<u8>, layout: Layout) {
         let mut types: Vec<&str> = Vec::new();
         for e in &self.entries {
             if !types.contains(&e.content_type.as_str()) {
                 types.push(&e.content_type);
             }
         }
-        let strings = |out: &mut Vec<u8>, list: &[&[u8]]| {
-            out.extend_from_slice(&(list.len() as u16).to_be_bytes());
-            for s in list {
-                out.extend_from_slice(&(s.len() as u16).to_be_bytes());
-                out.extend_from_slice(s);
-            }
-        };
+        let mut w = Writer { out, layout };
         let type_bytes: Vec<&[u8]> = types.iter().map(|t| t.as_bytes()).collect();
-        strings(out, &type_bytes);
+        w.strings(&type_bytes);
         let refs: Vec<&[u8]> = self.refs.iter().map(|r| r.as_slice()).collect();
-        strings(out, &refs);
-        out.extend_from_slice(&(self.segments.len() as u32).to_be_bytes());
+        w.strings(&refs);
+        w.n32(self.segments.len() as u64);
         for (n, s) in &self.segments {
-            out.extend_from_slice(&n.to_be_bytes());
-            out.push(s.appends);
-            out.extend_from_slice(&s.len.to_be_bytes());
+            w.n32(u64::from(*n));
+            w.out.push(s.appends);
+            w.n64(s.len);
         }
-        out.extend_from_slice(&self.first_frame.to_be_bytes());
-        out.extend_from_slice(&(self.frames.len() as u32).to_be_bytes());
+        w.n32(u64::from(self.first_frame));
+        w.n32(self.frames.len() as u64);
+        let mut end = None;
         for f in &self.frames {
-            out.push(match f.base {
+            let mut head = match f.base {
                 Base::Key => 0,
                 Base::Previous => 1,
                 Base::Title { .. } => 2,
-            });
-            out.extend_from_slice(&f.seg.to_be_bytes());
-            out.extend_from_slice(&f.offset.to_be_bytes());
-            out.extend_from_slice(&f.stored.to_be_bytes());
-            out.extend_from_slice(&f.raw.to_be_bytes());
-            out.extend_from_slice(&f.crc.to_be_bytes());
-            if let Base::Title { title, frame } = f.base {
-                out.extend_from_slice(&title.to_be_bytes());
-                out.extend_from_slice(&frame.to_be_bytes());
+            };
+            // Compact: a frame right after the one before it in the same segment (all but the
+            // first of a run, as a run appends) names no place of its own.
+            let placed = layout == Layout::Fixed || end != Some((f.seg, f.offset));
+            if layout == Layout::Compact && placed {
+                head |= PLACED;
             }
+            w.out.push(head);
+            if placed {
+                w.n32(u64::from(f.seg));
+                w.n64(f.offset);
+            }
+            w.n32(u64::from(f.stored));
+            w.n32(u64::from(f.raw));
+            w.out.extend_from_slice(&f.crc.to_be_bytes());
+            if let Base::Title { title, frame } = f.base {
+                w.n16(u64::from(title));
+                w.n32(u64::from(frame));
+            }
+            end = Some((f.seg, f.offset + u64::from(f.stored)));
         }
-        out.extend_from_slice(&(self.entries.len() as u32).to_be_bytes());
+        w.n32(self.entries.len() as u64);
+        let mut rev_before = 0u64;
         for e in &self.entries {
-            let t = types.iter().position(|t| *t == e.content_type).unwrap_or(0) as u16;
+            let t = types.iter().position(|t| *t == e.content_type).unwrap_or(0) as u64;
+            match layout {
+                Layout::Fixed => w.out.extend_from_slice(&e.rev.to_be_bytes()),
+                // Revisions of a run mostly ascend: the difference is a byte or two.
+                Layout::Compact => w.signed(e.rev.wrapping_sub(rev_before) as i64),
+            }
+            rev_before = e.rev;
+            w.out.extend_from_slice(&e.tid);
+            w.n16(t);
             // A purged record keeps NO_FRAME in memory too, so a map re-encodes to itself.
-            let frame = e.block;
-            out.extend_from_slice(&e.rev.to_be_bytes());
-            out.extend_from_slice(&e.tid);
-            out.extend_from_slice(&t.to_be_bytes());
-            out.extend_from_slice(&frame.to_be_bytes());
-            out.push(u8::from(e.taken_down));
+            match layout {
+                Layout::Fixed => w.out.extend_from_slice(&e.block.to_be_bytes()),
+                Layout::Compact => w.n32(u64::from(e.block.wrapping_add(1))),
+            }
+            w.out.push(u8::from(e.taken_down));
         }
-        out.extend_from_slice(&(self.down.len() as u32).to_be_bytes());
+        w.n32(self.down.len() as u64);
         for (rev, tid) in &self.down {
-            out.extend_from_slice(&rev.to_be_bytes());
-            out.extend_from_slice(tid);
+            w.n64(*rev);
+            w.out.extend_from_slice(tid);
         }
     }
 
     /// A body; entries get their frame's length and CRC when the map is applied.
-    fn decode(body: &[u8], path: &Path, offset: u64) -> Result<Delta> {
+    fn decode(body: &[u8], layout: Layout, path: &Path, offset: u64) -> Result<Delta> {
         let bad = |at: usize, what: &str| {
             Error::corrupt(
                 path,
@@ -206,14 +315,26 @@ impl Delta {
                 "damage",
             )
         };
-        let mut r = ByteReader::new(body, 0);
-        let strings = |r: &mut ByteReader<'_>| -> Result<Vec<Vec<u8>>> {
-            let n = r.u16().ok_or_else(|| bad(r.pos, "truncated"))? as usize;
+        let mut r = Reader {
+            r: ByteReader::new(body, 0),
+            layout,
+        };
+        let truncated = |r: &Reader<'_>| bad(r.r.pos, "truncated or out of range");
+        // A count no larger than the items of at least `min` bytes that the bytes left can hold.
+        let count = |r: &mut Reader<'_>, min: usize, what: &str| -> Result<usize> {
+            let n = r.n32().ok_or_else(|| truncated(r))? as usize;
+            if n > r.r.left() / min {
+                return Err(bad(r.r.pos, what));
+            }
+            Ok(n)
+        };
+        let strings = |r: &mut Reader<'_>| -> Result<Vec<Vec<u8>>> {
+            let n = r.n16().ok_or_else(|| truncated(r))? as usize;
             let mut out = Vec::new();
             for _ in 0..n {
-                let len = r.u16().ok_or_else(|| bad(r.pos, "truncated"))? as usize;
-                let pos = r.pos;
-                out.push(r.take(len).ok_or_else(|| bad(pos, "truncated"))?.to_vec());
+                let len = r.n16().ok_or_else(|| truncated(r))? as usize;
+                let pos = r.r.pos;
+                out.push(r.r.take(len).ok_or_else(|| bad(pos, "truncated"))?.to_vec());
             }
             Ok(out)
         };
@@ -227,70 +348,77 @@ impl Delta {
             refs,
             ..Delta::default()
         };
-        let n = r.u32().ok_or_else(|| bad(r.pos, "truncated"))? as usize;
-        if n > body.len() / 13 {
-            return Err(bad(r.pos, "segment count"));
-        }
+        let n = count(&mut r, layout.min(SEGMENT_SIZE), "segment count")?;
         for _ in 0..n {
-            let at = r.pos;
-            let s = (|| Some((r.u32()?, r.take(1)?[0], r.u64()?)))()
-                .ok_or_else(|| bad(at, "truncated"))?;
-            d.segments.push((
-                s.0,
-                Segment {
-                    appends: s.1,
-                    len: s.2,
-                },
-            ));
+            let s = (|| Some((r.n32()? as u32, r.r.take(1)?[0], r.n64()?)))()
+                .ok_or_else(|| truncated(&r))?;
+            let (index, appends, len) = s;
+            d.segments.push((index, Segment { appends, len }));
         }
-        d.first_frame = r.u32().ok_or_else(|| bad(r.pos, "truncated"))?;
-        let n = r.u32().ok_or_else(|| bad(r.pos, "truncated"))? as usize;
-        if n > body.len() / FRAME_SIZE {
-            return Err(bad(r.pos, "frame count"));
-        }
+        d.first_frame = r.n32().ok_or_else(|| truncated(&r))? as u32;
+        let n = count(&mut r, layout.min(FRAME_SIZE), "frame count")?;
         d.frames.reserve_exact(n);
+        let mut end = None;
         for _ in 0..n {
-            let at = r.pos;
+            let at = r.r.pos;
+            let head = r.r.take(1).ok_or_else(|| truncated(&r))?[0];
+            let placed = layout == Layout::Fixed || head & PLACED != 0;
             let f = (|| {
-                let kind = r.take(1)?[0];
-                let (seg, off, stored, raw, crc) =
-                    (r.u32()?, r.u64()?, r.u32()?, r.u32()?, r.u32()?);
-                let base = match kind {
+                let (seg, offset) = match (placed, end) {
+                    (true, _) => (r.n32()? as u32, r.n64()?),
+                    (false, Some(end)) => end,
+                    (false, None) => return Some(Err("a first frame with no place")),
+                };
+                let (stored, raw) = (r.n32()? as u32, r.n32()? as u32);
+                let crc = r.r.u32()?;
+                let base = match head & !PLACED {
                     0 => Base::Key,
                     1 => Base::Previous,
                     2 => Base::Title {
-                        title: r.u16()?,
-                        frame: r.u32()?,
+                        title: r.n16()? as u16,
+                        frame: r.n32()? as u32,
                     },
-                    _ => return Some(Err(())),
+                    _ => return Some(Err("frame base")),
                 };
-                Some(Ok(Frame {
+                let f = Frame {
                     seg,
-                    offset: off,
+                    offset,
                     stored,
                     raw,
                     crc,
                     base,
-                }))
+                };
+                Some(Ok(f))
             })()
-            .ok_or_else(|| bad(at, "truncated"))?
-            .map_err(|()| bad(at, "frame base"))?;
+            .ok_or_else(|| truncated(&r))?
+            .map_err(|what| bad(at, what))?;
+            if layout == Layout::Fixed && head & PLACED != 0 {
+                return Err(bad(at, "frame base"));
+            }
+            end = Some((f.seg, f.offset.saturating_add(u64::from(f.stored))));
             d.frames.push(f);
         }
-        let n = r.u32().ok_or_else(|| bad(r.pos, "truncated"))? as usize;
-        if n > body.len() / ENTRY_SIZE {
-            return Err(bad(r.pos, "entry count"));
-        }
+        let n = count(&mut r, layout.min(ENTRY_SIZE), "entry count")?;
         d.entries.reserve_exact(n);
+        let mut rev_before = 0u64;
         for _ in 0..n {
-            let at = r.pos;
+            let at = r.r.pos;
             let e = (|| {
-                let rev = r.u64()?;
-                let tid: [u8; 16] = r.take(16)?.try_into().ok()?;
-                Some((rev, tid, r.u16()? as usize, r.u32()?, r.take(1)?[0]))
+                let rev = match layout {
+                    Layout::Fixed => r.r.u64()?,
+                    Layout::Compact => rev_before.wrapping_add(r.r.signed_varint()? as u64),
+                };
+                let tid: [u8; 16] = r.r.take(16)?.try_into().ok()?;
+                let t = r.n16()? as usize;
+                let frame = match layout {
+                    Layout::Fixed => r.r.u32()?,
+                    Layout::Compact => (r.n32()? as u32).wrapping_sub(1),
+                };
+                Some((rev, tid, t, frame, r.r.take(1)?[0]))
             })()
-            .ok_or_else(|| bad(at, "truncated"))?;
+            .ok_or_else(|| truncated(&r))?;
             let (rev, tid, t, frame, flags) = e;
+            rev_before = rev;
             let content_type = types
                 .get(t)
                 .cloned()
@@ -309,22 +437,14 @@ impl Delta {
                 taken_down: flags & 1 == 1,
             });
         }
-        let n = r.u32().ok_or_else(|| bad(r.pos, "truncated"))? as usize;
-        if n > body.len() / 24 {
-            return Err(bad(r.pos, "take-down count"));
-        }
+        let n = count(&mut r, layout.min(DOWN_SIZE), "take-down count")?;
         for _ in 0..n {
-            let at = r.pos;
-            let rev = r.u64().ok_or_else(|| bad(at, "truncated"))?;
-            let tid: [u8; 16] = r
-                .take(16)
-                .ok_or_else(|| bad(at, "truncated"))?
-                .try_into()
-                .expect("16 bytes");
-            d.down.push((rev, tid));
+            let down = (|| Some((r.n64()?, r.r.take(16)?.try_into().ok()?)))()
+                .ok_or_else(|| truncated(&r))?;
+            d.down.push(down);
         }
-        if r.pos != body.len() {
-            return Err(bad(r.pos, "trailing bytes"));
+        if r.r.pos != body.len() {
+            return Err(bad(r.r.pos, "trailing bytes"));
         }
         Ok(d)
     }
@@ -332,8 +452,8 @@ impl Delta {
     /// The delta as a log record.
     pub fn record(&self) -> Vec<u8> {
         let mut body = Vec::new();
-        self.encode(&mut body);
-        record(DELTA, &body)
+        self.encode(&mut body, Layout::Compact);
+        record(DELTA_COMPACT, &body)
     }
 }
 
@@ -358,8 +478,8 @@ impl Map {
     /// The map as a log of one snapshot record.
     pub fn snapshot_record(&self) -> Vec<u8> {
         let mut body = MAGIC.to_vec();
-        self.as_delta().encode(&mut body);
-        record(SNAPSHOT, &body)
+        self.as_delta().encode(&mut body, Layout::Compact);
+        record(SNAPSHOT_COMPACT, &body)
     }
 
     /// Applies a delta; `Err` names what does not fit.
@@ -454,12 +574,18 @@ impl Map {
         for record in super::super::map::log_records(bytes, path, offset, WHAT) {
             let (at, body) = record?;
             let here = offset + at as u64 + 5;
-            match (body[0], map.as_mut()) {
+            let (kind, layout) = match body[0] {
+                SNAPSHOT | DELTA => (body[0], Layout::Fixed),
+                SNAPSHOT_COMPACT => (SNAPSHOT, Layout::Compact),
+                DELTA_COMPACT => (DELTA, Layout::Compact),
+                _ => return Err(bad(at, "record kind")),
+            };
+            match (kind, map.as_mut()) {
                 (SNAPSHOT, None) => {
                     if body.get(1..5) != Some(MAGIC.as_slice()) {
                         return Err(bad(at + 5, "magic"));
                     }
-                    let d = Delta::decode(&body[5..], path, here + 4)?;
+                    let d = Delta::decode(&body[5..], layout, path, here + 4)?;
                     if !d.down.is_empty() {
                         return Err(bad(at, "take-downs in a snapshot"));
                     }
@@ -468,7 +594,7 @@ impl Map {
                     map = Some(m);
                 }
                 (DELTA, Some(m)) => {
-                    let d = Delta::decode(&body[1..], path, here)?;
+                    let d = Delta::decode(&body[1..], layout, path, here)?;
                     m.apply_unchecked(d).map_err(|what| bad(at, what))?;
                 }
                 _ => return Err(bad(at, "record kind or order")),
@@ -577,6 +703,92 @@ mod tests {
                 "flip at {i}"
             );
         }
+    }
+
+    /// A log as stores wrote it before the compact layout: kinds 1 and 2.
+    fn fixed_log(map: &Map, delta: &Delta) -> Vec<u8> {
+        let mut snapshot = MAGIC.to_vec();
+        map.as_delta().encode(&mut snapshot, Layout::Fixed);
+        let mut body = Vec::new();
+        delta.encode(&mut body, Layout::Fixed);
+        [record(SNAPSHOT, &snapshot), record(DELTA, &body)].concat()
+    }
+
+    #[test]
+    fn fixed_logs_of_older_stores_read_alone_and_followed_by_compact_records() {
+        let (map, delta) = sample();
+        let mut expected = map.clone();
+        expected.apply(&delta).unwrap();
+        let fixed = fixed_log(&map, &delta);
+        assert_eq!(fixed[4], SNAPSHOT);
+        assert_eq!(log_version(&fixed), Some(2));
+        assert_eq!(
+            Map::decode_log(&fixed, Path::new("m"), 0).unwrap(),
+            expected
+        );
+        // An archive written before keeps its log and appends compact deltas to it.
+        let (_, second) = sample();
+        let mut third = second.clone();
+        third.first_frame = 3;
+        third.frames = vec![Frame {
+            offset: 30,
+            ..second.frames[0]
+        }];
+        third.segments = vec![(
+            0,
+            Segment {
+                appends: 3,
+                len: 40,
+            },
+        )];
+        third.entries = vec![entry(5, 3, false)];
+        third.down = vec![(4, [4; 16])];
+        let mixed = [fixed.clone(), third.record()].concat();
+        expected.apply(&third).unwrap();
+        assert_eq!(
+            Map::decode_log(&mixed, Path::new("m"), 0).unwrap(),
+            expected
+        );
+        // The compact layout is the smaller: the same map, as one snapshot each way.
+        let compact = expected.snapshot_record();
+        let mut fixed_body = MAGIC.to_vec();
+        expected.as_delta().encode(&mut fixed_body, Layout::Fixed);
+        assert!(
+            compact.len() < fixed_body.len(),
+            "{} vs {}",
+            compact.len(),
+            fixed_body.len()
+        );
+        assert_eq!(compact[4], SNAPSHOT_COMPACT);
+    }
+
+    #[test]
+    fn compact_frames_name_a_place_only_when_they_do_not_follow_the_one_before() {
+        let (map, _) = sample();
+        let mut moved = map.clone();
+        moved.frames[1].offset = 11;
+        moved.segments[0].len = 21;
+        for m in [&map, &moved] {
+            let log = m.snapshot_record();
+            assert_eq!(Map::decode_log(&log, Path::new("m"), 0).unwrap(), *m);
+        }
+        // One frame placed (seg 0, offset 10: two one-byte numbers) costs two bytes more.
+        assert_eq!(
+            moved.snapshot_record().len(),
+            map.snapshot_record().len() + 2
+        );
+        // A first frame must name its place.
+        let mut body = Vec::new();
+        map.as_delta().encode(&mut body, Layout::Compact);
+        let at = body
+            .windows(2)
+            .position(|w| w == [2 | PLACED, 0])
+            .expect("the first frame's head and segment");
+        body[at] = 2;
+        body.remove(at + 1);
+        body.remove(at + 1);
+        let err = Delta::decode(&body, Layout::Compact, Path::new("m"), 0).unwrap_err();
+        assert!(err.to_string().contains("no place"), "{err}");
     }
 
     #[test]
