@@ -79,10 +79,17 @@ fn key(tag: u8, n: u64) -> [u8; 9] {
     k
 }
 
-/// Writes a journal at offset 0 of `storage` and makes it durable.
+/// Writes a journal at offset 0 of `storage` and makes it durable. What an earlier, longer
+/// journal left past its end is cut off: nothing reads it (the journal ends at its FILESIZE),
+/// but it would keep the largest commit's size on disk for good.
 pub fn write(storage: &dyn Storage, seq: u64, writes: &[Write]) -> Result<()> {
     let bytes = encode(seq, writes)?;
     write_all_at(storage, &bytes, 0)?;
+    if storage::length(storage)? > bytes.len() as u64 {
+        storage
+            .set_len(bytes.len() as u64)
+            .map_err(|e| Error::io(storage.path(), Some(bytes.len() as u64), e))?;
+    }
     storage::sync(storage)
 }
 
@@ -211,5 +218,18 @@ mod tests {
                 .seq,
             7
         );
+    }
+
+    #[test]
+    fn a_shorter_journal_leaves_no_tail_of_a_longer_one() {
+        let file = MemStorage::new("j");
+        write(&file, 1, &[(0, 4096, vec![3; 20_000])]).unwrap();
+        let long = file.to_vec().len();
+        let short = vec![(1u8, 64u64, vec![4u8; 8])];
+        write(&file, 2, &short).unwrap();
+        assert_eq!(file.to_vec(), encode(2, &short).unwrap());
+        assert!(file.to_vec().len() + 19_000 < long);
+        let back = read(Box::new(file.clone())).unwrap().unwrap();
+        assert_eq!((back.seq, back.writes), (2, short));
     }
 }
