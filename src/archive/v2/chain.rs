@@ -1,35 +1,59 @@
-//! Chains of frames: a read of frame n decodes every frame from the key before it (a frame whose
-//! base is not the previous frame) up to n, each against the raw revision before it. Keys are
-//! placed by a decode budget: a new frame becomes a key when the raw bytes a read of it would
-//! decode since the last key would pass `chain_bytes`. Decoding a frame against a near-identical
-//! prefix costs about a copy of its raw bytes, so raw bytes are what a read pays for; a key costs
-//! a whole revision compressed on its own, which is what the budget trades against.
+//! Chains of frames. Each frame that is not a key names the frame whose raw revision it was
+//! compressed against, its **parent**: the frame before it, or another of the [`WINDOW`] frames
+//! before it (a page that went back to an earlier look deltas best from that look). The parents
+//! make a tree per key; a read of frame n decodes its **path**, the frames from its key down to
+//! it, each against its parent's raw revision. Decoding a frame against a near-identical prefix
+//! costs about a copy of its raw bytes, so the raw bytes of the path are what a read pays for; a
+//! key costs a whole revision compressed on its own, which is what the decode budget trades
+//! against: a new frame may take a parent only if the raw bytes of the parent's path and its own
+//! stay within `chain_bytes`, and becomes a key when no candidate does.
 
 use super::map::{Base, Map};
 
-/// The key frame whose chain holds frame `n`.
-pub fn key_of(map: &Map, n: usize) -> usize {
-    let mut k = n;
-    while k > 0 && map.frames[k].base == Base::Previous {
-        k -= 1;
+/// How far back a parent may lie: frame n's parent is one of frames n − WINDOW .. n − 1.
+pub const WINDOW: usize = 16;
+
+/// The frame whose raw revision frame `n` was compressed against, within its title.
+pub fn parent(map: &Map, n: usize) -> Option<usize> {
+    match map.frames[n].base {
+        Base::Previous => n.checked_sub(1),
+        Base::Earlier(j) => Some(j as usize),
+        Base::Key | Base::Title { .. } => None,
     }
-    k
+}
+
+/// The frames a read of frame `n` decodes, from its key to `n`, in increasing order (a parent
+/// precedes its child: the map's check refuses anything else).
+pub fn path(map: &Map, n: usize) -> Vec<usize> {
+    let mut out = vec![n];
+    let mut at = n;
+    while let Some(p) = parent(map, at).filter(|p| *p < at) {
+        out.push(p);
+        at = p;
+    }
+    out.reverse();
+    out
+}
+
+/// The key frame whose tree holds frame `n`.
+pub fn key_of(map: &Map, n: usize) -> usize {
+    path(map, n)[0]
 }
 
 /// Raw bytes a read of frame `n` decodes within its title (a key that references another
 /// title's key decodes that key too: one revision more).
 pub fn decode_cost(map: &Map, n: usize) -> u64 {
-    (key_of(map, n)..=n)
-        .map(|i| u64::from(map.frames[i].raw))
+    path(map, n)
+        .iter()
+        .map(|&i| u64::from(map.frames[i].raw))
         .sum()
 }
 
-/// Whether a new frame of `raw` bytes after the title's last frame must be a key.
-pub fn needs_key(map: &Map, raw: u64, chain_bytes: u64) -> bool {
-    match map.frames.len() {
-        0 => true,
-        n => decode_cost(map, n - 1).saturating_add(raw) > chain_bytes,
-    }
+/// Whether a new frame of `raw` bytes may take frame `parent` as its parent: within the window
+/// of the frame it would be, and within the decode budget.
+pub fn may_parent(map: &Map, parent: usize, raw: u64, chain_bytes: u64) -> bool {
+    map.frames.len() - parent <= WINDOW
+        && decode_cost(map, parent).saturating_add(raw) <= chain_bytes
 }
 
 #[cfg(test)]
@@ -37,32 +61,44 @@ mod tests {
     use super::super::map::Frame;
     use super::*;
 
-    #[test]
-    fn a_key_when_the_chain_would_pass_the_budget() {
-        let mut map = Map::default();
-        let frame = |base| Frame {
+    fn frame(base: Base) -> Frame {
+        Frame {
             seg: 0,
             offset: 0,
             stored: 1,
             raw: 100,
             crc: 0,
             base,
-        };
-        assert!(needs_key(&map, 100, 1000));
+        }
+    }
+
+    #[test]
+    fn a_parent_within_the_budget_and_the_window() {
+        let mut map = Map::default();
         map.frames.push(frame(Base::Key));
         for _ in 0..8 {
-            assert!(!needs_key(&map, 100, 1000));
+            assert!(may_parent(&map, map.frames.len() - 1, 100, 1000));
             map.frames.push(frame(Base::Previous));
         }
         assert_eq!(decode_cost(&map, 8), 900);
-        assert!(!needs_key(&map, 100, 1000));
+        assert!(may_parent(&map, 8, 100, 1000));
         map.frames.push(frame(Base::Previous));
         assert!(
-            needs_key(&map, 100, 1000),
+            !may_parent(&map, 9, 100, 1000),
             "1,000 bytes decoded, then 1,100"
         );
+        // An earlier frame has a shorter path: frame 10 from frame 2 decodes 0, 1, 2, 10.
+        assert!(may_parent(&map, 2, 100, 1000));
+        map.frames.push(frame(Base::Earlier(2)));
+        assert_eq!(path(&map, 10), vec![0, 1, 2, 10]);
+        assert_eq!((key_of(&map, 10), decode_cost(&map, 10)), (0, 400));
         map.frames.push(frame(Base::Title { title: 0, frame: 0 }));
-        assert_eq!((key_of(&map, 10), decode_cost(&map, 10)), (10, 100));
-        assert!(needs_key(&map, 1, 0), "budget 0: every frame a key");
+        assert_eq!((key_of(&map, 11), decode_cost(&map, 11)), (11, 100));
+        assert!(!may_parent(&map, 11, 1, 0), "budget 0: every frame a key");
+        for _ in 0..WINDOW {
+            map.frames.push(frame(Base::Previous));
+        }
+        assert!(!may_parent(&map, 11, 1, u64::MAX), "out of the window");
+        assert!(may_parent(&map, 12, 1, u64::MAX));
     }
 }

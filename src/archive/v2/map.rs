@@ -16,10 +16,10 @@
 //! | entries  | n (4) × (rev (8), tid (16), type (2), frame (4), flags (1; bit 0 taken down)) |
 //! | down     | n (4) × (rev (8), tid (16)): earlier entries taken down (a delta's only)     |
 //!
-//! A frame: base (1; 0 key, 1 the previous frame, 2 another title's key; compact: bit 7 when
-//! segment and offset follow), segment (4), offset in the segment file (8), stored length (4),
-//! raw length (4), CRC-32 of the raw revision (4 bytes in both layouts); base 2 adds ref index
-//! (2) and that title's frame (4). Compact entries give the revision as a signed difference from
+//! A frame: base (1; 0 key, 1 the previous frame, 2 another title's key, 3 an earlier frame of
+//! the title; compact: bit 7 when segment and offset follow), segment (4), offset in the segment
+//! file (8), stored length (4), raw length (4), CRC-32 of the raw revision (4 bytes in both
+//! layouts); base 2 adds ref index (2) and that title's frame (4), base 3 the earlier frame (4). Compact entries give the revision as a signed difference from
 //! the entry before and the frame plus one. A taken-down entry whose bytes a rewrite purged
 //! names no frame (`0xFFFFFFFF`; compact 0). Byte tables: docs/FORMAT.md § Archive, format 2.
 //!
@@ -32,6 +32,7 @@ use crate::error::{Error, Result};
 use crate::format::bytes::ByteReader;
 
 use super::super::map::{record, Entry};
+use super::chain::WINDOW;
 
 /// Magic of a v2 map snapshot.
 pub const MAGIC: &[u8; 4] = b"WAM2";
@@ -147,6 +148,9 @@ pub enum Base {
     Key,
     /// The raw revision of the frame before it.
     Previous,
+    /// The raw revision of an earlier frame of the title, one of the
+    /// [`WINDOW`](super::chain::WINDOW) before it but not the one right before ([`Base::Previous`]).
+    Earlier(u32),
     /// Another title's key (`refs[title]`, its frame `frame`, itself a [`Base::Key`]): a key too.
     Title {
         /// Index of the title's key in the map's `refs`.
@@ -159,7 +163,7 @@ pub enum Base {
 impl Base {
     /// Whether a chain of frames starts here.
     pub fn is_key(&self) -> bool {
-        !matches!(self, Base::Previous)
+        matches!(self, Base::Key | Base::Title { .. })
     }
 }
 
@@ -257,6 +261,7 @@ impl Delta {
                 Base::Key => 0,
                 Base::Previous => 1,
                 Base::Title { .. } => 2,
+                Base::Earlier(_) => 3,
             };
             // Compact: a frame right after the one before it in the same segment (all but the
             // first of a run, as a run appends) names no place of its own.
@@ -272,9 +277,13 @@ impl Delta {
             w.n32(u64::from(f.stored));
             w.n32(u64::from(f.raw));
             w.out.extend_from_slice(&f.crc.to_be_bytes());
-            if let Base::Title { title, frame } = f.base {
-                w.n16(u64::from(title));
-                w.n32(u64::from(frame));
+            match f.base {
+                Base::Title { title, frame } => {
+                    w.n16(u64::from(title));
+                    w.n32(u64::from(frame));
+                }
+                Base::Earlier(frame) => w.n32(u64::from(frame)),
+                Base::Key | Base::Previous => {}
             }
             end = Some((f.seg, f.offset + u64::from(f.stored)));
         }
@@ -378,6 +387,7 @@ impl Delta {
                         title: r.n16()? as u16,
                         frame: r.n32()? as u32,
                     },
+                    3 => Base::Earlier(r.n32()? as u32),
                     _ => return Some(Err("frame base")),
                 };
                 let f = Frame {
@@ -554,6 +564,9 @@ impl Map {
             }
             match f.base {
                 Base::Previous if i == 0 => return Err("first frame has no previous"),
+                Base::Earlier(j) if j as usize >= i || i - j as usize > WINDOW => {
+                    return Err("frame parent out of reach")
+                }
                 Base::Title { title, .. } if title as usize >= self.refs.len() => {
                     return Err("frame reference")
                 }

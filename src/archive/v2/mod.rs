@@ -6,22 +6,25 @@
 //! | `v/KEY#N`           | segment N: frames appended, one data entry per archive run         |
 //!
 //! Each distinct revision of a title is one magicless zstd frame ([`frames`]), compressed with the
-//! raw revision before it as its prefix, or as a **key**: against nothing, or against another
-//! title's key (one level at most: a read decodes at most two keys). A new frame is a key when
-//! the raw bytes a read of it would decode since the last key would pass `chain_bytes`
-//! ([`chain`]). A title's first frame is a key; the key it may reference is the best of the
-//! plain keys this handle wrote lately, by a level-3 trial that charges a reference for the
-//! decoding it adds to every read, so titles of one site share their boilerplate when it pays.
+//! raw revision of its **parent** as its prefix — the frame before it, or another of the
+//! [`chain::WINDOW`] before it that a level-3 trial finds it closest to (a page that went back to
+//! an earlier look) — or as a **key**: against nothing, or against another title's key (one level
+//! at most: a read decodes at most two keys). A new frame takes a parent only while the raw bytes
+//! a read of it would decode (its path from the key) stay within `chain_bytes`, and is a key
+//! when no candidate does ([`chain`]). A title's first frame is a key; the key it may reference
+//! is the best of the plain keys this handle wrote lately, by a level-3 trial that charges a
+//! reference for the decoding it adds to every read, so titles of one site share their
+//! boilerplate when it pays.
 //!
 //! An archive run appends the new frames of a title to its open segment as one data entry
-//! (rewriting nothing) and a delta to its map log; the revision a new frame is compressed against
-//! is the title's last, from the per-title cache of the last decoded revision or decoded once.
-//! Identical revisions share a frame. A take-down is a map record; the bytes go when the archive
-//! is rewritten (always into format 2).
+//! (rewriting nothing) and a delta to its map log; the parents a new frame may take are the
+//! title's last frame (from the per-title cache of the last decoded revision, or decoded once)
+//! and the frames of the run before it. Identical revisions share a frame. A take-down is a map
+//! record; the bytes go when the archive is rewritten (always into format 2).
 //!
-//! A read decodes the chain from the nearest key with one reused decompression context, starting
-//! after the title's cached last decoded revision when that lies on the chain, and checks the
-//! revision against its CRC-32.
+//! A read decodes the path from the key with one reused decompression context, starting after
+//! the title's cached last decoded revision when that lies on the path, and checks the revision
+//! against its CRC-32.
 
 pub mod chain;
 pub mod frames;
@@ -41,8 +44,11 @@ use map::{Base, Delta, Frame, Map, Segment, MAX_APPENDS, MAX_RAW};
 pub const SEGMENT_BYTES: u64 = 16 << 20;
 /// Plain keys remembered as references for the keys of other titles.
 const CANDIDATES: usize = 16;
-/// The level of the trial compressions that pick a key's reference.
+/// The level of the trial compressions that pick a key's reference and a frame's parent.
 const TRIAL_LEVEL: i32 = 3;
+/// A frame whose trial against the latest frame is at most this many bytes takes it as its
+/// parent without trials against the others.
+const CLOSE_ENOUGH: usize = 512;
 /// A reference is charged one stored byte per this many raw bytes of the key it references:
 /// every read of the chain decodes that key in full (about ten times the cost of a delta's raw
 /// byte). Measured on the corpus (docs/PERFORMANCE.md § Archive): every reference the trial finds
@@ -262,32 +268,36 @@ impl Archive {
             .put(key, frame, raw, limit);
     }
 
-    /// The raw revision of frame `n`: its chain decoded from the nearest key, or from the
-    /// title's last decoded revision when that lies on the chain before it.
+    /// The raw revision of frame `n`: its path decoded from its key, or from the title's last
+    /// decoded revision when that lies on the path.
     pub(crate) fn frame_content(&self, key: &[u8], map: &Map, n: usize) -> Result<Arc<Vec<u8>>> {
         if n >= map.frames.len() {
             return Err(self.damaged_frame(key, map, n, "the entry names no frame"));
         }
-        let k = chain::key_of(map, n);
-        let cached = self
-            .recent_get(key)
-            .filter(|(c, _)| (k..=n).contains(&(*c as usize)));
-        let (from, mut prev) = match cached {
-            Some((c, raw)) if c as usize == n => return Ok(raw),
-            Some((c, raw)) => (c as usize + 1, raw),
-            None => (k, self.referenced_key(key, map, k)?),
+        let path = chain::path(map, n);
+        let cached = self.recent_get(key).and_then(|(c, raw)| {
+            let at = path.iter().position(|&i| i == c as usize)?;
+            Some((at, raw))
+        });
+        let (start, prev) = match cached {
+            Some((at, raw)) if at + 1 == path.len() => return Ok(raw),
+            Some((at, raw)) => (at + 1, raw),
+            None => (0, self.referenced_key(key, map, path[0])?),
         };
-        let data = self.frame_bytes(key, map, from, n)?;
+        let todo = &path[start..];
+        // One read of the frames from the first to decode to `n`: those off the path are few
+        // bytes (deltas), and a read of their own each would cost more.
+        let data = self.frame_bytes(key, map, todo[0], n)?;
         // Two buffers in turn: the frame decoded last is the next one's prefix.
         let (mut last, mut next) = (Vec::new(), Vec::new());
-        for (i, d) in (from..=n).zip(&data) {
-            let prefix: &[u8] = if i == from { &prev } else { &last };
-            self.decode_frame_into(key, map, i, d, prefix, &mut next)?;
+        for (k, &i) in todo.iter().enumerate() {
+            let prefix: &[u8] = if k == 0 { &prev } else { &last };
+            self.decode_frame_into(key, map, i, &data[i - todo[0]], prefix, &mut next)?;
             std::mem::swap(&mut last, &mut next);
         }
-        prev = Arc::new(last);
-        self.recent_put(key, n as u32, prev.clone());
-        Ok(prev)
+        let raw = Arc::new(last);
+        self.recent_put(key, n as u32, raw.clone());
+        Ok(raw)
     }
 
     /// Reads one revision of a v2 title, verified against its CRC-32.
@@ -311,7 +321,8 @@ impl Archive {
         map: &Map,
         mut each: impl FnMut(usize, &[u8]) -> Result<()>,
     ) -> Result<()> {
-        let mut prev: Arc<Vec<u8>> = Arc::new(Vec::new());
+        // The frames a parent may be (the map's check holds parents to this window).
+        let mut window: VecDeque<(usize, Arc<Vec<u8>>)> = VecDeque::new();
         let mut i = 0;
         while i < map.frames.len() {
             // A segment's frames at a time: one read each, memory bounded by a segment.
@@ -322,12 +333,19 @@ impl Archive {
             }
             let data = self.frame_bytes(key, map, i, j)?;
             for (n, d) in (i..=j).zip(&data) {
-                let prefix = match map.frames[n].base {
-                    Base::Previous => prev.clone(),
-                    _ => self.referenced_key(key, map, n)?,
+                let prefix = match chain::parent(map, n) {
+                    Some(p) => match window.iter().find(|(w, _)| *w == p) {
+                        Some((_, raw)) => raw.clone(),
+                        None => self.frame_content(key, map, p)?,
+                    },
+                    None => self.referenced_key(key, map, n)?,
                 };
-                prev = Arc::new(self.decode_frame(key, map, n, d, &prefix)?);
-                each(n, &prev)?;
+                let raw = Arc::new(self.decode_frame(key, map, n, d, &prefix)?);
+                each(n, &raw)?;
+                window.push_back((n, raw));
+                if window.len() > chain::WINDOW {
+                    window.pop_front();
+                }
             }
             i = j + 1;
         }
@@ -352,6 +370,9 @@ impl Archive {
         let mut work = map.clone();
         let mut fresh: Vec<(&[u8], Vec<u8>)> = Vec::new();
         let mut prev: Option<Arc<Vec<u8>>> = None;
+        // The frames a new frame may take as its parent, with their raw revisions: the title's
+        // last (decoded once) and this run's.
+        let mut window: VecDeque<(usize, Arc<Vec<u8>>)> = VecDeque::new();
         let mut new_keys: Vec<(u32, Arc<Vec<u8>>)> = Vec::new();
         // In revision order, whatever order the caller lists them in: each frame is compressed
         // against the revision before it.
@@ -385,15 +406,26 @@ impl Archive {
                 continue;
             }
             let n = work.frames.len();
-            if prev.is_none() && n > 0 {
-                prev = Some(self.frame_content(key, &work, n - 1)?);
+            if prev.is_none() && window.is_empty() && n > 0 {
+                window.push_back((n - 1, self.frame_content(key, &work, n - 1)?));
             }
-            let key_frame = chain::needs_key(&work, item.value.len() as u64, self.opts.chain_bytes);
-            let (base, compressed) = if key_frame {
-                self.compress_key(key, &mut work, &mut delta, item.value)?
-            } else {
-                let p = prev.as_deref().map_or(&[][..], |p| p.as_slice());
-                (Base::Previous, self.compress_frame(item.value, p)?)
+            let raw = item.value.len() as u64;
+            let budget = self.opts.chain_bytes;
+            let allowed: Vec<(usize, &[u8])> = window
+                .iter()
+                .filter(|(j, _)| chain::may_parent(&work, *j, raw, budget))
+                .map(|(j, r)| (*j, r.as_slice()))
+                .collect();
+            let (base, compressed) = match self.choose_parent(&allowed, item.value)? {
+                None => self.compress_key(key, &mut work, &mut delta, item.value)?,
+                Some((j, parent)) => {
+                    let base = if j + 1 == n {
+                        Base::Previous
+                    } else {
+                        Base::Earlier(j as u32)
+                    };
+                    (base, self.compress_frame(item.value, parent)?)
+                }
             };
             if base == Base::Key {
                 new_keys.push((n as u32, Arc::new(item.value.to_vec())));
@@ -408,7 +440,12 @@ impl Archive {
             });
             delta.entries.push(entry(n as u32));
             fresh.push((item.value, compressed));
-            prev = Some(Arc::new(item.value.to_vec()));
+            let raw = Arc::new(item.value.to_vec());
+            window.push_back((n, raw.clone()));
+            if window.len() > chain::WINDOW {
+                window.pop_front();
+            }
+            prev = Some(raw);
         }
         delta.entries.extend(purged.iter().cloned());
         if !fresh.is_empty() {
@@ -467,6 +504,36 @@ impl Archive {
     fn compress_frame(&self, value: &[u8], prefix: &[u8]) -> Result<Vec<u8>> {
         frames::compress(value, prefix, self.opts.level)
             .map_err(|e| Error::io(self.fs.data().path(), None, std::io::Error::other(e)))
+    }
+
+    /// The parent for a new frame among `allowed` (the frames it may take, oldest first): the
+    /// one a level-3 trial compresses `value` smallest against, the latest on a tie; `None`
+    /// (a key) when there is none. When the latest is close enough (a delta of at most
+    /// [`CLOSE_ENOUGH`] bytes), it is taken without trying the others: most revisions are small
+    /// edits of the one before, and the trials would cost more than they could save.
+    fn choose_parent<'w>(
+        &self,
+        allowed: &[(usize, &'w [u8])],
+        value: &[u8],
+    ) -> Result<Option<(usize, &'w [u8])>> {
+        let Some(&(latest, raw)) = allowed.last() else {
+            return Ok(None);
+        };
+        if allowed.len() == 1 {
+            return Ok(Some((latest, raw)));
+        }
+        let fail = |e: String| Error::io(self.fs.data().path(), None, std::io::Error::other(e));
+        let trial = |prefix: &[u8]| frames::compress(value, prefix, TRIAL_LEVEL).map(|f| f.len());
+        let mut best = (trial(raw).map_err(fail)?, latest, raw);
+        if best.0 > CLOSE_ENOUGH {
+            for &(j, raw) in allowed.iter().rev().skip(1) {
+                let size = trial(raw).map_err(fail)?;
+                if size < best.0 {
+                    best = (size, j, raw);
+                }
+            }
+        }
+        Ok(Some((best.1, best.2)))
     }
 
     /// A key: compressed on its own or against the plain key of another title that a level-3
