@@ -1,12 +1,13 @@
 //! Archive figures in one run: formats 1 and 2 on the shared corpus — size as % of raw (bulk,
 //! and incremental with an archive run after every 10 revisions per title), archiving MB/s, and
-//! one-revision read p50/p99 (the title's entry found in its map, then the revision, as the store reads) with
-//! the archive's caches (blocks, revisions, maps) empty (page cache warm), warm (caches as
-//! earlier reads left them), and cold (caches empty and the archive datafile's pages dropped with
-//! `POSIX_FADV_DONTNEED` before each read) — then the same on a generated title of 10,000
-//! revisions, and the baselines (per-revision zstd -19 and gzip -6, zstd -19 blocks of 4 and 16
-//! MiB, zstd -19 --long over the whole corpus as one stream). The load average is printed before
-//! and after: the machine is shared.
+//! one-revision read p50/p99 (the title's entry found in its map, then the revision, as the
+//! store reads) with the archive's caches (blocks, revisions, maps) empty (page cache warm), warm
+//! (caches as earlier reads left them), and cold (caches empty and the archive datafile's pages
+//! dropped with `POSIX_FADV_DONTNEED` before each read); where format 2's bytes are — then the
+//! same on a generated title of 10,000 revisions, and the baselines (per-revision zstd -19 and
+//! gzip -6, zstd -19 blocks of 4 and 16 MiB, zstd -19 --long over the whole corpus as one stream
+//! and per title, xz -9e per title, brotli -q 11 in blocks of 16 MiB). The load average is
+//! printed before and after: the machine is shared.
 //!
 //! `cargo bench --bench archive` (env: WINK_ARCHIVE_LEVEL for format 2's level,
 //! WINK_ARCHIVE_CHAIN_MIB, WINK_BASELINES=0 to skip the baselines, WINK_READS,
@@ -17,6 +18,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
+use wink::archive::v2::map::Base;
 use wink::archive::{Archive, ArchiveOptions, Item};
 use wink::clock::{Clock, ManualClock};
 use wink::filesys::OpenOptions;
@@ -272,8 +274,45 @@ fn measure(
         st.raw_bytes,
         raw as f64 / 1e6 / secs,
     );
+    if opts.format == 2 {
+        println!("{:<34} {}", "", breakdown(&a, titles, st.stored_bytes, st.raw_bytes));
+    }
     drop(a);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Where a format 2 archive's bytes are, as % of raw: keys (plain, and compressed against another
+/// title's key), deltas (from the frame before, and from an earlier one), and the rest (maps,
+/// inodes, entry headers, index, time index and journal).
+fn breakdown(a: &Archive, titles: &[Title], stored: u64, raw: u64) -> String {
+    let mut sums = [(0u64, 0usize); 4];
+    for t in titles {
+        let Some(map) = a.map_v2(&t.key).unwrap() else {
+            continue;
+        };
+        for f in &map.frames {
+            let kind = match f.base {
+                Base::Key => 0,
+                Base::Title { .. } => 1,
+                Base::Previous => 2,
+                Base::Earlier(_) => 3,
+            };
+            sums[kind].0 += u64::from(f.stored);
+            sums[kind].1 += 1;
+        }
+    }
+    let frames: u64 = sums.iter().map(|s| s.0).sum();
+    let pct = |n: u64| 100.0 * n as f64 / raw as f64;
+    let part = |(bytes, n): (u64, usize)| format!("{:.3}% ({n})", pct(bytes));
+    format!(
+        "bytes: keys {} + referencing {}; deltas from the previous {} + from an earlier {}; \
+         the rest {:.3}%",
+        part(sums[0]),
+        part(sums[1]),
+        part(sums[2]),
+        part(sums[3]),
+        pct(stored - frames)
+    )
 }
 
 fn baselines(titles: &[Title], raw: u64) {
@@ -331,6 +370,53 @@ fn baselines(titles: &[Title], raw: u64) {
     }
     let whole = enc.finish().unwrap().len() as u64;
     println!("baseline  zstd -19 --long, one stream {:>7.3}%", pct(whole));
+    // The same, one stream per title: what a title's frames could reach without being seekable.
+    let mut per_title = 0u64;
+    for t in titles {
+        let mut enc = zstd::stream::Encoder::new(Vec::new(), 19).unwrap();
+        enc.long_distance_matching(true).unwrap();
+        enc.window_log(27).unwrap();
+        for (_, v) in &t.revs {
+            enc.write_all(v).unwrap();
+        }
+        per_title += enc.finish().unwrap().len() as u64;
+    }
+    println!("baseline  zstd -19 --long, per title  {:>7.3}%", pct(per_title));
+    // `xz -9e`, one stream per title.
+    let mut xz = 0u64;
+    for t in titles {
+        let preset = 9 | 0x8000_0000; // LZMA_PRESET_EXTREME
+        let stream = xz2::stream::Stream::new_easy_encoder(preset, xz2::stream::Check::Crc64);
+        let mut enc = xz2::write::XzEncoder::new_stream(Vec::new(), stream.unwrap());
+        for (_, v) in &t.revs {
+            enc.write_all(v).unwrap();
+        }
+        xz += enc.finish().unwrap().len() as u64;
+    }
+    println!("baseline  xz -9e, per title           {:>7.3}%", pct(xz));
+    // `brotli -q 11` (window 2^24), each title in blocks of 16 MiB as the zstd blocks above.
+    let mut brotli_total = 0u64;
+    let brotli = |block: &[u8]| {
+        let mut out = Vec::new();
+        let mut w = brotli::CompressorWriter::new(&mut out, 1 << 16, 11, 24);
+        w.write_all(block).unwrap();
+        drop(w);
+        out.len() as u64
+    };
+    for t in titles {
+        let mut block = Vec::new();
+        for (_, v) in &t.revs {
+            if !block.is_empty() && block.len() + v.len() > 16 << 20 {
+                brotli_total += brotli(&block);
+                block.clear();
+            }
+            block.extend_from_slice(v);
+        }
+        if !block.is_empty() {
+            brotli_total += brotli(&block);
+        }
+    }
+    println!("baseline  brotli -q 11, 16 MiB blocks {:>7.3}%", pct(brotli_total));
 }
 
 fn loadavg() -> String {
