@@ -118,6 +118,16 @@ mod tests {
         assert!(dec
             .decompress(&delta[..delta.len() / 2], &a, b.len() as u64)
             .is_err());
+        // Frames written before 26 Nov 2026 carry their content size: they decode the same.
+        let mut cctx = zstd_safe::CCtx::create();
+        cctx.set_parameter(zstd_safe::CParameter::ContentSizeFlag(true))
+            .unwrap();
+        cctx.set_parameter(zstd_safe::CParameter::Format(FrameFormat::Magicless))
+            .unwrap();
+        cctx.ref_prefix(&a[..]).unwrap();
+        let mut sized = Vec::with_capacity(zstd_safe::compress_bound(b.len()));
+        cctx.compress2(&mut sized, &b).unwrap();
+        assert_eq!(dec.decompress(&sized, &a, b.len() as u64).unwrap(), b);
         // A prefix that starts like a zstd dictionary is still raw content.
         let mut odd = zstd_safe::MAGIC_DICTIONARY.to_le_bytes().to_vec();
         odd.extend_from_slice(&a);
