@@ -275,7 +275,11 @@ fn measure(
         raw as f64 / 1e6 / secs,
     );
     if opts.format == 2 {
-        println!("{:<34} {}", "", breakdown(&a, titles, st.stored_bytes, st.raw_bytes));
+        println!(
+            "{:<34} {}",
+            "",
+            breakdown(&a, titles, st.stored_bytes, st.raw_bytes)
+        );
     }
     drop(a);
     let _ = std::fs::remove_dir_all(&dir);
@@ -381,7 +385,10 @@ fn baselines(titles: &[Title], raw: u64) {
         }
         per_title += enc.finish().unwrap().len() as u64;
     }
-    println!("baseline  zstd -19 --long, per title  {:>7.3}%", pct(per_title));
+    println!(
+        "baseline  zstd -19 --long, per title  {:>7.3}%",
+        pct(per_title)
+    );
     // `xz -9e`, one stream per title.
     let mut xz = 0u64;
     for t in titles {
@@ -416,7 +423,10 @@ fn baselines(titles: &[Title], raw: u64) {
             brotli_total += brotli(&block);
         }
     }
-    println!("baseline  brotli -q 11, 16 MiB blocks {:>7.3}%", pct(brotli_total));
+    println!(
+        "baseline  brotli -q 11, 16 MiB blocks {:>7.3}%",
+        pct(brotli_total)
+    );
 }
 
 fn loadavg() -> String {

@@ -116,7 +116,7 @@ def save(d, state):
     os.replace(path + ".tmp", path)
 
 
-def nats_conf(d, i, ports, nats_count):
+def nats_conf(d, i, ports, nats_count, cluster_name):
     name = f"nats-{i}"
     home = os.path.join(d, name)
     os.makedirs(home, exist_ok=True)
@@ -135,7 +135,7 @@ jetstream {{
   max_file_store: 8GB
 }}
 cluster {{
-  name: wink
+  name: {cluster_name}
   listen: 127.0.0.1:{ports['route'][i - 1]}
   routes: [{routes}]
 }}
@@ -215,8 +215,11 @@ def up(args):
     state = {"router": f"http://127.0.0.1:{free_port()}",
              "config": os.path.join(d, "config.json"),
              "nats_bin": nats_bin, "wink": wink, "nodes": [], "nats": []}
+    # A name of its own: a route that reaches another cluster on this machine (a port taken
+    # between free_port() and the server's bind) is refused, not merged.
+    cluster_name = f"wink-{os.getpid()}-{ports['route'][0]}"
     for i in range(1, nats_count + 1):
-        state["nats"].append(nats_conf(d, i, ports, nats_count))
+        state["nats"].append(nats_conf(d, i, ports, nats_count, cluster_name))
     for n in state["nats"]:
         n["cmd"][0] = nats_bin
         start(n, nats_bin)
