@@ -70,13 +70,17 @@ def http_status(url, timeout=2):
         return None
 
 
-def wait_for(what, check, seconds, entry=None):
+def wait_for(what, check, seconds, entry=None, others=()):
+    """Waits for `check`; on failure the logs of `entry` and of `others` (the NATS servers a
+    node depends on) say why."""
     deadline = time.time() + seconds
     while time.time() < deadline:
         if check():
             return
         if entry is not None and not alive(entry["pid"]):
-            die(f"{what} exited; its log, {entry['log']}, ends with:\n" + tail(entry["log"]))
+            die(f"{what} exited; its log, {entry['log']}, ends with:\n" + tail(entry["log"])
+                + "".join(f"\n{o['name']}'s log ends with:\n" + tail(o["log"], 5)
+                          for o in others))
         time.sleep(0.2)
     die(f"{what} did not come up within {seconds} s")
 
@@ -241,7 +245,8 @@ def up(args):
         start(n, wink)
     save(d, state)
     for n in state["nodes"]:
-        wait_for(n["name"], lambda n=n: http_status(n["url"] + "/_cluster") == 200, 90, n)
+        wait_for(n["name"], lambda n=n: http_status(n["url"] + "/_cluster") == 200, 90, n,
+                 state["nats"])
     start_haproxy(d, state)
     save(d, state)
     wait_for("haproxy", lambda: http_status(state["router"] + "/_cluster") == 200, 30)
