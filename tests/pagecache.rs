@@ -2,13 +2,14 @@
 //! written with plain `write()` do. Measured with mincore(2) on a real disk file system (the
 //! target directory, not a tmpfs, where pages could never be dropped).
 
-use std::io::{self, Write};
-use std::path::Path;
+use std::io::Write;
 use std::sync::{Arc, Mutex};
 
 use wink::filesys::{file_path, Filesys, FsOptions, OpenOptions};
-use wink::storage::{residency, Storage};
-use wink::vfs::{RealFs, Vfs, WriterLock};
+use wink::storage::residency;
+
+mod common;
+use common::spy::{Access, SpyVfs};
 
 const TOTAL: usize = 256 << 20;
 const DOC: usize = 64 << 10;
@@ -58,82 +59,6 @@ fn filesys_writes_leave_little_resident_and_plain_writes_do_not() {
     );
 }
 
-/// The real file system, recording the datafile's read-ahead hints and reads in order.
-#[derive(Debug, Default)]
-struct Recording {
-    events: Arc<Mutex<Vec<(&'static str, u64)>>>,
-}
-
-#[derive(Debug)]
-struct RecordingStorage {
-    inner: Box<dyn Storage>,
-    events: Arc<Mutex<Vec<(&'static str, u64)>>>,
-}
-
-impl Storage for RecordingStorage {
-    fn path(&self) -> &Path {
-        self.inner.path()
-    }
-    fn len(&self) -> io::Result<u64> {
-        self.inner.len()
-    }
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
-        self.events.lock().unwrap().push(("read", offset));
-        self.inner.read_at(buf, offset)
-    }
-    fn will_need(&self, offset: u64, len: u64) -> io::Result<()> {
-        self.events.lock().unwrap().push(("will_need", offset));
-        self.inner.will_need(offset, len)
-    }
-    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
-        self.inner.write_at(buf, offset)
-    }
-    fn set_len(&self, len: u64) -> io::Result<()> {
-        self.inner.set_len(len)
-    }
-    fn sync_data(&self) -> io::Result<()> {
-        self.inner.sync_data()
-    }
-    fn create_temp(&self, suffix: &str) -> io::Result<Box<dyn Storage>> {
-        self.inner.create_temp(suffix)
-    }
-    fn commit_temp(&self, temp: Box<dyn Storage>) -> io::Result<Box<dyn Storage>> {
-        self.inner.commit_temp(temp)
-    }
-    fn discard_temp(&self, temp: Box<dyn Storage>) -> io::Result<()> {
-        self.inner.discard_temp(temp)
-    }
-}
-
-impl Vfs for Recording {
-    fn open(&self, path: &Path, writable: bool) -> wink::Result<Box<dyn Storage>> {
-        let inner = RealFs.open(path, writable)?;
-        if path.extension().is_some_and(|e| e == "data") {
-            let events = self.events.clone();
-            return Ok(Box::new(RecordingStorage { inner, events }));
-        }
-        Ok(inner)
-    }
-    fn create_new(&self, path: &Path) -> wink::Result<Box<dyn Storage>> {
-        RealFs.create_new(path)
-    }
-    fn exists(&self, path: &Path) -> bool {
-        RealFs.exists(path)
-    }
-    fn remove(&self, path: &Path) -> wink::Result<()> {
-        RealFs.remove(path)
-    }
-    fn rename(&self, from: &Path, to: &Path) -> wink::Result<()> {
-        RealFs.rename(from, to)
-    }
-    fn sync_dir(&self, path: &Path) -> wink::Result<()> {
-        RealFs.sync_dir(path)
-    }
-    fn lock(&self, path: &Path, wait: bool) -> wink::Result<Option<WriterLock>> {
-        RealFs.lock(path, wait)
-    }
-}
-
 /// A file appended to in several runs has its data entries apart in the datafile; read cold one
 /// after the other, each would wait for a disk read of its own. A read asks for all of them
 /// first (on the writer's handle, whose datafile holds in-place writes back, as on a reader's).
@@ -146,9 +71,15 @@ fn a_read_over_several_data_entries_asks_for_all_of_them_before_reading() {
         ..FsOptions::default()
     };
     Filesys::create(&base, &fs_opts, &OpenOptions::writer()).unwrap();
-    let vfs = Arc::new(Recording::default());
-    let events = vfs.events.clone();
-    let mut fs = Filesys::open_in(vfs, &base, &OpenOptions::writer()).unwrap();
+    let events: Arc<Mutex<Vec<(Access, u64)>>> = Arc::default();
+    let vfs = SpyVfs {
+        watched: Box::new(|path| path.extension().is_some_and(|e| e == "data")),
+        watch: {
+            let events = events.clone();
+            Arc::new(move |access, at, _| events.lock().unwrap().push((access, at)))
+        },
+    };
+    let mut fs = Filesys::open_in(Arc::new(vfs), &base, &OpenOptions::writer()).unwrap();
     let part = vec![7u8; 20 << 10];
     fs.put(b"log", 0, &part).unwrap();
     for i in 0..3 {
@@ -165,7 +96,7 @@ fn a_read_over_several_data_entries_asks_for_all_of_them_before_reading() {
     let seen = events.lock().unwrap().clone();
     let hinted: Vec<u64> = seen
         .iter()
-        .filter(|(what, _)| *what == "will_need")
+        .filter(|(what, _)| *what == Access::WillNeed)
         .map(|&(_, at)| at)
         .collect();
     assert_eq!(hinted.len(), 4, "{seen:?}");
@@ -179,9 +110,9 @@ fn a_read_over_several_data_entries_asks_for_all_of_them_before_reading() {
     };
     let first_entry_read = seen
         .iter()
-        .position(|&(what, at)| what == "read" && in_an_entry(at))
+        .position(|&(what, at)| what == Access::Read && in_an_entry(at))
         .unwrap();
-    let last_hint = seen.iter().rposition(|(what, _)| *what == "will_need");
+    let last_hint = seen.iter().rposition(|(what, _)| *what == Access::WillNeed);
     assert!(last_hint < Some(first_entry_read), "{seen:?}");
 
     // A read within one data entry has nothing to overlap: no hint.
@@ -192,5 +123,5 @@ fn a_read_over_several_data_entries_asks_for_all_of_them_before_reading() {
         .lock()
         .unwrap()
         .iter()
-        .any(|(w, _)| *w == "will_need"));
+        .any(|(w, _)| *w == Access::WillNeed));
 }

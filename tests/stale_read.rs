@@ -1,118 +1,26 @@
 //! A read-only handle that reads a title record while the writer rewrites it: the rewrite must
 //! never look like corruption, and the reader must get the current answer.
 //!
-//! The race is reproduced without timing: the reader's files come through a [`Vfs`] that runs the
+//! The race is reproduced without timing: the reader's files come through a `Vfs` that runs the
 //! writer's rewrite at the exact moment the reader is about to read the record's data entry (its
 //! inode already found), i.e. between the lookup and the read.
 
-use std::io;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use wink::filesys::{Filesys, FsOptions, OpenOptions, Staleness};
 use wink::format::kvseq::KvSeq;
-use wink::storage::Storage;
 use wink::store::{Page, Policy, Renders, Revisions, Store, StoreOptions};
-use wink::vfs::{RealFs, Vfs, WriterLock};
 use wink::Error;
+
+mod common;
+use common::spy::{Access, SpyVfs};
 
 const D: &str = "en.wikipedia.org";
 const HTML: &str = "text/html";
 
 type Hook = Box<dyn FnOnce() + Send>;
-
-/// The real file system, except that the first read of `target` covering byte `at` runs `hook`
-/// first.
-#[derive(Debug)]
-struct HookVfs {
-    target: PathBuf,
-    at: u64,
-    hook: Arc<Mutex<Option<HookFn>>>,
-}
-
-struct HookFn(Hook);
-
-impl std::fmt::Debug for HookFn {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("hook")
-    }
-}
-
-#[derive(Debug)]
-struct HookStorage {
-    inner: Box<dyn Storage>,
-    at: u64,
-    hook: Arc<Mutex<Option<HookFn>>>,
-}
-
-impl Storage for HookStorage {
-    fn path(&self) -> &Path {
-        self.inner.path()
-    }
-    fn len(&self) -> io::Result<u64> {
-        self.inner.len()
-    }
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
-        if (offset..offset + buf.len() as u64).contains(&self.at) {
-            let hook = self.hook.lock().unwrap().take();
-            if let Some(HookFn(f)) = hook {
-                f();
-            }
-        }
-        self.inner.read_at(buf, offset)
-    }
-    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
-        self.inner.write_at(buf, offset)
-    }
-    fn set_len(&self, len: u64) -> io::Result<()> {
-        self.inner.set_len(len)
-    }
-    fn sync_data(&self) -> io::Result<()> {
-        self.inner.sync_data()
-    }
-    fn create_temp(&self, suffix: &str) -> io::Result<Box<dyn Storage>> {
-        self.inner.create_temp(suffix)
-    }
-    fn commit_temp(&self, temp: Box<dyn Storage>) -> io::Result<Box<dyn Storage>> {
-        self.inner.commit_temp(temp)
-    }
-    fn discard_temp(&self, temp: Box<dyn Storage>) -> io::Result<()> {
-        self.inner.discard_temp(temp)
-    }
-}
-
-impl Vfs for HookVfs {
-    fn open(&self, path: &Path, writable: bool) -> wink::Result<Box<dyn Storage>> {
-        let inner = RealFs.open(path, writable)?;
-        if path != self.target {
-            return Ok(inner);
-        }
-        Ok(Box::new(HookStorage {
-            inner,
-            at: self.at,
-            hook: self.hook.clone(),
-        }))
-    }
-    fn create_new(&self, path: &Path) -> wink::Result<Box<dyn Storage>> {
-        RealFs.create_new(path)
-    }
-    fn exists(&self, path: &Path) -> bool {
-        RealFs.exists(path)
-    }
-    fn remove(&self, path: &Path) -> wink::Result<()> {
-        RealFs.remove(path)
-    }
-    fn rename(&self, from: &Path, to: &Path) -> wink::Result<()> {
-        RealFs.rename(from, to)
-    }
-    fn sync_dir(&self, path: &Path) -> wink::Result<()> {
-        RealFs.sync_dir(path)
-    }
-    fn lock(&self, path: &Path, wait: bool) -> wink::Result<Option<WriterLock>> {
-        RealFs.lock(path, wait)
-    }
-}
 
 fn value(title: &str, rev: u64) -> Vec<u8> {
     format!("<p>{title} revision {rev}</p>")
@@ -160,10 +68,19 @@ fn racing_reader(dir: &Path, writer: Store, title: &str) -> (Store, Arc<AtomicBo
             fired.store(true, Ordering::SeqCst);
         })
     };
-    let vfs = HookVfs {
-        target: dir.join("meta.data"),
-        at: record_offset(dir, title),
-        hook: Arc::new(Mutex::new(Some(HookFn(hook)))),
+    // The first read of the record's bytes runs the rewrite first.
+    let (target, at) = (dir.join("meta.data"), record_offset(dir, title));
+    let hook = Mutex::new(Some(hook));
+    let vfs = SpyVfs {
+        watched: Box::new(move |path| path == target),
+        watch: Arc::new(move |access, offset, len| {
+            if access == Access::Read && (offset..offset + len).contains(&at) {
+                let hook = hook.lock().unwrap().take();
+                if let Some(f) = hook {
+                    f();
+                }
+            }
+        }),
     };
     let reader = Store::open(
         dir,

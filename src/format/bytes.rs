@@ -48,18 +48,21 @@ impl<'a> ByteReader<'a> {
 
     /// An unsigned LEB128 number (at most 64 bits).
     pub(crate) fn varint(&mut self) -> Option<u64> {
-        let mut rest = self.bytes.get(self.pos..)?;
-        let left = rest.len();
-        let v = leb128::read::unsigned(&mut rest).ok()?;
-        self.pos += left - rest.len();
-        Some(v)
+        self.leb128(leb128::read::unsigned)
     }
 
     /// A signed LEB128 number (at most 64 bits).
     pub(crate) fn signed_varint(&mut self) -> Option<i64> {
+        self.leb128(leb128::read::signed)
+    }
+
+    fn leb128<T>(
+        &mut self,
+        read: fn(&mut &'a [u8]) -> Result<T, leb128::read::Error>,
+    ) -> Option<T> {
         let mut rest = self.bytes.get(self.pos..)?;
         let left = rest.len();
-        let v = leb128::read::signed(&mut rest).ok()?;
+        let v = read(&mut rest).ok()?;
         self.pos += left - rest.len();
         Some(v)
     }

@@ -13,6 +13,7 @@ pub mod cli;
 pub mod cluster;
 pub mod require;
 pub mod server;
+pub mod spy;
 
 pub fn contains(hay: &[u8], needle: &[u8]) -> bool {
     hay.windows(needle.len()).any(|w| w == needle)
