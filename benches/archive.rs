@@ -36,6 +36,17 @@ fn env<T: std::str::FromStr>(name: &str, default: T) -> T {
 struct Title {
     key: Vec<u8>,
     revs: Vec<(u64, Vec<u8>)>,
+    /// Each revision's tid, as `wink import` makes them: the revision's time, its number as the
+    /// counter, a node of the title's own.
+    tids: Vec<[u8; 16]>,
+}
+
+fn tid(secs: i64, rev: u64, doc: &[u8]) -> [u8; 16] {
+    let mut node = [0u8; 6];
+    for (i, b) in doc.iter().enumerate() {
+        node[i % 6] = node[i % 6].rotate_left(3) ^ b;
+    }
+    *wink::store::key::tid_at(secs, (rev & 0x3fff) as u16, node).as_bytes()
 }
 
 fn load(corpus: &Path) -> Vec<Title> {
@@ -43,11 +54,16 @@ fn load(corpus: &Path) -> Vec<Title> {
     let mut titles: Vec<Title> = Vec::new();
     for e in entries {
         let bytes = std::fs::read(&e.path).expect("corpus file");
+        let tid = tid(e.timestamp, e.rev, e.doc.as_bytes());
         match titles.iter_mut().find(|t| t.key == e.doc.as_bytes()) {
-            Some(t) => t.revs.push((e.rev, bytes)),
+            Some(t) => {
+                t.revs.push((e.rev, bytes));
+                t.tids.push(tid);
+            }
             None => titles.push(Title {
                 key: e.doc.into_bytes(),
                 revs: vec![(e.rev, bytes)],
+                tids: vec![tid],
             }),
         }
     }
@@ -118,10 +134,12 @@ fn generated(n: usize) -> Title {
         let footer = format!("<footer>revision {i}</footer>");
         revs.push((i as u64, [page.as_slice(), footer.as_bytes()].concat()));
     }
-    Title {
-        key: b"generated/Long history".to_vec(),
-        revs,
-    }
+    let key = b"generated/Long history".to_vec();
+    // A revision an hour.
+    let tids = (0..n)
+        .map(|i| tid(1_600_000_000 + 3600 * i as i64, i as u64, &key))
+        .collect();
+    Title { key, revs, tids }
 }
 
 fn open_archive(dir: &Path, opts: ArchiveOptions) -> Archive {
@@ -137,11 +155,12 @@ fn open_archive(dir: &Path, opts: ArchiveOptions) -> Archive {
 }
 
 fn items(t: &Title, range: std::ops::Range<usize>) -> Vec<Item<'_>> {
-    t.revs[range]
+    t.revs[range.clone()]
         .iter()
-        .map(|(rev, v)| Item {
+        .zip(&t.tids[range])
+        .map(|((rev, v), tid)| Item {
             rev: *rev,
-            tid: [0; 16],
+            tid: *tid,
             content_type: "text/html",
             value: v,
         })

@@ -19,8 +19,10 @@
 //! A frame: base (1; 0 key, 1 the previous frame, 2 another title's key, 3 an earlier frame of
 //! the title; compact: bit 7 when segment and offset follow), segment (4), offset in the segment
 //! file (8), stored length (4), raw length (4), CRC-32 of the raw revision (4 bytes in both
-//! layouts); base 2 adds ref index (2) and that title's frame (4), base 3 the earlier frame (4). Compact entries give the revision as a signed difference from
-//! the entry before and the frame plus one. A taken-down entry whose bytes a rewrite purged
+//! layouts); base 2 adds ref index (2) and that title's frame (4), base 3 the earlier frame (4).
+//! A compact entry is rev (the signed difference from the entry before), flags (bit 0 taken
+//! down; bits 1–5 n, the tid's leading bytes written, the rest as the tid before), the n tid
+//! bytes, type, and the frame plus one. A taken-down entry whose bytes a rewrite purged
 //! names no frame (`0xFFFFFFFF`; compact 0). Byte tables: docs/FORMAT.md § Archive, format 2.
 //!
 //! Everything read is bounded before use: counts by the bytes left, frames by their segment's
@@ -53,7 +55,7 @@ const PLACED: u8 = 0x80;
 /// Smallest items, fixed layout and compact: bounds on a count by the bytes left.
 const SEGMENT_SIZE: (usize, usize) = (13, 3);
 const FRAME_SIZE: (usize, usize) = (25, 7);
-const ENTRY_SIZE: (usize, usize) = (31, 20);
+const ENTRY_SIZE: (usize, usize) = (31, 4);
 const DOWN_SIZE: (usize, usize) = (24, 17);
 
 /// How a body writes its numbers: the fixed layout (kinds 1 and 2, big-endian integers of fixed
@@ -288,23 +290,33 @@ impl Delta {
             end = Some((f.seg, f.offset + u64::from(f.stored)));
         }
         w.n32(self.entries.len() as u64);
-        let mut rev_before = 0u64;
+        let (mut rev_before, mut tid_before) = (0u64, [0u8; 16]);
         for e in &self.entries {
             let t = types.iter().position(|t| *t == e.content_type).unwrap_or(0) as u64;
-            match layout {
-                Layout::Fixed => w.out.extend_from_slice(&e.rev.to_be_bytes()),
-                // Revisions of a run mostly ascend: the difference is a byte or two.
-                Layout::Compact => w.signed(e.rev.wrapping_sub(rev_before) as i64),
-            }
-            rev_before = e.rev;
-            w.out.extend_from_slice(&e.tid);
-            w.n16(t);
             // A purged record keeps NO_FRAME in memory too, so a map re-encodes to itself.
             match layout {
-                Layout::Fixed => w.out.extend_from_slice(&e.block.to_be_bytes()),
-                Layout::Compact => w.n32(u64::from(e.block.wrapping_add(1))),
+                Layout::Fixed => {
+                    w.out.extend_from_slice(&e.rev.to_be_bytes());
+                    w.out.extend_from_slice(&e.tid);
+                    w.n16(t);
+                    w.out.extend_from_slice(&e.block.to_be_bytes());
+                    w.out.push(u8::from(e.taken_down));
+                }
+                Layout::Compact => {
+                    // Revisions of a run mostly ascend: the difference is a byte or two. Tids
+                    // of one writer share their clock sequence and node (the last 8 bytes),
+                    // and mostly the high time bits before them: only the bytes up to the last
+                    // one that differs from the tid before are written.
+                    w.signed(e.rev.wrapping_sub(rev_before) as i64);
+                    let kept = (0..16).rev().take_while(|&i| e.tid[i] == tid_before[i]);
+                    let n = 16 - kept.count();
+                    w.out.push(u8::from(e.taken_down) | (n as u8) << 1);
+                    w.out.extend_from_slice(&e.tid[..n]);
+                    w.n16(t);
+                    w.n32(u64::from(e.block.wrapping_add(1)));
+                }
             }
-            w.out.push(u8::from(e.taken_down));
+            (rev_before, tid_before) = (e.rev, e.tid);
         }
         w.n32(self.down.len() as u64);
         for (rev, tid) in &self.down {
@@ -410,25 +422,33 @@ impl Delta {
         }
         let n = count(&mut r, layout.min(ENTRY_SIZE), "entry count")?;
         d.entries.reserve_exact(n);
-        let mut rev_before = 0u64;
+        let (mut rev_before, mut tid_before) = (0u64, [0u8; 16]);
         for _ in 0..n {
             let at = r.r.pos;
-            let e = (|| {
-                let rev = match layout {
-                    Layout::Fixed => r.r.u64()?,
-                    Layout::Compact => rev_before.wrapping_add(r.r.signed_varint()? as u64),
-                };
-                let tid: [u8; 16] = r.r.take(16)?.try_into().ok()?;
-                let t = r.n16()? as usize;
-                let frame = match layout {
-                    Layout::Fixed => r.r.u32()?,
-                    Layout::Compact => (r.n32()? as u32).wrapping_sub(1),
-                };
-                Some((rev, tid, t, frame, r.r.take(1)?[0]))
+            let e = (|| match layout {
+                Layout::Fixed => {
+                    let (rev, tid) = (r.r.u64()?, r.r.take(16)?.try_into().ok()?);
+                    let (t, frame) = (r.n16()? as usize, r.r.u32()?);
+                    Some(Ok((rev, tid, t, frame, r.r.take(1)?[0])))
+                }
+                Layout::Compact => {
+                    let rev = rev_before.wrapping_add(r.r.signed_varint()? as u64);
+                    let flags = r.r.take(1)?[0];
+                    let n = usize::from(flags >> 1);
+                    if n > 16 {
+                        return Some(Err("tid bytes"));
+                    }
+                    let mut tid = tid_before;
+                    tid[..n].copy_from_slice(r.r.take(n)?);
+                    let t = r.n16()? as usize;
+                    let frame = (r.n32()? as u32).wrapping_sub(1);
+                    Some(Ok((rev, tid, t, frame, flags & 1)))
+                }
             })()
-            .ok_or_else(|| truncated(&r))?;
+            .ok_or_else(|| truncated(&r))?
+            .map_err(|what| bad(at, what))?;
             let (rev, tid, t, frame, flags) = e;
-            rev_before = rev;
+            (rev_before, tid_before) = (rev, tid);
             let content_type = types
                 .get(t)
                 .cloned()
@@ -802,6 +822,32 @@ mod tests {
         body.remove(at + 1);
         let err = Delta::decode(&body, Layout::Compact, Path::new("m"), 0).unwrap_err();
         assert!(err.to_string().contains("no place"), "{err}");
+    }
+
+    #[test]
+    fn compact_entries_write_only_the_tid_bytes_that_differ_from_the_one_before() {
+        let (mut map, _) = sample();
+        let tid = |low: u8| {
+            let mut t = [0x11; 16];
+            t[0] = low;
+            t
+        };
+        for (i, e) in map.entries.iter_mut().enumerate() {
+            e.tid = tid(i as u8);
+        }
+        let log = map.snapshot_record();
+        assert_eq!(Map::decode_log(&log, Path::new("m"), 0).unwrap(), map);
+        // The first tid in full (the one "before" it is zeros), then one byte each.
+        let (whole, _) = sample();
+        assert_eq!(whole.snapshot_record().len() - log.len(), 2 * 15);
+        // n past 16 is damage, not a read past the tid.
+        let mut body = Vec::new();
+        map.as_delta().encode(&mut body, Layout::Compact);
+        let at = body.len() - 5; // the last entry: flags, one tid byte, type, frame; no down
+        assert_eq!(body[at], 1 << 1);
+        body[at] = 17 << 1;
+        let err = Delta::decode(&body, Layout::Compact, Path::new("m"), 0).unwrap_err();
+        assert!(err.to_string().contains("tid bytes"), "{err}");
     }
 
     #[test]
