@@ -125,3 +125,44 @@ fn a_read_over_several_data_entries_asks_for_all_of_them_before_reading() {
         .iter()
         .any(|(w, _)| *w == Access::WillNeed));
 }
+
+/// A file's inode can be asked for ahead of its read, by the index alone: one hint where the
+/// inode entry lies, no read; none for a file that does not exist.
+#[test]
+fn will_need_file_hints_the_inode_and_reads_nothing() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let base = dir.path().join("fs");
+    let fs_opts = FsOptions {
+        ao: true,
+        ..FsOptions::default()
+    };
+    let mut fs = Filesys::create(&base, &fs_opts, &OpenOptions::writer()).unwrap();
+    for i in 0..20 {
+        fs.put(format!("f/{i}").as_bytes(), 0, &[i as u8; 3000])
+            .unwrap();
+    }
+    fs.sync().unwrap();
+    drop(fs);
+    let events: Arc<Mutex<Vec<(Access, u64)>>> = Arc::default();
+    let vfs = SpyVfs {
+        watched: Box::new(|path| path.extension().is_some_and(|e| e == "data")),
+        watch: {
+            let events = events.clone();
+            Arc::new(move |access, at, _| events.lock().unwrap().push((access, at)))
+        },
+    };
+    let fs = Filesys::open_in(Arc::new(vfs), &base, &OpenOptions::read_only()).unwrap();
+    events.lock().unwrap().clear();
+    fs.will_need_file(b"f/7");
+    let hinted = events.lock().unwrap().clone();
+    assert_eq!(hinted.len(), 1, "{hinted:?}");
+    assert_eq!(hinted[0].0, Access::WillNeed);
+    // The hint lies at the inode entry that a read then reads first.
+    events.lock().unwrap().clear();
+    assert_eq!(fs.read(b"f/7").unwrap(), vec![7u8; 3000]);
+    let first_read = events.lock().unwrap()[0];
+    assert_eq!(first_read, (Access::Read, hinted[0].1));
+    events.lock().unwrap().clear();
+    fs.will_need_file(b"f/none");
+    assert!(events.lock().unwrap().is_empty());
+}

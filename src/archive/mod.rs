@@ -155,6 +155,11 @@ struct MapCache {
 type MapVersion = (u64, u64, u64);
 
 impl MapCache {
+    /// Whether some version of the title's map is held.
+    fn holds(&self, key: &[u8]) -> bool {
+        self.maps.contains_key(key)
+    }
+
     fn get(&self, key: &[u8], version: MapVersion) -> Option<Arc<AnyMap>> {
         self.maps
             .get(key)
@@ -294,6 +299,16 @@ impl Archive {
     /// longer to decode than a read of one revision takes.
     pub(crate) fn load_shared(&self, key: &[u8]) -> Result<Option<Arc<AnyMap>>> {
         let name = map_name(key);
+        let cached = self
+            .maps
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .holds(key);
+        if !cached {
+            // A read of a revision reads the title's (first) segment's inode after the map's: asked
+            // for now, its disk read overlaps the map's inode and the map.
+            self.fs.will_need_file(&v2::segment_name(key, 0));
+        }
         let Some(stat) = self.fs.stat(&name)? else {
             return Ok(None);
         };

@@ -73,6 +73,23 @@ impl Filesys {
         self.locate_as(name, Staleness::Strict)
     }
 
+    /// Asks the kernel for the inode of `name` (a read of the file soon to come), so that its
+    /// disk read overlaps what the caller reads first. The index alone finds it, by the stored
+    /// hash of its cell (a collision only hints the wrong bytes): nothing is read or checked
+    /// here, and nothing goes wrong when there is no such file.
+    pub fn will_need_file(&self, name: &[u8]) {
+        if validate_name(name).is_err() {
+            return;
+        }
+        let key = inode_key(name);
+        let isz = self.data.var(super::ISZ).unwrap_or(0).max(0) as u64;
+        let hint = (ENTRY_HEADER + key.len()) as u64 + isz;
+        let _ = self.idx.find(&key, |ptr| {
+            let _ = self.data.storage().will_need(ptr.0, hint);
+            Ok(true)
+        });
+    }
+
     /// A read-only handle reports a data entry deleted under it as stale, not as damage.
     fn default_staleness(&self) -> Staleness {
         if self.writable {
