@@ -24,6 +24,15 @@ pub(super) fn open_sim(disk: &SimDisk, opts: ArchiveOptions) -> Archive {
     Archive::open_in(vfs, base, &open, opts).unwrap()
 }
 
+/// Damages one byte of the archive datafile of `open_sim`'s archive on `disk`, at `at`.
+pub(super) fn flip_datafile_byte(disk: &SimDisk, at: u64) {
+    let path = filesys::file_path(Path::new("/a/archive"), "data");
+    let s = disk.open(&path, true).unwrap();
+    let mut b = [0u8; 1];
+    s.read_at(&mut b, at).unwrap();
+    s.write_at(&[b[0] ^ 0x55], at).unwrap();
+}
+
 fn revisions(n: usize) -> Vec<Vec<u8>> {
     crate::synth::histories(3, 1, n, 30)
         .map(|r| r.html)
@@ -204,11 +213,7 @@ fn a_damaged_block_names_block_and_title_and_spares_others() {
     let data_ptr = inode.data[0].0;
     let layout = a.filesys().data().layout(data_ptr).unwrap();
     let at = layout.value_offset + layout.value_len / 2;
-    let path = filesys::file_path(Path::new("/a/archive"), "data");
-    let s = disk.open(&path, true).unwrap();
-    let mut b = [0u8; 1];
-    s.read_at(&mut b, at).unwrap();
-    s.write_at(&[b[0] ^ 0x55], at).unwrap();
+    flip_datafile_byte(&disk, at);
     a.clear_cache();
     let e = a.entries(b"t/one").unwrap().pop().unwrap();
     let err = a.read(b"t/one", &e).unwrap_err();

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::map::Base;
 use super::*;
-use crate::archive::tests::{as_items, open_sim as open};
+use crate::archive::tests::{as_items, flip_datafile_byte, open_sim as open};
 use crate::archive::ArchiveOptions;
 use crate::clock::{Clock, ManualClock};
 use crate::filesys;
@@ -237,11 +237,7 @@ fn a_damaged_frame_names_segment_title_and_offset_and_spares_others() {
     let map = a.map_v2(b"t/one").unwrap().unwrap();
     let f = map.frames[3];
     let at = ext.offset + f.offset + u64::from(f.stored) / 2;
-    let path = filesys::file_path(Path::new("/a/archive"), "data");
-    let s = disk.open(&path, true).unwrap();
-    let mut b = [0u8; 1];
-    s.read_at(&mut b, at).unwrap();
-    s.write_at(&[b[0] ^ 0x55], at).unwrap();
+    flip_datafile_byte(&disk, at);
     a.clear_cache();
     let e = a.entries(b"t/one").unwrap()[4].clone();
     let err = a.read(b"t/one", &e).unwrap_err();
