@@ -32,6 +32,25 @@ fn validate_name(name: &[u8]) -> Result<()> {
 /// An inode's (kv_pointer, data_size) pairs.
 type Pairs = Vec<(KvPointer, u64)>;
 
+/// The data entries of `inode` that hold bytes of `[start, end)` of its file: (index, pointer,
+/// size, the offset in the file of the entry's first byte).
+fn entries_within(
+    inode: &Inode,
+    start: u64,
+    end: u64,
+) -> impl Iterator<Item = (usize, KvPointer, u64, u64)> + '_ {
+    let mut pos = 0u64;
+    inode
+        .data
+        .iter()
+        .enumerate()
+        .filter_map(move |(n, &(ptr, size))| {
+            let (lo, hi) = (pos, pos.saturating_add(size));
+            pos = hi;
+            (hi > start && lo < end).then_some((n, ptr, size, lo))
+        })
+}
+
 /// The most a read reserves before the data entries confirm the sizes.
 const MAX_RESERVE: usize = 64 << 20;
 
@@ -82,12 +101,18 @@ impl Filesys {
             return;
         }
         let key = inode_key(name);
-        let isz = self.data.var(super::ISZ).unwrap_or(0).max(0) as u64;
-        let hint = (ENTRY_HEADER + key.len()) as u64 + isz;
+        let len = self.inode_entry_len(&key) as u64;
         let _ = self.idx.find(&key, |ptr| {
-            let _ = self.data.storage().will_need(ptr.0, hint);
+            let _ = self.data.storage().will_need(ptr.0, len);
             Ok(true)
         });
+    }
+
+    /// Bytes of an inode's entry (header, key and an inode of ISZ bytes): what one small read
+    /// brings (a larger inode reads on).
+    fn inode_entry_len(&self, key: &[u8]) -> usize {
+        let isz = self.data.var(super::ISZ).unwrap_or(0).max(0) as usize;
+        ENTRY_HEADER + key.len() + isz
     }
 
     /// A read-only handle reports a data entry deleted under it as stale, not as damage.
@@ -107,9 +132,7 @@ impl Filesys {
         let key = inode_key(name);
         let mut hit = None;
         let mut stale_at = None;
-        // Header, key and an inode of ISZ bytes: one small read (a larger inode reads on).
-        let isz = self.data.var(super::ISZ).unwrap_or(0).max(0) as usize;
-        let hint = ENTRY_HEADER + key.len() + isz;
+        let hint = self.inode_entry_len(&key);
         let found = self
             .idx
             .find(&key, |ptr| match self.data.read_sized(ptr, hint) {
@@ -309,18 +332,11 @@ impl Filesys {
     /// disk read of its own (a file an archive appends to once per run has one entry per run);
     /// asked together, the reads overlap. Only a hint: the reads that follow check everything.
     fn read_ahead(&self, inode: &Inode, start: u64, end: u64) {
-        let mut pos = 0u64;
-        let spans = inode.data.iter().filter_map(|&(ptr, size)| {
-            let (lo, hi) = (pos, pos.saturating_add(size));
-            pos = hi;
-            (hi > start && lo < end).then_some((ptr, size))
-        });
-        let spans: Pairs = spans.collect();
-        if spans.len() < 2 {
+        if entries_within(inode, start, end).nth(1).is_none() {
             return;
         }
         let key = data_key(inode.fileid, 0).len() as u64;
-        for (ptr, size) in spans {
+        for (_, ptr, size, _) in entries_within(inode, start, end) {
             let len = (ENTRY_HEADER as u64 + key).saturating_add(size);
             let len = len.min(self.data.filesize().saturating_sub(ptr.0));
             let _ = self.data.storage().will_need(ptr.0, len);
@@ -340,15 +356,9 @@ impl Filesys {
         // than a sane amount, so a forged LSIZE cannot ask for an absurd allocation.
         let mut out = Vec::with_capacity(((end - start) as usize).min(MAX_RESERVE));
         self.read_ahead(inode, start, end);
-        let mut pos = 0u64;
-        for (n, &(ptr, size)) in inode.data.iter().enumerate() {
-            let (lo, hi) = (pos, pos.saturating_add(size));
-            pos = hi;
-            if hi <= start || lo >= end {
-                continue;
-            }
+        for (n, ptr, size, lo) in entries_within(inode, start, end) {
             let from = start.max(lo) - lo;
-            let to = end.min(hi) - lo;
+            let to = end.min(lo.saturating_add(size)) - lo;
             let expected = data_key(inode.fileid, n as u64);
             // What an entry read from disk must be: (deleted, key, value length) as found.
             let check = |deleted: bool, key: &[u8], len: u64| {
