@@ -35,11 +35,6 @@ pub fn path(map: &Map, n: usize) -> Vec<usize> {
     out
 }
 
-/// The key frame whose tree holds frame `n`.
-pub fn key_of(map: &Map, n: usize) -> usize {
-    path(map, n)[0]
-}
-
 /// Raw bytes a read of frame `n` decodes within its title (a key that references another
 /// title's key decodes that key too: one revision more).
 pub fn decode_cost(map: &Map, n: usize) -> u64 {
@@ -91,9 +86,9 @@ mod tests {
         assert!(may_parent(&map, 2, 100, 1000));
         map.frames.push(frame(Base::Earlier(2)));
         assert_eq!(path(&map, 10), vec![0, 1, 2, 10]);
-        assert_eq!((key_of(&map, 10), decode_cost(&map, 10)), (0, 400));
+        assert_eq!((path(&map, 10)[0], decode_cost(&map, 10)), (0, 400));
         map.frames.push(frame(Base::Title { title: 0, frame: 0 }));
-        assert_eq!((key_of(&map, 11), decode_cost(&map, 11)), (11, 100));
+        assert_eq!((path(&map, 11)[0], decode_cost(&map, 11)), (11, 100));
         assert!(!may_parent(&map, 11, 1, 0), "budget 0: every frame a key");
         for _ in 0..WINDOW {
             map.frames.push(frame(Base::Previous));

@@ -369,7 +369,6 @@ impl Archive {
         // The title as it grows in this run: frames appended as they are compressed.
         let mut work = map.clone();
         let mut fresh: Vec<(&[u8], Vec<u8>)> = Vec::new();
-        let mut prev: Option<Arc<Vec<u8>>> = None;
         // The frames a new frame may take as its parent, with their raw revisions: the title's
         // last (decoded once) and this run's.
         let mut window: VecDeque<(usize, Arc<Vec<u8>>)> = VecDeque::new();
@@ -406,7 +405,7 @@ impl Archive {
                 continue;
             }
             let n = work.frames.len();
-            if prev.is_none() && window.is_empty() && n > 0 {
+            if window.is_empty() && n > 0 {
                 window.push_back((n - 1, self.frame_content(key, &work, n - 1)?));
             }
             let raw = item.value.len() as u64;
@@ -440,12 +439,10 @@ impl Archive {
             });
             delta.entries.push(entry(n as u32));
             fresh.push((item.value, compressed));
-            let raw = Arc::new(item.value.to_vec());
-            window.push_back((n, raw.clone()));
+            window.push_back((n, Arc::new(item.value.to_vec())));
             if window.len() > chain::WINDOW {
                 window.pop_front();
             }
-            prev = Some(raw);
         }
         delta.entries.extend(purged.iter().cloned());
         if !fresh.is_empty() {
@@ -459,7 +456,8 @@ impl Archive {
             Error::invalid(format!("archive: a v2 delta that does not fit: {what}"))
         })?;
         self.write_map_v2(key, &map, &delta)?;
-        if let (Some(last), Some(n)) = (prev, map.frames.len().checked_sub(1)) {
+        // The last frame is the window's latest whenever this run made a frame.
+        if let Some((n, last)) = window.pop_back() {
             self.recent_put(key, n as u32, last);
         }
         for (frame, raw) in new_keys {
