@@ -59,6 +59,22 @@ fn filesys_writes_leave_little_resident_and_plain_writes_do_not() {
     );
 }
 
+/// Accesses of a file, in order: (what, offset).
+type Accesses = Arc<Mutex<Vec<(Access, u64)>>>;
+
+/// The real file system, with every read and hint of a filesys datafile (`*.data`) recorded.
+fn datafile_accesses() -> (SpyVfs, Accesses) {
+    let events: Accesses = Arc::default();
+    let vfs = SpyVfs {
+        watched: Box::new(|path| path.extension().is_some_and(|e| e == "data")),
+        watch: {
+            let events = events.clone();
+            Arc::new(move |access, at, _| events.lock().unwrap().push((access, at)))
+        },
+    };
+    (vfs, events)
+}
+
 /// A file appended to in several runs has its data entries apart in the datafile; read cold one
 /// after the other, each would wait for a disk read of its own. A read asks for all of them
 /// first (on the writer's handle, whose datafile holds in-place writes back, as on a reader's).
@@ -71,14 +87,7 @@ fn a_read_over_several_data_entries_asks_for_all_of_them_before_reading() {
         ..FsOptions::default()
     };
     Filesys::create(&base, &fs_opts, &OpenOptions::writer()).unwrap();
-    let events: Arc<Mutex<Vec<(Access, u64)>>> = Arc::default();
-    let vfs = SpyVfs {
-        watched: Box::new(|path| path.extension().is_some_and(|e| e == "data")),
-        watch: {
-            let events = events.clone();
-            Arc::new(move |access, at, _| events.lock().unwrap().push((access, at)))
-        },
-    };
+    let (vfs, events) = datafile_accesses();
     let mut fs = Filesys::open_in(Arc::new(vfs), &base, &OpenOptions::writer()).unwrap();
     let part = vec![7u8; 20 << 10];
     fs.put(b"log", 0, &part).unwrap();
@@ -143,14 +152,7 @@ fn will_need_file_hints_the_inode_and_reads_nothing() {
     }
     fs.sync().unwrap();
     drop(fs);
-    let events: Arc<Mutex<Vec<(Access, u64)>>> = Arc::default();
-    let vfs = SpyVfs {
-        watched: Box::new(|path| path.extension().is_some_and(|e| e == "data")),
-        watch: {
-            let events = events.clone();
-            Arc::new(move |access, at, _| events.lock().unwrap().push((access, at)))
-        },
-    };
+    let (vfs, events) = datafile_accesses();
     let fs = Filesys::open_in(Arc::new(vfs), &base, &OpenOptions::read_only()).unwrap();
     events.lock().unwrap().clear();
     fs.will_need_file(b"f/7");
