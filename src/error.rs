@@ -201,6 +201,20 @@ impl Error {
         Error::Invalid(what.into())
     }
 
+    /// A write asked of a handle opened read-only on `path`.
+    pub fn read_only(path: &Path) -> Self {
+        Error::Invalid(format!("{} is open read-only", path.display()))
+    }
+
+    /// `Ok` for a writable handle on `path`, else [`Error::read_only`].
+    pub(crate) fn check_writable(writable: bool, path: &Path) -> Result<()> {
+        if writable {
+            Ok(())
+        } else {
+            Err(Error::read_only(path))
+        }
+    }
+
     /// A bug in Wink.
     pub fn internal(what: impl Into<String>) -> Self {
         Error::Internal(what.into())

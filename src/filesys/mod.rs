@@ -575,14 +575,7 @@ impl Filesys {
     fn check_writable(&self) -> Result<()> {
         self.writes
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        if self.writable {
-            Ok(())
-        } else {
-            Err(Error::invalid(format!(
-                "{} is open read-only",
-                self.base.display()
-            )))
-        }
+        Error::check_writable(self.writable, &self.base)
     }
 
     /// How many writes have begun (see the field).

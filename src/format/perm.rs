@@ -292,14 +292,7 @@ impl Perm {
     }
 
     fn check_writable(&self) -> Result<()> {
-        if self.writable {
-            Ok(())
-        } else {
-            Err(Error::invalid(format!(
-                "{} is open read-only",
-                self.path().display()
-            )))
-        }
+        Error::check_writable(self.writable, self.path())
     }
 
     fn check_pair(&self, pair: Pair) -> Result<()> {

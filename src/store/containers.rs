@@ -202,7 +202,7 @@ impl Containers {
     pub(crate) fn writer(&mut self) -> Result<&mut ContainerWriter> {
         self.writer
             .as_mut()
-            .ok_or_else(|| Error::invalid(format!("{} is open read-only", self.dir.display())))
+            .ok_or_else(|| Error::read_only(&self.dir))
     }
 
     /// The current container's writer, when this is a writer's handle.

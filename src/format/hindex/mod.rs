@@ -463,14 +463,7 @@ impl HIndex {
     }
 
     fn check_writable(&self) -> Result<()> {
-        if self.writable {
-            Ok(())
-        } else {
-            Err(Error::invalid(format!(
-                "{} is open read-only",
-                self.path().display()
-            )))
-        }
+        Error::check_writable(self.writable, self.path())
     }
 
     fn write_cell(&mut self, cell: u64, word0: i64, word1: u64) -> Result<()> {

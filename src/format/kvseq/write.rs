@@ -46,14 +46,7 @@ impl KvSeq {
     }
 
     pub(super) fn check_writable(&self) -> Result<()> {
-        if self.writable {
-            Ok(())
-        } else {
-            Err(Error::invalid(format!(
-                "{} is open read-only",
-                self.path().display()
-            )))
-        }
+        Error::check_writable(self.writable, self.path())
     }
 
     /// Makes the real file at least `end` bytes, in FILEINCR steps.
