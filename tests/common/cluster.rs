@@ -184,46 +184,7 @@ impl Drop for Cluster {
     }
 }
 
-/// One request that may fail at the transport (a node killed under it): `Err` then.
-pub fn try_call(
-    agent: &ureq::Agent,
-    method: &str,
-    url: &str,
-    headers: &[(&str, &str)],
-    body: Option<&[u8]>,
-) -> Result<super::server::Answer, String> {
-    let mut req = agent.request(method, url);
-    for (k, v) in headers {
-        req = req.set(k, v);
-    }
-    let result = match body {
-        Some(b) => req.send_bytes(b),
-        None => req.call(),
-    };
-    let resp = match result {
-        Ok(r) => r,
-        Err(ureq::Error::Status(_, r)) => r,
-        Err(e) => return Err(e.to_string()),
-    };
-    let status = resp.status();
-    let headers = resp
-        .headers_names()
-        .into_iter()
-        .map(|n| {
-            let v = resp.header(&n).unwrap_or("").to_string();
-            (n.to_ascii_lowercase(), v)
-        })
-        .collect();
-    let mut body = Vec::new();
-    resp.into_reader()
-        .read_to_end(&mut body)
-        .map_err(|e| e.to_string())?;
-    Ok(super::server::Answer {
-        status,
-        headers,
-        body,
-    })
-}
+pub use super::server::try_call;
 
 pub fn get_json(url: &str) -> Option<serde_json::Value> {
     let agent = ureq::AgentBuilder::new()

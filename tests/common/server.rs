@@ -147,7 +147,7 @@ pub fn agent() -> ureq::Agent {
         .build()
 }
 
-/// One request; `body` is sent when given.
+/// One request; `body` is sent when given. A transport failure fails the test.
 pub fn call(
     agent: &ureq::Agent,
     method: &str,
@@ -155,6 +155,17 @@ pub fn call(
     headers: &[(&str, &str)],
     body: Option<&[u8]>,
 ) -> Answer {
+    try_call(agent, method, url, headers, body).unwrap_or_else(|e| panic!("{method} {url}: {e}"))
+}
+
+/// One request that may fail at the transport (a node killed under it): `Err` then.
+pub fn try_call(
+    agent: &ureq::Agent,
+    method: &str,
+    url: &str,
+    headers: &[(&str, &str)],
+    body: Option<&[u8]>,
+) -> Result<Answer, String> {
     let mut req = agent.request(method, url);
     for (k, v) in headers {
         req = req.set(k, v);
@@ -166,7 +177,7 @@ pub fn call(
     let resp = match result {
         Ok(r) => r,
         Err(ureq::Error::Status(_, r)) => r,
-        Err(e) => panic!("{method} {url}: {e}"),
+        Err(e) => return Err(e.to_string()),
     };
     let status = resp.status();
     let headers = resp
@@ -180,12 +191,12 @@ pub fn call(
     let mut body = Vec::new();
     resp.into_reader()
         .read_to_end(&mut body)
-        .expect("a whole body");
-    Answer {
+        .map_err(|e| e.to_string())?;
+    Ok(Answer {
         status,
         headers,
         body,
-    }
+    })
 }
 
 pub fn get(agent: &ureq::Agent, url: &str) -> Answer {
