@@ -368,11 +368,22 @@ def ctl(args):
             start(entry, binary)
             save(d, state)
             if "monitor" in entry:
-                wait_for(entry["name"],
-                         lambda: http_status(entry["monitor"] + "/healthz") == 200, 60, entry)
+                wait_nats_process(entry)
             else:
                 wait_for(entry["name"], lambda: http_status(entry["url"] + "/_cluster") == 200,
                          90, entry)
+
+
+def wait_nats_process(entry):
+    """Waits for the server itself, not for JetStream's health: after all servers stopped, the
+    first one back has no quorum (its /healthz answers 503) until a second one starts, and it
+    must be possible to start them one by one."""
+    wait_for(entry["name"],
+             lambda: http_status(entry["monitor"] + "/healthz?js-enabled-only=true") == 200, 60,
+             entry)
+    if http_status(entry["monitor"] + "/healthz") != 200:
+        print(f"cluster: {entry['name']} runs; JetStream is not healthy yet (no quorum until a "
+              "majority of the servers runs)", file=sys.stderr)
 
 
 def snapshot(peer, bucket, token_file):
