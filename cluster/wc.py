@@ -226,8 +226,14 @@ def haproxy_conf(d, state):
 defaults
   mode http
   timeout connect 2s
-  timeout client 120s
-  timeout server 120s
+  # A client must send its request's headers within 10 s and may not fall silent for more than
+  # 20 s (reading the answer or sending a body), so a slow client cannot pin a connection.
+  timeout http-request 10s
+  timeout client 20s
+  timeout http-keep-alive 10s
+  # Just above a node's own longest deadline (a PUT: at most 15 s), so a request sent to a node
+  # that froze just after taking it ends (504) within 20 s instead of lasting the whole freeze.
+  timeout server 20s
   # A node that refuses the connection (killed) is tried again elsewhere; a request it took is
   # never replayed by HAProxy (it may have been published).
   retries 2
