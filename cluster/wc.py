@@ -105,8 +105,12 @@ def cmdline(pid):
 
 def ours(pid, argv):
     """Whether `pid` is still the process started with `argv` (not a later one that reused the
-    number)."""
-    return bool(pid) and bool(argv) and cmdline(pid) == argv
+    number). An entry written by an older cluster/up has no argv: its PID is trusted."""
+    if not pid:
+        return False
+    if argv is None:
+        return alive(pid)
+    return cmdline(pid) == argv
 
 
 def running(entry):
