@@ -378,22 +378,28 @@ def ctl(args):
             start(entry, binary)
             save(d, state)
             if "monitor" in entry:
-                wait_nats_process(entry)
+                wait_nats_process(entry, state)
             else:
                 wait_for(entry["name"], lambda: http_status(entry["url"] + "/_cluster") == 200,
                          90, entry)
 
 
-def wait_nats_process(entry):
-    """Waits for the server itself, not for JetStream's health: after all servers stopped, the
-    first one back has no quorum (its /healthz answers 503) until a second one starts, and it
-    must be possible to start them one by one."""
+def wait_nats_process(entry, state):
+    """Waits for the server itself, and for JetStream's health only when a majority of the
+    servers runs: after all servers stopped, the first one back has no quorum (its /healthz
+    answers 503) until a second one starts, and it must be possible to start them one by one.
+    With a quorum, the server is waited for until it has caught up (until then JetStream's API
+    requests through it time out)."""
     wait_for(entry["name"],
              lambda: http_status(entry["monitor"] + "/healthz?js-enabled-only=true") == 200, 60,
              entry)
-    if http_status(entry["monitor"] + "/healthz") != 200:
-        print(f"cluster: {entry['name']} runs; JetStream is not healthy yet (no quorum until a "
-              "majority of the servers runs)", file=sys.stderr)
+    up = sum(1 for n in state["nats"] if running(n))
+    if 2 * up > len(state["nats"]):
+        wait_for(entry["name"] + "'s JetStream",
+                 lambda: http_status(entry["monitor"] + "/healthz") == 200, 120, entry)
+    else:
+        print(f"cluster: {entry['name']} runs; JetStream has no quorum until a majority of the "
+              f"servers runs ({up} of {len(state['nats'])} do)", file=sys.stderr)
 
 
 def snapshot(peer, bucket, token_file):
