@@ -4,8 +4,8 @@
 //!
 //! Every request to a node goes through [`Admin::request`], which sends the bearer token with
 //! the requests that change something (any method but GET and HEAD); reads go without it, as
-//! nodes serve them to anyone. Today's verbs only read from the nodes (`GET /_cluster`) and
-//! change the map through NATS, so the token they load is checked but not sent.
+//! nodes serve them to anyone: `replay` (a POST) carries it; `status`, `verify` and `rebalance`
+//! only read from the nodes (`GET /_cluster`) and change the map through NATS.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -281,6 +281,16 @@ pub fn verify(admin: &Admin, patience: Duration) -> Result<Vec<String>> {
             let started = Instant::now();
             loop {
                 match node_status(admin, &n.url).await {
+                    Ok(NodeStatus {
+                        diverged: Some(why),
+                        ..
+                    }) => {
+                        problems.push(format!(
+                            "node {} vouches for none of its partitions: {why}",
+                            n.name
+                        ));
+                        break;
+                    }
                     Ok(s) if s.scanned >= last => break,
                     Ok(s) if started.elapsed() > patience => {
                         problems.push(format!(
@@ -337,6 +347,30 @@ pub fn verify(admin: &Admin, patience: Duration) -> Result<Vec<String>> {
         }
     }
     Ok(problems)
+}
+
+/// Asks node `name` to replay the stream (`POST /_cluster/replay`, with the token): its records
+/// rewound to the stream's first sequence, its divergence cleared. Answers the sequence the
+/// replay starts at.
+pub fn replay(admin: &Admin, name: &str) -> Result<u64> {
+    let node = admin
+        .run
+        .nodes
+        .iter()
+        .find(|n| n.name == name)
+        .ok_or_else(|| Error::invalid(format!("no node {name} in cluster.json")))?;
+    let url = format!("{}/_cluster/replay", node.url.trim_end_matches('/'));
+    let (status, body) = admin
+        .call(Method::POST, &url)
+        .map_err(|e| Error::invalid(format!("node {name}: {e}")))?;
+    if status != 200 {
+        return Err(Error::invalid(format!(
+            "node {name} answered {status}: {}",
+            String::from_utf8_lossy(&body)
+        )));
+    }
+    let v: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+    Ok(v["from"].as_u64().unwrap_or(0))
 }
 
 fn describe(r: Option<&Renders>) -> String {

@@ -1,5 +1,5 @@
-//! `wink cluster status|verify|rebalance FILE [--token-file F]`: FILE is the `cluster.json` of
-//! `cluster/up`.
+//! `wink cluster status|verify|rebalance|replay FILE [--token-file F]`: FILE is the
+//! `cluster.json` of `cluster/up`.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -39,6 +39,16 @@ pub enum Command {
         #[command(flatten)]
         token: Token,
     },
+    /// Asks a node whose records were found out of step with the stream (`diverged` in
+    /// `status`) to replay every message the stream holds and to vouch for its partitions again
+    /// once it has caught up (applying is idempotent: nothing is lost or doubled).
+    Replay {
+        file: PathBuf,
+        /// The node's name.
+        node: String,
+        #[command(flatten)]
+        token: Token,
+    },
 }
 
 #[derive(clap::Args)]
@@ -67,6 +77,12 @@ pub fn run(command: Command) -> Result<Status> {
             let admin = Admin::open(&file, token.token_file.as_deref())?;
             let done = admin::rebalance(&admin, Duration::from_secs(patience))?;
             let _ = writeln!(out, "{done}");
+            Ok(0)
+        }
+        Command::Replay { file, node, token } => {
+            let admin = Admin::open(&file, token.token_file.as_deref())?;
+            let from = admin::replay(&admin, &node)?;
+            let _ = writeln!(out, "node {node} replays the stream from sequence {from}");
             Ok(0)
         }
         Command::Verify {
