@@ -300,7 +300,9 @@ impl Node {
             diverged: Mutex::new(None),
             outcomes: Mutex::new(BTreeMap::new()),
             check_stream: AtomicBool::new(false),
-            unsynced: Mutex::new(Some("the NATS servers' settings are not checked yet".into())),
+            unsynced: Mutex::new(Some(
+                "the NATS servers' settings are not checked yet".into(),
+            )),
             urls: RwLock::new(HashMap::new()),
             nats_up: up,
             live: RwLock::new(names),
@@ -365,8 +367,7 @@ impl Node {
         let mut rx = self.scanned.subscribe();
         loop {
             if self.applying() {
-                let passed =
-                    tokio::time::timeout_at(deadline, rx.wait_for(|s| *s >= seq)).await;
+                let passed = tokio::time::timeout_at(deadline, rx.wait_for(|s| *s >= seq)).await;
                 if !matches!(passed, Ok(Ok(_))) {
                     return None;
                 }
@@ -641,8 +642,7 @@ impl Node {
         let forwarded = parts.headers.contains_key(FORWARDED);
         let mine = owners.contains(&self.name);
         let status = self.status();
-        let vouched =
-            mine && status.ready && status.behind.is_none() && status.diverged.is_none();
+        let vouched = mine && status.ready && status.behind.is_none() && status.diverged.is_none();
         if !vouched && !forwarded {
             if let Some(a) = self.forward(&owners, parts).await {
                 return Ok(Some(a));
@@ -848,8 +848,8 @@ async fn ask_outcome(base: String, sent: &Published) -> std::result::Result<Outc
         "/_cluster/outcome/{}?partition={}&crc={:08x}",
         sent.seq, sent.partition, sent.crc
     );
-    let (status, body) = get_small(&base, &path, APPLY_PATIENCE + Duration::from_millis(500))
-        .await?;
+    let (status, body) =
+        get_small(&base, &path, APPLY_PATIENCE + Duration::from_millis(500)).await?;
     if status != StatusCode::OK {
         return Err(format!("{base} answered {status}"));
     }
@@ -896,23 +896,23 @@ async fn watch_nats_sync(node: Arc<Node>) {
             })
         };
         {
-        let mut now = lock(&node.unsynced);
-        if *now != why {
-            match &why {
-                Some(w) if !node.cfg.unsafe_acks_without_nats_fsync => {
-                    eprintln!("wink cluster {}: WRITES REFUSED: {w}", node.name)
+            let mut now = lock(&node.unsynced);
+            if *now != why {
+                match &why {
+                    Some(w) if !node.cfg.unsafe_acks_without_nats_fsync => {
+                        eprintln!("wink cluster {}: WRITES REFUSED: {w}", node.name)
+                    }
+                    Some(w) => eprintln!(
+                        "wink cluster {}: UNSAFE: writes acknowledged although {w}",
+                        node.name
+                    ),
+                    None => eprintln!(
+                        "wink cluster {}: every NATS server syncs every write",
+                        node.name
+                    ),
                 }
-                Some(w) => eprintln!(
-                    "wink cluster {}: UNSAFE: writes acknowledged although {w}",
-                    node.name
-                ),
-                None => eprintln!(
-                    "wink cluster {}: every NATS server syncs every write",
-                    node.name
-                ),
+                *now = why;
             }
-            *now = why;
-        }
         }
         tokio::time::sleep(Duration::from_secs(3)).await;
     }
