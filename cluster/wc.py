@@ -177,13 +177,19 @@ def save(d, state):
     os.replace(path + ".tmp", path)
 
 
-def nats_conf(d, i, ports, nats_count, cluster_name):
+def nats_conf(d, i, ports, nats_count, cluster_name, unsafe=False):
     name = f"nats-{i}"
     home = os.path.join(d, name)
     os.makedirs(home, exist_ok=True)
     routes = ", ".join(f"nats-route://127.0.0.1:{ports['route'][j]}"
                        for j in range(nats_count) if j != i - 1)
     conf = os.path.join(home, "nats.conf")
+    sync = ("  # UNSAFE (--unsafe-nats-sync): nats-server's default, a sync every 2 minutes."
+            if unsafe else
+            "  # Every acknowledged message is on disk before the ack (the default syncs every 2\n"
+            "  # minutes, so a power cut could lose acknowledged writes); a node refuses writes\n"
+            "  # without it.\n"
+            "  sync_interval: always")
     with open(conf, "w") as f:
         f.write(f"""server_name: {name}
 listen: 127.0.0.1:{ports['client'][i - 1]}
@@ -194,9 +200,7 @@ jetstream {{
   store_dir: "{home}/js"
   max_memory_store: 64MB
   max_file_store: 8GB
-  # Every acknowledged message is on disk before the ack (the default syncs every 2 minutes,
-  # so a power cut could lose acknowledged writes); a node refuses writes without it.
-  sync_interval: always
+{sync}
 }}
 cluster {{
   name: {cluster_name}
@@ -300,7 +304,8 @@ def up_locked(d, args):
     # between free_port() and the server's bind) is refused, not merged.
     cluster_name = f"wink-{os.getpid()}-{ports['route'][0]}"
     for i in range(1, nats_count + 1):
-        state["nats"].append(nats_conf(d, i, ports, nats_count, cluster_name))
+        state["nats"].append(nats_conf(d, i, ports, nats_count, cluster_name,
+                                       args.unsafe_nats_sync))
     for n in state["nats"]:
         n["cmd"][0] = nats_bin
         start(n, nats_bin)
@@ -314,6 +319,7 @@ def up_locked(d, args):
         state["nodes"].append(node_entry(d, name, free_port(), state["config"], token_file))
     config = {"nats": [n["url"] for n in state["nats"]],
               "nats_monitor": [n["monitor"] for n in state["nats"]],
+              "unsafe_acks_without_nats_fsync": args.unsafe_nats_sync,
               "nodes": [{"name": n["name"], "url": n["url"]} for n in state["nodes"]],
               "partitions": args.partitions, "replicas": args.replicas,
               "buckets": {"html": {}}, "stream_max_age": args.stream_max_age}
@@ -530,6 +536,10 @@ def main():
     u.add_argument("--replicas", type=int, default=2)
     u.add_argument("--partitions", type=int, default=64)
     u.add_argument("--stream-max-age", type=int, default=7 * 86400)
+    u.add_argument("--unsafe-nats-sync", action="store_true",
+                   help="nats-servers with their default sync (every 2 minutes) and nodes that "
+                   "acknowledge writes anyway: a power cut may lose acknowledged writes "
+                   "(for benchmarks of the difference)")
     u.add_argument("--token-file", help="every node needs this token for changes "
                    "(wink serve --token-file); ctl and add send it")
     c = sub.add_parser("ctl")
