@@ -34,6 +34,9 @@ const APPLY_PATIENCE: Duration = Duration::from_secs(5);
 const OUTCOMES_KEPT: usize = 100_000;
 /// How often the apply loop checks that the stream still holds the last message it scanned.
 const STREAM_CHECK: Duration = Duration::from_secs(1);
+/// How long a forwarded read waits for one owner: two owners tried in turn stay under the
+/// router's 20 s server timeout, so a frozen owner costs a retry at the next, not a 504.
+const FORWARD_PATIENCE: Duration = Duration::from_secs(8);
 /// How long a read with `x-wink-min-seq` waits for the apply loop.
 const MIN_SEQ_WAIT: Duration = Duration::from_secs(10);
 /// Messages one apply batch takes at most, and their bytes.
@@ -791,9 +794,9 @@ async fn forward_to(
         .header(FORWARDED, "1")
         .body(Full::new(Bytes::new()))
         .map_err(|e| e.to_string())?;
-    let answer = tokio::time::timeout(Duration::from_secs(30), send.send_request(req))
+    let answer = tokio::time::timeout(FORWARD_PATIENCE, send.send_request(req))
         .await
-        .map_err(|_| "no answer within 30 s".to_string())?
+        .map_err(|_| format!("no answer within {}s", FORWARD_PATIENCE.as_secs()))?
         .map_err(|e| e.to_string())?;
     let (head, body) = answer.into_parts();
     let body = http_body_util::Limited::new(body, MAX_FORWARDED)
@@ -1050,6 +1053,35 @@ fn same_stream(a: &str, b: &str) -> bool {
     }
 }
 
+/// How many checks, a second apart, must all find the mark out of step before the node
+/// diverges: a stream's info can lag what its consumers delivered (seen under load, a leader
+/// answering from a moment before), while a lost tail or another stream stays lost.
+const DIVERGENCE_CHECKS: usize = 3;
+
+/// Whether the stream has lost the message `mark` names, checked [`DIVERGENCE_CHECKS`] times
+/// with fresh info: `Some((why, the stream's first sequence))` only when every check says so.
+async fn confirmed_divergence(
+    stream: &mut stream::Stream,
+    mark: &Mark,
+) -> std::result::Result<Option<(String, u64)>, String> {
+    let mut found = None;
+    for i in 0..DIVERGENCE_CHECKS {
+        if i > 0 {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+        let info = stream
+            .info()
+            .await
+            .map_err(|e| format!("the stream's info: {e}"))?
+            .clone();
+        match check_mark(stream, &info, mark).await? {
+            Some(why) => found = Some((why, info.state.first_sequence)),
+            None => return Ok(None),
+        }
+    }
+    Ok(found)
+}
+
 /// Whether the stream still holds the message `mark` names: `Ok(None)` when it does (or when
 /// it can no longer tell: the message aged out of the stream), `Ok(Some(why))` when it does
 /// not, `Err` when the stream could not be asked.
@@ -1175,7 +1207,7 @@ async fn apply_session(node: &Arc<Node>, app: &Arc<App>) -> std::result::Result<
             diverged = Some(why);
         }
         if let Some(mark) = &record.mark {
-            if let Some(why) = check_mark(&stream, &info, mark).await? {
+            if let Some((why, first)) = confirmed_divergence(&mut stream, mark).await? {
                 diverge(node, &buckets, &why, first).await?;
                 diverged = Some(why);
             }
@@ -1237,11 +1269,9 @@ async fn apply_session(node: &Arc<Node>, app: &Arc<App>) -> std::result::Result<
             last_check = Instant::now();
             if let Some(m) = &mark {
                 // A stream that cannot be asked now is asked again at the next check.
-                if let Ok(info) = stream.info().await.cloned() {
-                    if let Ok(Some(why)) = check_mark(&stream, &info, m).await {
-                        diverge(node, &buckets, &why, info.state.first_sequence).await?;
-                        return Err(why);
-                    }
+                if let Ok(Some((why, first))) = confirmed_divergence(&mut stream, m).await {
+                    diverge(node, &buckets, &why, first).await?;
+                    return Err(why);
                 }
             }
         }
