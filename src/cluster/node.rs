@@ -72,7 +72,7 @@ pub struct Node {
     /// for none of its partitions until a replay (docs/CLUSTER.md § Sequences are not trusted).
     diverged: Mutex<Option<String>>,
     /// What applying each recent message did, by stream sequence: a write's answer.
-    outcomes: Mutex<BTreeMap<u64, Outcome>>,
+    outcomes: Mutex<BTreeMap<u64, (u32, Outcome)>>,
     /// Asks the apply loop to check the stream now (a writer found no outcome where one was due).
     check_stream: AtomicBool,
     /// Why writes are refused because a NATS server may not sync them, when they are.
@@ -214,6 +214,18 @@ pub async fn read_map(placement: &kv::Store, cfg: &ClusterConfig) -> Result<(Map
     }
 }
 
+/// A change JetStream acknowledged: where it is, and the checksum of its subject and body (the
+/// same as its [`Mark`]'s), which tells it from another message given the same sequence.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Published {
+    pub seq: u64,
+    pub partition: u32,
+    pub crc: u32,
+    /// JetStream had the message already (the same id within the duplicate window): `seq` is
+    /// the first copy's.
+    pub duplicate: bool,
+}
+
 /// The answer of a node's `/_cluster`.
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct NodeStatus {
@@ -343,52 +355,101 @@ impl Node {
             && lock(&self.behind).is_none()
     }
 
-    /// What applying the message at `seq` did, once this node's apply loop has passed it in a
-    /// durable commit: `None` when it does not pass it within `patience`, or passed it without
-    /// recording an outcome (applied by an earlier process, or a stream that no longer holds
-    /// what this node applied: the apply loop is asked to check).
-    pub async fn local_outcome(&self, seq: u64, patience: Duration) -> Option<Outcome> {
-        if !self.applying() {
-            return None;
-        }
+    /// What applying the message at `seq` whose checksum is `crc` did, once this node's apply
+    /// loop has passed it in a durable commit. `None` when it does not within `patience`: not
+    /// applied yet, applied by an earlier process, or another message at that sequence (a stream
+    /// that lost its tail gives its sequences again: the apply loop is asked to check, and once
+    /// it has found that and replayed, the outcome of this message is recorded).
+    pub async fn local_outcome(&self, seq: u64, crc: u32, patience: Duration) -> Option<Outcome> {
+        let deadline = tokio::time::Instant::now() + patience;
         let mut rx = self.scanned.subscribe();
-        let passed = tokio::time::timeout(patience, rx.wait_for(|s| *s >= seq)).await;
-        if !matches!(passed, Ok(Ok(_))) || !self.applying() {
-            return None;
+        loop {
+            if self.applying() {
+                let passed =
+                    tokio::time::timeout_at(deadline, rx.wait_for(|s| *s >= seq)).await;
+                if !matches!(passed, Ok(Ok(_))) {
+                    return None;
+                }
+                match lock(&self.outcomes).get(&seq) {
+                    Some((c, o)) if *c == crc => return Some(o.clone()),
+                    _ => self.check_stream.store(true, Ordering::SeqCst),
+                }
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return None;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        let found = lock(&self.outcomes).get(&seq).cloned();
-        if found.is_none() {
-            self.check_stream.store(true, Ordering::SeqCst);
-        }
-        found
     }
 
-    /// What applying the message at `seq` (of `partition`) did, from the first owner of the
-    /// partition that has applied it in a durable commit, this node included: the write's answer.
-    /// 503 when no owner has within [`APPLY_PATIENCE`]: the write is in the stream and will be
-    /// applied, but nothing is promised yet.
-    pub async fn settle(&self, partition: u32, seq: u64) -> std::result::Result<Outcome, Problem> {
+    /// The checksum of the message the stream holds at `seq` (its subject and body).
+    async fn crc_at(&self, seq: u64) -> std::result::Result<u32, String> {
+        let stream = self
+            .js
+            .get_stream(placement::STREAM)
+            .await
+            .map_err(|e| format!("the stream: {e}"))?;
+        let m = stream
+            .get_raw_message(seq)
+            .await
+            .map_err(|e| format!("sequence {seq} of the stream: {e}"))?;
+        Ok(Mark::of("", seq, m.subject.as_str(), &m.payload).crc)
+    }
+
+    /// Publishes `change` of `bucket` and answers what applying it did (§ What a 201 means).
+    /// A put that JetStream took for a duplicate of one the store refused (taken down at the
+    /// time) is asked for again as a message of its own: a single node would take it now if the
+    /// take-down has been lifted since, and a put applied again changes nothing.
+    pub async fn write(
+        &self,
+        bucket: &str,
+        change: &Change,
+    ) -> std::result::Result<(Published, Outcome), Problem> {
+        let sent = self.publish(bucket, change, false).await?;
+        let outcome = self.settle(&sent).await?;
+        let refused = matches!(outcome, Outcome::TakenDown | Outcome::Refused { .. });
+        if sent.duplicate && change.kind == Kind::Put && refused {
+            let again = self.publish(bucket, change, true).await?;
+            let outcome = self.settle(&again).await?;
+            return Ok((again, outcome));
+        }
+        Ok((sent, outcome))
+    }
+
+    /// What applying a published message did, from the first owner of its partition that has
+    /// applied it in a durable commit, this node included: the write's answer. 503 when no owner
+    /// has within [`APPLY_PATIENCE`]: the write is in the stream and will be applied, but
+    /// nothing is promised yet.
+    async fn settle(&self, sent: &Published) -> std::result::Result<Outcome, Problem> {
         use futures_util::future::FutureExt as _;
+        let Published {
+            seq,
+            partition,
+            crc,
+            ..
+        } = *sent;
         let owners: Vec<String> = read(&self.map).0.owners(partition).to_vec();
         let mut asks = Vec::new();
         for owner in &owners {
             if *owner == self.name {
                 asks.push(
                     async move {
-                        self.local_outcome(seq, APPLY_PATIENCE)
+                        self.local_outcome(seq, crc, APPLY_PATIENCE)
                             .await
                             .ok_or_else(|| "not applied here in time".to_string())
                     }
                     .boxed(),
                 );
             } else if let Some(url) = self.url_of(owner) {
-                asks.push(ask_outcome(url, partition, seq).boxed());
+                asks.push(ask_outcome(url, sent).boxed());
             }
         }
         let late = || {
             Problem::unavailable(
                 format!(
-                    "the write is in the stream at sequence {seq}, but no owner of partition                      {partition} ({}) applied it within {}s: it is not acknowledged (it may                      still be applied; retry it with the same tid)",
+                    "the write is in the stream at sequence {seq}, but no owner of partition \
+                     {partition} ({}) applied it within {}s: it is not acknowledged (it may \
+                     still be applied; retry it with the same tid)",
                     owners.join(", "),
                     APPLY_PATIENCE.as_secs()
                 ),
@@ -407,11 +468,6 @@ impl Node {
             Ok(Ok((outcome, _))) => Ok(outcome),
             _ => Err(late()),
         }
-    }
-
-    /// The partition of a change's title.
-    pub fn partition(&self, change: &Change) -> u32 {
-        message::partition_of(&change.domain, &change.title, self.cfg.partitions)
     }
 
     /// How long an owner waits for its apply loop when asked for an outcome.
@@ -440,15 +496,21 @@ impl Node {
 
     /// Publishes a change of `bucket` and waits for JetStream's ack: the stream sequence, or
     /// the problem to answer (413 over the message limit, 503 without an ack in time).
-    pub async fn publish(
+    async fn publish(
         &self,
         bucket: &str,
         change: &Change,
-    ) -> std::result::Result<u64, Problem> {
+        again: bool,
+    ) -> std::result::Result<Published, Problem> {
         let partition = message::partition_of(&change.domain, &change.title, self.cfg.partitions);
         let subject = message::subject(bucket, partition);
-        let id = message::message_id(bucket, change);
+        let mut id = message::message_id(bucket, change);
+        if again {
+            // Not a retry of a lost ack but the same change asked for again: a message of its own.
+            id.push_str(&format!("|{}", self.make_tid()));
+        }
         let body = Bytes::from(change.encode());
+        let crc = Mark::of("", 0, &subject, &body).crc;
         // Headers count against the limit: the id, its name, the framing of a header block.
         let size = body.len() + id.len() + 64;
         let limit = self.client.server_info().max_payload;
@@ -490,7 +552,29 @@ impl Node {
                     Ok(ack) if ack.sequence == 0 => {
                         last_error = "JetStream answered without a stream sequence".into()
                     }
-                    Ok(ack) => return Ok(ack.sequence),
+                    Ok(ack) if ack.duplicate => {
+                        // The first copy's body differs from this one in its arrival stamp: its
+                        // checksum is the stream's.
+                        match self.crc_at(ack.sequence).await {
+                            Ok(first) => {
+                                return Ok(Published {
+                                    seq: ack.sequence,
+                                    partition,
+                                    crc: first,
+                                    duplicate: true,
+                                })
+                            }
+                            Err(e) => last_error = e,
+                        }
+                    }
+                    Ok(ack) => {
+                        return Ok(Published {
+                            seq: ack.sequence,
+                            partition,
+                            crc,
+                            duplicate: false,
+                        })
+                    }
                     Err(e) => last_error = e.to_string(),
                 },
                 Err(e) => last_error = e.to_string(),
@@ -759,12 +843,11 @@ async fn get_small(
 
 /// Asks the owner at `base` what applying the message at `seq` did (it waits for its apply
 /// loop, bounded).
-async fn ask_outcome(
-    base: String,
-    partition: u32,
-    seq: u64,
-) -> std::result::Result<Outcome, String> {
-    let path = format!("/_cluster/outcome/{seq}?partition={partition}");
+async fn ask_outcome(base: String, sent: &Published) -> std::result::Result<Outcome, String> {
+    let path = format!(
+        "/_cluster/outcome/{}?partition={}&crc={:08x}",
+        sent.seq, sent.partition, sent.crc
+    );
     let (status, body) = get_small(&base, &path, APPLY_PATIENCE + Duration::from_millis(500))
         .await?;
     if status != StatusCode::OK {
@@ -957,6 +1040,16 @@ fn incarnation(info: &stream::Info) -> String {
     info.created.unix_timestamp_nanos().to_string()
 }
 
+/// Whether two incarnations are the same stream. Each server of the stream's group keeps the
+/// creation time it saw, microseconds apart, and the one asked answers; a stream made again is
+/// made seconds later at the least.
+fn same_stream(a: &str, b: &str) -> bool {
+    match (a.parse::<i128>(), b.parse::<i128>()) {
+        (Ok(a), Ok(b)) => (a - b).abs() < 1_000_000_000,
+        _ => a == b,
+    }
+}
+
 /// Whether the stream still holds the message `mark` names: `Ok(None)` when it does (or when
 /// it can no longer tell: the message aged out of the stream), `Ok(Some(why))` when it does
 /// not, `Err` when the stream could not be asked.
@@ -967,7 +1060,7 @@ async fn check_mark(
 ) -> std::result::Result<Option<String>, String> {
     let created = incarnation(info);
     let (first, last) = (info.state.first_sequence, info.state.last_sequence);
-    if mark.stream != created {
+    if !same_stream(&mark.stream, &created) {
         return Ok(Some(format!(
             "its records count sequences of another stream (created {}), not of the stream \
              created {created}",
@@ -987,7 +1080,7 @@ async fn check_mark(
     match stream.get_raw_message(mark.seq).await {
         Ok(m) => {
             let now = Mark::of(&created, mark.seq, m.subject.as_str(), &m.payload);
-            Ok((now != *mark).then(|| {
+            Ok((now.crc != mark.crc).then(|| {
                 format!(
                     "the stream holds another message at sequence {} than the one it applied: \
                      the stream was restored or rewritten",
@@ -1153,6 +1246,7 @@ async fn apply_session(node: &Arc<Node>, app: &Arc<App>) -> std::result::Result<
             }
         }
         let mut batch: Vec<(String, Message)> = Vec::new();
+        let mut crcs: HashMap<u64, u32> = HashMap::new();
         let mut bytes = 0usize;
         let mut last_seq = None;
         let mut wait = Duration::from_millis(500);
@@ -1169,7 +1263,9 @@ async fn apply_session(node: &Arc<Node>, app: &Arc<App>) -> std::result::Result<
                 Err(e) => return Err(format!("a message without stream info: {e}")),
             };
             last_seq = Some(seq);
-            mark = Some(Mark::of(&created, seq, next.subject.as_str(), &next.payload));
+            let m = Mark::of(&created, seq, next.subject.as_str(), &next.payload);
+            crcs.insert(seq, m.crc);
+            mark = Some(m);
             let Some((bucket, partition)) = message::parse_subject(next.subject.as_str()) else {
                 continue;
             };
@@ -1239,7 +1335,9 @@ async fn apply_session(node: &Arc<Node>, app: &Arc<App>) -> std::result::Result<
         // Recorded before `scanned` moves past them: a writer woken by it finds its outcome.
         if !outcomes.is_empty() {
             let mut kept = lock(&node.outcomes);
-            kept.extend(outcomes);
+            for (seq, o) in outcomes {
+                kept.insert(seq, (crcs.get(&seq).copied().unwrap_or(0), o));
+            }
             while kept.len() > OUTCOMES_KEPT {
                 kept.pop_first();
             }

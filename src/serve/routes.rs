@@ -669,10 +669,10 @@ async fn put_render(
         change.content_type = content_type;
         change.value = body.bytes.to_vec();
         drop(body);
-        let seq = node.publish(&place.bucket, &change).await?;
-        let partition = node.partition(&change);
+        let (sent, outcome) = node.write(&place.bucket, &change).await?;
+        let seq = sent.seq;
         use crate::cluster::apply::Outcome;
-        return match node.settle(partition, seq).await? {
+        return match outcome {
             Outcome::Stored => Ok(cluster_created(rev, change.tid, seq)),
             Outcome::TakenDown => Err(Problem::conflict(format!(
                 "{}/{title} revision {rev} is taken down; lift it (POST …/_lift) to store it \
@@ -864,8 +864,9 @@ async fn cluster_change(
 ) -> Result<Answer> {
     use crate::cluster::apply::Outcome;
     let change = node.change(kind, &place.domain, title, rev, None);
-    let seq = node.publish(&place.bucket, &change).await?;
-    let body = match node.settle(node.partition(&change), seq).await? {
+    let (sent, outcome) = node.write(&place.bucket, &change).await?;
+    let seq = sent.seq;
+    let body = match outcome {
         Outcome::Removed { removed } => {
             serde_json::json!({ "message": message, "removed": removed, "seq": seq })
         }
@@ -910,19 +911,25 @@ async fn cluster_gate(
         let seq: u64 = seq
             .parse()
             .map_err(|_| Problem::bad_request("/_cluster/outcome/SEQUENCE"))?;
-        let partition = req
+        let query: Vec<(String, String)> = req
             .uri
             .query()
-            .and_then(|q| q.strip_prefix("partition="))
-            .and_then(|p| p.parse::<u32>().ok())
-            .ok_or_else(|| Problem::bad_request("?partition=P"))?;
+            .map(|q| form_urlencoded::parse(q.as_bytes()).into_owned().collect())
+            .unwrap_or_default();
+        let param = |name: &str| query.iter().find(|(k, _)| k == name).map(|(_, v)| v);
+        let (Some(partition), Some(crc)) = (
+            param("partition").and_then(|p| p.parse::<u32>().ok()),
+            param("crc").and_then(|c| u32::from_str_radix(c, 16).ok()),
+        ) else {
+            return Err(Problem::bad_request("?partition=P&crc=HEX"));
+        };
         if !node.map().owned_by(&node.name).contains(&partition) {
             return Err(Problem::unavailable(
                 format!("node {} does not own partition {partition}", node.name),
                 1,
             ));
         }
-        return match node.local_outcome(seq, node.apply_patience()).await {
+        return match node.local_outcome(seq, crc, node.apply_patience()).await {
             Some(o) => Ok(Some(json(StatusCode::OK, &o))),
             None => Err(Problem::unavailable(
                 format!(
