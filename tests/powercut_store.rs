@@ -151,9 +151,19 @@ fn verify(dir: &Path, acks: &[Ack], recent: &[Ack], flights: &[Put]) {
                     p.body.len()
                 )
             });
-        assert!(got.value == p.body, "{} r{} {}: wrong bytes", p.title, p.rev, ack.tid);
+        assert!(
+            got.value == p.body,
+            "{} r{} {}: wrong bytes",
+            p.title,
+            p.rev,
+            ack.tid
+        );
         let by_rev = store.get_rev(DOMAIN, p.title, p.rev).unwrap().unwrap();
-        assert_eq!(by_rev.tid, ack.tid, "{} r{}: another render", p.title, p.rev);
+        assert_eq!(
+            by_rev.tid, ack.tid,
+            "{} r{}: another render",
+            p.title, p.rev
+        );
         latest.insert(p.title, ack);
     }
     for title in TITLES {
@@ -184,7 +194,11 @@ fn verify(dir: &Path, acks: &[Ack], recent: &[Ack], flights: &[Put]) {
             vec!["get", s(dir), DOMAIN, p.title, &rev, &tid],
         ] {
             let out = wink(&args, b"");
-            assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+            assert!(
+                out.status.success(),
+                "{args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
             assert!(out.stdout == p.body, "{args:?}: wrong bytes");
         }
     }
@@ -229,7 +243,11 @@ fn acknowledged_puts_survive_power_cuts() {
         ],
         b"",
     );
-    assert!(init.status.success(), "{}", String::from_utf8_lossy(&init.stderr));
+    assert!(
+        init.status.success(),
+        "{}",
+        String::from_utf8_lossy(&init.stderr)
+    );
     // The store `init` acknowledged survives a cut at once.
     pc.remount();
     verify(&dir, &[], &[], &[]);
@@ -240,8 +258,12 @@ fn acknowledged_puts_survive_power_cuts() {
     for cut in 0..CUTS {
         let cutting = Arc::new(AtomicBool::new(false));
         let handle = {
-            let (dir, rng, next_rev, cutting) =
-                (dir.clone(), Rng(rng.next()), next_rev.clone(), cutting.clone());
+            let (dir, rng, next_rev, cutting) = (
+                dir.clone(),
+                Rng(rng.next()),
+                next_rev.clone(),
+                cutting.clone(),
+            );
             thread::spawn(move || writer(dir, rng, next_rev, cutting))
         };
         // A random moment: early ones catch the writer's open and recovery, later ones puts.
@@ -261,14 +283,25 @@ fn acknowledged_puts_survive_power_cuts() {
         flights.extend(in_flight);
         verify(&dir, &acks, &recent, &flights);
     }
-    assert!(acks.len() >= CUTS, "too few puts acknowledged to prove much: {}", acks.len());
+    assert!(
+        acks.len() >= CUTS,
+        "too few puts acknowledged to prove much: {}",
+        acks.len()
+    );
     eprintln!(
         "{CUTS} cuts, {} puts acknowledged and read back, {} cut in flight",
         acks.len(),
         flights.len()
     );
     // The store opens as a writer again and takes a put.
-    let out = wink(&["put", s(&dir), DOMAIN, "After", "1", "-"], b"<p>after</p>");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = wink(
+        &["put", s(&dir), DOMAIN, "After", "1", "-"],
+        b"<p>after</p>",
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     pc.unmount();
 }

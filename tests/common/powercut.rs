@@ -123,11 +123,17 @@ pub fn kill_users(dir: &Path) -> Vec<i32> {
     let mut killed = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let users: Vec<i32> = pids().into_iter().filter(|p| *p != me && uses(*p, dir)).collect();
+        let users: Vec<i32> = pids()
+            .into_iter()
+            .filter(|p| *p != me && uses(*p, dir))
+            .collect();
         if users.is_empty() {
             return killed;
         }
-        assert!(Instant::now() < deadline, "processes {users:?} survive SIGKILL on {dir:?}");
+        assert!(
+            Instant::now() < deadline,
+            "processes {users:?} survive SIGKILL on {dir:?}"
+        );
         for pid in users {
             // SAFETY: kill(2) with a pid read from /proc and a signal number.
             unsafe { libc::kill(pid, libc::SIGKILL) };
@@ -151,7 +157,11 @@ fn uses(pid: i32, dir: &Path) -> bool {
     let proc = PathBuf::from(format!("/proc/{pid}"));
     // A zombie holds nothing; only its parent's wait remains.
     if let Ok(stat) = fs::read_to_string(proc.join("stat")) {
-        if stat.rsplit(')').next().is_some_and(|s| s.trim_start().starts_with('Z')) {
+        if stat
+            .rsplit(')')
+            .next()
+            .is_some_and(|s| s.trim_start().starts_with('Z'))
+        {
             return false;
         }
     }
@@ -168,7 +178,10 @@ fn uses(pid: i32, dir: &Path) -> bool {
     }
     let prefix = dir.to_string_lossy().into_owned();
     fs::read_to_string(proc.join("maps")).is_ok_and(|maps| {
-        maps.lines()
-            .any(|l| l.split_whitespace().nth(5).is_some_and(|p| Path::new(p).starts_with(&prefix)))
+        maps.lines().any(|l| {
+            l.split_whitespace()
+                .nth(5)
+                .is_some_and(|p| Path::new(p).starts_with(&prefix))
+        })
     })
 }
