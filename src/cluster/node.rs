@@ -288,7 +288,9 @@ impl Node {
             diverged: Mutex::new(None),
             outcomes: Mutex::new(BTreeMap::new()),
             check_stream: AtomicBool::new(false),
-            unsynced: Mutex::new(Some("the NATS servers' settings are not checked yet".into())),
+            unsynced: Mutex::new(Some(
+                "the NATS servers' settings are not checked yet".into(),
+            )),
             urls: RwLock::new(HashMap::new()),
             nats_up: up,
             live: RwLock::new(names),
@@ -557,8 +559,7 @@ impl Node {
         let forwarded = parts.headers.contains_key(FORWARDED);
         let mine = owners.contains(&self.name);
         let status = self.status();
-        let vouched =
-            mine && status.ready && status.behind.is_none() && status.diverged.is_none();
+        let vouched = mine && status.ready && status.behind.is_none() && status.diverged.is_none();
         if !vouched && !forwarded {
             if let Some(a) = self.forward(&owners, parts).await {
                 return Ok(Some(a));
@@ -765,8 +766,8 @@ async fn ask_outcome(
     seq: u64,
 ) -> std::result::Result<Outcome, String> {
     let path = format!("/_cluster/outcome/{seq}?partition={partition}");
-    let (status, body) = get_small(&base, &path, APPLY_PATIENCE + Duration::from_millis(500))
-        .await?;
+    let (status, body) =
+        get_small(&base, &path, APPLY_PATIENCE + Duration::from_millis(500)).await?;
     if status != StatusCode::OK {
         return Err(format!("{base} answered {status}"));
     }
@@ -813,23 +814,23 @@ async fn watch_nats_sync(node: Arc<Node>) {
             })
         };
         {
-        let mut now = lock(&node.unsynced);
-        if *now != why {
-            match &why {
-                Some(w) if !node.cfg.unsafe_acks_without_nats_fsync => {
-                    eprintln!("wink cluster {}: WRITES REFUSED: {w}", node.name)
+            let mut now = lock(&node.unsynced);
+            if *now != why {
+                match &why {
+                    Some(w) if !node.cfg.unsafe_acks_without_nats_fsync => {
+                        eprintln!("wink cluster {}: WRITES REFUSED: {w}", node.name)
+                    }
+                    Some(w) => eprintln!(
+                        "wink cluster {}: UNSAFE: writes acknowledged although {w}",
+                        node.name
+                    ),
+                    None => eprintln!(
+                        "wink cluster {}: every NATS server syncs every write",
+                        node.name
+                    ),
                 }
-                Some(w) => eprintln!(
-                    "wink cluster {}: UNSAFE: writes acknowledged although {w}",
-                    node.name
-                ),
-                None => eprintln!(
-                    "wink cluster {}: every NATS server syncs every write",
-                    node.name
-                ),
+                *now = why;
             }
-            *now = why;
-        }
         }
         tokio::time::sleep(Duration::from_secs(3)).await;
     }
@@ -1169,7 +1170,12 @@ async fn apply_session(node: &Arc<Node>, app: &Arc<App>) -> std::result::Result<
                 Err(e) => return Err(format!("a message without stream info: {e}")),
             };
             last_seq = Some(seq);
-            mark = Some(Mark::of(&created, seq, next.subject.as_str(), &next.payload));
+            mark = Some(Mark::of(
+                &created,
+                seq,
+                next.subject.as_str(),
+                &next.payload,
+            ));
             let Some((bucket, partition)) = message::parse_subject(next.subject.as_str()) else {
                 continue;
             };

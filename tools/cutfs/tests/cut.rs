@@ -392,3 +392,123 @@ fn is_mounted(path: &Path) -> bool {
     let want = path.to_str().unwrap();
     mounts.lines().any(|l| l.split(' ').nth(1) == Some(want))
 }
+
+/// SplitMix64, seeded per run and printed.
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        (z ^ (z >> 31)) % n
+    }
+}
+
+/// Random operations through the kernel against a model of the rule: a file's content is
+/// durable as of its last fsync, a directory's entries as of its last fsync. Before each cut the
+/// mount must show the model's current state, after it the model's durable state.
+#[test]
+fn random_operations_match_the_model() {
+    use std::collections::BTreeMap;
+    let Some(mut fx) = Fixture::new("cutfs: random operations") else {
+        return;
+    };
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64;
+    eprintln!("seed {seed}");
+    let mut rng = Rng(seed);
+    const DIRS: [&str; 2] = ["", "d"];
+    fs::create_dir(fx.p("d")).unwrap();
+    sync_dir(&fx.p(""));
+    // Per file id: (current, durable) content; per directory: current and durable entries.
+    let mut files: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+    let mut now: Vec<BTreeMap<String, usize>> = vec![BTreeMap::new(); 2];
+    let mut durable = now.clone();
+    let path = |fx: &Fixture, d: usize, name: &str| fx.p(DIRS[d]).join(name);
+    for _round in 0..15 {
+        for _ in 0..80 {
+            let d = rng.below(2) as usize;
+            let name = format!("f{}", rng.below(4));
+            let exists = now[d].get(&name).copied();
+            match (rng.below(8), exists) {
+                (0, None) => {
+                    File::create(path(&fx, d, &name)).unwrap();
+                    files.push((Vec::new(), Vec::new()));
+                    now[d].insert(name, files.len() - 1);
+                }
+                (1 | 2, Some(id)) => {
+                    let off = rng.below(12_000) as usize;
+                    let len = 1 + rng.below(6000) as usize;
+                    let byte = rng.below(256) as u8;
+                    rw(&path(&fx, d, &name))
+                        .write_all_at(&vec![byte; len], off as u64)
+                        .unwrap();
+                    let c = &mut files[id].0;
+                    if c.len() < off + len {
+                        c.resize(off + len, 0);
+                    }
+                    c[off..off + len].fill(byte);
+                }
+                (3, Some(id)) => {
+                    let len = rng.below(15_000) as usize;
+                    rw(&path(&fx, d, &name)).set_len(len as u64).unwrap();
+                    files[id].0.resize(len, 0);
+                }
+                (4, Some(id)) => {
+                    rw(&path(&fx, d, &name)).sync_data().unwrap();
+                    files[id].1 = files[id].0.clone();
+                }
+                (5, Some(id)) => {
+                    let d2 = rng.below(2) as usize;
+                    let name2 = format!("f{}", rng.below(4));
+                    fs::rename(path(&fx, d, &name), path(&fx, d2, &name2)).unwrap();
+                    now[d].remove(&name);
+                    now[d2].insert(name2, id);
+                }
+                (6, Some(_)) => {
+                    fs::remove_file(path(&fx, d, &name)).unwrap();
+                    now[d].remove(&name);
+                }
+                (7, _) => {
+                    sync_dir(&fx.p(DIRS[d]));
+                    durable[d] = now[d].clone();
+                }
+                _ => {}
+            }
+        }
+        let show = |fx: &Fixture, entries: &[BTreeMap<String, usize>], durable: bool| {
+            for (d, map) in entries.iter().enumerate() {
+                let mut want: Vec<String> = map.keys().cloned().collect();
+                if d == 0 {
+                    want.push("d".into());
+                    want.sort();
+                }
+                assert_eq!(names(&fx.p(DIRS[d])), want, "seed {seed}: dir {d}");
+                for (name, id) in map {
+                    let c = if durable {
+                        &files[*id].1
+                    } else {
+                        &files[*id].0
+                    };
+                    assert!(
+                        fs::read(path(fx, d, name)).unwrap() == *c,
+                        "seed {seed}: {}/{name}, durable {durable}",
+                        DIRS[d]
+                    );
+                }
+            }
+        };
+        show(&fx, &now, false);
+        fx.cut();
+        show(&fx, &durable, true);
+        // What survived is what there is now.
+        now = durable.clone();
+        for f in &mut files {
+            f.0 = f.1.clone();
+        }
+    }
+}
