@@ -396,10 +396,9 @@ fn main() {
         &[&u, "--nodes", "3", "--replicas", "2", "--unsafe-nats-sync"],
     );
     let _down = Down(u.clone());
-    let state: serde_json::Value = serde_json::from_slice(
-        &std::fs::read(unsafe_dir.path().join("cluster.json")).unwrap(),
-    )
-    .unwrap();
+    let state: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(unsafe_dir.path().join("cluster.json")).unwrap())
+            .unwrap();
     let router = state["router"].as_str().unwrap().to_string();
     let nats: Vec<String> = state["nats"]
         .as_array()
