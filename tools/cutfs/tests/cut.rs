@@ -58,12 +58,14 @@ impl Fixture {
     fn cut(&mut self) {
         let m = self.mount.take().unwrap();
         m.control().cut();
+        settle();
         m.unmount().unwrap();
         self.mount();
     }
 
     /// A clean unmount and mount.
     fn remount(&mut self) {
+        settle();
         self.mount.take().unwrap().unmount().unwrap();
         self.mount();
     }
@@ -511,4 +513,10 @@ fn random_operations_match_the_model() {
             f.0 = f.1.clone();
         }
     }
+}
+
+/// Lets the kernel finish releasing the files the test just closed: an unmount right after the
+/// last close was refused once as busy (EBUSY) on a loaded machine.
+fn settle() {
+    std::thread::sleep(std::time::Duration::from_millis(200));
 }
