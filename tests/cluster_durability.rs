@@ -7,12 +7,12 @@
 
 mod common;
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::cluster::{check_acked, eventually, get_json, put_once, writer, Attempt, Cluster, D};
+use common::cluster::{
+    check_acked, eventually, get_json, last_seq, put_once, Attempt, Cluster, Writers, D,
+};
 use common::server::{try_call, Server};
 
 const PARTITIONS: u32 = 16;
@@ -24,23 +24,6 @@ fn signal(pid: i64, sig: &str) {
         .expect("kill runs")
         .success();
     assert!(ok, "kill -{sig} {pid}");
-}
-
-fn acked(attempts: &Mutex<Vec<Attempt>>) -> usize {
-    attempts
-        .lock()
-        .unwrap()
-        .iter()
-        .filter(|a| a.acked.is_some())
-        .count()
-}
-
-fn last_seq(attempts: &[Attempt]) -> u64 {
-    attempts
-        .iter()
-        .filter_map(|a| a.acked.as_ref().map(|x| x.1))
-        .max()
-        .unwrap_or(0)
 }
 
 fn status(cluster: &Cluster) -> serde_json::Value {
@@ -75,29 +58,17 @@ fn a_frozen_nats_server_loses_no_acknowledged_write_and_writes_go_on() {
         return;
     }
     let cluster = Cluster::up(3, 2, PARTITIONS);
-    let stop = Arc::new(AtomicBool::new(false));
-    let attempts = Arc::new(Mutex::new(Vec::new()));
-    let clients: Vec<_> = (0..8)
-        .map(|n| {
-            let (router, stop, out) = (cluster.router.clone(), stop.clone(), attempts.clone());
-            thread::spawn(move || writer(router, n, stop, out))
-        })
-        .collect();
-    let progress = |more: usize| {
-        let target = acked(&attempts) + more;
-        eventually(&format!("{more} more acknowledged PUTs"), || {
-            acked(&attempts) >= target
-        });
-    };
+    let writers = Writers::start(&cluster.router, 8);
+    let progress = |more: usize| writers.progress(more);
     progress(100);
     let (name, pid) = busiest_nats(&cluster);
     signal(pid, "STOP");
     let frozen = Instant::now();
     // Writes go on while the server is still frozen: the nodes move to the other two servers,
     // which hold a quorum.
-    let before = acked(&attempts);
+    let before = writers.acked();
     eventually("writes acknowledged while a NATS server is frozen", || {
-        acked(&attempts) >= before + 100
+        writers.acked() >= before + 100
     });
     let resumed = frozen.elapsed();
     let frozen_for = Duration::from_secs(30);
@@ -106,11 +77,7 @@ fn a_frozen_nats_server_loses_no_acknowledged_write_and_writes_go_on() {
     }
     signal(pid, "CONT");
     progress(100);
-    stop.store(true, Ordering::SeqCst);
-    for c in clients {
-        c.join().expect("a client");
-    }
-    let attempts = attempts.lock().unwrap().clone();
+    let attempts = writers.stop();
     let (code, out, err) = cluster.wink("verify", &[]);
     assert_eq!(code, 0, "wink cluster verify: {out} {err}");
     let status = status(&cluster);
@@ -364,20 +331,8 @@ fn a_node_lost_for_good_is_replaced_and_then_removed() {
         return;
     }
     let cluster = Cluster::up_with(3, 2, PARTITIONS, &["--replace-after", "4"]);
-    let stop = Arc::new(AtomicBool::new(false));
-    let attempts = Arc::new(Mutex::new(Vec::new()));
-    let clients: Vec<_> = (0..8)
-        .map(|n| {
-            let (router, stop, out) = (cluster.router.clone(), stop.clone(), attempts.clone());
-            thread::spawn(move || writer(router, n, stop, out))
-        })
-        .collect();
-    let progress = |more: usize| {
-        let target = acked(&attempts) + more;
-        eventually(&format!("{more} more acknowledged PUTs"), || {
-            acked(&attempts) >= target
-        });
-    };
+    let writers = Writers::start(&cluster.router, 8);
+    let progress = |more: usize| writers.progress(more);
     progress(100);
     let lost_partitions: Vec<u64> = status(&cluster)["map"]["owners"]
         .as_array()
@@ -411,11 +366,7 @@ fn a_node_lost_for_good_is_replaced_and_then_removed() {
     });
     let replaced = lost.elapsed();
     progress(100);
-    stop.store(true, Ordering::SeqCst);
-    for c in clients {
-        c.join().expect("a client");
-    }
-    let attempts = attempts.lock().unwrap().clone();
+    let attempts = writers.stop();
     let last = last_seq(&attempts);
     // Two live copies of every acknowledged write, while n3 is still in the map.
     let s = status(&cluster);
