@@ -337,7 +337,9 @@ pub fn verify(admin: &Admin, patience: Duration) -> Result<Vec<String>> {
                         ));
                         break;
                     }
-                    Ok(s) if s.scanned >= last => break,
+                    // Ready: its apply session runs under the current map and generation (a
+                    // replay just asked for restarts it, and `scanned` is stale until then).
+                    Ok(s) if s.ready && s.scanned >= last => break,
                     Ok(s) if started.elapsed() > patience => {
                         problems.push(format!(
                             "node {} has applied up to {}, the stream holds {last}",
