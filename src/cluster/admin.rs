@@ -126,8 +126,21 @@ struct State {
     placement: kv::Store,
 }
 
-/// The map, the stream's last sequence and leader, and the leases, from NATS.
+/// The map, the stream's last sequence and leader, and the leases, from NATS. JetStream
+/// answers 503 for a while after a server comes back (a frozen one, a restart): asked again
+/// for up to 15 s.
 async fn cluster_state(cfg: &ClusterConfig) -> Result<State> {
+    let started = Instant::now();
+    loop {
+        match cluster_state_once(cfg).await {
+            Ok(st) => return Ok(st),
+            Err(e) if started.elapsed() > Duration::from_secs(15) => return Err(e),
+            Err(_) => tokio::time::sleep(Duration::from_millis(500)).await,
+        }
+    }
+}
+
+async fn cluster_state_once(cfg: &ClusterConfig) -> Result<State> {
     let client = tokio::time::timeout(
         Duration::from_secs(10),
         node::connect(cfg, Arc::new(AtomicBool::new(false))),
