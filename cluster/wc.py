@@ -137,6 +137,9 @@ jetstream {{
   store_dir: "{home}/js"
   max_memory_store: 64MB
   max_file_store: 8GB
+  # Every acknowledged message is on disk before the ack (the default syncs every 2 minutes,
+  # so a power cut could lose acknowledged writes); a node refuses writes without it.
+  sync_interval: always
 }}
 cluster {{
   name: {cluster_name}
@@ -236,6 +239,7 @@ def up(args):
     for name in names:
         state["nodes"].append(node_entry(d, name, free_port(), state["config"]))
     config = {"nats": [n["url"] for n in state["nats"]],
+              "nats_monitor": [n["monitor"] for n in state["nats"]],
               "nodes": [{"name": n["name"], "url": n["url"]} for n in state["nodes"]],
               "partitions": args.partitions, "replicas": args.replicas,
               "buckets": {"html": {}}, "stream_max_age": args.stream_max_age}

@@ -82,6 +82,15 @@ async fn cluster_state(cfg: &ClusterConfig) -> Result<(Map, u64, u64)> {
 
 /// GET `url` and its body, within 5 s.
 pub async fn http_get(url: &str) -> std::result::Result<(u16, Bytes), String> {
+    http_call(hyper::Method::GET, url).await
+}
+
+/// POST to `url` (no body) and its answer's body, within 5 s.
+async fn http_post(url: &str) -> std::result::Result<(u16, Bytes), String> {
+    http_call(hyper::Method::POST, url).await
+}
+
+async fn http_call(method: hyper::Method, url: &str) -> std::result::Result<(u16, Bytes), String> {
     let rest = url.strip_prefix("http://").ok_or("not an http:// URL")?;
     let (authority, path) = match rest.find('/') {
         Some(i) => (&rest[..i], &rest[i..]),
@@ -89,7 +98,9 @@ pub async fn http_get(url: &str) -> std::result::Result<(u16, Bytes), String> {
     };
     let work = async {
         let mut send = node::http1_connect(authority).await?;
-        let req = hyper::Request::get(path)
+        let req = hyper::Request::builder()
+            .method(method)
+            .uri(path)
             .header(hyper::header::HOST, authority)
             .body(Full::new(Bytes::new()))
             .map_err(|e| e.to_string())?;
@@ -207,6 +218,16 @@ pub fn verify(file: &Path, patience: Duration) -> Result<Vec<String>> {
             let started = Instant::now();
             loop {
                 match node_status(&n.url).await {
+                    Ok(NodeStatus {
+                        diverged: Some(why),
+                        ..
+                    }) => {
+                        problems.push(format!(
+                            "node {} vouches for none of its partitions: {why}",
+                            n.name
+                        ));
+                        break;
+                    }
                     Ok(s) if s.scanned >= last => break,
                     Ok(s) if started.elapsed() > patience => {
                         problems.push(format!(
@@ -263,6 +284,30 @@ pub fn verify(file: &Path, patience: Duration) -> Result<Vec<String>> {
         }
     }
     Ok(problems)
+}
+
+/// Asks node `name` to replay the stream (`POST /_cluster/replay`): its records rewound to the
+/// stream's first sequence, its divergence cleared. Answers the sequence the replay starts at.
+pub fn replay(file: &Path, name: &str) -> Result<u64> {
+    let (run, _) = ClusterRun::read(file)?;
+    let node = run
+        .nodes
+        .iter()
+        .find(|n| n.name == name)
+        .ok_or_else(|| Error::invalid(format!("no node {name} in {}", file.display())))?;
+    let rt = runtime()?;
+    let url = format!("{}/_cluster/replay", node.url.trim_end_matches('/'));
+    let (status, body) = rt
+        .block_on(http_post(&url))
+        .map_err(|e| Error::invalid(format!("node {name}: {e}")))?;
+    if status != 200 {
+        return Err(Error::invalid(format!(
+            "node {name} answered {status}: {}",
+            String::from_utf8_lossy(&body)
+        )));
+    }
+    let v: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+    Ok(v["from"].as_u64().unwrap_or(0))
 }
 
 fn describe(r: Option<&Renders>) -> String {

@@ -1,4 +1,5 @@
-//! `wink cluster status|verify|rebalance FILE`: FILE is the `cluster.json` of `cluster/up`.
+//! `wink cluster status|verify|rebalance|replay FILE`: FILE is the `cluster.json` of
+//! `cluster/up`.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -31,6 +32,14 @@ pub enum Command {
         #[arg(long, value_name = "S", default_value_t = 300)]
         patience: u64,
     },
+    /// Asks a node whose records were found out of step with the stream (`diverged` in
+    /// `status`) to replay every message the stream holds and to vouch for its partitions again
+    /// once it has caught up (applying is idempotent: nothing is lost or doubled).
+    Replay {
+        file: PathBuf,
+        /// The node's name.
+        node: String,
+    },
 }
 
 pub fn run(command: Command) -> Result<Status> {
@@ -46,6 +55,11 @@ pub fn run(command: Command) -> Result<Status> {
         Command::Rebalance { file, patience } => {
             let done = wink::cluster::admin::rebalance(&file, Duration::from_secs(patience))?;
             let _ = writeln!(out, "{done}");
+            Ok(0)
+        }
+        Command::Replay { file, node } => {
+            let from = wink::cluster::admin::replay(&file, &node)?;
+            let _ = writeln!(out, "node {node} replays the stream from sequence {from}");
             Ok(0)
         }
         Command::Verify { file, patience } => {
