@@ -148,8 +148,8 @@ pub fn sync_all(files: &[&dyn Storage]) -> Result<()> {
     }
     drop(tx);
     let mut first = sync(files[parallel[0].0]);
-    for i in (0..files.len()).filter(|i| files[*i].sync_fd().is_none()) {
-        first = first.and(sync(files[i]));
+    for f in files.iter().filter(|f| f.sync_fd().is_none()) {
+        first = first.and(sync(*f));
     }
     let mut result = first;
     for _ in 1..parallel.len() {
