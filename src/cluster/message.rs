@@ -166,7 +166,11 @@ impl Change {
             (_, 3) => Kind::Lift,
             (2, 4) => Kind::TakeDownTitle,
             (2, 5) => Kind::LiftTitle,
-            (_, k) => return Err(format!("message kind {k} is not one of version {version}'s")),
+            (_, k) => {
+                return Err(format!(
+                    "message kind {k} is not one of version {version}'s"
+                ))
+            }
         };
         let arrival = i64::from_be_bytes(r.array()?);
         let rev = u64::from_be_bytes(r.array()?);

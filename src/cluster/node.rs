@@ -34,6 +34,9 @@ const APPLY_PATIENCE: Duration = Duration::from_secs(5);
 const OUTCOMES_KEPT: usize = 100_000;
 /// How often the apply loop checks that the stream still holds the last message it scanned.
 const STREAM_CHECK: Duration = Duration::from_secs(1);
+/// How long a forwarded read waits for one owner: two owners tried in turn stay under the
+/// router's 20 s server timeout, so a frozen owner costs a retry at the next, not a 504.
+const FORWARD_PATIENCE: Duration = Duration::from_secs(8);
 /// How long a read with `x-wink-min-seq` waits for the apply loop.
 const MIN_SEQ_WAIT: Duration = Duration::from_secs(10);
 /// Messages one apply batch takes at most, and their bytes.
@@ -300,7 +303,9 @@ impl Node {
             diverged: Mutex::new(None),
             outcomes: Mutex::new(BTreeMap::new()),
             check_stream: AtomicBool::new(false),
-            unsynced: Mutex::new(Some("the NATS servers' settings are not checked yet".into())),
+            unsynced: Mutex::new(Some(
+                "the NATS servers' settings are not checked yet".into(),
+            )),
             urls: RwLock::new(HashMap::new()),
             nats_up: up,
             live: RwLock::new(names),
@@ -365,8 +370,7 @@ impl Node {
         let mut rx = self.scanned.subscribe();
         loop {
             if self.applying() {
-                let passed =
-                    tokio::time::timeout_at(deadline, rx.wait_for(|s| *s >= seq)).await;
+                let passed = tokio::time::timeout_at(deadline, rx.wait_for(|s| *s >= seq)).await;
                 if !matches!(passed, Ok(Ok(_))) {
                     return None;
                 }
@@ -641,8 +645,7 @@ impl Node {
         let forwarded = parts.headers.contains_key(FORWARDED);
         let mine = owners.contains(&self.name);
         let status = self.status();
-        let vouched =
-            mine && status.ready && status.behind.is_none() && status.diverged.is_none();
+        let vouched = mine && status.ready && status.behind.is_none() && status.diverged.is_none();
         if !vouched && !forwarded {
             if let Some(a) = self.forward(&owners, parts).await {
                 return Ok(Some(a));
@@ -726,8 +729,8 @@ impl Node {
             .parent()
             .map(|p| p.join(".snapshots"))
             .unwrap_or_default();
-        std::fs::create_dir_all(&root)
-            .map_err(|e| Problem::from_store(&Error::io(&root, None, e)))?;
+        crate::vfs::Vfs::create_dir_all(&crate::vfs::RealFs, &root)
+            .map_err(|e| Problem::from_store(&e))?;
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos());
@@ -791,9 +794,9 @@ async fn forward_to(
         .header(FORWARDED, "1")
         .body(Full::new(Bytes::new()))
         .map_err(|e| e.to_string())?;
-    let answer = tokio::time::timeout(Duration::from_secs(30), send.send_request(req))
+    let answer = tokio::time::timeout(FORWARD_PATIENCE, send.send_request(req))
         .await
-        .map_err(|_| "no answer within 30 s".to_string())?
+        .map_err(|_| format!("no answer within {}s", FORWARD_PATIENCE.as_secs()))?
         .map_err(|e| e.to_string())?;
     let (head, body) = answer.into_parts();
     let body = http_body_util::Limited::new(body, MAX_FORWARDED)
@@ -848,8 +851,8 @@ async fn ask_outcome(base: String, sent: &Published) -> std::result::Result<Outc
         "/_cluster/outcome/{}?partition={}&crc={:08x}",
         sent.seq, sent.partition, sent.crc
     );
-    let (status, body) = get_small(&base, &path, APPLY_PATIENCE + Duration::from_millis(500))
-        .await?;
+    let (status, body) =
+        get_small(&base, &path, APPLY_PATIENCE + Duration::from_millis(500)).await?;
     if status != StatusCode::OK {
         return Err(format!("{base} answered {status}"));
     }
@@ -896,23 +899,23 @@ async fn watch_nats_sync(node: Arc<Node>) {
             })
         };
         {
-        let mut now = lock(&node.unsynced);
-        if *now != why {
-            match &why {
-                Some(w) if !node.cfg.unsafe_acks_without_nats_fsync => {
-                    eprintln!("wink cluster {}: WRITES REFUSED: {w}", node.name)
+            let mut now = lock(&node.unsynced);
+            if *now != why {
+                match &why {
+                    Some(w) if !node.cfg.unsafe_acks_without_nats_fsync => {
+                        eprintln!("wink cluster {}: WRITES REFUSED: {w}", node.name)
+                    }
+                    Some(w) => eprintln!(
+                        "wink cluster {}: UNSAFE: writes acknowledged although {w}",
+                        node.name
+                    ),
+                    None => eprintln!(
+                        "wink cluster {}: every NATS server syncs every write",
+                        node.name
+                    ),
                 }
-                Some(w) => eprintln!(
-                    "wink cluster {}: UNSAFE: writes acknowledged although {w}",
-                    node.name
-                ),
-                None => eprintln!(
-                    "wink cluster {}: every NATS server syncs every write",
-                    node.name
-                ),
+                *now = why;
             }
-            *now = why;
-        }
         }
         tokio::time::sleep(Duration::from_secs(3)).await;
     }
@@ -1040,6 +1043,45 @@ fn incarnation(info: &stream::Info) -> String {
     info.created.unix_timestamp_nanos().to_string()
 }
 
+/// Whether two incarnations are the same stream. Each server of the stream's group keeps the
+/// creation time it saw, microseconds apart, and the one asked answers; a stream made again is
+/// made seconds later at the least.
+fn same_stream(a: &str, b: &str) -> bool {
+    match (a.parse::<i128>(), b.parse::<i128>()) {
+        (Ok(a), Ok(b)) => (a - b).abs() < 1_000_000_000,
+        _ => a == b,
+    }
+}
+
+/// How many checks, a second apart, must all find the mark out of step before the node
+/// diverges: a stream's info can lag what its consumers delivered (seen under load, a leader
+/// answering from a moment before), while a lost tail or another stream stays lost.
+const DIVERGENCE_CHECKS: usize = 3;
+
+/// Whether the stream has lost the message `mark` names, checked [`DIVERGENCE_CHECKS`] times
+/// with fresh info: `Some((why, the stream's first sequence))` only when every check says so.
+async fn confirmed_divergence(
+    stream: &mut stream::Stream,
+    mark: &Mark,
+) -> std::result::Result<Option<(String, u64)>, String> {
+    let mut found = None;
+    for i in 0..DIVERGENCE_CHECKS {
+        if i > 0 {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+        let info = stream
+            .info()
+            .await
+            .map_err(|e| format!("the stream's info: {e}"))?
+            .clone();
+        match check_mark(stream, &info, mark).await? {
+            Some(why) => found = Some((why, info.state.first_sequence)),
+            None => return Ok(None),
+        }
+    }
+    Ok(found)
+}
+
 /// Whether the stream still holds the message `mark` names: `Ok(None)` when it does (or when
 /// it can no longer tell: the message aged out of the stream), `Ok(Some(why))` when it does
 /// not, `Err` when the stream could not be asked.
@@ -1050,7 +1092,7 @@ async fn check_mark(
 ) -> std::result::Result<Option<String>, String> {
     let created = incarnation(info);
     let (first, last) = (info.state.first_sequence, info.state.last_sequence);
-    if mark.stream != created {
+    if !same_stream(&mark.stream, &created) {
         return Ok(Some(format!(
             "its records count sequences of another stream (created {}), not of the stream \
              created {created}",
@@ -1070,7 +1112,7 @@ async fn check_mark(
     match stream.get_raw_message(mark.seq).await {
         Ok(m) => {
             let now = Mark::of(&created, mark.seq, m.subject.as_str(), &m.payload);
-            Ok((now != *mark).then(|| {
+            Ok((now.crc != mark.crc).then(|| {
                 format!(
                     "the stream holds another message at sequence {} than the one it applied: \
                      the stream was restored or rewritten",
@@ -1165,7 +1207,7 @@ async fn apply_session(node: &Arc<Node>, app: &Arc<App>) -> std::result::Result<
             diverged = Some(why);
         }
         if let Some(mark) = &record.mark {
-            if let Some(why) = check_mark(&stream, &info, mark).await? {
+            if let Some((why, first)) = confirmed_divergence(&mut stream, mark).await? {
                 diverge(node, &buckets, &why, first).await?;
                 diverged = Some(why);
             }
@@ -1227,11 +1269,9 @@ async fn apply_session(node: &Arc<Node>, app: &Arc<App>) -> std::result::Result<
             last_check = Instant::now();
             if let Some(m) = &mark {
                 // A stream that cannot be asked now is asked again at the next check.
-                if let Ok(info) = stream.info().await.cloned() {
-                    if let Ok(Some(why)) = check_mark(&stream, &info, m).await {
-                        diverge(node, &buckets, &why, info.state.first_sequence).await?;
-                        return Err(why);
-                    }
+                if let Ok(Some((why, first))) = confirmed_divergence(&mut stream, m).await {
+                    diverge(node, &buckets, &why, first).await?;
+                    return Err(why);
                 }
             }
         }

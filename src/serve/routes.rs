@@ -680,9 +680,10 @@ async fn put_render(
                 place.domain
             ))),
             Outcome::Refused { why } => Err(Problem::bad_request(why)),
-            other => Err(Problem::new(StatusCode::INTERNAL_SERVER_ERROR, format!(
-                "the put at sequence {seq} was applied as {other:?}"
-            ))),
+            other => Err(Problem::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("the put at sequence {seq} was applied as {other:?}"),
+            )),
         };
     }
     let (tx, rx) = oneshot::channel();
@@ -877,9 +878,10 @@ async fn cluster_change(
         }),
         Outcome::Refused { why } => return Err(Problem::bad_request(why)),
         other => {
-            return Err(Problem::new(StatusCode::INTERNAL_SERVER_ERROR, format!(
-                "the change at sequence {seq} was applied as {other:?}"
-            )))
+            return Err(Problem::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("the change at sequence {seq} was applied as {other:?}"),
+            ))
         }
     };
     let mut a = json(StatusCode::OK, &body);

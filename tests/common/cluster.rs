@@ -67,6 +67,18 @@ impl Cluster {
     /// `cluster/up` with more options.
     pub fn up_with(nodes: usize, replicas: usize, partitions: u32, more: &[&str]) -> Cluster {
         let dir = tempfile::tempdir().expect("a temporary directory");
+        Cluster::up_in(dir, nodes, replicas, partitions, more)
+    }
+
+    /// `cluster/up` in `dir`, which may hold mounts already (a power-cut filesystem under a
+    /// server's store or a node's data root).
+    pub fn up_in(
+        dir: tempfile::TempDir,
+        nodes: usize,
+        replicas: usize,
+        partitions: u32,
+        more: &[&str],
+    ) -> Cluster {
         let d = dir.path().to_str().expect("UTF-8").to_string();
         let (n, r, p) = (
             nodes.to_string(),
@@ -108,13 +120,30 @@ impl Cluster {
     }
 
     pub fn ctl(&self, action: &str, name: &str) {
-        let d = self.dir.path().to_str().expect("UTF-8");
-        let out = script("ctl", &[d, action, name]);
+        let out = self.try_ctl(action, name);
         assert!(
             out.status.success(),
             "cluster/ctl {action} {name}: {}",
             String::from_utf8_lossy(&out.stderr)
         );
+    }
+
+    /// `cluster/ctl DIR ACTION NAME`, which may fail.
+    pub fn try_ctl(&self, action: &str, name: &str) -> std::process::Output {
+        let d = self.dir.path().to_str().expect("UTF-8");
+        script("ctl", &[d, action, name])
+    }
+
+    /// `cluster/down DIR`.
+    pub fn down(&self) -> std::process::Output {
+        let d = self.dir.path().to_str().expect("UTF-8");
+        script("down", &[d])
+    }
+
+    /// Every process on the machine whose command line names a path inside the cluster's
+    /// directory (the nats-servers, nodes and HAProxy it started), read from /proc.
+    pub fn processes(&self) -> Vec<(u32, Vec<String>)> {
+        processes_under(self.dir.path())
     }
 
     /// `wink cluster VERB cluster.json ARGS`: exit code and stdout.
@@ -190,6 +219,46 @@ impl Drop for Cluster {
 }
 
 pub use super::server::try_call;
+
+/// The command line of process `pid`, from /proc (None once it has gone).
+pub fn cmdline(pid: u32) -> Option<Vec<String>> {
+    let raw = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    let mut args: Vec<String> = raw
+        .split(|b| *b == 0)
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .collect();
+    args.pop();
+    Some(args)
+}
+
+/// Whether `pid` runs (a zombie does not).
+pub fn running(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| s.rsplit_once(") ").map(|(_, rest)| !rest.starts_with('Z')))
+        .unwrap_or(false)
+}
+
+/// The running processes with an argument inside `dir`.
+pub fn processes_under(dir: &Path) -> Vec<(u32, Vec<String>)> {
+    let inside = format!("{}/", dir.display());
+    let me = std::process::id();
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").expect("/proc").flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        if pid == me || !running(pid) {
+            continue;
+        }
+        if let Some(args) = cmdline(pid) {
+            if args.iter().skip(1).any(|a| a.starts_with(&inside)) {
+                out.push((pid, args));
+            }
+        }
+    }
+    out
+}
 
 pub fn get_json(url: &str) -> Option<serde_json::Value> {
     let agent = ureq::AgentBuilder::new()
