@@ -10,9 +10,20 @@
 //! | write    | file tag (1 byte), offset (int64)    | the bytes to write there                   |
 //! | appended | 0xFE, start (int64)                  | file tag (1), end (int64), CRC-32 (4) of the file's bytes start..end |
 //! | requires | 0xFD, FILESIZE (int64)               | the base name of a sibling filesys whose committed datafile must reach that FILESIZE |
-//! | commit   | 0xFF, number of writes (int64)       | CRC-32 (4 bytes) of the entries before it   |
+//! | commit   | 0xFC, number of writes (int64)       | CRC-32 (4 bytes) of JSEQ (int64) and the entries before it |
 //!
 //! Superblock variable JSEQ numbers the commits. File tags: 0 = `.data`, 1 = `.idx`, 2 = `.time`.
+//!
+//! The commit entry's CRC covers JSEQ too: a slot is rewritten in place without a sync, so after
+//! a power cut it may hold the superblock (and JSEQ) of the journal it held before over the
+//! entries of the one written since — the entries start in a later sector. Without JSEQ under
+//! the CRC, such a slot reads as a complete journal of the old number with the new commit's
+//! writes, and recovery would apply a commit whose barrier never returned.
+//!
+//! A journal written by the version with one slot ends with a commit entry tagged 0xFF whose CRC
+//! covers the entries only. It is read (it has no appended or requires entries: that version
+//! synced appended bytes before writing it), and a writer's open replaces it at once with an
+//! empty journal in each slot, so no commit is ever written over it.
 //!
 //! Commit order: the appended bytes and the journal are written, then made durable together by
 //! one barrier (every file's fdatasync at once); then the in-place writes are applied. The
@@ -35,7 +46,9 @@ pub const JSEQ: VarName = VarName::new(b"JSEQ");
 pub const PURPOSE: Purpose = Purpose(*b"FSYSJRNL");
 /// The suffixes of the two slot files, by the parity of the commit number.
 pub const SLOTS: [&str; 2] = ["jnl", "jnl2"];
-const COMMIT_TAG: u8 = 0xFF;
+const COMMIT_TAG: u8 = 0xFC;
+/// The commit entry of a journal written by the version with one slot (its CRC leaves out JSEQ).
+const LEGACY_COMMIT_TAG: u8 = 0xFF;
 const APPENDED_TAG: u8 = 0xFE;
 const REQUIRES_TAG: u8 = 0xFD;
 const KEY_LEN: u16 = 9;
@@ -77,6 +90,8 @@ pub struct Replay {
     pub appended: Vec<Appended>,
     /// The other filesys's commit this one depends on.
     pub requires: Option<Requires>,
+    /// Written by the version with one slot (see the module's text).
+    pub legacy: bool,
 }
 
 /// A journal slot as read back from disk.
@@ -178,6 +193,11 @@ pub fn encode(seq: u64, writes: &[Write]) -> Result<Vec<u8>> {
 
 /// Encodes a commit's journal: its writes, what it appended, what it requires.
 pub fn encode_commit(commit: &Replay) -> Result<Vec<u8>> {
+    encode_as(commit, false)
+}
+
+/// Encodes a journal, as the version with one slot did when `legacy`.
+fn encode_as(commit: &Replay, legacy: bool) -> Result<Vec<u8>> {
     let (seq, writes) = (commit.seq, &commit.writes);
     let mem = MemStorage::new("journal");
     let opts = KvSeqOptions {
@@ -207,12 +227,25 @@ pub fn encode_commit(commit: &Replay) -> Result<Vec<u8>> {
     let body_start = kv.first().0 as usize;
     let body_end = kv.filesize() as usize;
     kv.flush()?;
-    let crc = crc32fast::hash(&mem.to_vec()[body_start..body_end]);
-    kv.append(&key(COMMIT_TAG, writes.len() as u64), &crc.to_be_bytes())?;
+    let entries = &mem.to_vec()[body_start..body_end];
+    let (tag, crc) = if legacy {
+        (LEGACY_COMMIT_TAG, crc32fast::hash(entries))
+    } else {
+        (COMMIT_TAG, sealed_crc(seq, entries))
+    };
+    kv.append(&key(tag, writes.len() as u64), &crc.to_be_bytes())?;
     kv.flush()?;
     let mut bytes = mem.to_vec();
     bytes.truncate(kv.filesize() as usize);
     Ok(bytes)
+}
+
+/// The commit entry's CRC: of the commit number, then of the entries before it.
+fn sealed_crc(seq: u64, entries: &[u8]) -> u32 {
+    let mut crc = crc32fast::Hasher::new();
+    crc.update(&seq.to_be_bytes());
+    crc.update(entries);
+    crc.finalize()
 }
 
 fn key(tag: u8, n: u64) -> [u8; 9] {
@@ -315,15 +348,20 @@ fn parse(kv: &KvSeq) -> Result<Option<Replay>> {
         ..Replay::default()
     };
     let mut crc = crc32fast::Hasher::new();
+    let mut legacy_crc = crc32fast::Hasher::new();
+    crc.update(&seq.to_be_bytes());
     for entry in kv.iter_entries(kv.first(), false) {
         let entry = entry?;
         let value = entry.value.unwrap_or_default();
         let tag = entry.key[0];
         let n = u64::from_be_bytes(entry.key[1..9].try_into().expect("fixed 9-byte key"));
-        if tag == COMMIT_TAG {
+        if tag == COMMIT_TAG || tag == LEGACY_COMMIT_TAG {
+            replay.legacy = tag == LEGACY_COMMIT_TAG;
+            let sum = if replay.legacy { legacy_crc } else { crc }.finalize();
             let complete = n == replay.writes.len() as u64
                 && entry.layout.end == kv.filesize()
-                && value == crc.finalize().to_be_bytes();
+                && value == sum.to_be_bytes()
+                && !(replay.legacy && (!replay.appended.is_empty() || replay.requires.is_some()));
             return Ok(complete.then_some(replay));
         }
         let mut raw = vec![0u8; (entry.layout.end - entry.layout.ptr.0) as usize];
@@ -334,6 +372,7 @@ fn parse(kv: &KvSeq) -> Result<Option<Replay>> {
             "a journal entry",
         )?;
         crc.update(&raw);
+        legacy_crc.update(&raw);
         match tag {
             APPENDED_TAG => {
                 // Checked by the CRC above, so a value of another length is damage: the journal
@@ -466,6 +505,7 @@ mod tests {
                 name: "c000001".into(),
                 filesize: 4096,
             }),
+            legacy: false,
         }
     }
 
@@ -475,6 +515,56 @@ mod tests {
         let bytes = encode_commit(&c).unwrap();
         let back = read_slot(Box::new(MemStorage::from_bytes("j", bytes))).unwrap();
         assert_eq!(back, Slot::Valid(c));
+    }
+
+    /// A slot rewritten in place and cut: the old journal's first sector (its superblock, JSEQ
+    /// included) over the entries of the journal written since. Both journals have the same
+    /// length, so the superblock's FILESIZE matches the entries; only JSEQ under the CRC tells
+    /// the mix from a journal.
+    #[test]
+    fn an_old_superblock_over_new_entries_is_torn() {
+        let old = encode_commit(&commit(7, 5)).unwrap();
+        let mut new = commit(9, 5);
+        new.writes.iter_mut().for_each(|w| w.2 = vec![7]);
+        let new = encode_commit(&new).unwrap();
+        assert_eq!(old.len(), new.len());
+        let mut mix = new.clone();
+        mix[..512].copy_from_slice(&old[..512]);
+        assert_ne!(mix, old);
+        let read = |b: Vec<u8>| read_slot(Box::new(MemStorage::from_bytes("j", b))).unwrap();
+        assert_eq!(read(mix), Slot::Torn);
+        assert_eq!(
+            read(new),
+            Slot::Valid(Replay {
+                writes: commit(9, 5)
+                    .writes
+                    .iter()
+                    .map(|w| (w.0, w.1, vec![7]))
+                    .collect(),
+                ..commit(9, 5)
+            })
+        );
+    }
+
+    /// A journal of the version with one slot is read as it stands, unless it claims what that
+    /// version never wrote.
+    #[test]
+    fn a_journal_of_the_one_slot_version_is_read() {
+        let plain = Replay {
+            seq: 4,
+            writes: vec![(0, 0, vec![1; 8])],
+            ..Replay::default()
+        };
+        let bytes = encode_as(&plain, true).unwrap();
+        let read = |b: Vec<u8>| read_slot(Box::new(MemStorage::from_bytes("j", b))).unwrap();
+        assert_eq!(
+            read(bytes),
+            Slot::Valid(Replay {
+                legacy: true,
+                ..plain
+            })
+        );
+        assert_eq!(read(encode_as(&commit(4, 1), true).unwrap()), Slot::Torn);
     }
 
     /// The recovery rule, case by case: which journals are applied, and when the newest one's

@@ -361,6 +361,7 @@ impl Filesys {
         };
         let jnl_path = file_path(base, journal::SLOTS[0]);
         let jnl_existed = vfs.exists(&jnl_path);
+        let legacy;
         let decision = {
             let mut files: Vec<(u8, &dyn Storage)> =
                 vec![(TAG_DATA, raw_data.as_ref()), (TAG_INDEX, raw_idx.as_ref())];
@@ -368,6 +369,9 @@ impl Filesys {
                 files.push((TAG_TIME, t.as_ref()));
             }
             let slots = journal::read_slots(vfs.as_ref(), base)?;
+            legacy = slots
+                .iter()
+                .any(|s| matches!(s, journal::Slot::Valid(r) if r.legacy));
             journal::decide(slots, &mut |r| commit_arrived(r, &files, &vfs, base))?
         };
         let mut seq = decision.last_seq;
@@ -395,7 +399,8 @@ impl Filesys {
                     .actions
                     .push(format!("{}: discarded {why}", jnl_path.display()));
             }
-            let settled = decision.discarded.is_none() && at.is_none_or(|r| r.writes.is_empty());
+            let settled =
+                decision.discarded.is_none() && at.is_none_or(|r| r.writes.is_empty()) && !legacy;
             if !settled && jnl_existed {
                 // What the replays wrote, and what the last commit's barrier may not have
                 // made durable, is made durable now; then an empty journal past every commit
@@ -404,6 +409,11 @@ impl Filesys {
                     storage::sync(*f)?;
                 }
                 seq = journal::write_empty(vfs.as_ref(), base, decision.last_seq)?;
+                if legacy {
+                    // Both slots sealed: no commit is written over a journal whose CRC leaves
+                    // out its number.
+                    seq = journal::write_empty(vfs.as_ref(), base, seq)?;
+                }
             }
         }
         let replay_writes: Vec<journal::Write> = if open.writable {
@@ -808,9 +818,12 @@ impl Drop for Filesys {
 }
 
 /// Whether a complete journal's commit arrived whole: the bytes it appended are there with their
-/// CRC, and the commit it requires of a sibling filesys was made. A journal whose write to the
-/// datafile's superblock is already in place was applied, so its barrier had completed: that
-/// alone proves it (and spares a reader the read-back while a writer is between commits).
+/// CRC, and the commit it requires of a sibling filesys was made. A journal that appended to the
+/// datafile and whose write to the datafile's superblock is already in place was applied, so
+/// its barrier had completed: that alone proves it (and spares a reader the read-back while a
+/// writer is between commits). Only such a journal: its superblock names a FILESIZE past every
+/// one applied before it, while a commit that appended nothing to the datafile may write the
+/// very superblock the commit before it left (the clock had not moved).
 fn commit_arrived(
     r: &journal::Replay,
     files: &[(u8, &dyn Storage)],
@@ -821,7 +834,12 @@ fn commit_arrived(
         return Ok(true);
     }
     let file = |tag: u8| files.iter().find(|(t, _)| *t == tag).map(|(_, f)| *f);
-    if let (Some((_, _, sb)), Some(data)) = (
+    let grew = r
+        .appended
+        .iter()
+        .any(|a| a.tag == TAG_DATA && a.end > a.start);
+    if let (true, Some((_, _, sb)), Some(data)) = (
+        grew,
         r.writes.iter().find(|(t, o, _)| *t == TAG_DATA && *o == 0),
         file(TAG_DATA),
     ) {
