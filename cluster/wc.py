@@ -331,7 +331,8 @@ def up_locked(d, args):
               "unsafe_acks_without_nats_fsync": args.unsafe_nats_sync,
               "nodes": [{"name": n["name"], "url": n["url"]} for n in state["nodes"]],
               "partitions": args.partitions, "replicas": args.replicas,
-              "buckets": {"html": {}}, "stream_max_age": args.stream_max_age}
+              "buckets": {"html": {}}, "stream_max_age": args.stream_max_age,
+              "replace_after_secs": args.replace_after}
     with open(state["config"], "w") as f:
         json.dump(config, f, indent=1)
     for n in state["nodes"]:
@@ -545,6 +546,9 @@ def main():
     u.add_argument("--replicas", type=int, default=2)
     u.add_argument("--partitions", type=int, default=64)
     u.add_argument("--stream-max-age", type=int, default=7 * 86400)
+    u.add_argument("--replace-after", type=int, default=300,
+                   help="seconds without a lease before a node's partitions get other live "
+                        "owners (0: never)")
     u.add_argument("--unsafe-nats-sync", action="store_true",
                    help="nats-servers with their default sync (every 2 minutes) and nodes that "
                    "acknowledge writes anyway: a power cut may lose acknowledged writes "

@@ -6,11 +6,7 @@
 
 mod common;
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
-use std::thread;
-
-use common::cluster::{check_acked, eventually, writer, Cluster};
+use common::cluster::{check_acked, last_seq, verified_status, Cluster, Writers};
 
 const PARTITIONS: u32 = 16;
 
@@ -20,29 +16,8 @@ fn acknowledged_puts_survive_kills_leader_changes_and_a_new_node() {
         return;
     }
     let cluster = Cluster::up(3, 2, PARTITIONS);
-    let stop = Arc::new(AtomicBool::new(false));
-    let attempts = Arc::new(Mutex::new(Vec::new()));
-    let clients: Vec<_> = (0..8)
-        .map(|n| {
-            let (router, stop, out) = (cluster.router.clone(), stop.clone(), attempts.clone());
-            thread::spawn(move || writer(router, n, stop, out))
-        })
-        .collect();
-    let acked = || {
-        attempts
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|a| a.acked.is_some())
-            .count()
-    };
-    // Progress between the harms is counted in acknowledged PUTs, not in seconds.
-    let progress = |more: usize| {
-        let target = acked() + more;
-        eventually(&format!("{more} more acknowledged PUTs"), || {
-            acked() >= target
-        });
-    };
+    let writers = Writers::start(&cluster.router, 8);
+    let progress = |more: usize| writers.progress(more);
     progress(200);
     cluster.ctl("kill", "n2");
     progress(200);
@@ -62,24 +37,11 @@ fn acknowledged_puts_survive_kills_leader_changes_and_a_new_node() {
         cluster.log("n4")
     );
     progress(200);
-    stop.store(true, Ordering::SeqCst);
-    for c in clients {
-        c.join().expect("a client");
-    }
-
-    let attempts = attempts.lock().unwrap().clone();
-    let last_seq = attempts
-        .iter()
-        .filter_map(|a| a.acked.as_ref().map(|x| x.1))
-        .max()
-        .unwrap();
-    let (code, out, err) = cluster.wink("verify", &[]);
-    assert_eq!(code, 0, "wink cluster verify: {out} {err}");
+    let attempts = writers.stop();
+    let last_seq = last_seq(&attempts);
+    let status = verified_status(&cluster);
 
     // n4 took partitions over.
-    let (code, out, _) = cluster.wink("status", &[]);
-    assert_eq!(code, 0);
-    let status: serde_json::Value = serde_json::from_str(&out).unwrap();
     let n4 = status["map"]["owners"]
         .as_array()
         .unwrap()

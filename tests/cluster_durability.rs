@@ -7,12 +7,12 @@
 
 mod common;
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::cluster::{check_acked, eventually, get_json, put_once, writer, Attempt, Cluster, D};
+use common::cluster::{
+    check_acked, eventually, get_json, last_seq, put_once, Attempt, Cluster, Writers, D,
+};
 use common::server::{try_call, Server};
 
 const PARTITIONS: u32 = 16;
@@ -24,23 +24,6 @@ fn signal(pid: i64, sig: &str) {
         .expect("kill runs")
         .success();
     assert!(ok, "kill -{sig} {pid}");
-}
-
-fn acked(attempts: &Mutex<Vec<Attempt>>) -> usize {
-    attempts
-        .lock()
-        .unwrap()
-        .iter()
-        .filter(|a| a.acked.is_some())
-        .count()
-}
-
-fn last_seq(attempts: &[Attempt]) -> u64 {
-    attempts
-        .iter()
-        .filter_map(|a| a.acked.as_ref().map(|x| x.1))
-        .max()
-        .unwrap_or(0)
 }
 
 fn status(cluster: &Cluster) -> serde_json::Value {
@@ -75,29 +58,17 @@ fn a_frozen_nats_server_loses_no_acknowledged_write_and_writes_go_on() {
         return;
     }
     let cluster = Cluster::up(3, 2, PARTITIONS);
-    let stop = Arc::new(AtomicBool::new(false));
-    let attempts = Arc::new(Mutex::new(Vec::new()));
-    let clients: Vec<_> = (0..8)
-        .map(|n| {
-            let (router, stop, out) = (cluster.router.clone(), stop.clone(), attempts.clone());
-            thread::spawn(move || writer(router, n, stop, out))
-        })
-        .collect();
-    let progress = |more: usize| {
-        let target = acked(&attempts) + more;
-        eventually(&format!("{more} more acknowledged PUTs"), || {
-            acked(&attempts) >= target
-        });
-    };
+    let writers = Writers::start(&cluster.router, 8);
+    let progress = |more: usize| writers.progress(more);
     progress(100);
     let (name, pid) = busiest_nats(&cluster);
     signal(pid, "STOP");
     let frozen = Instant::now();
     // Writes go on while the server is still frozen: the nodes move to the other two servers,
     // which hold a quorum.
-    let before = acked(&attempts);
+    let before = writers.acked();
     eventually("writes acknowledged while a NATS server is frozen", || {
-        acked(&attempts) >= before + 100
+        writers.acked() >= before + 100
     });
     let resumed = frozen.elapsed();
     let frozen_for = Duration::from_secs(30);
@@ -106,11 +77,7 @@ fn a_frozen_nats_server_loses_no_acknowledged_write_and_writes_go_on() {
     }
     signal(pid, "CONT");
     progress(100);
-    stop.store(true, Ordering::SeqCst);
-    for c in clients {
-        c.join().expect("a client");
-    }
-    let attempts = attempts.lock().unwrap().clone();
+    let attempts = writers.stop();
     let (code, out, err) = cluster.wink("verify", &[]);
     assert_eq!(code, 0, "wink cluster verify: {out} {err}");
     let status = status(&cluster);
@@ -343,4 +310,101 @@ fn a_cluster_answers_as_a_single_node_does() {
             s.method, s.path
         );
     }
+}
+
+/// `status` with the owners of each partition narrowed to the nodes holding a lease.
+fn live_owners_only(status: &serde_json::Value) -> serde_json::Value {
+    let mut s = status.clone();
+    let leases = status["leases"].as_object().expect("leases").clone();
+    for owners in s["map"]["owners"].as_array_mut().expect("owners") {
+        owners
+            .as_array_mut()
+            .expect("a partition's owners")
+            .retain(|o| leases.contains_key(o.as_str().unwrap_or_default()));
+    }
+    s
+}
+
+#[test]
+fn a_node_lost_for_good_is_replaced_and_then_removed() {
+    if !common::cluster::tools("the lost node test") {
+        return;
+    }
+    let cluster = Cluster::up_with(3, 2, PARTITIONS, &["--replace-after", "4"]);
+    let writers = Writers::start(&cluster.router, 8);
+    let progress = |more: usize| writers.progress(more);
+    progress(100);
+    let lost_partitions: Vec<u64> = status(&cluster)["map"]["owners"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .enumerate()
+        .filter(|(_, o)| o.as_array().unwrap().iter().any(|n| n == "n3"))
+        .map(|(p, _)| p as u64)
+        .collect();
+    assert!(!lost_partitions.is_empty());
+    // The machine of n3 is gone: never restarted.
+    cluster.ctl("kill", "n3");
+    let lost = Instant::now();
+    eventually("under-replicated partitions shown", || {
+        let s = status(&cluster);
+        s["under_replicated"]
+            .as_array()
+            .is_some_and(|u| !u.is_empty())
+    });
+    // After the grace, each of n3's partitions gets another live owner, which catches up.
+    eventually("every partition with two live owners again", || {
+        let s = status(&cluster);
+        s["under_replicated"]
+            .as_array()
+            .is_some_and(|u| u.is_empty())
+            && s["nodes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|n| n["name"] == "n3" || (n["ready"] == true && n["diverged"].is_null()))
+    });
+    let replaced = lost.elapsed();
+    progress(100);
+    let attempts = writers.stop();
+    let last = last_seq(&attempts);
+    // Two live copies of every acknowledged write, while n3 is still in the map.
+    let s = status(&cluster);
+    assert!(
+        s["stream_leader"].is_string(),
+        "status names the stream leader: {s}"
+    );
+    assert!(s["leases"].get("n3").is_none(), "n3 holds no lease: {s}");
+    for p in &lost_partitions {
+        let live = live_owners_only(&s)["map"]["owners"][*p as usize].clone();
+        assert_eq!(live.as_array().unwrap().len(), 2, "partition {p}: {live}");
+    }
+    let checked = check_acked(&cluster, &attempts, &live_owners_only(&s), PARTITIONS, last);
+    // Removed for good: the map stops naming it, verify is clean without it.
+    let (code, out, err) = cluster.wink("remove", &["n3"]);
+    assert_eq!(code, 0, "wink cluster remove n3: {out} {err}");
+    let s = status(&cluster);
+    assert_eq!(s["map"]["removed"], serde_json::json!(["n3"]));
+    for owners in s["map"]["owners"].as_array().unwrap() {
+        assert_eq!(owners.as_array().unwrap().len(), 2, "{owners}");
+        assert!(!owners.as_array().unwrap().iter().any(|n| n == "n3"));
+    }
+    let (code, out, err) = cluster.wink("verify", &[]);
+    assert_eq!(
+        code, 0,
+        "wink cluster verify after the removal: {out} {err}"
+    );
+    check_acked(&cluster, &attempts, &s, PARTITIONS, last);
+    // A second removal changes nothing; an unknown node is refused.
+    let (code, out, _) = cluster.wink("remove", &["n3"]);
+    assert_eq!(code, 0, "{out}");
+    let (code, _, err) = cluster.wink("remove", &["n9"]);
+    assert_eq!(code, 2, "{err}");
+    eprintln!(
+        "n3 lost: its {} partitions had two live owners again {:.1}s later; {checked} \
+         acknowledged PUTs of {} read back from two live owners, before and after the removal",
+        lost_partitions.len(),
+        replaced.as_secs_f64(),
+        attempts.len()
+    );
 }

@@ -9,12 +9,10 @@
 
 mod common;
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::cluster::{check_acked, writer, Attempt, Cluster};
+use common::cluster::{check_acked, last_seq, verified_status, Cluster, Writers};
 use common::powercut::{self, PowerCut, Rng};
 
 const PARTITIONS: u32 = 16;
@@ -96,31 +94,6 @@ impl Rig {
     }
 }
 
-fn acked(attempts: &Mutex<Vec<Attempt>>) -> usize {
-    attempts
-        .lock()
-        .unwrap()
-        .iter()
-        .filter(|a| a.acked.is_some())
-        .count()
-}
-
-/// Waits until `more` PUTs beyond those acknowledged now are acknowledged (bounded: 180 s, as
-/// a JetStream cluster that just restarted on two busy cores may take a minute to elect).
-fn progress(attempts: &Mutex<Vec<Attempt>>, more: usize, rig: &Rig) {
-    let target = acked(attempts) + more;
-    let started = Instant::now();
-    while acked(attempts) < target {
-        assert!(
-            started.elapsed() < Duration::from_secs(180),
-            "{more} more acknowledged PUTs not within 180 s; n1's log:\n{}\nnats-1's log:\n{}",
-            rig.cluster.log("n1"),
-            rig.cluster.log("nats-1")
-        );
-        thread::sleep(Duration::from_millis(50));
-    }
-}
-
 #[test]
 fn every_acknowledged_write_survives_power_cuts_of_the_whole_cluster() {
     let what = "power cuts of a cluster (tests/cluster_powercut.rs)";
@@ -129,42 +102,28 @@ fn every_acknowledged_write_survives_power_cuts_of_the_whole_cluster() {
     }
     let mut rng = Rng(powercut::seed(what));
     let mut rig = Rig::up();
-    let stop = Arc::new(AtomicBool::new(false));
-    let attempts = Arc::new(Mutex::new(Vec::new()));
-    let clients: Vec<_> = (0..8)
-        .map(|n| {
-            let (router, stop, out) = (rig.cluster.router.clone(), stop.clone(), attempts.clone());
-            thread::spawn(move || writer(router, n, stop, out))
-        })
-        .collect();
+    let writers = Writers::start(&rig.cluster.router, 8);
+    // Bounded at 180 s: a JetStream cluster that just restarted on two busy cores may take a
+    // minute to elect its leaders.
+    let patience = Duration::from_secs(180);
     for cut in 0..CUTS {
         // A random moment: after some writes, and some milliseconds into the next ones.
-        progress(&attempts, 10 + rng.below(60) as usize, &rig);
+        writers.progress_within(10 + rng.below(60) as usize, patience);
         thread::sleep(Duration::from_millis(rng.below(300)));
-        let before = acked(&attempts);
+        let before = writers.acked();
         rig.cut_and_restart();
         eprintln!("cut {}: {} PUTs acknowledged so far", cut + 1, before);
     }
-    progress(&attempts, 50, &rig);
-    stop.store(true, Ordering::SeqCst);
-    for c in clients {
-        c.join().expect("a client");
-    }
-    let attempts = attempts.lock().unwrap().clone();
-    let last = attempts
-        .iter()
-        .filter_map(|a| a.acked.as_ref().map(|x| x.1))
-        .max()
-        .unwrap_or(0);
-    let (code, out, err) = rig.cluster.wink("verify", &[]);
-    assert_eq!(
-        code, 0,
-        "wink cluster verify after {CUTS} cuts: {out} {err}"
+    writers.progress_within(50, patience);
+    let attempts = writers.stop();
+    let status = verified_status(&rig.cluster);
+    let checked = check_acked(
+        &rig.cluster,
+        &attempts,
+        &status,
+        PARTITIONS,
+        last_seq(&attempts),
     );
-    let (code, out, err) = rig.cluster.wink("status", &[]);
-    assert_eq!(code, 0, "wink cluster status: {err}");
-    let status: serde_json::Value = serde_json::from_str(&out).unwrap();
-    let checked = check_acked(&rig.cluster, &attempts, &status, PARTITIONS, last);
     eprintln!(
         "{CUTS} power cuts: {checked} acknowledged PUTs of {} read back byte-exact through the \
          router and from every owner",

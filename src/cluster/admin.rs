@@ -1,11 +1,11 @@
-//! `wink cluster status|verify|rebalance FILE`, where FILE is the `cluster.json` that
+//! `wink cluster status|verify|rebalance|remove|replay FILE`, where FILE is the `cluster.json` that
 //! `cluster/up` writes: the router, the configuration's path, each node's URL and data root,
 //! and the token file the nodes were started with, if any.
 //!
 //! Every request to a node goes through [`Admin::request`], which sends the bearer token with
 //! the requests that change something (any method but GET and HEAD); reads go without it, as
-//! nodes serve them to anyone: `replay` (a POST) carries it; `status`, `verify` and `rebalance`
-//! only read from the nodes (`GET /_cluster`) and change the map through NATS.
+//! nodes serve them to anyone: `replay` (a POST) carries it; `status`, `verify`, `rebalance`
+//! and `remove` only read from the nodes (`GET /_cluster`) and change the map through NATS.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -13,6 +13,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use async_nats::jetstream::kv;
 use bytes::Bytes;
 use http_body_util::{BodyExt as _, Full};
 use hyper::header::HeaderValue;
@@ -111,8 +112,22 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
         .map_err(|e| Error::io(Path::new("."), None, e))
 }
 
-/// The map, its revision and the stream's last sequence, from NATS.
-async fn cluster_state(cfg: &ClusterConfig) -> Result<(Map, u64, u64)> {
+/// What NATS holds of a cluster's state.
+struct State {
+    map: Map,
+    /// The map's revision in its bucket.
+    revision: u64,
+    /// The stream's last sequence.
+    last: u64,
+    /// The NATS server leading the stream, when it has a leader.
+    leader: Option<String>,
+    /// Node name → URL, for every node with a live lease.
+    leases: BTreeMap<String, String>,
+    placement: kv::Store,
+}
+
+/// The map, the stream's last sequence and leader, and the leases, from NATS.
+async fn cluster_state(cfg: &ClusterConfig) -> Result<State> {
     let client = tokio::time::timeout(
         Duration::from_secs(10),
         node::connect(cfg, Arc::new(AtomicBool::new(false))),
@@ -120,22 +135,38 @@ async fn cluster_state(cfg: &ClusterConfig) -> Result<(Map, u64, u64)> {
     .await
     .map_err(|_| Error::invalid("cluster: no NATS server answered within 10 s"))??;
     let js = node::context(client);
-    let kv = js
+    let placement = js
         .get_key_value(placement::PLACEMENT_BUCKET)
         .await
         .map_err(|e| Error::invalid(format!("cluster: the placement bucket: {e}")))?;
-    let (map, revision) = node::read_map(&kv, cfg).await?;
+    let (map, revision) = node::read_map(&placement, cfg).await?;
     let mut stream = js
         .get_stream(placement::STREAM)
         .await
         .map_err(|e| Error::invalid(format!("cluster: the stream: {e}")))?;
-    let last = stream
+    let info = stream
         .info()
         .await
-        .map_err(|e| Error::invalid(format!("cluster: the stream's info: {e}")))?
-        .state
-        .last_sequence;
-    Ok((map, revision, last))
+        .map_err(|e| Error::invalid(format!("cluster: the stream's info: {e}")))?;
+    let last = info.state.last_sequence;
+    let leader = info.cluster.as_ref().and_then(|c| c.leader.clone());
+    let lease_bucket = js
+        .get_key_value(placement::LEASE_BUCKET)
+        .await
+        .map_err(|e| Error::invalid(format!("cluster: the lease bucket: {e}")))?;
+    let leases = node::all_leases(&lease_bucket)
+        .await
+        .map_err(|e| Error::invalid(format!("cluster: the leases: {e}")))?
+        .into_iter()
+        .collect();
+    Ok(State {
+        map,
+        revision,
+        last,
+        leader,
+        leases,
+        placement,
+    })
 }
 
 /// GET `url` and its body, within 5 s.
@@ -189,22 +220,31 @@ async fn node_status(admin: &Admin, url: &str) -> std::result::Result<NodeStatus
     serde_json::from_slice(&body).map_err(|e| format!("/_cluster: {e}"))
 }
 
-/// `wink cluster status`: the map, the stream's last sequence, each node's status, as JSON.
+/// `wink cluster status`: the map, the stream's last sequence and leader, the leases, the
+/// partitions with fewer than R owners holding a lease, each node's status, as JSON.
 pub fn status(admin: &Admin) -> Result<serde_json::Value> {
-    let (run, cfg) = (&admin.run, &admin.cfg);
+    let run = &admin.run;
     runtime()?.block_on(async {
-        let (map, revision, last) = cluster_state(cfg).await?;
+        let st = cluster_state(&admin.cfg).await?;
         let mut nodes = Vec::new();
         for n in &run.nodes {
+            if st.map.removed.contains(&n.name) {
+                nodes.push(serde_json::json!({ "name": n.name, "removed": true }));
+                continue;
+            }
             nodes.push(match node_status(admin, &n.url).await {
                 Ok(s) => serde_json::to_value(s).unwrap_or_default(),
                 Err(e) => serde_json::json!({ "name": n.name, "error": e }),
             });
         }
+        let live: Vec<String> = st.leases.keys().cloned().collect();
         Ok(serde_json::json!({
-            "stream_last_sequence": last,
-            "map_revision": revision,
-            "map": map,
+            "stream_last_sequence": st.last,
+            "stream_leader": st.leader,
+            "map_revision": st.revision,
+            "map": st.map,
+            "leases": st.leases,
+            "under_replicated": st.map.under_replicated(&live),
             "nodes": nodes,
         }))
     })
@@ -274,10 +314,16 @@ fn titles_of(
 pub fn verify(admin: &Admin, patience: Duration) -> Result<Vec<String>> {
     let (run, cfg) = (&admin.run, &admin.cfg);
     let rt = runtime()?;
-    let (map, _, last) = rt.block_on(cluster_state(cfg))?;
+    let State { map, last, .. } = rt.block_on(cluster_state(cfg))?;
     let mut problems = Vec::new();
+    // A node removed for good holds nothing the cluster vouches for.
+    let nodes: Vec<&NodeRun> = run
+        .nodes
+        .iter()
+        .filter(|n| !map.removed.contains(&n.name))
+        .collect();
     rt.block_on(async {
-        for n in &run.nodes {
+        for n in &nodes {
             let started = Instant::now();
             loop {
                 match node_status(admin, &n.url).await {
@@ -291,7 +337,9 @@ pub fn verify(admin: &Admin, patience: Duration) -> Result<Vec<String>> {
                         ));
                         break;
                     }
-                    Ok(s) if s.scanned >= last => break,
+                    // Ready: its apply session runs under the current map and generation (a
+                    // replay just asked for restarts it, and `scanned` is stale until then).
+                    Ok(s) if s.ready && s.scanned >= last => break,
                     Ok(s) if started.elapsed() > patience => {
                         problems.push(format!(
                             "node {} has applied up to {}, the stream holds {last}",
@@ -309,7 +357,7 @@ pub fn verify(admin: &Admin, patience: Duration) -> Result<Vec<String>> {
         }
     });
     let mut held = BTreeMap::new();
-    for n in &run.nodes {
+    for n in &nodes {
         let owned: BTreeSet<u32> = map.owned_by(&n.name).into_iter().collect();
         held.insert(n.name.clone(), titles_of(&n.data, cfg.partitions, &owned)?);
     }
@@ -386,66 +434,89 @@ fn describe(r: Option<&Renders>) -> String {
     }
 }
 
-/// `wink cluster rebalance`: spreads the partitions over the configured nodes. Each partition
-/// that moves is first owned by its old and new owners together (compare-and-set of the map);
-/// once every node has started under that map and applied the stream up to its last sequence,
-/// the old owners are dropped (a second compare-and-set). Answers what it did.
+/// `wink cluster rebalance`: spreads the partitions over the cluster's members (the configured
+/// nodes and the map's owners, less the removed ones). Answers what it did.
 pub fn rebalance(admin: &Admin, patience: Duration) -> Result<String> {
-    let (run, cfg) = (&admin.run, &admin.cfg);
-    let names: Vec<String> = cfg.nodes.iter().map(|n| n.name.clone()).collect();
     runtime()?.block_on(async {
-        let client = node::connect(cfg, Arc::new(AtomicBool::new(false))).await?;
-        let js = node::context(client);
-        let kv = js
-            .get_key_value(placement::PLACEMENT_BUCKET)
-            .await
-            .map_err(|e| Error::invalid(format!("cluster: the placement bucket: {e}")))?;
-        let (map, revision) = node::read_map(&kv, cfg).await?;
-        let target = map.balanced(&names);
-        if target == map {
+        let st = cluster_state(&admin.cfg).await?;
+        let configured: Vec<String> = admin.cfg.nodes.iter().map(|n| n.name.clone()).collect();
+        let target = st.map.balanced(&st.map.members(&configured));
+        if target == st.map {
             return Ok("balanced already".to_string());
         }
-        let moved = (0..map.partitions)
-            .filter(|p| map.owners(*p) != target.owners(*p))
-            .count();
-        let wide = map.widened(&target);
-        let cas = |m: &Map| serde_json::to_vec(m).unwrap_or_default();
-        let wide_rev = kv
-            .update(placement::MAP_KEY, cas(&wide).into(), revision)
-            .await
-            .map_err(|e| {
-                Error::invalid(format!(
-                    "cluster: the map changed meanwhile ({e}); run rebalance again"
-                ))
-            })?;
-        let (_, _, last) = cluster_state(cfg).await?;
-        let started = Instant::now();
-        for n in &run.nodes {
-            loop {
-                let s = node_status(admin, &n.url).await;
-                match s {
-                    Ok(s) if s.map_revision >= wide_rev && s.ready && s.scanned >= last => break,
-                    _ if started.elapsed() > patience => {
-                        return Err(Error::invalid(format!(
-                            "cluster: node {} did not catch up within {} s (the map stays \
-                             widened at revision {wide_rev}: run rebalance again)",
-                            n.name,
-                            patience.as_secs()
-                        )))
-                    }
-                    _ => tokio::time::sleep(Duration::from_millis(200)).await,
+        move_to(admin, st, target, patience).await
+    })
+}
+
+/// `wink cluster remove`: takes node `name` out of the cluster for good. Its partitions go to
+/// the other members, which catch up before the map stops naming it; it is never given a
+/// partition again. Answers what it did.
+pub fn remove(admin: &Admin, name: &str, patience: Duration) -> Result<String> {
+    runtime()?.block_on(async {
+        let st = cluster_state(&admin.cfg).await?;
+        if st.map.removed.iter().any(|n| n == name) {
+            return Ok(format!("{name} was removed already"));
+        }
+        let configured: Vec<String> = admin.cfg.nodes.iter().map(|n| n.name.clone()).collect();
+        let mut members = st.map.members(&configured);
+        if !members.iter().any(|n| n == name) {
+            return Err(Error::invalid(format!("no node {name} in the cluster")));
+        }
+        members.retain(|n| n != name);
+        if members.is_empty() {
+            return Err(Error::invalid(format!(
+                "{name} is the cluster's last node: it cannot be removed"
+            )));
+        }
+        let target = st.map.without(name, &members);
+        move_to(admin, st, target, patience).await
+    })
+}
+
+/// Moves the map to `target` in two compare-and-sets: first each partition owned by its old and
+/// new owners together; then, once every owner in `target` has started under that map and
+/// applied the stream up to its last sequence, by its new owners only.
+async fn move_to(admin: &Admin, st: State, target: Map, patience: Duration) -> Result<String> {
+    let (map, kv) = (&st.map, &st.placement);
+    let moved = (0..map.partitions)
+        .filter(|p| map.owners(*p) != target.owners(*p))
+        .count();
+    let wide = map.widened(&target);
+    let cas = |m: &Map| serde_json::to_vec(m).unwrap_or_default();
+    let changed = |e: &dyn std::fmt::Display| {
+        Error::invalid(format!(
+            "cluster: the map changed meanwhile ({e}); run the command again"
+        ))
+    };
+    let wide_rev = kv
+        .update(placement::MAP_KEY, cas(&wide).into(), st.revision)
+        .await
+        .map_err(|e| changed(&e))?;
+    let started = Instant::now();
+    for n in &admin.run.nodes {
+        if (0..target.partitions).all(|p| !target.owns(&n.name, p)) {
+            continue;
+        }
+        loop {
+            match node_status(admin, &n.url).await {
+                Ok(s) if s.map_revision >= wide_rev && s.ready && s.scanned >= st.last => break,
+                _ if started.elapsed() > patience => {
+                    return Err(Error::invalid(format!(
+                        "cluster: node {} did not catch up within {} s (the map stays \
+                         widened at revision {wide_rev}: run the command again)",
+                        n.name,
+                        patience.as_secs()
+                    )))
                 }
+                _ => tokio::time::sleep(Duration::from_millis(200)).await,
             }
         }
-        kv.update(placement::MAP_KEY, cas(&target).into(), wide_rev)
-            .await
-            .map_err(|e| {
-                Error::invalid(format!(
-                    "cluster: the map changed meanwhile ({e}); run rebalance again"
-                ))
-            })?;
-        Ok(format!(
-            "{moved} partitions moved; every new owner caught up to sequence {last}"
-        ))
-    })
+    }
+    kv.update(placement::MAP_KEY, cas(&target).into(), wide_rev)
+        .await
+        .map_err(|e| changed(&e))?;
+    Ok(format!(
+        "{moved} partitions moved; every new owner caught up to sequence {}",
+        st.last
+    ))
 }

@@ -53,6 +53,10 @@ pub struct ClusterConfig {
     /// The stream's replicas (at most the NATS servers).
     #[serde(default = "default_stream_replicas")]
     pub stream_replicas: usize,
+    /// Seconds a node may be without a lease before the partitions it owns are given another
+    /// live owner each, so that each has R live owners again (0: never).
+    #[serde(default = "default_replace_after")]
+    pub replace_after_secs: u64,
 }
 
 fn default_partitions() -> u32 {
@@ -66,6 +70,11 @@ fn default_max_age() -> u64 {
 }
 fn default_stream_replicas() -> usize {
     3
+}
+fn default_replace_after() -> u64 {
+    // Longer than a reboot: a node that comes back within it replays what it missed, and no
+    // partition is copied for nothing.
+    300
 }
 
 impl ClusterConfig {

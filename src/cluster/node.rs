@@ -315,6 +315,7 @@ impl Node {
         tokio::spawn(leases(node.clone()));
         tokio::spawn(watch_nats_sync(node.clone()));
         tokio::spawn(watch_map(node.clone()));
+        tokio::spawn(replace_lost(node.clone()));
         tokio::spawn(apply_loop(node.clone(), app));
         Ok(node)
     }
@@ -959,8 +960,88 @@ async fn leases(node: Arc<Node>) {
     }
 }
 
+/// Gives each partition R live owners again when owners have been without a lease for longer
+/// than `replace_after_secs`: the live node first by name adds owners to the map (compare-and-
+/// set); they catch up by replaying the stream (docs/CLUSTER.md § A node lost for good).
+async fn replace_lost(node: Arc<Node>) {
+    let grace = Duration::from_secs(node.cfg.replace_after_secs);
+    if grace.is_zero() {
+        return;
+    }
+    let started = Instant::now();
+    let mut seen: HashMap<String, Instant> = HashMap::new();
+    let (mut leases, mut placement) = (None, None);
+    loop {
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        if leases.is_none() {
+            leases = node.js.get_key_value(placement::LEASE_BUCKET).await.ok();
+        }
+        if placement.is_none() {
+            placement = node
+                .js
+                .get_key_value(placement::PLACEMENT_BUCKET)
+                .await
+                .ok();
+        }
+        let (Some(l), Some(p)) = (&leases, &placement) else {
+            continue;
+        };
+        // Only what NATS says now: a node that cannot ask decides nothing.
+        let Ok(live) = all_leases(l).await else {
+            continue;
+        };
+        let now = Instant::now();
+        let live: Vec<String> = live.into_iter().map(|(name, _)| name).collect();
+        for n in &live {
+            seen.insert(n.clone(), now);
+        }
+        if live.iter().min() != Some(&node.name) {
+            continue;
+        }
+        let Ok((map, revision)) = read_map(p, &node.cfg).await else {
+            continue;
+        };
+        let configured: Vec<String> = node.cfg.nodes.iter().map(|n| n.name.clone()).collect();
+        let members = map.members(&configured);
+        let lapsed: Vec<&String> = members
+            .iter()
+            .filter(|n| now.duration_since(*seen.get(*n).unwrap_or(&started)) > grace)
+            .collect();
+        if lapsed.is_empty() {
+            continue;
+        }
+        let alive: Vec<String> = members
+            .iter()
+            .filter(|n| !lapsed.contains(n))
+            .cloned()
+            .collect();
+        let target = map.repaired(&alive);
+        if target == map {
+            continue;
+        }
+        let added: usize = (0..map.partitions)
+            .map(|q| target.owners(q).len() - map.owners(q).len())
+            .sum();
+        let text = serde_json::to_vec(&target).unwrap_or_default();
+        match p.update(placement::MAP_KEY, text.into(), revision).await {
+            Ok(_) => eprintln!(
+                "wink cluster {}: {lapsed:?} without a lease for over {} s: {added} partition \
+                 copies given to live nodes, which replay them from the stream",
+                node.name,
+                grace.as_secs()
+            ),
+            Err(e) => eprintln!(
+                "wink cluster {}: replacing {lapsed:?}: the map changed meanwhile ({e})",
+                node.name
+            ),
+        }
+    }
+}
+
 /// Every live lease: node name → the URL it announces.
-async fn all_leases(b: &kv::Store) -> std::result::Result<Vec<(String, String)>, String> {
+pub(crate) async fn all_leases(
+    b: &kv::Store,
+) -> std::result::Result<Vec<(String, String)>, String> {
     let mut keys = b.keys().await.map_err(|e| e.to_string())?;
     let mut out = Vec::new();
     while let Some(k) = keys.next().await {

@@ -29,6 +29,9 @@ pub struct Map {
     pub replicas: u32,
     /// `owners[p]`: the nodes owning partition p, by name.
     pub owners: Vec<Vec<String>>,
+    /// Nodes removed for good (`wink cluster remove`): never given a partition again.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub removed: Vec<String>,
 }
 
 impl Map {
@@ -43,6 +46,7 @@ impl Map {
             partitions,
             replicas,
             owners,
+            removed: Vec::new(),
         }
     }
 
@@ -135,10 +139,74 @@ impl Map {
         out
     }
 
+    /// The nodes that may own partitions: `configured` (the configuration's nodes) and every
+    /// owner in the map, less the removed ones.
+    pub fn members(&self, configured: &[String]) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for n in configured.iter().chain(self.owners.iter().flatten()) {
+            if !out.contains(n) && !self.removed.contains(n) {
+                out.push(n.clone());
+            }
+        }
+        out
+    }
+
+    /// The map without `name`: its partitions spread over `members` (which must not hold it),
+    /// and `name` listed as removed.
+    pub fn without(&self, name: &str, members: &[String]) -> Map {
+        let mut out = self.balanced(members);
+        if !out.removed.iter().any(|n| n == name) {
+            out.removed.push(name.to_string());
+        }
+        out
+    }
+
+    /// The partitions with fewer than R owners in `live`.
+    pub fn under_replicated(&self, live: &[String]) -> Vec<u32> {
+        let r = (self.replicas as usize).min(live.len().max(1));
+        (0..self.partitions)
+            .filter(|p| self.owners(*p).iter().filter(|o| live.contains(o)).count() < r)
+            .collect()
+    }
+
+    /// This map with every partition that has fewer than R owners in `live` given more owners
+    /// from `live` (the least loaded first) until it has R there or `live` is used up. Owners
+    /// are only added, never dropped: a node that comes back finds its partitions, and a
+    /// rebalance or a removal trims the extra owners later.
+    pub fn repaired(&self, live: &[String]) -> Map {
+        let mut out = self.clone();
+        let live: Vec<String> = live
+            .iter()
+            .filter(|n| !self.removed.contains(n))
+            .cloned()
+            .collect();
+        let r = (self.replicas as usize).min(live.len());
+        let mut load: std::collections::BTreeMap<&String, usize> =
+            live.iter().map(|n| (n, 0)).collect();
+        for owners in &out.owners {
+            for o in owners {
+                if let Some(l) = load.get_mut(o) {
+                    *l += 1;
+                }
+            }
+        }
+        for owners in &mut out.owners {
+            while owners.iter().filter(|o| live.contains(o)).count() < r {
+                let Some(pick) = least_loaded(&load, owners) else {
+                    break;
+                };
+                *load.entry(pick).or_default() += 1;
+                owners.push(pick.clone());
+            }
+        }
+        out
+    }
+
     /// The first step of a move to `target`: each partition owned by the union of its owners
     /// now and its target owners (the new ones catch up while the old ones still serve).
     pub fn widened(&self, target: &Map) -> Map {
         let mut out = self.clone();
+        out.removed.clone_from(&target.removed);
         for (p, owners) in out.owners.iter_mut().enumerate() {
             for n in target.owners(p as u32) {
                 if !owners.contains(n) {
@@ -197,5 +265,36 @@ mod tests {
         let moved = (0..64).filter(|p| b.owners(*p) != big.owners(*p)).count();
         assert!(moved <= 40, "{moved} partitions moved");
         assert_eq!(b.balanced(&four), b, "a balanced map stays");
+    }
+
+    #[test]
+    fn a_lost_node_is_replaced_by_adding_owners_and_removed_by_a_new_map() {
+        let names: Vec<String> = ["a", "b", "c", "d"].iter().map(|s| s.to_string()).collect();
+        let m = Map::round_robin(16, 2, &names);
+        let live: Vec<String> = ["a", "b", "d"].iter().map(|s| s.to_string()).collect();
+        let lost = m.under_replicated(&live);
+        assert_eq!(lost, m.owned_by("c"));
+        let r = m.repaired(&live);
+        assert!(r.under_replicated(&live).is_empty());
+        for p in 0..16 {
+            // Only added: every owner before is an owner after.
+            for o in m.owners(p) {
+                assert!(r.owns(o, p), "partition {p} lost owner {o}");
+            }
+            let kept = r.owners(p).iter().filter(|o| live.contains(o)).count();
+            assert_eq!(kept, 2, "partition {p}: {:?}", r.owners(p));
+        }
+        assert_eq!(r.repaired(&live), r, "a repaired map stays");
+        // The added owners are spread: no live node takes all of c's partitions.
+        for n in &live {
+            assert!(r.owned_by(n).len() <= 12, "{n}: {}", r.owned_by(n).len());
+        }
+        let gone = r.without("c", &live);
+        assert_eq!(gone.removed, ["c"]);
+        assert!(gone.owned_by("c").is_empty());
+        assert!(gone.under_replicated(&live).is_empty());
+        assert_eq!(gone.members(&names), live);
+        // A removed node is never given partitions again, even when it is live.
+        assert!(gone.repaired(&names).owned_by("c").is_empty());
     }
 }

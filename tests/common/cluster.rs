@@ -355,6 +355,90 @@ pub fn writer(router: String, n: usize, stop: Arc<AtomicBool>, out: Arc<Mutex<Ve
     }
 }
 
+/// Clients PUTting through a router ([`writer`] each), and what they saw.
+pub struct Writers {
+    stop: Arc<AtomicBool>,
+    attempts: Arc<Mutex<Vec<Attempt>>>,
+    threads: Vec<thread::JoinHandle<()>>,
+}
+
+impl Writers {
+    /// Starts `n` clients.
+    pub fn start(router: &str, n: usize) -> Writers {
+        let stop = Arc::new(AtomicBool::new(false));
+        let attempts = Arc::new(Mutex::new(Vec::new()));
+        let threads = (0..n)
+            .map(|i| {
+                let (router, stop, out) = (router.to_string(), stop.clone(), attempts.clone());
+                thread::spawn(move || writer(router, i, stop, out))
+            })
+            .collect();
+        Writers {
+            stop,
+            attempts,
+            threads,
+        }
+    }
+
+    /// How many PUTs were acknowledged so far.
+    pub fn acked(&self) -> usize {
+        self.attempts
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|a| a.acked.is_some())
+            .count()
+    }
+
+    /// Waits until `more` PUTs beyond those acknowledged now are acknowledged (progress between
+    /// harms is counted in acknowledged PUTs, not in seconds), at most `patience`.
+    pub fn progress_within(&self, more: usize, patience: Duration) {
+        let target = self.acked() + more;
+        let started = std::time::Instant::now();
+        while self.acked() < target {
+            assert!(
+                started.elapsed() < patience,
+                "{more} more acknowledged PUTs: not within {} s",
+                patience.as_secs()
+            );
+            thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// [`Writers::progress_within`] 60 s.
+    pub fn progress(&self, more: usize) {
+        self.progress_within(more, Duration::from_secs(60));
+    }
+
+    /// Stops the clients; answers every PUT they made.
+    pub fn stop(self) -> Vec<Attempt> {
+        self.stop.store(true, Ordering::SeqCst);
+        for t in self.threads {
+            t.join().expect("a client");
+        }
+        let attempts = self.attempts.lock().unwrap().clone();
+        attempts
+    }
+}
+
+/// The highest stream sequence of an acknowledged PUT.
+pub fn last_seq(attempts: &[Attempt]) -> u64 {
+    attempts
+        .iter()
+        .filter_map(|a| a.acked.as_ref().map(|x| x.1))
+        .max()
+        .unwrap_or(0)
+}
+
+/// `wink cluster verify` must pass; answers `wink cluster status` (JSON) after it.
+pub fn verified_status(cluster: &Cluster) -> serde_json::Value {
+    let (code, out, err) = cluster.wink("verify", &[]);
+    assert_eq!(code, 0, "wink cluster verify: {out} {err}");
+    let (code, out, err) = cluster.wink("status", &[]);
+    assert_eq!(code, 0, "wink cluster status: {err}");
+    serde_json::from_str(&out).expect("status is JSON")
+}
+
 /// The owners of `title`'s partition, from `wink cluster status`'s JSON.
 pub fn owners(status: &serde_json::Value, title: &str, partitions: u32) -> Vec<String> {
     let p = partition_of(D, title, partitions) as usize;

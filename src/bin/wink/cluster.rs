@@ -1,4 +1,4 @@
-//! `wink cluster status|verify|rebalance|replay FILE [--token-file F]`: FILE is the
+//! `wink cluster status|verify|rebalance|remove|replay FILE [--token-file F]`: FILE is the
 //! `cluster.json` of `cluster/up`.
 
 use std::io::Write;
@@ -33,6 +33,19 @@ pub enum Command {
     /// only then do old owners leave (each step a compare-and-set of the map).
     Rebalance {
         file: PathBuf,
+        /// Seconds to wait for the new owners to catch up.
+        #[arg(long, value_name = "S", default_value_t = 300)]
+        patience: u64,
+        #[command(flatten)]
+        token: Token,
+    },
+    /// Takes a node out of the cluster for good (a machine that is gone): its partitions go to
+    /// the other nodes, which catch up before the map stops naming it; it is never given a
+    /// partition again.
+    Remove {
+        file: PathBuf,
+        /// The node's name.
+        node: String,
         /// Seconds to wait for the new owners to catch up.
         #[arg(long, value_name = "S", default_value_t = 300)]
         patience: u64,
@@ -76,6 +89,17 @@ pub fn run(command: Command) -> Result<Status> {
         } => {
             let admin = Admin::open(&file, token.token_file.as_deref())?;
             let done = admin::rebalance(&admin, Duration::from_secs(patience))?;
+            let _ = writeln!(out, "{done}");
+            Ok(0)
+        }
+        Command::Remove {
+            file,
+            node,
+            patience,
+            token,
+        } => {
+            let admin = Admin::open(&file, token.token_file.as_deref())?;
+            let done = admin::remove(&admin, &node, Duration::from_secs(patience))?;
             let _ = writeln!(out, "{done}");
             Ok(0)
         }
