@@ -5,7 +5,9 @@
 //! lost; with [`CrashMode::Reorder`] a random subset of them reaches the disk, in random order,
 //! each possibly torn at a 512-byte sector boundary — what a real disk with a volatile cache may
 //! do. [`SimDisk::fail_after_syncs`] makes the N-th sync and everything after it fail, to cut the
-//! power in the middle of a multi-step commit. [`SimDisk::set_capacity`] makes it a small disk:
+//! power in the middle of a multi-step commit; [`SimDisk::fail_after_writes`] cuts it before
+//! the N-th write instead, and [`SimDisk::fork`] copies a disk, so that a test can cut one
+//! operation at each of its writes and syncs in turn. [`SimDisk::set_capacity`] makes it a small disk:
 //! writes that would grow it past its capacity fail with ENOSPC.
 
 use std::collections::HashMap;
@@ -32,11 +34,13 @@ struct SimFile {
     unsynced: Vec<Op>,
 }
 
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 struct State {
     files: HashMap<PathBuf, SimFile>,
     syncs: u64,
     fail_at: Option<u64>,
+    writes: u64,
+    fail_writes_at: Option<u64>,
     failed: bool,
     /// Bytes the files' live images may hold together (`None`: no limit).
     capacity: Option<u64>,
@@ -77,6 +81,23 @@ impl SimDisk {
     pub fn fail_after_syncs(&self, n: u64) {
         let mut s = self.state();
         s.fail_at = Some(s.syncs + n);
+    }
+
+    /// From the `n`-th write on (counting from now, 1-based; `set_len` counts as a write), writes
+    /// and syncs fail, and that write does not happen: the power went out just before it.
+    pub fn fail_after_writes(&self, n: u64) {
+        let mut s = self.state();
+        s.fail_writes_at = Some(s.writes + n);
+    }
+
+    /// Writes (and `set_len`s) made so far.
+    pub fn writes(&self) -> u64 {
+        self.state().writes
+    }
+
+    /// An independent copy of the disk as it is now: live and durable images, unsynced writes.
+    pub fn fork(&self) -> SimDisk {
+        SimDisk(Arc::new(Mutex::new(self.state().clone())))
     }
 
     /// Makes the disk hold at most `bytes` (the files' lengths together; `u64::MAX`: no limit).
@@ -125,6 +146,7 @@ impl SimDisk {
             f.live = f.durable.clone();
         }
         s.fail_at = None;
+        s.fail_writes_at = None;
         s.failed = false;
     }
 
@@ -207,6 +229,20 @@ fn no_space() -> io::Error {
 }
 
 impl SimStorage {
+    /// Counts a write; the one at which the power goes fails, and every later one.
+    fn count_write(&self) -> io::Result<()> {
+        let mut s = self.disk.state();
+        if s.failed {
+            return Err(power_out());
+        }
+        s.writes += 1;
+        if s.fail_writes_at.is_some_and(|n| s.writes >= n) {
+            s.failed = true;
+            return Err(power_out());
+        }
+        Ok(())
+    }
+
     fn with_file<T>(&self, f: impl FnOnce(&mut SimFile) -> T) -> io::Result<T> {
         let mut s = self.disk.state();
         if s.failed {
@@ -243,6 +279,7 @@ impl Storage for SimStorage {
     }
 
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        self.count_write()?;
         let room = self.disk.state().room();
         let fits = self.with_file(|f| {
             let limit = (f.live.len() as u64).saturating_add(room);
@@ -265,6 +302,7 @@ impl Storage for SimStorage {
     }
 
     fn set_len(&self, len: u64) -> io::Result<()> {
+        self.count_write()?;
         let room = self.disk.state().room();
         self.with_file(|f| {
             if len.saturating_sub(f.live.len() as u64) > room {

@@ -37,6 +37,12 @@ pub trait Storage: Send + Sync + fmt::Debug {
     }
     /// Makes every completed write durable.
     fn sync_data(&self) -> io::Result<()>;
+    /// The descriptor a sync of this storage is an `fdatasync` of, so that [`sync_all`] can
+    /// issue several at once from other threads. `None` (the default): synced in turn, on the
+    /// caller's thread (memory and simulated disks, whose syncs must stay in a fixed order).
+    fn sync_fd(&self) -> Option<std::os::unix::io::RawFd> {
+        None
+    }
     /// Starts writeback of a range without waiting (page-cache policy; no durability promise).
     fn start_writeback(&self, _offset: u64, _len: u64) -> io::Result<()> {
         Ok(())
@@ -114,6 +120,109 @@ pub fn write_all_at(s: &dyn Storage, buf: &[u8], offset: u64) -> Result<()> {
 /// Syncs, naming the file on failure.
 pub fn sync(s: &dyn Storage) -> Result<()> {
     s.sync_data().map_err(|e| Error::io(s.path(), None, e))
+}
+
+/// Syncs every storage of `files`, the ones with a descriptor ([`Storage::sync_fd`]) all at
+/// once: one round trip to the disk instead of one per file. A commit's barrier: when it
+/// returns `Ok`, every write to them completed before the call is durable. The others are
+/// synced in turn, in the order given, on this thread; so is everything when only one file
+/// has a descriptor.
+pub fn sync_all(files: &[&dyn Storage]) -> Result<()> {
+    let parallel: Vec<(usize, std::os::unix::io::RawFd)> = files
+        .iter()
+        .enumerate()
+        .filter_map(|(i, f)| f.sync_fd().map(|fd| (i, fd)))
+        .collect();
+    if parallel.len() < 2 {
+        return files.iter().try_for_each(|f| sync(*f));
+    }
+    // All but the first go to the sync threads; the first is synced here meanwhile. The
+    // descriptors stay open: `files` is borrowed until every reply has come back.
+    let (tx, rx) = std::sync::mpsc::channel();
+    for &(i, fd) in &parallel[1..] {
+        sync_pool().submit(SyncJob {
+            fd,
+            index: i,
+            reply: tx.clone(),
+        });
+    }
+    drop(tx);
+    let mut first = sync(files[parallel[0].0]);
+    for f in files.iter().filter(|f| f.sync_fd().is_none()) {
+        first = first.and(sync(*f));
+    }
+    let mut result = first;
+    for _ in 1..parallel.len() {
+        match rx.recv() {
+            Ok((i, r)) => {
+                result = result.and(r.map_err(|e| Error::io(files[i].path(), None, e)));
+            }
+            Err(_) => {
+                result = result.and(Err(Error::internal("a sync thread went away")));
+                // Every job holds a sender: a closed channel means none is left running.
+                break;
+            }
+        }
+    }
+    result
+}
+
+/// One fdatasync for the sync threads, and where its result goes.
+struct SyncJob {
+    fd: std::os::unix::io::RawFd,
+    index: usize,
+    reply: std::sync::mpsc::Sender<(usize, io::Result<()>)>,
+}
+
+/// Threads that only fdatasync: started once, on the first commit that syncs several files, so
+/// that a commit does not pay for starting threads.
+struct SyncPool {
+    jobs: Mutex<std::sync::mpsc::Sender<SyncJob>>,
+}
+
+impl SyncPool {
+    fn submit(&self, job: SyncJob) {
+        let jobs = self.jobs.lock().unwrap_or_else(|p| p.into_inner());
+        if let Err(std::sync::mpsc::SendError(job)) = jobs.send(job) {
+            let _ = job
+                .reply
+                .send((job.index, Err(io::Error::other("no sync thread"))));
+        }
+    }
+}
+
+/// Sync threads: enough for the files of two filesys committed together.
+const SYNC_THREADS: usize = 8;
+
+fn sync_pool() -> &'static SyncPool {
+    static POOL: std::sync::OnceLock<SyncPool> = std::sync::OnceLock::new();
+    POOL.get_or_init(|| {
+        let (tx, rx) = std::sync::mpsc::channel::<SyncJob>();
+        let rx = Arc::new(Mutex::new(rx));
+        for n in 0..SYNC_THREADS {
+            let rx = rx.clone();
+            let _ = std::thread::Builder::new()
+                .name(format!("wink-sync-{n}"))
+                .spawn(move || loop {
+                    let job = match rx.lock().unwrap_or_else(|p| p.into_inner()).recv() {
+                        Ok(job) => job,
+                        Err(_) => return,
+                    };
+                    // SAFETY: fdatasync takes a descriptor and touches no user memory; the
+                    // submitter keeps the descriptor open until this job's reply arrives.
+                    let rc = unsafe { libc::fdatasync(job.fd) };
+                    let r = if rc == 0 {
+                        Ok(())
+                    } else {
+                        Err(io::Error::last_os_error())
+                    };
+                    let _ = job.reply.send((job.index, r));
+                });
+        }
+        SyncPool {
+            jobs: Mutex::new(tx),
+        }
+    })
 }
 
 /// The real length, naming the file on failure.
@@ -417,6 +526,10 @@ impl Storage for FileStorage {
 
     fn sync_data(&self) -> io::Result<()> {
         self.file.sync_data()
+    }
+
+    fn sync_fd(&self) -> Option<std::os::unix::io::RawFd> {
+        Some(self.file.as_raw_fd())
     }
 
     fn create_temp(&self, suffix: &str) -> io::Result<Box<dyn Storage>> {

@@ -222,7 +222,7 @@ fn archive_moves_leaving_revisions_and_reads_go_through() {
     let a = &st["archive"];
     // Every byte of the archive's files. The run reported them before its clean close emptied
     // the archive's journal: a little more.
-    let on_disk: u64 = ["data", "idx", "time", "jnl"]
+    let on_disk: u64 = ["data", "idx", "time", "jnl", "jnl2"]
         .iter()
         .map(|ext| {
             std::fs::metadata(dir.join(format!("archive.{ext}")))

@@ -839,3 +839,35 @@ fn culling_changes_no_answer() {
     );
     assert_eq!(removed, 1, "only the current render was readable");
 }
+
+/// A commit's journal is written over the slot of the commit two before, without a sync; the
+/// cut kept that slot's old first sector (JSEQ 7) over the new entries (commit 9's, which the
+/// barrier never made durable, nor the record bytes its index cell points at). Recovery took the
+/// mix for commit 7, applied it under commit 8, and the records' index pointed past the data.
+#[test]
+fn a_cut_journal_slot_is_not_taken_for_the_commit_it_held_before() {
+    let put = |title| {
+        Op::Put(PutOp {
+            title,
+            rev: 0,
+            tid: None,
+            ct: 0,
+            value: Value::Small(vec![]),
+            historical: false,
+        })
+    };
+    let ops = vec![
+        put(2),
+        put(0),
+        put(0),
+        put(0),
+        put(0),
+        Op::CrashIn {
+            after: 2,
+            op: Box::new(Op::TakeDown(2, None)),
+            reorder: true,
+            seed: 7428712550595835568,
+        },
+    ];
+    run(policies()[0], &[0; POOL], ops);
+}

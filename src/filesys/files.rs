@@ -1,5 +1,5 @@
-//! The files of a filesys, `BASE.data`, `BASE.idx`, `BASE.time` and `BASE.jnl` (the table in
-//! [`super`]): where they lie, the scratch files an interrupted operation leaves beside them,
+//! The files of a filesys, `BASE.data`, `BASE.idx`, `BASE.time` and the journal slots `BASE.jnl`
+//! and `BASE.jnl2` (the table in [`super`]): where they lie, the scratch files an interrupted operation leaves beside them,
 //! and the filesys as a unit of files, removed or measured whole.
 
 use std::path::{Path, PathBuf};
@@ -11,7 +11,7 @@ use crate::vfs::Vfs;
 
 /// The suffixes of a filesys's files, the datafile first: a filesys whose datafile is gone is
 /// gone, and the other files are leftovers (which a create removes).
-pub const FILES: [&str; 4] = ["data", "idx", "time", "jnl"];
+pub const FILES: [&str; 5] = ["data", "idx", "time", "jnl", "jnl2"];
 
 /// `BASE.ext`: the file of the filesys at `base` with suffix `ext` (one of [`FILES`]).
 pub fn file_path(base: &Path, ext: &str) -> PathBuf {

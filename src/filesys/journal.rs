@@ -1,22 +1,37 @@
-//! The redo journal `BASE.jnl`: makes a commit's in-place writes all-or-nothing.
+//! The redo journal: makes a commit's in-place writes all-or-nothing, and tells a complete
+//! commit from a torn one after a single barrier.
 //!
-//! A journal is a kvseq (PURPOSE `FSYSJRNL`, KEYREPR 13, VALREPR 2, no delflag) rewritten from
-//! offset 0 at every commit that has in-place writes:
+//! A journal is a kvseq (PURPOSE `FSYSJRNL`, KEYREPR 13, VALREPR 2, no delflag), written from
+//! offset 0 of one of two slot files, `BASE.jnl` (even commit numbers) and `BASE.jnl2` (odd), so
+//! that writing one commit's journal never overwrites the previous commit's:
 //!
-//! | entry   | key (9 bytes)                      | value                                        |
-//! |---------|------------------------------------|----------------------------------------------|
-//! | write   | file tag (1 byte), offset (int64)  | the bytes to write there                     |
-//! | commit  | 0xFF, number of writes (int64)     | CRC-32 (4 bytes) of the entries before it     |
+//! | entry    | key (9 bytes)                        | value                                      |
+//! |----------|--------------------------------------|--------------------------------------------|
+//! | write    | file tag (1 byte), offset (int64)    | the bytes to write there                   |
+//! | appended | 0xFE, start (int64)                  | file tag (1), end (int64), CRC-32 (4) of the file's bytes start..end |
+//! | requires | 0xFD, FILESIZE (int64)               | the base name of a sibling filesys whose committed datafile must reach that FILESIZE |
+//! | commit   | 0xFC, number of writes (int64)       | CRC-32 (4 bytes) of JSEQ (int64) and the entries before it |
 //!
 //! Superblock variable JSEQ numbers the commits. File tags: 0 = `.data`, 1 = `.idx`, 2 = `.time`.
 //!
-//! Commit order: appended bytes are made durable; the journal is written and made durable; the
-//! writes are applied to the files. After a crash, a journal whose commit entry checks out is
-//! applied again (idempotent: no in-place write happens between two journals, and appends never
-//! overlap a journal's targets); a torn journal is ignored, and then none of its writes had
-//! reached the files. Before a file is replaced by a rename (index growth, reindex) the journal is
-//! emptied, so an old journal is never applied to a new file.
-
+//! The commit entry's CRC covers JSEQ too: a slot is rewritten in place without a sync, so after
+//! a power cut it may hold the superblock (and JSEQ) of the journal it held before over the
+//! entries of the one written since — the entries start in a later sector. Without JSEQ under
+//! the CRC, such a slot reads as a complete journal of the old number with the new commit's
+//! writes, and recovery would apply a commit whose barrier never returned.
+//!
+//! A journal written by the version with one slot ends with a commit entry tagged 0xFF whose CRC
+//! covers the entries only. It is read (it has no appended or requires entries: that version
+//! synced appended bytes before writing it), and a writer's open replaces it at once with an
+//! empty journal in each slot, so no commit is ever written over it.
+//!
+//! Commit order: the appended bytes and the journal are written, then made durable together by
+//! one barrier (every file's fdatasync at once); then the in-place writes are applied. The
+//! journal names the bytes the commit appended with their CRC, so that after a crash recovery can
+//! tell a journal whose appended bytes all arrived (a complete commit, applied again) from one
+//! whose barrier was cut short (its appends are dropped and the commit before it stands). The
+//! other slot still holds the commit before, whose applied writes the interrupted barrier may not
+//! have made durable yet: it is applied again first. [`decide`] is the whole rule.
 use std::path::Path;
 
 use crate::error::{Error, Result};
@@ -29,23 +44,161 @@ use crate::storage::{self, write_all_at, MemStorage, Storage};
 pub const JSEQ: VarName = VarName::new(b"JSEQ");
 /// PURPOSE of a journal.
 pub const PURPOSE: Purpose = Purpose(*b"FSYSJRNL");
-const COMMIT_TAG: u8 = 0xFF;
+/// The suffixes of the two slot files, by the parity of the commit number.
+pub const SLOTS: [&str; 2] = ["jnl", "jnl2"];
+const COMMIT_TAG: u8 = 0xFC;
+/// The commit entry of a journal written by the version with one slot (its CRC leaves out JSEQ).
+const LEGACY_COMMIT_TAG: u8 = 0xFF;
+const APPENDED_TAG: u8 = 0xFE;
+const REQUIRES_TAG: u8 = 0xFD;
 const KEY_LEN: u16 = 9;
 
 /// One held write: (file tag, offset, bytes).
 pub type Write = (u8, u64, Vec<u8>);
 
-/// A journal read back from disk.
-#[derive(Debug, PartialEq, Eq)]
+/// Bytes a commit appended to one file, with their CRC-32.
+#[derive(Debug, PartialEq, Eq, Clone, Copy)]
+pub struct Appended {
+    /// The file (tag).
+    pub tag: u8,
+    /// The first byte appended (the file's stable end at the commit before).
+    pub start: u64,
+    /// One past the last byte the commit relies on.
+    pub end: u64,
+    /// CRC-32 (IEEE) of the bytes `start..end`.
+    pub crc: u32,
+}
+
+/// A commit of another filesys that this one depends on: that filesys (a sibling of this one's
+/// base, named by its base's file name) must have committed a datafile at least this long.
+#[derive(Debug, PartialEq, Eq, Clone)]
+pub struct Requires {
+    /// The sibling's base file name (no directory).
+    pub name: String,
+    /// Its datafile's FILESIZE after the commit depended on.
+    pub filesize: u64,
+}
+
+/// What a commit's journal holds.
+#[derive(Debug, PartialEq, Eq, Default, Clone)]
 pub struct Replay {
     /// JSEQ: the commit number of the journal.
     pub seq: u64,
     /// The held writes, in the order they are applied.
     pub writes: Vec<Write>,
+    /// The bytes the commit appended, which must be durable for it to count.
+    pub appended: Vec<Appended>,
+    /// The other filesys's commit this one depends on.
+    pub requires: Option<Requires>,
+    /// Written by the version with one slot (see the module's text).
+    pub legacy: bool,
+}
+
+/// A journal slot as read back from disk.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Slot {
+    /// No file, or an empty one: nothing was ever written there.
+    Absent,
+    /// Bytes that are no complete journal: a write of it was cut short.
+    Torn,
+    /// A complete journal (its own CRC holds; whether its appended bytes arrived is
+    /// [`decide`]'s question).
+    Valid(Replay),
+}
+
+/// Which slot file holds commit `seq`.
+pub fn slot_of(seq: u64) -> usize {
+    (seq % 2) as usize
+}
+
+/// The greatest commit number either slot holds.
+pub fn last_seq(slots: &[Slot; 2]) -> u64 {
+    slots
+        .iter()
+        .filter_map(|s| match s {
+            Slot::Valid(r) => Some(r.seq),
+            _ => None,
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+/// What recovery makes of the two slots.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Decision {
+    /// The journals to apply, oldest first (the last is the commit the filesys is at).
+    pub replays: Vec<Replay>,
+    /// The greatest commit number either slot holds: the next commit's is greater.
+    pub last_seq: u64,
+    /// A journal was set aside: torn, or complete in itself but its appended bytes or the
+    /// commit it required did not all arrive.
+    pub discarded: Option<String>,
+}
+
+/// The recovery rule over the two slots. `complete` tells whether a journal's appended bytes
+/// and required commit are durable (the journal itself is). It is asked only about the newest
+/// journal, and only when nothing else proves it: a commit starts its journal only after the
+/// commit before has passed its barrier, so the older of two journals is always complete, and so
+/// is a lone journal beside a torn slot (the torn one was the next commit's).
+pub fn decide(
+    slots: [Slot; 2],
+    complete: &mut dyn FnMut(&Replay) -> Result<bool>,
+) -> Result<Decision> {
+    let torn = slots.iter().any(|s| matches!(s, Slot::Torn));
+    let mut valid: Vec<Replay> = slots
+        .into_iter()
+        .filter_map(|s| match s {
+            Slot::Valid(r) => Some(r),
+            _ => None,
+        })
+        .collect();
+    valid.sort_by_key(|r| r.seq);
+    let last_seq = valid.last().map_or(0, |r| r.seq);
+    let mut decision = Decision {
+        last_seq,
+        discarded: torn.then(|| "a torn journal (none of its writes had been applied)".into()),
+        ..Decision::default()
+    };
+    let Some(newest) = valid.pop() else {
+        return Ok(decision);
+    };
+    let older = valid.pop();
+    let proven = torn && older.is_none();
+    if proven || complete(&newest)? {
+        // An empty journal is written only over durable files (a clean close, an index about to
+        // be replaced): nothing before it is applied again.
+        if let (Some(o), false) = (older, newest.writes.is_empty()) {
+            decision.replays.push(o);
+        }
+        decision.replays.push(newest);
+    } else {
+        decision.discarded = Some(format!(
+            "commit {}: its journal is complete but not all it appended or required arrived \
+             (none of its writes had been applied)",
+            newest.seq
+        ));
+        decision.replays.extend(older);
+    }
+    Ok(decision)
 }
 
 /// Encodes a complete journal file.
 pub fn encode(seq: u64, writes: &[Write]) -> Result<Vec<u8>> {
+    encode_commit(&Replay {
+        seq,
+        writes: writes.to_vec(),
+        ..Replay::default()
+    })
+}
+
+/// Encodes a commit's journal: its writes, what it appended, what it requires.
+pub fn encode_commit(commit: &Replay) -> Result<Vec<u8>> {
+    encode_as(commit, false)
+}
+
+/// Encodes a journal, as the version with one slot did when `legacy`.
+fn encode_as(commit: &Replay, legacy: bool) -> Result<Vec<u8>> {
+    let (seq, writes) = (commit.seq, &commit.writes);
     let mem = MemStorage::new("journal");
     let opts = KvSeqOptions {
         purpose: PURPOSE,
@@ -61,15 +214,38 @@ pub fn encode(seq: u64, writes: &[Write]) -> Result<Vec<u8>> {
     for (tag, offset, bytes) in writes {
         kv.append(&key(*tag, *offset), bytes)?;
     }
+    for a in &commit.appended {
+        let mut v = Vec::with_capacity(13);
+        v.push(a.tag);
+        v.extend_from_slice(&a.end.to_be_bytes());
+        v.extend_from_slice(&a.crc.to_be_bytes());
+        kv.append(&key(APPENDED_TAG, a.start), &v)?;
+    }
+    if let Some(r) = &commit.requires {
+        kv.append(&key(REQUIRES_TAG, r.filesize), r.name.as_bytes())?;
+    }
     let body_start = kv.first().0 as usize;
     let body_end = kv.filesize() as usize;
     kv.flush()?;
-    let crc = crc32fast::hash(&mem.to_vec()[body_start..body_end]);
-    kv.append(&key(COMMIT_TAG, writes.len() as u64), &crc.to_be_bytes())?;
+    let entries = &mem.to_vec()[body_start..body_end];
+    let (tag, crc) = if legacy {
+        (LEGACY_COMMIT_TAG, crc32fast::hash(entries))
+    } else {
+        (COMMIT_TAG, sealed_crc(seq, entries))
+    };
+    kv.append(&key(tag, writes.len() as u64), &crc.to_be_bytes())?;
     kv.flush()?;
     let mut bytes = mem.to_vec();
     bytes.truncate(kv.filesize() as usize);
     Ok(bytes)
+}
+
+/// The commit entry's CRC: of the commit number, then of the entries before it.
+fn sealed_crc(seq: u64, entries: &[u8]) -> u32 {
+    let mut crc = crc32fast::Hasher::new();
+    crc.update(&seq.to_be_bytes());
+    crc.update(entries);
+    crc.finalize()
 }
 
 fn key(tag: u8, n: u64) -> [u8; 9] {
@@ -83,32 +259,80 @@ fn key(tag: u8, n: u64) -> [u8; 9] {
 /// journal left past its end is cut off: nothing reads it (the journal ends at its FILESIZE),
 /// but it would keep the largest commit's size on disk for good.
 pub fn write(storage: &dyn Storage, seq: u64, writes: &[Write]) -> Result<()> {
-    let bytes = encode(seq, writes)?;
-    write_all_at(storage, &bytes, 0)?;
+    place(storage, &encode(seq, writes)?)?;
+    storage::sync(storage)
+}
+
+/// Writes encoded journal `bytes` at offset 0 of `storage`, without a sync (a commit's barrier
+/// makes it durable with the bytes it appended), and cuts off what a longer one left.
+pub fn place(storage: &dyn Storage, bytes: &[u8]) -> Result<()> {
+    write_all_at(storage, bytes, 0)?;
     if storage::length(storage)? > bytes.len() as u64 {
         storage
             .set_len(bytes.len() as u64)
             .map_err(|e| Error::io(storage.path(), Some(bytes.len() as u64), e))?;
     }
-    storage::sync(storage)
+    Ok(())
 }
 
 /// Reads the journal in `storage`: `Ok(None)` when it is empty or torn (then nothing of it was
 /// applied); `Err` only for I/O errors.
 pub fn read(storage: Box<dyn Storage>) -> Result<Option<Replay>> {
+    match read_slot(storage)? {
+        Slot::Valid(r) => Ok(Some(r)),
+        _ => Ok(None),
+    }
+}
+
+/// Reads one slot file.
+pub fn read_slot(storage: Box<dyn Storage>) -> Result<Slot> {
     if storage::length(storage.as_ref())? == 0 {
-        return Ok(None);
+        return Ok(Slot::Absent);
     }
     let kv = match KvSeq::open(storage, false) {
         Ok(kv) => kv,
-        Err(e) if e.is_corruption() => return Ok(None),
+        Err(e) if e.is_corruption() => return Ok(Slot::Torn),
         Err(e) => return Err(e),
     };
     match parse(&kv) {
-        Ok(replay) => Ok(replay),
-        Err(e) if e.is_corruption() || matches!(e, Error::NotFound(_)) => Ok(None),
+        Ok(Some(replay)) => Ok(Slot::Valid(replay)),
+        Ok(None) => Ok(Slot::Torn),
+        Err(e) if e.is_corruption() || matches!(e, Error::NotFound(_)) => Ok(Slot::Torn),
         Err(e) => Err(e),
     }
+}
+
+/// Reads both slots of the filesys at `base` (a missing `BASE.jnl2` is an absent slot: a filesys
+/// that has made no commit since it was written by a single-slot version).
+pub fn read_slots(vfs: &dyn crate::vfs::Vfs, base: &Path) -> Result<[Slot; 2]> {
+    let read = |ext: &str| -> Result<Slot> {
+        let path = super::file_path(base, ext);
+        if vfs.exists(&path) {
+            read_slot(vfs.open(&path, false)?)
+        } else {
+            Ok(Slot::Absent)
+        }
+    };
+    Ok([read(SLOTS[0])?, read(SLOTS[1])?])
+}
+
+/// Writes an empty journal numbered past every commit in either slot, durably: written over
+/// durable files, it says nothing before it needs applying again (a clean close, an index about
+/// to be replaced, a recovery done). Returns its number.
+pub fn write_empty(vfs: &dyn crate::vfs::Vfs, base: &Path, after: u64) -> Result<u64> {
+    let seq = after + 1;
+    let path = super::file_path(base, SLOTS[slot_of(seq)]);
+    let created = !vfs.exists(&path);
+    let file = if created {
+        vfs.create_new(&path)?
+    } else {
+        vfs.open(&path, true)?
+    };
+    write(file.as_ref(), seq, &[])?;
+    if created {
+        vfs.sync_dir(&path)?;
+    }
+    Ok(seq)
 }
 
 fn parse(kv: &KvSeq) -> Result<Option<Replay>> {
@@ -119,18 +343,26 @@ fn parse(kv: &KvSeq) -> Result<Option<Replay>> {
     ) else {
         return Ok(None);
     };
-    let mut writes = Vec::new();
+    let mut replay = Replay {
+        seq,
+        ..Replay::default()
+    };
     let mut crc = crc32fast::Hasher::new();
+    let mut legacy_crc = crc32fast::Hasher::new();
+    crc.update(&seq.to_be_bytes());
     for entry in kv.iter_entries(kv.first(), false) {
         let entry = entry?;
         let value = entry.value.unwrap_or_default();
         let tag = entry.key[0];
         let n = u64::from_be_bytes(entry.key[1..9].try_into().expect("fixed 9-byte key"));
-        if tag == COMMIT_TAG {
-            let complete = n == writes.len() as u64
+        if tag == COMMIT_TAG || tag == LEGACY_COMMIT_TAG {
+            replay.legacy = tag == LEGACY_COMMIT_TAG;
+            let sum = if replay.legacy { legacy_crc } else { crc }.finalize();
+            let complete = n == replay.writes.len() as u64
                 && entry.layout.end == kv.filesize()
-                && value == crc.finalize().to_be_bytes();
-            return Ok(complete.then_some(Replay { seq, writes }));
+                && value == sum.to_be_bytes()
+                && !(replay.legacy && (!replay.appended.is_empty() || replay.requires.is_some()));
+            return Ok(complete.then_some(replay));
         }
         let mut raw = vec![0u8; (entry.layout.end - entry.layout.ptr.0) as usize];
         crate::storage::read_exact_at(
@@ -140,7 +372,30 @@ fn parse(kv: &KvSeq) -> Result<Option<Replay>> {
             "a journal entry",
         )?;
         crc.update(&raw);
-        writes.push((tag, n, value));
+        legacy_crc.update(&raw);
+        match tag {
+            APPENDED_TAG => {
+                // Checked by the CRC above, so a value of another length is damage: the journal
+                // does not count.
+                let Ok(v) = <[u8; 13]>::try_from(value.as_slice()) else {
+                    return Ok(None);
+                };
+                let end = u64::from_be_bytes(v[1..9].try_into().expect("8 bytes"));
+                replay.appended.push(Appended {
+                    tag: v[0],
+                    start: n,
+                    end,
+                    crc: u32::from_be_bytes(v[9..13].try_into().expect("4 bytes")),
+                });
+            }
+            REQUIRES_TAG => {
+                let Ok(name) = String::from_utf8(value) else {
+                    return Ok(None);
+                };
+                replay.requires = Some(Requires { name, filesize: n });
+            }
+            _ => replay.writes.push((tag, n, value)),
+        }
     }
     Ok(None)
 }
@@ -193,7 +448,8 @@ mod tests {
             back,
             Replay {
                 seq: 7,
-                writes: writes.clone()
+                writes: writes.clone(),
+                ..Replay::default()
             }
         );
         for cut in [0, 100, 4096, bytes.len() - 1] {
@@ -231,5 +487,128 @@ mod tests {
         assert!(file.to_vec().len() + 19_000 < long);
         let back = read(Box::new(file.clone())).unwrap().unwrap();
         assert_eq!((back.seq, back.writes), (2, short));
+    }
+
+    fn commit(seq: u64, writes: usize) -> Replay {
+        Replay {
+            seq,
+            writes: (0..writes)
+                .map(|i| (0u8, i as u64 * 8, vec![seq as u8]))
+                .collect(),
+            appended: vec![Appended {
+                tag: 0,
+                start: 100,
+                end: 200,
+                crc: 7,
+            }],
+            requires: Some(Requires {
+                name: "c000001".into(),
+                filesize: 4096,
+            }),
+            legacy: false,
+        }
+    }
+
+    #[test]
+    fn appended_and_requires_entries_round_trip() {
+        let c = commit(9, 3);
+        let bytes = encode_commit(&c).unwrap();
+        let back = read_slot(Box::new(MemStorage::from_bytes("j", bytes))).unwrap();
+        assert_eq!(back, Slot::Valid(c));
+    }
+
+    /// A slot rewritten in place and cut: the old journal's first sector (its superblock, JSEQ
+    /// included) over the entries of the journal written since. Both journals have the same
+    /// length, so the superblock's FILESIZE matches the entries; only JSEQ under the CRC tells
+    /// the mix from a journal.
+    #[test]
+    fn an_old_superblock_over_new_entries_is_torn() {
+        let old = encode_commit(&commit(7, 5)).unwrap();
+        let mut new = commit(9, 5);
+        new.writes.iter_mut().for_each(|w| w.2 = vec![7]);
+        let new = encode_commit(&new).unwrap();
+        assert_eq!(old.len(), new.len());
+        let mut mix = new.clone();
+        mix[..512].copy_from_slice(&old[..512]);
+        assert_ne!(mix, old);
+        let read = |b: Vec<u8>| read_slot(Box::new(MemStorage::from_bytes("j", b))).unwrap();
+        assert_eq!(read(mix), Slot::Torn);
+        assert_eq!(
+            read(new),
+            Slot::Valid(Replay {
+                writes: commit(9, 5)
+                    .writes
+                    .iter()
+                    .map(|w| (w.0, w.1, vec![7]))
+                    .collect(),
+                ..commit(9, 5)
+            })
+        );
+    }
+
+    /// A journal of the version with one slot is read as it stands, unless it claims what that
+    /// version never wrote.
+    #[test]
+    fn a_journal_of_the_one_slot_version_is_read() {
+        let plain = Replay {
+            seq: 4,
+            writes: vec![(0, 0, vec![1; 8])],
+            ..Replay::default()
+        };
+        let bytes = encode_as(&plain, true).unwrap();
+        let read = |b: Vec<u8>| read_slot(Box::new(MemStorage::from_bytes("j", b))).unwrap();
+        assert_eq!(
+            read(bytes),
+            Slot::Valid(Replay {
+                legacy: true,
+                ..plain
+            })
+        );
+        assert_eq!(read(encode_as(&commit(4, 1), true).unwrap()), Slot::Torn);
+    }
+
+    /// The recovery rule, case by case: which journals are applied, and when the newest one's
+    /// appended bytes are asked about.
+    #[test]
+    fn the_newest_complete_commit_and_the_one_before_are_applied() {
+        let seqs = |d: &Decision| d.replays.iter().map(|r| r.seq).collect::<Vec<_>>();
+        let valid = |seq, writes| Slot::Valid(commit(seq, writes));
+        let mut asked = Vec::new();
+        let arrived = |ok: bool| {
+            move |r: &Replay| -> Result<bool> {
+                let _ = r;
+                Ok(ok)
+            }
+        };
+        // Both complete journals: the older one again, then the newer.
+        let d = decide([valid(4, 2), valid(5, 2)], &mut arrived(true)).unwrap();
+        assert_eq!(
+            (seqs(&d), d.last_seq, d.discarded.is_none()),
+            (vec![4, 5], 5, true)
+        );
+        // The newer one's appends did not all arrive: only the older one stands.
+        let d = decide([valid(4, 2), valid(5, 2)], &mut arrived(false)).unwrap();
+        assert_eq!(
+            (seqs(&d), d.last_seq, d.discarded.is_some()),
+            (vec![4], 5, true)
+        );
+        // An empty newest journal: nothing before it is applied.
+        let d = decide([valid(6, 0), valid(5, 2)], &mut arrived(true)).unwrap();
+        assert_eq!(seqs(&d), vec![6]);
+        // A lone journal beside a torn slot was followed by a commit: complete, unasked.
+        let d = decide([Slot::Torn, valid(5, 2)], &mut |r: &Replay| {
+            asked.push(r.seq);
+            Ok(false)
+        })
+        .unwrap();
+        assert_eq!((seqs(&d), asked.is_empty()), (vec![5], true));
+        assert!(d.discarded.is_some());
+        // A lone journal beside an absent slot is asked about.
+        let d = decide([valid(0, 0), Slot::Absent], &mut arrived(true)).unwrap();
+        assert_eq!(seqs(&d), vec![0]);
+        let d = decide([Slot::Absent, valid(1, 3)], &mut arrived(false)).unwrap();
+        assert_eq!(seqs(&d), Vec::<u64>::new());
+        let d = decide([Slot::Absent, Slot::Absent], &mut arrived(true)).unwrap();
+        assert_eq!((seqs(&d), d.last_seq), (vec![], 0));
     }
 }

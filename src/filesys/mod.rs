@@ -7,6 +7,7 @@
 //! | `BASE.idx`  | hindex | `FSYSIDX`  | CELLSZ 2, HTALGO 1; one cell per live `NAME/I0`          |
 //! | `BASE.time` | kvseq  | `FSYSTIME` | ao only: time marks (see [`timeindex`])                 |
 //! | `BASE.jnl`  | kvseq  | `FSYSJRNL` | the redo journal of in-place writes (see [`journal`])   |
+//! | `BASE.jnl2` | kvseq  | `FSYSJRNL` | its second slot: the journals of odd commit numbers     |
 //!
 //! Datafile superblock variables: ISZ (new inode size), ITOTSZ (bytes of live inodes), DTOTSZ
 //! (LSIZE total of live files), HAVEDUPS, HAVEAO, and NEXTFID (this project's: the FILEID the next
@@ -205,21 +206,23 @@ pub struct Filesys {
     data: KvSeq,
     idx: HIndex,
     time: Option<TimeIndex>,
-    journal: Option<Box<dyn Storage>>,
+    /// The two journal slots ([`journal::SLOTS`]), a writer's only; the second is created by
+    /// the first commit that needs it.
+    journals: [Option<Box<dyn Storage>>; 2],
     overlays: Vec<(u8, OverlayStorage)>,
     writable: bool,
     _lock: Option<WriterLock>,
     clock: Arc<dyn Clock>,
     seq: u64,
-    applied_unsynced: bool,
+    /// The commit whose journal is written and whose barrier has not completed yet.
+    staged: Option<u64>,
+    /// What the next commit's journal says it depends on ([`Filesys::require`]).
+    requires: Option<journal::Requires>,
     recovery: Recovery,
     commits: u64,
     /// Calls of [`Filesys::check_writable`], which every write makes first: a lookup made at one
     /// count is still good at the same count ([`Filesys::put_over`]).
     writes: std::sync::atomic::AtomicU64,
-    /// The write count at which [`Filesys::sync_ahead`] last synced the files: a commit at the
-    /// same count finds nothing new to sync.
-    synced_ahead: std::sync::atomic::AtomicU64,
     /// Whether a lookup's miss is verified ([`Filesys::set_verify_misses`]).
     verify_misses: bool,
 }
@@ -269,7 +272,13 @@ impl Filesys {
                 &timeindex::options(&kv_base, fs.timemp),
             )?;
         }
-        journal::write(vfs.create_new(&file_path(base, "jnl"))?.as_ref(), 0, &[])?;
+        // The odd commits' slot, `BASE.jnl2`, is created by the first commit that needs it.
+        journal::write(
+            vfs.create_new(&file_path(base, journal::SLOTS[0]))?
+                .as_ref(),
+            0,
+            &[],
+        )?;
         let mut extra = vec![
             (ISZ, fs.isz as i64),
             (ITOTSZ, 0),
@@ -350,37 +359,78 @@ impl Filesys {
         } else {
             None
         };
-        let jnl_path = file_path(base, "jnl");
-        let replay = if vfs.exists(&jnl_path) {
-            journal::read(vfs.open(&jnl_path, false)?)?
-        } else {
-            None
-        };
-        let mut seq = replay.as_ref().map_or(0, |r| r.seq);
-        if let (Some(r), true) = (&replay, open.writable) {
+        let jnl_path = file_path(base, journal::SLOTS[0]);
+        let jnl_existed = vfs.exists(&jnl_path);
+        let legacy;
+        let decision = {
             let mut files: Vec<(u8, &dyn Storage)> =
                 vec![(TAG_DATA, raw_data.as_ref()), (TAG_INDEX, raw_idx.as_ref())];
             if let Some(t) = &raw_time {
                 files.push((TAG_TIME, t.as_ref()));
             }
-            let changed = journal::apply(r, &files, &jnl_path)?;
+            let slots = journal::read_slots(vfs.as_ref(), base)?;
+            legacy = slots
+                .iter()
+                .any(|s| matches!(s, journal::Slot::Valid(r) if r.legacy));
+            journal::decide(slots, &mut |r| commit_arrived(r, &files, &vfs, base))?
+        };
+        let mut seq = decision.last_seq;
+        if open.writable {
+            let mut files: Vec<(u8, &dyn Storage)> =
+                vec![(TAG_DATA, raw_data.as_ref()), (TAG_INDEX, raw_idx.as_ref())];
+            if let Some(t) = &raw_time {
+                files.push((TAG_TIME, t.as_ref()));
+            }
+            let mut changed = 0;
+            for r in &decision.replays {
+                changed += journal::apply(r, &files, &jnl_path)?;
+            }
+            let at = decision.replays.last();
             if changed > 0 {
+                let r = at.expect("a replayed journal");
                 recovery.actions.push(format!(
-                    "{}: replayed commit {} ({changed} of its {} in-place writes were missing)",
+                    "{}: replayed commit {} ({changed} of the in-place writes were missing)",
                     jnl_path.display(),
                     r.seq,
-                    r.writes.len()
                 ));
             }
+            if let Some(why) = &decision.discarded {
+                recovery
+                    .actions
+                    .push(format!("{}: discarded {why}", jnl_path.display()));
+            }
+            let settled =
+                decision.discarded.is_none() && at.is_none_or(|r| r.writes.is_empty()) && !legacy;
+            if !settled && jnl_existed {
+                // What the replays wrote, and what the last commit's barrier may not have
+                // made durable, is made durable now; then an empty journal past every commit
+                // says that nothing before it needs applying again.
+                for (_, f) in &files {
+                    storage::sync(*f)?;
+                }
+                seq = journal::write_empty(vfs.as_ref(), base, decision.last_seq)?;
+                if legacy {
+                    // Both slots sealed: no commit is written over a journal whose CRC leaves
+                    // out its number.
+                    seq = journal::write_empty(vfs.as_ref(), base, seq)?;
+                }
+            }
         }
+        let replay_writes: Vec<journal::Write> = if open.writable {
+            Vec::new()
+        } else {
+            decision
+                .replays
+                .iter()
+                .flat_map(|r| r.writes.iter().cloned())
+                .collect()
+        };
         let wrap = |raw: Box<dyn Storage>, tag: u8| -> Result<OverlayStorage> {
             let stable = stable_end(raw.as_ref())?;
             let o = OverlayStorage::new(raw, stable);
-            if let (Some(r), false) = (&replay, open.writable) {
-                for (t, offset, bytes) in &r.writes {
-                    if *t == tag {
-                        o.hold(*offset, bytes);
-                    }
+            for (t, offset, bytes) in &replay_writes {
+                if *t == tag {
+                    o.hold(*offset, bytes);
                 }
             }
             Ok(o)
@@ -411,9 +461,8 @@ impl Filesys {
             }
             None => None,
         };
-        let journal = if open.writable {
-            let existed = vfs.exists(&jnl_path);
-            if !existed {
+        let journals = if open.writable {
+            if !jnl_existed {
                 journal::write(vfs.create_new(&jnl_path)?.as_ref(), seq, &[])?;
                 vfs.sync_dir(&jnl_path)?;
                 recovery.actions.push(format!(
@@ -421,20 +470,15 @@ impl Filesys {
                     jnl_path.display()
                 ));
             }
-            let jnl = vfs.open(&jnl_path, true)?;
-            if existed && replay.is_none() && storage::length(jnl.as_ref())? > 0 {
-                // Torn (a commit cut short by a crash or a full disk before its journal was
-                // durable, so none of its writes reached the files): ignored above, and
-                // replaced now so that it is not left for `check` to find.
-                journal::write(jnl.as_ref(), seq, &[])?;
-                recovery.actions.push(format!(
-                    "{}: a torn journal discarded (none of its writes had been applied)",
-                    jnl_path.display()
-                ));
-            }
-            Some(jnl)
+            let second = file_path(base, journal::SLOTS[1]);
+            let second = if vfs.exists(&second) {
+                Some(vfs.open(&second, true)?)
+            } else {
+                None
+            };
+            [Some(vfs.open(&jnl_path, true)?), second]
         } else {
-            None
+            [None, None]
         };
         seq = seq.max(1);
         let mut fs = Filesys {
@@ -443,17 +487,17 @@ impl Filesys {
             data,
             idx,
             time,
-            journal,
+            journals,
             overlays,
             writable: open.writable,
             _lock: lock,
             clock: open.clock.clone(),
             seq,
-            applied_unsynced: false,
+            staged: None,
+            requires: None,
             recovery,
             commits: 0,
             writes: std::sync::atomic::AtomicU64::new(0),
-            synced_ahead: std::sync::atomic::AtomicU64::new(u64::MAX),
             verify_misses: false,
         };
         if check_index {
@@ -585,83 +629,142 @@ impl Filesys {
 
     /// Commits: everything written so far becomes durable, all at once.
     ///
-    /// Appended bytes (and the previous commit's in-place writes) are synced first; then the
-    /// superblocks are staged, the journal of held in-place writes is written and synced, and the
-    /// held writes are applied.
+    /// The journal is written (the held in-place writes, and the CRC of every byte appended since
+    /// the last commit), then one barrier syncs it and every file written since the last barrier
+    /// at once, then the held writes are applied ([`journal`] has the crash argument).
     pub fn sync(&mut self) -> Result<()> {
-        let ahead = self.synced_ahead.load(std::sync::atomic::Ordering::Relaxed) == self.writes();
+        self.commit_begin()?;
+        storage::sync_all(&self.barrier_files())?;
+        self.commit_end()
+    }
+
+    /// Says what the next commit depends on: the filesys `sibling` (beside this one) having
+    /// committed a datafile of at least `filesize` bytes. Recovery counts this filesys's commit
+    /// only if that one's did: a layer above that commits two filesys with one barrier
+    /// ([`storage::sync_all`] over both's [`Filesys::barrier_files`]) orders them so.
+    pub fn require(&mut self, sibling: &Filesys) {
+        self.requires = sibling
+            .base
+            .file_name()
+            .and_then(|n| n.to_str())
+            .map(|name| journal::Requires {
+                name: name.to_string(),
+                filesize: sibling.data.filesize(),
+            });
+    }
+
+    /// The first step of a commit: the superblocks are staged and the journal is written, not
+    /// synced. Then [`Filesys::barrier_files`] are synced, then [`Filesys::commit_end`]; a
+    /// failure in between leaves the commit to be made again (it reuses the same slot).
+    pub fn commit_begin(&mut self) -> Result<()> {
         self.check_writable()?;
         let now = self.clock.now();
-        if !ahead {
-            self.sync_files()?;
-        }
         self.data.stage_sync(now)?;
         self.idx.stage_sync(now)?;
         if let Some(t) = &mut self.time {
             t.kv_mut().stage_sync(now)?;
         }
-        let writes: Vec<journal::Write> = self
-            .overlays
-            .iter()
-            .flat_map(|(tag, o)| {
+        let mut commit = journal::Replay {
+            seq: self.seq + 1,
+            requires: self.requires.take(),
+            ..journal::Replay::default()
+        };
+        for (tag, o) in &self.overlays {
+            commit.writes.extend(
                 o.pending_writes()
                     .into_iter()
-                    .map(move |(off, b)| (*tag, off, b))
-            })
-            .collect();
-        let jnl = self
-            .journal
-            .as_ref()
-            .expect("a writable filesys has a journal");
-        self.seq += 1;
-        journal::write(jnl.as_ref(), self.seq, &writes)?;
+                    .map(|(off, b)| (*tag, off, b)),
+            );
+            let (start, written) = o.appended();
+            let end = match *tag {
+                TAG_DATA => self.data.filesize(),
+                TAG_TIME => self.time.as_ref().map_or(0, |t| t.kv().filesize()),
+                _ => written,
+            }
+            .min(written);
+            if end > start {
+                let crc = o
+                    .appended_crc(end)
+                    .map_err(|e| Error::io(o.path(), Some(start), e))?;
+                commit.appended.push(journal::Appended {
+                    tag: *tag,
+                    start,
+                    end,
+                    crc,
+                });
+            }
+        }
+        let bytes = journal::encode_commit(&commit)?;
+        let slot = journal::slot_of(commit.seq);
+        if self.journals[slot].is_none() {
+            let path = file_path(&self.base, journal::SLOTS[slot]);
+            let file = if self.vfs.exists(&path) {
+                self.vfs.open(&path, true)?
+            } else {
+                let file = self.vfs.create_new(&path)?;
+                self.vfs.sync_dir(&path)?;
+                file
+            };
+            self.journals[slot] = Some(file);
+        }
+        let jnl = self.journals[slot].as_ref().expect("opened above");
+        journal::place(jnl.as_ref(), &bytes)?;
+        self.staged = Some(commit.seq);
+        Ok(())
+    }
+
+    /// The files a staged commit's barrier syncs: its journal slot first, then every file
+    /// written since the last barrier (appends, and the last commit's applied writes).
+    pub fn barrier_files(&self) -> Vec<&dyn Storage> {
+        let mut files: Vec<&dyn Storage> = Vec::new();
+        if let Some(seq) = self.staged {
+            if let Some(j) = &self.journals[journal::slot_of(seq)] {
+                files.push(j.as_ref());
+            }
+        }
+        for (_, o) in &self.overlays {
+            if o.unsynced() {
+                files.push(o);
+            }
+        }
+        files
+    }
+
+    /// The last step of a commit, after its barrier: the held writes are applied.
+    pub fn commit_end(&mut self) -> Result<()> {
+        let Some(seq) = self.staged.take() else {
+            return Err(Error::internal("a commit ended that had not begun"));
+        };
+        for (_, o) in &self.overlays {
+            o.mark_synced();
+        }
+        self.seq = seq;
         for (_, o) in &self.overlays {
             o.apply().map_err(|e| Error::io(o.path(), None, e))?;
         }
-        self.applied_unsynced = true;
         self.commits += 1;
         self.data.drop_synced()
-    }
-
-    /// Makes the bytes written so far durable without committing: the fdatasyncs a
-    /// [`Filesys::sync`] starts with, so that a layer above can run them beside another file's
-    /// commit (they order nothing: syncing early is always safe). The commit that follows then
-    /// finds little to write.
-    pub fn sync_ahead(&self) -> Result<()> {
-        self.check_writable()?;
-        let at = self.writes();
-        self.sync_files()?;
-        self.synced_ahead
-            .store(at, std::sync::atomic::Ordering::Relaxed);
-        Ok(())
-    }
-
-    /// Syncs the appended bytes and the in-place writes applied by the last commit.
-    fn sync_files(&self) -> Result<()> {
-        storage::sync(self.data.storage())?;
-        if let Some(t) = &self.time {
-            storage::sync(t.storage())?;
-        }
-        if self.applied_unsynced {
-            storage::sync(self.idx.storage())?;
-        }
-        Ok(())
     }
 
     /// Commits, then empties the journal, so that no old journal can be replayed over a file that
     /// is about to be replaced by a rename.
     fn quiesce(&mut self) -> Result<()> {
         self.sync()?;
+        self.sync_applied()?;
+        self.seq = journal::write_empty(self.vfs.as_ref(), &self.base, self.seq)?;
+        self.journals[journal::slot_of(self.seq)] = None;
+        Ok(())
+    }
+
+    /// Syncs the files the last commit applied writes to.
+    fn sync_applied(&self) -> Result<()> {
         for (_, o) in &self.overlays {
-            storage::sync(o)?;
+            if o.unsynced() {
+                storage::sync(o)?;
+                o.mark_synced();
+            }
         }
-        self.applied_unsynced = false;
-        self.seq += 1;
-        let jnl = self
-            .journal
-            .as_ref()
-            .expect("a writable filesys has a journal");
-        journal::write(jnl.as_ref(), self.seq, &[])
+        Ok(())
     }
 
     /// In-place writes held for the next commit, in bytes.
@@ -700,18 +803,95 @@ impl Filesys {
 
 impl Drop for Filesys {
     fn drop(&mut self) {
-        if self.writable && self.applied_unsynced {
-            // Not needed for correctness (the journal replays), but a clean close leaves the
-            // files complete on their own. Then the journal can be emptied: the next open has
+        if self.writable && self.staged.is_none() && self.overlays.iter().any(|(_, o)| o.unsynced())
+        {
+            // Not needed for correctness (the journals replay), but a clean close leaves the
+            // files complete on their own. Then an empty journal says so: the next open has
             // nothing to read back and replay (the last commit's journal holds up to
             // CHECKPOINT_BYTES of in-place writes, read one entry per pread and compared one
             // write per pread: 80 ms of every open of a 50,000-render store).
-            let synced = self.overlays.iter().all(|(_, o)| o.sync_data().is_ok());
-            if let (true, Some(jnl)) = (synced, &self.journal) {
-                let _ = journal::write(jnl.as_ref(), self.seq + 1, &[]);
+            if self.sync_applied().is_ok() {
+                let _ = journal::write_empty(self.vfs.as_ref(), &self.base, self.seq);
             }
         }
     }
+}
+
+/// Whether a complete journal's commit arrived whole: the bytes it appended are there with their
+/// CRC, and the commit it requires of a sibling filesys was made. A journal that appended to the
+/// datafile and whose write to the datafile's superblock is already in place was applied, so
+/// its barrier had completed: that alone proves it (and spares a reader the read-back while a
+/// writer is between commits). Only such a journal: its superblock names a FILESIZE past every
+/// one applied before it, while a commit that appended nothing to the datafile may write the
+/// very superblock the commit before it left (the clock had not moved).
+fn commit_arrived(
+    r: &journal::Replay,
+    files: &[(u8, &dyn Storage)],
+    vfs: &Arc<dyn Vfs>,
+    base: &Path,
+) -> Result<bool> {
+    if r.appended.is_empty() && r.requires.is_none() {
+        return Ok(true);
+    }
+    let file = |tag: u8| files.iter().find(|(t, _)| *t == tag).map(|(_, f)| *f);
+    let grew = r
+        .appended
+        .iter()
+        .any(|a| a.tag == TAG_DATA && a.end > a.start);
+    if let (true, Some((_, _, sb)), Some(data)) = (
+        grew,
+        r.writes.iter().find(|(t, o, _)| *t == TAG_DATA && *o == 0),
+        file(TAG_DATA),
+    ) {
+        let mut now = vec![0u8; sb.len()];
+        let n = data
+            .read_at(&mut now, 0)
+            .map_err(|e| Error::io(data.path(), Some(0), e))?;
+        if n == now.len() && now == *sb {
+            return Ok(true);
+        }
+    }
+    let mut buf = vec![0u8; 1 << 20];
+    for a in &r.appended {
+        let Some(f) = file(a.tag) else {
+            return Ok(false);
+        };
+        let mut crc = crc32fast::Hasher::new();
+        let mut at = a.start;
+        while at < a.end {
+            let n = (a.end - at).min(buf.len() as u64) as usize;
+            let got = f
+                .read_at(&mut buf[..n], at)
+                .map_err(|e| Error::io(f.path(), Some(at), e))?;
+            if got < n {
+                return Ok(false);
+            }
+            crc.update(&buf[..n]);
+            at += n as u64;
+        }
+        if crc.finalize() != a.crc {
+            return Ok(false);
+        }
+    }
+    if let Some(req) = &r.requires {
+        let plain =
+            !req.name.is_empty() && req.name != "." && req.name != ".." && !req.name.contains('/');
+        let Some(dir) = base.parent().filter(|_| plain) else {
+            return Ok(false);
+        };
+        let sibling = dir.join(&req.name);
+        if !vfs.exists(&file_path(&sibling, "data")) {
+            return Ok(false);
+        }
+        let open = OpenOptions::read_only();
+        // The sibling's own open decides its last commit the same way.
+        return match Filesys::open_inner(vfs.clone(), &sibling, &open, false) {
+            Ok(fs) => Ok(fs.data.filesize() >= req.filesize),
+            Err(e) if e.is_corruption() => Ok(false),
+            Err(e) => Err(e),
+        };
+    }
+    Ok(true)
 }
 
 /// Read-only opens made again when a commit changed the datafile's superblock during one.

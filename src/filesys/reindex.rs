@@ -23,9 +23,8 @@ impl Filesys {
                 vfs.rename(&idx_path, &broken)?;
                 // The failed open already replayed the journal into the other files; emptied
                 // now, it can never replay the old index's cells into the new one.
-                let jnl_path = file_path(base, "jnl");
-                let seq = journal::read(vfs.open(&jnl_path, false)?)?.map_or(0, |r| r.seq);
-                journal::write(vfs.open(&jnl_path, true)?.as_ref(), seq + 1, &[])?;
+                let seq = journal::last_seq(&journal::read_slots(vfs.as_ref(), base)?);
+                journal::write_empty(vfs.as_ref(), base, seq)?;
                 let opts = HIndexOptions {
                     purpose: INDEX_PURPOSE,
                     htsize: 16,

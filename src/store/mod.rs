@@ -597,24 +597,27 @@ impl Store {
         })
     }
 
-    /// Makes every put so far durable: the container first, then the records that point into it.
+    /// Makes every put so far durable: the container and the records that point into it, with
+    /// one barrier.
     ///
-    /// The records' appended bytes are synced beside the container's commit (on another thread:
-    /// two fdatasyncs in flight instead of one after the other); only the records' commit point,
-    /// their journal, waits for the container.
+    /// Both journals are written first, the records' saying that it requires the container's
+    /// commit; one barrier then syncs both filesys's files at once; then both apply their held
+    /// writes. After a crash the records' commit counts only if the container's arrived whole,
+    /// so no record ever points at a value that is not durable.
     pub fn commit(&mut self) -> Result<()> {
         let w = self.containers.writer()?;
-        let meta = &self.records.fs;
-        let values = std::thread::scope(|s| {
-            let ahead = s.spawn(|| meta.sync_ahead());
-            let container = w.fs.sync();
-            let ahead = ahead
-                .join()
-                .unwrap_or_else(|p| Err(Error::panicked("a sync thread", &*p)));
-            container.and(ahead)
+        let meta = &mut self.records.fs;
+        let staged = w.fs.commit_begin().and_then(|()| {
+            meta.require(&w.fs);
+            meta.commit_begin()
         });
-        match values {
-            Ok(()) => self.records.commit(),
+        let synced = staged.and_then(|()| {
+            let mut files = w.fs.barrier_files();
+            files.extend(meta.barrier_files());
+            crate::storage::sync_all(&files)
+        });
+        match synced.and_then(|()| w.fs.commit_end()) {
+            Ok(()) => self.records.commit_end(),
             Err(e) => {
                 self.records.forget_all();
                 Err(e)

@@ -138,11 +138,10 @@ impl TitleRecords {
         Ok(())
     }
 
-    /// Commits the records written so far (the values they point to are durable already: the
-    /// store syncs them first). A failed commit forgets the records read lately: what this
-    /// handle reads after it is the filesys's to say.
-    pub(super) fn commit(&mut self) -> Result<()> {
-        let committed = self.fs.sync();
+    /// Ends a commit of the records that [`Store::commit`] began and synced with the container's
+    /// (the records' held writes are applied). A failure forgets the records read lately.
+    pub(super) fn commit_end(&mut self) -> Result<()> {
+        let committed = self.fs.commit_end();
         if committed.is_err() {
             self.recent.clear();
         }

@@ -1,0 +1,216 @@
+//! A store's commit cut by a power loss at each of its writes and at each of its syncs in turn:
+//! one barrier makes the container's and the title records' journals and appended bytes durable
+//! together, so a cut anywhere must leave the store as it was before the commit or as it is
+//! after it (never a record without its value, never a damaged read), the same whether a reader
+//! or the writer opens it first, and after a commit that returned, the new state. Unsynced
+//! writes are either all lost or a random subset survives, reordered and torn at sector
+//! boundaries.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use wink::clock::ManualClock;
+use wink::sim::{CrashMode, SimDisk};
+use wink::store::{Config, Put, Store, StoreOptions};
+
+const DIR: &str = "/sim/store";
+const DOMAIN: &str = "en.wikipedia.org";
+const T0: i64 = 1_700_000_000;
+const TITLES: [&str; 4] = ["A", "B", "C", "D"];
+
+type State = BTreeMap<&'static str, Option<Vec<u8>>>;
+
+fn value(title: &str, rev: u64, len: usize) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u64 ^ rev.wrapping_mul(31) ^ title.as_bytes()[0] as u64) as u8)
+        .collect()
+}
+
+fn options(disk: &SimDisk, clock: &ManualClock, writable: bool) -> StoreOptions {
+    StoreOptions {
+        writable,
+        wait: false,
+        clock: Arc::new(clock.clone()),
+        vfs: Arc::new(disk.clone()),
+        ..StoreOptions::writer()
+    }
+}
+
+fn put<'a>(title: &'a str, rev: u64, value: &'a [u8]) -> Put<'a> {
+    Put {
+        domain: DOMAIN,
+        title,
+        rev,
+        tid: None,
+        content_type: "text/html",
+        value,
+        historical: false,
+    }
+}
+
+/// What every title reads as (a read that fails panics: damage is never an allowed outcome).
+fn state(store: &Store) -> State {
+    TITLES
+        .iter()
+        .map(|t| {
+            let got = store
+                .get_latest(DOMAIN, t)
+                .unwrap_or_else(|e| panic!("reading {t}: {e}"));
+            (*t, got.map(|g| g.value))
+        })
+        .collect()
+}
+
+/// The operations a commit is cut in: one put committed, and a batch that puts a title twice
+/// (its second record is written over bytes the same commit appended), a value larger than the
+/// appended bytes' checksum blocks, and a new title.
+fn operations() -> Vec<Vec<(&'static str, u64, usize)>> {
+    vec![
+        vec![("A", 2, 700)],
+        vec![
+            ("A", 3, 300),
+            ("A", 4, 5000),
+            ("B", 2, 1_300_000),
+            ("D", 1, 64),
+        ],
+    ]
+}
+
+/// A store with a few committed renders, the writer closed cleanly.
+fn base(clock: &ManualClock) -> SimDisk {
+    let disk = SimDisk::new();
+    let opts = options(&disk, clock, true);
+    Store::init(Path::new(DIR), &Config::default(), &opts).unwrap();
+    let mut s = Store::open(Path::new(DIR), &opts).unwrap();
+    for (i, t) in TITLES[..3].iter().enumerate() {
+        s.put(
+            DOMAIN,
+            t,
+            1,
+            None,
+            "text/html",
+            &value(t, 1, 1000 + 2_000_000 * (i % 2)),
+        )
+        .unwrap();
+    }
+    drop(s);
+    disk
+}
+
+/// Runs `op` on a writer opened on `disk`; true when its commit returned.
+fn run(
+    disk: &SimDisk,
+    clock: &ManualClock,
+    op: &[(&'static str, u64, usize)],
+    cut: impl Fn(),
+) -> bool {
+    let mut s = Store::open(Path::new(DIR), &options(disk, clock, true)).unwrap();
+    cut();
+    let values: Vec<Vec<u8>> = op.iter().map(|(t, r, l)| value(t, *r, *l)).collect();
+    let mut batch = s.batch();
+    for ((t, r, _), v) in op.iter().zip(&values) {
+        if batch.put(&put(t, *r, v)).is_err() {
+            return false;
+        }
+    }
+    let ok = batch.commit().is_ok();
+    drop(s);
+    ok
+}
+
+/// After a cut: reopened (a reader first, then the writer, then a reader again), the store must
+/// read as `before` or as `after`, the same through each handle; `after` when the commit returned.
+fn check(
+    disk: &SimDisk,
+    clock: &ManualClock,
+    before: &State,
+    after: &State,
+    done: bool,
+    what: &str,
+) {
+    let first = state(&Store::open(Path::new(DIR), &options(disk, clock, false)).unwrap());
+    let writer = Store::open(Path::new(DIR), &options(disk, clock, true)).unwrap();
+    let recovered = state(&writer);
+    drop(writer);
+    let again = state(&Store::open(Path::new(DIR), &options(disk, clock, false)).unwrap());
+    assert!(
+        recovered == *before || recovered == *after,
+        "{what}: neither the state before nor after the commit"
+    );
+    assert!(
+        !done || recovered == *after,
+        "{what}: a commit that returned was lost"
+    );
+    assert!(
+        first == recovered,
+        "{what}: a reader saw another commit than the writer's recovery"
+    );
+    assert!(
+        again == recovered,
+        "{what}: a reader after the recovery saw another state"
+    );
+}
+
+fn cut_everywhere(op: &[(&'static str, u64, usize)]) {
+    let clock = ManualClock::new(T0);
+    let disk = base(&clock);
+    let before = state(&Store::open(Path::new(DIR), &options(&disk, &clock, false)).unwrap());
+    // The whole operation once, to count its writes and syncs and see the state it commits.
+    let whole = disk.fork();
+    let (w0, s0) = (whole.writes(), whole.syncs());
+    assert!(run(&whole, &clock, op, || {}));
+    let after = state(&Store::open(Path::new(DIR), &options(&whole, &clock, false)).unwrap());
+    assert_ne!(before, after);
+    let (writes, syncs) = (whole.writes() - w0, whole.syncs() - s0);
+    assert!(writes > 4 && syncs > 0, "{writes} writes, {syncs} syncs");
+    let modes = |n: u64| {
+        [
+            CrashMode::DropUnsynced,
+            CrashMode::Reorder { seed: n },
+            CrashMode::Reorder { seed: n + 1000 },
+        ]
+    };
+    for n in 1..=writes + 1 {
+        let cut = disk.fork();
+        let done = run(&cut, &clock, op, || cut.fail_after_writes(n));
+        for mode in modes(n) {
+            let crashed = cut.fork();
+            crashed.crash(mode);
+            check(
+                &crashed,
+                &clock,
+                &before,
+                &after,
+                done,
+                &format!("write {n} of {writes}, {mode:?}"),
+            );
+        }
+    }
+    for n in 1..=syncs + 1 {
+        let cut = disk.fork();
+        let done = run(&cut, &clock, op, || cut.fail_after_syncs(n));
+        for mode in modes(n) {
+            let crashed = cut.fork();
+            crashed.crash(mode);
+            check(
+                &crashed,
+                &clock,
+                &before,
+                &after,
+                done,
+                &format!("sync {n} of {syncs}, {mode:?}"),
+            );
+        }
+    }
+}
+
+#[test]
+fn one_put_cut_at_every_write_and_sync() {
+    cut_everywhere(&operations()[0]);
+}
+
+#[test]
+fn a_batch_cut_at_every_write_and_sync() {
+    cut_everywhere(&operations()[1]);
+}
