@@ -155,6 +155,8 @@ pub fn write(
             let (compression, level) = (out.compression, out.level);
             scope.spawn(move || compress_jobs(&rx, &tx, compression, level));
         }
+        // Once the compressors are gone (the writer failed), a send fails instead of waiting.
+        drop(jobs_rx);
         drop(done_tx);
         let writer = {
             let (budget, written, created) = (budget.clone(), written.clone(), &created);
