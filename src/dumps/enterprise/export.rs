@@ -154,11 +154,10 @@ struct Body<'a> {
 
 /// The render of `t` an export takes: the newest (by revision, then tid), of those made at or
 /// before `as_of` when given.
-fn chosen<'t>(t: &'t DumpTitle, as_of: Option<i64>) -> Option<&'t DumpRender> {
+fn chosen(t: &DumpTitle, as_of: Option<i64>) -> Option<&DumpRender> {
     t.renders
         .iter()
-        .filter(|r| as_of.is_none_or(|at| tid_time(r.tid).unix_secs() <= at))
-        .next_back()
+        .rfind(|r| as_of.is_none_or(|at| tid_time(r.tid).unix_secs() <= at))
 }
 
 fn is_html(content_type: &str) -> bool {

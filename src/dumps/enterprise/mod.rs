@@ -220,9 +220,11 @@ fn find_ci(hay: &[u8], needle: &[u8]) -> Option<usize> {
         .position(|w| w.eq_ignore_ascii_case(needle))
 }
 
-/// A tag's attributes after its name, up to its `>`: (name, value) pairs, and where the tag
-/// ends.
-fn attributes(tag: &[u8]) -> (Vec<(&[u8], &[u8])>, usize) {
+/// An attribute of a tag: (name, value).
+type Attribute<'a> = (&'a [u8], &'a [u8]);
+
+/// A tag's attributes after its name, up to its `>`, and where the tag ends.
+fn attributes(tag: &[u8]) -> (Vec<Attribute<'_>>, usize) {
     let mut out = Vec::new();
     let mut i = 0;
     let n = tag.len();
