@@ -80,6 +80,8 @@ pub struct Members {
     seq: u64,
     chunk: Vec<u8>,
     open: bool,
+    /// A send failed: the writer stopped (its error is the one to report).
+    stopped: bool,
     /// Bytes the writer has put in the file so far (for progress).
     pub written: Arc<AtomicU64>,
 }
@@ -89,9 +91,10 @@ impl Members {
         if let Part::Data(d) = &part {
             self.budget.take(d.len() as u64);
         }
-        self.jobs
-            .send((self.seq, part))
-            .map_err(|_| Error::invalid("the tar.gz writer stopped"))?;
+        if self.jobs.send((self.seq, part)).is_err() {
+            self.stopped = true;
+            return Err(Error::invalid("the tar.gz writer stopped"));
+        }
         self.seq += 1;
         Ok(())
     }
@@ -180,17 +183,21 @@ pub fn write(
             seq: 0,
             chunk: Vec::with_capacity(CHUNK),
             open: false,
+            stopped: false,
             written,
         };
         let produced = produce(&mut members).and_then(|()| members.end());
+        let stopped = members.stopped;
         drop(members);
         let wrote = writer
             .join()
             .unwrap_or_else(|p| Err(Error::panicked("the tar.gz writer", &*p)));
+        // The writer's error explains a producer's "writer stopped"; otherwise the producer's
+        // error is what happened (the writer then only saw the members end early).
         match (produced, wrote) {
-            (_, Err(e)) => Err(e),
-            (Err(e), Ok(_)) => Err(e),
-            (Ok(()), Ok(w)) => Ok(w),
+            (Ok(()), wrote) => wrote,
+            (Err(_), Err(w)) if stopped => Err(w),
+            (Err(e), _) => Err(e),
         }
     });
     if result.is_err() {
@@ -383,7 +390,7 @@ mod tests {
             Err(Error::invalid("stop"))
         })
         .unwrap_err();
-        assert_eq!(e.to_string(), "stop");
+        assert_eq!(e.to_string(), "invalid: stop");
         assert!(!path.exists());
         std::fs::write(&path, b"keep").unwrap();
         assert!(write(&path, &opts(), |_| Ok(())).is_err());

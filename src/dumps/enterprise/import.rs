@@ -2,9 +2,12 @@
 //! streamed, committed in batches.
 //!
 //! Each file is read once, as it is: gzip decoded and tar members walked as a stream (nothing is
-//! unpacked to disk), each NDJSON member line by line. Memory holds one line (at most
-//! [`ImportOptions::max_line`] bytes), the articles between the reading thread and the puts (a
-//! few), and the store's own bounded caches, whatever the file's size.
+//! unpacked to disk), each NDJSON member line by line. Three threads: one decodes and splits
+//! lines, one parses them into articles, this one puts them (gzip decoding alone takes about
+//! half of the work, so parsing beside it keeps both cores busy). Memory holds the lines between
+//! the first two (64 MiB, or one line when it is longer; a line is at most
+//! [`ImportOptions::max_line`] bytes), a few articles between the last two, and the store's own
+//! bounded caches, whatever the file's size.
 //!
 //! An article maps as the parent module says. One whose title already has a render of its
 //! revision is left as it is (`unchanged`): importing next month's snapshot adds the new
@@ -30,6 +33,7 @@ use serde::Deserialize;
 use crate::error::{Error, Result};
 use crate::store::{key, Page, Put, Store};
 use crate::warc::date::Ticks;
+use crate::warc::writer::Budget;
 
 use super::{
     article_url, content_type_of, dbname_of_domain, domain_of_dbname, language_of_domain, tid_of,
@@ -165,6 +169,8 @@ struct Article {
 }
 
 enum Item {
+    /// A line read, for the parser.
+    Line(Place, Vec<u8>),
     Article(Place, Box<Article>),
     Bad(Note),
     Member,
@@ -197,16 +203,21 @@ pub fn import(
     };
     let mut pending = 0usize;
     let read = Arc::new(AtomicU64::new(0));
+    let (lines_tx, lines_rx) = mpsc::sync_channel::<Item>(64);
     let (tx, rx) = mpsc::sync_channel::<Item>(READ_AHEAD);
+    let budget = Arc::new(Budget::default());
     let result = std::thread::scope(|scope| {
         let reader = Reader {
             max_line,
-            max_value,
             read: read.clone(),
+            budget: budget.clone(),
         };
-        scope.spawn(move || reader.files(files, &tx));
+        scope.spawn(move || reader.files(files, &lines_tx));
+        let parser_budget = budget.clone();
+        scope.spawn(move || parse_lines(lines_rx, &tx, max_value, &parser_budget));
         for item in rx {
             match item {
+                Item::Line(..) => return Err(Error::internal("a line passed the parser")),
                 Item::Member => report.members += 1,
                 Item::FileDone => report.files += 1,
                 Item::Fatal(e) => return Err(e),
@@ -291,12 +302,47 @@ fn put(
     Ok(true)
 }
 
-/// The reading side: decompression, tar, lines, JSON, mapping.
+/// The parsing side: each line as an article (or why not), everything else passed on.
+fn parse_lines(
+    lines: mpsc::Receiver<Item>,
+    tx: &mpsc::SyncSender<Item>,
+    max_value: u64,
+    budget: &Budget,
+) {
+    for item in lines {
+        let item = match item {
+            Item::Line(place, line) => {
+                budget.give(line.len() as u64);
+                match article(&line, max_value) {
+                    Ok(a) => Item::Article(place, Box::new(a)),
+                    Err(what) => Item::Bad(Note { place, what }),
+                }
+            }
+            other => other,
+        };
+        if tx.send(item).is_err() {
+            // The puts stopped: the reader waits for room no more.
+            budget.stop();
+            return;
+        }
+    }
+}
+
+/// One line as an article, or why it is not one.
+fn article(line: &[u8], max_value: u64) -> std::result::Result<Article, String> {
+    let text = std::str::from_utf8(line)
+        .map_err(|e| format!("not UTF-8 (at byte {} of the line)", e.valid_up_to()))?;
+    let raw: RawArticle = serde_json::from_str(text).map_err(|e| format!("not an article: {e}"))?;
+    map(raw, max_value)
+}
+
+/// The reading side: decompression, tar, lines.
 struct Reader {
     max_line: u64,
-    max_value: u64,
     /// Compressed bytes read, of all files so far.
     read: Arc<AtomicU64>,
+    /// Bytes of lines between the reader and the parser.
+    budget: Arc<Budget>,
 }
 
 /// A reader that counts the bytes taken from it into a shared counter.
@@ -408,10 +454,8 @@ impl Reader {
                     if text.iter().all(u8::is_ascii_whitespace) {
                         continue;
                     }
-                    match self.article(text) {
-                        Ok(a) => Item::Article(place, Box::new(a)),
-                        Err(what) => Item::Bad(Note { place, what }),
-                    }
+                    self.budget.take(text.len() as u64);
+                    Item::Line(place, text.to_vec())
                 };
                 if tx.send(item).is_err() {
                     return Ok(false);
@@ -419,15 +463,6 @@ impl Reader {
             }
         }
         Ok(true)
-    }
-
-    /// One line as an article, or why it is not one.
-    fn article(&self, line: &[u8]) -> std::result::Result<Article, String> {
-        let text = std::str::from_utf8(line)
-            .map_err(|e| format!("not UTF-8 (at byte {} of the line)", e.valid_up_to()))?;
-        let raw: RawArticle =
-            serde_json::from_str(text).map_err(|e| format!("not an article: {e}"))?;
-        map(raw, self.max_value)
     }
 }
 
@@ -639,7 +674,7 @@ mod tests {
         );
         assert!(article(&long)
             .unwrap_err()
-            .contains("name: a title has 1 to 1024"));
+            .contains("a title has 1 to 1024"));
         let big = r#"{"name":"x","url":"https://e.org/","version":{"identifier":1},"article_body":{"html":"0123456789"},"date_modified":"2024-01-01T00:00:00Z"}"#;
         let raw: RawArticle = serde_json::from_str(big).unwrap();
         assert!(map(raw, 5)

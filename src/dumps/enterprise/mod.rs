@@ -215,9 +215,19 @@ pub fn content_type_of(html: &str) -> String {
     }
 }
 
+/// Where `needle` (whose first byte has one case) first is in `hay`, ASCII case ignored.
 fn find_ci(hay: &[u8], needle: &[u8]) -> Option<usize> {
-    hay.windows(needle.len())
-        .position(|w| w.eq_ignore_ascii_case(needle))
+    let (first, rest) = needle.split_first()?;
+    let mut at = 0;
+    while at + needle.len() <= hay.len() {
+        let i = at + hay[at..].iter().position(|b| b == first)?;
+        let end = i + needle.len();
+        if end <= hay.len() && hay[i + 1..end].eq_ignore_ascii_case(rest) {
+            return Some(i);
+        }
+        at = i + 1;
+    }
+    None
 }
 
 /// An attribute of a tag: (name, value).
