@@ -450,12 +450,16 @@ impl Reader {
                         what: format!("a line longer than {} bytes", self.max_line),
                     })
                 } else {
-                    let text = trim_line(&line);
-                    if text.iter().all(u8::is_ascii_whitespace) {
+                    let len = trim_line(&line).len();
+                    if line[..len].iter().all(u8::is_ascii_whitespace) {
                         continue;
                     }
-                    self.budget.take(text.len() as u64);
-                    Item::Line(place, text.to_vec())
+                    self.budget.take(len as u64);
+                    // The line itself goes to the parser; the next is read into a new buffer.
+                    let next = Vec::with_capacity(line.capacity().min(1 << 20));
+                    let mut owned = std::mem::replace(&mut line, next);
+                    owned.truncate(len);
+                    Item::Line(place, owned)
                 };
                 if tx.send(item).is_err() {
                     return Ok(false);
