@@ -290,6 +290,8 @@ fn main() {
         cpu_used(&before, &cpu(&state))
     );
 
+    let durable_rate = figures.0;
+
     let figures = load(n, inflight, |a, i| put(a, &n1, n + i, len));
     let share = format!(" ({:.0}% of JetStream's)", 100.0 * figures.0 / js_rate);
     report(
@@ -384,4 +386,36 @@ fn main() {
     report("one wink serve GET", figures, "");
     let _ = child.kill();
     let _ = child.wait();
+
+    // The same PUTs against a cluster with the previous default: nats-servers syncing every
+    // 2 minutes, nodes acknowledging anyway (a power cut may lose those acks).
+    let unsafe_dir = tempfile::tempdir().unwrap();
+    let u = unsafe_dir.path().to_str().unwrap().to_string();
+    script(
+        "up",
+        &[&u, "--nodes", "3", "--replicas", "2", "--unsafe-nats-sync"],
+    );
+    let _down = Down(u.clone());
+    let state: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(unsafe_dir.path().join("cluster.json")).unwrap())
+            .unwrap();
+    let router = state["router"].as_str().unwrap().to_string();
+    let nats: Vec<String> = state["nats"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["url"].as_str().unwrap().to_string())
+        .collect();
+    let figures = jetstream_alone(nats, n, inflight, len);
+    report("jetstream alone, default sync (every 2 min)", figures, "");
+    let unsafe_js = figures.0;
+    let figures = load(n, inflight, |a, i| put(a, &router, i, len));
+    let share = format!(" ({:.0}% of JetStream's)", 100.0 * figures.0 / unsafe_js);
+    report("cluster PUT through HAProxy, unsafe acks", figures, &share);
+    println!(
+        "durable acks cost: cluster PUTs/s {:.2}x the unsafe default's; JetStream alone with \
+         sync always {:.2}x its default",
+        durable_rate / figures.0,
+        js_rate / unsafe_js
+    );
 }

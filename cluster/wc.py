@@ -4,11 +4,19 @@
 Used through cluster/up, cluster/ctl and cluster/down (docs/CLUSTER.md). Everything lives under
 one directory DIR; DIR/cluster.json says where everything is:
 
-  {"router": "http://127.0.0.1:P", "config": "DIR/config.json",
-   "nodes": [{"name", "url", "data", "pid"}], "nats": [{"name", "url", "pid"}], ...}
+  {"router": "http://127.0.0.1:P", "config": "DIR/config.json", "token_file": F or null,
+   "nodes": [{"name", "url", "data", "pid", "argv"}], "nats": [{"name", "url", "pid", "argv"}],
+   ...}
+
+A "pid" is null when the process was stopped by ctl; otherwise it is the process started with
+"argv", which is how a PID is told from a later process that reused the number. Every run holds
+an exclusive lock on DIR/ctl.lock from its first read of cluster.json to its last write, so two
+runs never write over each other's PIDs.
 """
 
 import argparse
+import contextlib
+import fcntl
 import json
 import os
 import shutil
@@ -26,6 +34,32 @@ REPO = os.path.dirname(HERE)
 def die(msg):
     print(f"cluster: {msg}", file=sys.stderr)
     sys.exit(1)
+
+
+@contextlib.contextmanager
+def locked(d):
+    """Holds DIR/ctl.lock exclusively. The lock's descriptor is not inherited by what we start
+    (Popen closes it), so it ends with this process even if it is killed."""
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "ctl.lock"), "a") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print(f"cluster: waiting for another run on {d} (ctl.lock)", file=sys.stderr)
+            fcntl.flock(f, fcntl.LOCK_EX)
+        yield
+
+
+def read_token(path):
+    """The token as `wink serve --token-file` reads it: the first line, trimmed."""
+    try:
+        with open(path) as f:
+            token = (f.readline() or "").strip()
+    except OSError as e:
+        die(f"the token file {path}: {e.strerror}")
+    if not token or not all(33 <= ord(c) <= 126 for c in token):
+        die(f"the token file {path}: its first line must be a printable token without spaces")
+    return token
 
 
 def free_port():
@@ -56,8 +90,31 @@ def install():
 def spawn(cmd, log):
     with open(log, "ab") as f:
         p = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                             start_new_session=True)
+                             start_new_session=True, close_fds=True)
     return p.pid
+
+
+def cmdline(pid):
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            raw = f.read()
+    except OSError:
+        return None
+    return [a.decode(errors="replace") for a in raw.split(b"\0")[:-1]]
+
+
+def ours(pid, argv):
+    """Whether `pid` is still the process started with `argv` (not a later one that reused the
+    number). An entry written by an older cluster/up has no argv: its PID is trusted."""
+    if not pid:
+        return False
+    if argv is None:
+        return alive(pid)
+    return cmdline(pid) == argv
+
+
+def running(entry):
+    return alive(entry.get("pid")) and ours(entry["pid"], entry.get("argv"))
 
 
 def http_status(url, timeout=2):
@@ -120,13 +177,19 @@ def save(d, state):
     os.replace(path + ".tmp", path)
 
 
-def nats_conf(d, i, ports, nats_count, cluster_name):
+def nats_conf(d, i, ports, nats_count, cluster_name, unsafe=False):
     name = f"nats-{i}"
     home = os.path.join(d, name)
     os.makedirs(home, exist_ok=True)
     routes = ", ".join(f"nats-route://127.0.0.1:{ports['route'][j]}"
                        for j in range(nats_count) if j != i - 1)
     conf = os.path.join(home, "nats.conf")
+    sync = ("  # UNSAFE (--unsafe-nats-sync): nats-server's default, a sync every 2 minutes."
+            if unsafe else
+            "  # Every acknowledged message is on disk before the ack (the default syncs every 2\n"
+            "  # minutes, so a power cut could lose acknowledged writes); a node refuses writes\n"
+            "  # without it.\n"
+            "  sync_interval: always")
     with open(conf, "w") as f:
         f.write(f"""server_name: {name}
 listen: 127.0.0.1:{ports['client'][i - 1]}
@@ -137,6 +200,7 @@ jetstream {{
   store_dir: "{home}/js"
   max_memory_store: 64MB
   max_file_store: 8GB
+{sync}
 }}
 cluster {{
   name: {cluster_name}
@@ -149,15 +213,17 @@ cluster {{
             "cmd": [None, "-c", conf], "log": os.path.join(home, "log"), "pid": None}
 
 
-def node_entry(d, name, port, config):
+def node_entry(d, name, port, config, token_file):
     home = os.path.join(d, name)
     data = os.path.join(home, "data")
     os.makedirs(data, exist_ok=True)
     url = f"http://127.0.0.1:{port}"
     cmd = [None, "serve", data, "--listen", f"127.0.0.1:{port}", "--cluster", config,
            "--name", name, "--maintenance-interval", "0"]
+    if token_file:
+        cmd += ["--token-file", token_file]
     return {"name": name, "url": url, "data": data, "cmd": cmd,
-            "log": os.path.join(home, "log"), "pid": None}
+            "log": os.path.join(home, "log"), "pid": None, "argv": None}
 
 
 def haproxy_conf(d, state):
@@ -171,8 +237,14 @@ def haproxy_conf(d, state):
 defaults
   mode http
   timeout connect 2s
-  timeout client 120s
-  timeout server 120s
+  # A client must send its request's headers within 10 s and may not fall silent for more than
+  # 20 s (reading the answer or sending a body), so a slow client cannot pin a connection.
+  timeout http-request 10s
+  timeout client 20s
+  timeout http-keep-alive 10s
+  # Just above a node's own longest deadline (a PUT: at most 15 s), so a request sent to a node
+  # that froze just after taking it ends (504) within 20 s instead of lasting the whole freeze.
+  timeout server 20s
   # A node that refuses the connection (killed) is tried again elsewhere; a request it took is
   # never replayed by HAProxy (it may have been published).
   retries 2
@@ -194,36 +266,46 @@ backend nodes
 def start_haproxy(d, state):
     conf = haproxy_conf(d, state)
     cmd = ["haproxy", "-f", conf, "-db"]
-    old = state.get("haproxy", {}).get("pid")
-    if alive(old):
+    old = state.get("haproxy", {})
+    if running(old):
         # A soft reload: the new process takes the port, the old one finishes its requests.
-        cmd += ["-sf", str(old)]
+        cmd += ["-sf", str(old["pid"])]
     pid = spawn(cmd, os.path.join(d, "haproxy.log"))
-    state["haproxy"] = {"pid": pid, "cmd": cmd}
+    state["haproxy"] = {"pid": pid, "cmd": cmd, "argv": cmd}
 
 
 def start(entry, binary):
     cmd = [binary] + entry["cmd"][1:]
     entry["pid"] = spawn(cmd, entry["log"])
+    entry["argv"] = cmd
 
 
 def up(args):
     d = os.path.abspath(args.dir)
-    os.makedirs(d, exist_ok=True)
+    with locked(d):
+        up_locked(d, args)
+
+
+def up_locked(d, args):
     if os.path.exists(os.path.join(d, "cluster.json")):
         die(f"{d} holds a cluster already (cluster/down {d} first)")
+    token_file = None
+    if args.token_file:
+        token_file = os.path.abspath(args.token_file)
+        read_token(token_file)
     nats_bin = install()
     wink = wink_binary()
     nats_count = 3
     ports = {k: [free_port() for _ in range(nats_count)] for k in ("client", "route", "monitor")}
     state = {"router": f"http://127.0.0.1:{free_port()}",
-             "config": os.path.join(d, "config.json"),
+             "config": os.path.join(d, "config.json"), "token_file": token_file,
              "nats_bin": nats_bin, "wink": wink, "nodes": [], "nats": []}
     # A name of its own: a route that reaches another cluster on this machine (a port taken
     # between free_port() and the server's bind) is refused, not merged.
     cluster_name = f"wink-{os.getpid()}-{ports['route'][0]}"
     for i in range(1, nats_count + 1):
-        state["nats"].append(nats_conf(d, i, ports, nats_count, cluster_name))
+        state["nats"].append(nats_conf(d, i, ports, nats_count, cluster_name,
+                                       args.unsafe_nats_sync))
     for n in state["nats"]:
         n["cmd"][0] = nats_bin
         start(n, nats_bin)
@@ -234,8 +316,10 @@ def up(args):
         wait_for(n["name"], lambda n=n: http_status(n["monitor"] + "/healthz") == 200, 180, n)
     names = [f"n{i}" for i in range(1, args.nodes + 1)]
     for name in names:
-        state["nodes"].append(node_entry(d, name, free_port(), state["config"]))
+        state["nodes"].append(node_entry(d, name, free_port(), state["config"], token_file))
     config = {"nats": [n["url"] for n in state["nats"]],
+              "nats_monitor": [n["monitor"] for n in state["nats"]],
+              "unsafe_acks_without_nats_fsync": args.unsafe_nats_sync,
               "nodes": [{"name": n["name"], "url": n["url"]} for n in state["nodes"]],
               "partitions": args.partitions, "replicas": args.replicas,
               "buckets": {"html": {}}, "stream_max_age": args.stream_max_age}
@@ -272,47 +356,86 @@ def stop_pid(pid, sig, wait=10):
         time.sleep(0.05)
     if alive(pid):
         os.kill(pid, signal.SIGKILL)
+        deadline = time.time() + 30
+        while alive(pid) and time.time() < deadline:
+            time.sleep(0.05)
+        if alive(pid):
+            die(f"pid {pid} outlived SIGKILL for 30 s")
 
 
 def ctl(args):
     d = os.path.abspath(args.dir)
-    state = load(d)
-    if args.action == "add":
-        return add(d, state, args.name)
-    entry = find(state, args.name)
-    if args.action == "kill":
-        stop_pid(entry["pid"], signal.SIGKILL)
-    elif args.action == "stop":
-        stop_pid(entry["pid"], signal.SIGTERM, 30)
-    elif args.action == "start":
-        if alive(entry["pid"]):
-            die(f"{args.name} runs already (pid {entry['pid']})")
-        binary = state["nats_bin"] if entry["name"].startswith("nats-") else state["wink"]
-        start(entry, binary)
-        save(d, state)
-        if "monitor" in entry:
-            wait_for(entry["name"], lambda: http_status(entry["monitor"] + "/healthz") == 200, 60,
-                     entry)
-        else:
-            wait_for(entry["name"], lambda: http_status(entry["url"] + "/_cluster") == 200, 90,
-                     entry)
-    save(d, state)
+    if not os.path.exists(os.path.join(d, "cluster.json")):
+        die(f"no cluster in {d}")
+    with locked(d):
+        # Read under the lock: a run that held it before may have changed cluster.json.
+        state = load(d)
+        if args.action == "add":
+            return add(d, state, args.name)
+        entry = find(state, args.name)
+        if args.action in ("kill", "stop"):
+            if running(entry):
+                if args.action == "kill":
+                    stop_pid(entry["pid"], signal.SIGKILL)
+                else:
+                    stop_pid(entry["pid"], signal.SIGTERM, 30)
+            entry["pid"] = None
+            save(d, state)
+        elif args.action == "start":
+            if running(entry):
+                die(f"{args.name} runs already (pid {entry['pid']})")
+            binary = state["nats_bin"] if "monitor" in entry else state["wink"]
+            start(entry, binary)
+            save(d, state)
+            if "monitor" in entry:
+                wait_nats_process(entry, state)
+            else:
+                wait_for(entry["name"], lambda: http_status(entry["url"] + "/_cluster") == 200,
+                         90, entry)
+
+
+def wait_nats_process(entry, state):
+    """Waits for the server itself, and for JetStream's health only when a majority of the
+    servers runs: after all servers stopped, the first one back has no quorum (its /healthz
+    answers 503) until a second one starts, and it must be possible to start them one by one.
+    With a quorum, the server is waited for until it has caught up (until then JetStream's API
+    requests through it time out)."""
+    wait_for(entry["name"],
+             lambda: http_status(entry["monitor"] + "/healthz?js-enabled-only=true") == 200, 60,
+             entry)
+    up = sum(1 for n in state["nats"] if running(n))
+    if 2 * up > len(state["nats"]):
+        wait_for(entry["name"] + "'s JetStream",
+                 lambda: http_status(entry["monitor"] + "/healthz") == 200, 120, entry)
+    else:
+        print(f"cluster: {entry['name']} runs; JetStream has no quorum until a majority of the "
+              f"servers runs ({up} of {len(state['nats'])} do)", file=sys.stderr)
+
+
+def snapshot(peer, bucket, token_file):
+    req = urllib.request.Request(f"{peer['url']}/_cluster/snapshot/{bucket}", method="POST")
+    if token_file:
+        req.add_header("Authorization", f"Bearer {read_token(token_file)}")
+    try:
+        with urllib.request.urlopen(req, timeout=600) as r:
+            return json.load(r)["snapshot"]
+    except urllib.error.HTTPError as e:
+        die(f"{peer['name']} refused a snapshot of {bucket}: {e.code} {e.read()[:300]!r}")
 
 
 def add(d, state, name):
     if any(n["name"] == name for n in state["nodes"]):
         die(f"node {name} exists")
-    entry = node_entry(d, name, free_port(), state["config"])
+    token_file = state.get("token_file")
+    entry = node_entry(d, name, free_port(), state["config"], token_file)
     # Start from a live peer's snapshot of each bucket: its records say where replay starts.
     with open(state["config"]) as f:
         config = json.load(f)
-    peer = next((n for n in state["nodes"] if alive(n["pid"])), None)
+    peer = next((n for n in state["nodes"] if running(n)), None)
     if peer is None:
         die("no live node to take a snapshot from")
     for bucket in config["buckets"]:
-        req = urllib.request.Request(f"{peer['url']}/_cluster/snapshot/{bucket}", method="POST")
-        with urllib.request.urlopen(req, timeout=600) as r:
-            snap = json.load(r)["snapshot"]
+        snap = snapshot(peer, bucket, token_file)
         # The snapshot is a private copy inside the peer's data root, on the same file system.
         os.replace(snap, os.path.join(entry["data"], bucket))
     config["nodes"].append({"name": name, "url": entry["url"]})
@@ -327,24 +450,81 @@ def add(d, state, name):
     save(d, state)
 
 
+def started_here(d, argv):
+    """Whether a command line is one of the processes a cluster in `d` starts: a nats-server
+    with its configuration there, a `wink serve` of a data root there, or HAProxy with its
+    configuration there."""
+    inside = d.rstrip("/") + "/"
+    if len(argv) < 3:
+        return False
+    prog = os.path.basename(argv[0])
+    if prog.startswith("nats-server") and "-c" in argv[:-1]:
+        return argv[argv.index("-c") + 1].startswith(inside)
+    if prog.startswith("haproxy") and "-f" in argv[:-1]:
+        return argv[argv.index("-f") + 1].startswith(inside)
+    return argv[1] == "serve" and argv[2].startswith(inside) and "--cluster" in argv
+
+
+def ours_in_proc(d):
+    """Every process on the machine that `d`'s cluster started, whatever cluster.json says (a
+    run killed between starting a process and writing cluster.json, an old HAProxy still
+    finishing its requests after a reload)."""
+    me = os.getpid()
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == me:
+            continue
+        argv = cmdline(int(name))
+        if argv and started_here(d, argv) and alive(int(name)):
+            found.append(int(name))
+    return found
+
+
 def down(args):
     d = os.path.abspath(args.dir)
-    try:
-        state = load(d)
-    except OSError:
+    if not os.path.isdir(d):
         die(f"no cluster in {d}")
-    pids = [state.get("haproxy", {}).get("pid")] + [n["pid"] for n in state["nodes"]] + \
-        [n["pid"] for n in state["nats"]]
-    for pid in pids:
-        if alive(pid):
-            os.kill(pid, signal.SIGTERM)
-    deadline = time.time() + 15
-    while any(alive(p) for p in pids) and time.time() < deadline:
-        time.sleep(0.1)
-    for pid in pids:
-        if alive(pid):
-            os.kill(pid, signal.SIGKILL)
-    os.rename(os.path.join(d, "cluster.json"), os.path.join(d, "cluster.down.json"))
+    with locked(d):
+        try:
+            state = load(d)
+        except OSError:
+            state = None
+        entries = []
+        if state is not None:
+            entries = [state.get("haproxy", {})] + state["nodes"] + state["nats"]
+        # Every PID listed, even one whose entry looks stale, if it is still the process that
+        # was started there; then every other process of this directory's cluster.
+        pids = {e["pid"] for e in entries if e.get("pid") and ours(e["pid"], e.get("argv"))}
+        pids |= set(ours_in_proc(d))
+        if state is None and not pids:
+            die(f"no cluster in {d}")
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except OSError:
+                pass
+        deadline = time.time() + 15
+        while any(alive(p) for p in pids) and time.time() < deadline:
+            time.sleep(0.1)
+        for pid in pids:
+            if alive(pid):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+        left = [p for p in pids if alive(p)]
+        deadline = time.time() + 10
+        while left and time.time() < deadline:
+            time.sleep(0.1)
+            left = [p for p in left if alive(p)]
+        if state is not None:
+            for e in entries:
+                if e:
+                    e["pid"] = None
+            save(d, state)
+            os.replace(os.path.join(d, "cluster.json"), os.path.join(d, "cluster.down.json"))
+        if left:
+            die(f"processes {left} outlived SIGKILL")
 
 
 def main():
@@ -356,6 +536,12 @@ def main():
     u.add_argument("--replicas", type=int, default=2)
     u.add_argument("--partitions", type=int, default=64)
     u.add_argument("--stream-max-age", type=int, default=7 * 86400)
+    u.add_argument("--unsafe-nats-sync", action="store_true",
+                   help="nats-servers with their default sync (every 2 minutes) and nodes that "
+                   "acknowledge writes anyway: a power cut may lose acknowledged writes "
+                   "(for benchmarks of the difference)")
+    u.add_argument("--token-file", help="every node needs this token for changes "
+                   "(wink serve --token-file); ctl and add send it")
     c = sub.add_parser("ctl")
     c.add_argument("dir")
     c.add_argument("action", choices=["start", "stop", "kill", "add"])

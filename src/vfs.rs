@@ -18,7 +18,7 @@ pub trait Vfs: Send + Sync + std::fmt::Debug {
     fn exists(&self, path: &Path) -> bool;
     /// Removes a file.
     fn remove(&self, path: &Path) -> Result<()>;
-    /// Creates a directory and its parents (a medium without directories does nothing).
+    /// Creates a directory and its parents, durably (a medium without directories does nothing).
     fn create_dir_all(&self, _path: &Path) -> Result<()> {
         Ok(())
     }
@@ -53,7 +53,23 @@ impl Vfs for RealFs {
     }
 
     fn create_dir_all(&self, path: &Path) -> Result<()> {
-        std::fs::create_dir_all(path).map_err(|e| Error::io(path, None, e))
+        // A new directory's name is durable only once its parent is fsynced (a power cut may
+        // otherwise lose it, and all that was synced inside it): fsync the parent of each
+        // directory this call creates.
+        let mut created = Vec::new();
+        let mut at = path;
+        while !at.exists() {
+            created.push(at);
+            match at.parent() {
+                Some(p) if !p.as_os_str().is_empty() => at = p,
+                _ => break,
+            }
+        }
+        std::fs::create_dir_all(path).map_err(|e| Error::io(path, None, e))?;
+        for dir in created {
+            sync_parent_dir(dir).map_err(|e| Error::io(dir, None, e))?;
+        }
+        Ok(())
     }
 
     fn rename(&self, from: &Path, to: &Path) -> Result<()> {

@@ -9,91 +9,10 @@ mod common;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
-use std::time::Duration;
 
-use common::cluster::{eventually, try_call, Cluster, D};
-use wink::cluster::message::partition_of;
+use common::cluster::{check_acked, eventually, writer, Cluster};
 
 const PARTITIONS: u32 = 16;
-
-/// A PUT a client made, and what came of it.
-#[derive(Clone, Debug)]
-struct Attempt {
-    title: String,
-    rev: u64,
-    body: Vec<u8>,
-    /// The ETag's tid and the stream sequence of an acknowledged (201) PUT.
-    acked: Option<(String, u64)>,
-}
-
-fn body_of(client: usize, i: u64) -> Vec<u8> {
-    // 2 to 10 KiB, different for every PUT.
-    let len = 2048 + ((client as u64 * 7919 + i * 104_729) % 8192) as usize;
-    let head = format!("<p>client {client} put {i}</p>");
-    let mut b = head.into_bytes();
-    b.extend((0..len).map(|k| b'a' + ((k as u64 + i + client as u64) % 26) as u8));
-    b
-}
-
-/// A client: PUTs through the router until told to stop. Each PUT is a new revision of one of
-/// its 8 titles.
-fn client(router: String, n: usize, stop: Arc<AtomicBool>, out: Arc<Mutex<Vec<Attempt>>>) {
-    let agent = ureq::AgentBuilder::new()
-        .timeout(Duration::from_secs(60))
-        .build();
-    let mut i = 0u64;
-    while !stop.load(Ordering::SeqCst) {
-        i += 1;
-        let title = format!("C{n}_T{}", i % 8);
-        let body = body_of(n, i);
-        let url = format!("{router}/{D}/sys/key_rev_value/html/{title}/{i}");
-        let answer = try_call(
-            &agent,
-            "PUT",
-            &url,
-            &[("Content-Type", "text/html")],
-            Some(&body),
-        );
-        let acked = match &answer {
-            Ok(a) if a.status == 201 => {
-                let etag = a
-                    .header("etag")
-                    .expect("an ETag")
-                    .trim_matches('"')
-                    .to_string();
-                let tid = etag.split_once('/').expect("REV/TID").1.to_string();
-                let seq: u64 = a.header("x-wink-seq").expect("x-wink-seq").parse().unwrap();
-                Some((tid, seq))
-            }
-            Ok(a) => {
-                // Anything but 201 while things are killed must be a 5xx, never a 4xx.
-                assert!(a.status >= 500, "PUT {url}: {} {:?}", a.status, a.body);
-                None
-            }
-            Err(_) => None,
-        };
-        let failed = acked.is_none();
-        out.lock().unwrap().push(Attempt {
-            title,
-            rev: i,
-            body,
-            acked,
-        });
-        if failed {
-            thread::sleep(Duration::from_millis(100));
-        }
-    }
-}
-
-fn owners(status: &serde_json::Value, title: &str) -> Vec<String> {
-    let p = partition_of(D, title, PARTITIONS) as usize;
-    status["map"]["owners"][p]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_str().unwrap().to_string())
-        .collect()
-}
 
 #[test]
 fn acknowledged_puts_survive_kills_leader_changes_and_a_new_node() {
@@ -106,7 +25,7 @@ fn acknowledged_puts_survive_kills_leader_changes_and_a_new_node() {
     let clients: Vec<_> = (0..8)
         .map(|n| {
             let (router, stop, out) = (cluster.router.clone(), stop.clone(), attempts.clone());
-            thread::spawn(move || client(router, n, stop, out))
+            thread::spawn(move || writer(router, n, stop, out))
         })
         .collect();
     let acked = || {
@@ -169,69 +88,7 @@ fn acknowledged_puts_survive_kills_leader_changes_and_a_new_node() {
         .count();
     assert!(n4 > 0, "n4 owns no partition: {status}");
 
-    let urls: std::collections::BTreeMap<String, String> = ["n1", "n2", "n3", "n4"]
-        .iter()
-        .map(|n| (n.to_string(), cluster.node(n).0))
-        .collect();
-    let agent = ureq::AgentBuilder::new()
-        .timeout(Duration::from_secs(60))
-        .build();
-    let min = last_seq.to_string();
-    let mut checked = 0;
-    for a in &attempts {
-        let path = format!("/{D}/sys/key_rev_value/html/{}/{}", a.title, a.rev);
-        match &a.acked {
-            Some((tid, _)) => {
-                let exact = format!("{path}/{tid}");
-                let via_router = try_call(
-                    &agent,
-                    "GET",
-                    &format!("{}{exact}", cluster.router),
-                    &[("x-wink-min-seq", &min)],
-                    None,
-                )
-                .unwrap();
-                assert_eq!(via_router.status, 200, "{exact} through HAProxy");
-                assert!(
-                    via_router.body == a.body,
-                    "{exact}: other bytes through HAProxy"
-                );
-                for o in owners(&status, &a.title) {
-                    let url = &urls[&o];
-                    // Forwarded: the owner answers from its own store.
-                    let direct = try_call(
-                        &agent,
-                        "GET",
-                        &format!("{url}{exact}"),
-                        &[("x-wink-min-seq", &min), ("x-wink-forwarded", "1")],
-                        None,
-                    )
-                    .unwrap();
-                    assert_eq!(direct.status, 200, "{exact} from owner {o}");
-                    assert!(direct.body == a.body, "{exact}: other bytes from owner {o}");
-                }
-                checked += 1;
-            }
-            None => {
-                // Unacknowledged: absent, or there whole (JetStream may have stored it and lost
-                // only the ack); never other bytes.
-                let r = try_call(
-                    &agent,
-                    "GET",
-                    &format!("{}{path}", cluster.router),
-                    &[("x-wink-min-seq", &min)],
-                    None,
-                )
-                .unwrap();
-                assert!(
-                    r.status == 404 || (r.status == 200 && r.body == a.body),
-                    "unacknowledged {path}: {} with {} bytes",
-                    r.status,
-                    r.body.len()
-                );
-            }
-        }
-    }
+    let checked = check_acked(&cluster, &attempts, &status, PARTITIONS, last_seq);
     assert!(checked >= 1000, "only {checked} acknowledged PUTs");
     eprintln!(
         "cluster test: {checked} acknowledged PUTs of {} read back; stream at {last_seq}",

@@ -85,7 +85,7 @@ fn apply_order_does_not_matter() {
     // batch (its record then says 7 after the first message, so the sequences are renumbered:
     // what is tested is the store's precedence, not the record).
     for m in &msgs {
-        apply_batch(&mut forward, std::slice::from_ref(m), None).unwrap();
+        apply_batch(&mut forward, std::slice::from_ref(m), None, None).unwrap();
     }
     let reversed: Vec<Message> = msgs
         .iter()
@@ -96,7 +96,7 @@ fn apply_order_does_not_matter() {
             ..m.clone()
         })
         .collect();
-    let report = apply_batch(&mut backward, &reversed, None).unwrap();
+    let report = apply_batch(&mut backward, &reversed, None, None).unwrap();
     assert_eq!(report.applied, msgs.len());
     let titles = ["A", "B", "C"];
     let (a, b) = (contents(&forward, &titles), contents(&backward, &titles));
@@ -117,7 +117,7 @@ fn replay_after_crash_applies_once() {
     let msgs = messages();
     {
         let mut s = store(dir.path());
-        apply_batch(&mut s, &msgs[..3], Some((3, &[0, 1]))).unwrap();
+        apply_batch(&mut s, &msgs[..3], Some((3, &[0, 1])), None).unwrap();
         assert_eq!(read_applied(&s).unwrap(), BTreeMap::from([(0, 3), (1, 3)]));
         // The next batch is applied but the process dies before its commit: put it in without
         // committing, then drop the handle (the next open recovers the last commit).
@@ -128,16 +128,16 @@ fn replay_after_crash_applies_once() {
     let mut s = store(dir.path());
     assert_eq!(read_applied(&s).unwrap(), BTreeMap::from([(0, 3), (1, 3)]));
     // The replay starts from the lowest record and sees every message again.
-    let report = apply_batch(&mut s, &msgs, Some((7, &[0, 1]))).unwrap();
+    let report = apply_batch(&mut s, &msgs, Some((7, &[0, 1])), None).unwrap();
     assert_eq!((report.applied, report.skipped), (4, 3));
     assert_eq!(read_applied(&s).unwrap(), BTreeMap::from([(0, 7), (1, 7)]));
     // A second replay of everything applies nothing.
-    let again = apply_batch(&mut s, &msgs, Some((7, &[0, 1]))).unwrap();
+    let again = apply_batch(&mut s, &msgs, Some((7, &[0, 1])), None).unwrap();
     assert_eq!((again.applied, again.skipped), (0, 7));
 
     let clean = tempfile::tempdir().unwrap();
     let mut once = store(clean.path());
-    apply_batch(&mut once, &msgs, Some((7, &[0, 1]))).unwrap();
+    apply_batch(&mut once, &msgs, Some((7, &[0, 1])), None).unwrap();
     let titles = ["A", "B", "C"];
     assert_eq!(contents(&s, &titles), contents(&once, &titles));
     // The record lives in the reserved domain, never among the clients' titles.
@@ -156,9 +156,9 @@ fn arrival_times_come_from_the_message() {
     let mut a = store(d1.path());
     let mut b = store(d2.path());
     let msgs = messages();
-    apply_batch(&mut a, &msgs, None).unwrap();
+    apply_batch(&mut a, &msgs, None, None).unwrap();
     std::thread::sleep(std::time::Duration::from_millis(1100));
-    apply_batch(&mut b, &msgs, None).unwrap();
+    apply_batch(&mut b, &msgs, None, None).unwrap();
     // Same messages, applied a second apart: the same stamps, so the same renders readable.
     let dump = |s: &Store| {
         let mut out = Vec::new();
@@ -188,7 +188,7 @@ fn arrival_times_come_from_the_message() {
             ..m.clone()
         })
         .collect();
-    apply_batch(&mut a, &again, None).unwrap();
+    apply_batch(&mut a, &again, None, None).unwrap();
     assert_eq!(dump(&a), before);
 
     // The same messages stamped now: within the day of grace, every render of A is listed.
@@ -203,7 +203,7 @@ fn arrival_times_come_from_the_message() {
             m
         })
         .collect();
-    apply_batch(&mut recent, &fresh, None).unwrap();
+    apply_batch(&mut recent, &fresh, None, None).unwrap();
     assert_eq!(recent.list(D, "A", Page::default()).unwrap().len(), 3);
     assert_eq!(a.list(D, "A", Page::default()).unwrap().len(), 1);
 }

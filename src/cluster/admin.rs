@@ -1,5 +1,11 @@
 //! `wink cluster status|verify|rebalance FILE`, where FILE is the `cluster.json` that
-//! `cluster/up` writes: the router, the configuration's path, each node's URL and data root.
+//! `cluster/up` writes: the router, the configuration's path, each node's URL and data root,
+//! and the token file the nodes were started with, if any.
+//!
+//! Every request to a node goes through [`Admin::request`], which sends the bearer token with
+//! the requests that change something (any method but GET and HEAD); reads go without it, as
+//! nodes serve them to anyone: `replay` (a POST) carries it; `status`, `verify` and `rebalance`
+//! only read from the nodes (`GET /_cluster`) and change the map through NATS.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -9,6 +15,8 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http_body_util::{BodyExt as _, Full};
+use hyper::header::HeaderValue;
+use hyper::Method;
 use serde::Deserialize;
 use sha1::{Digest, Sha1};
 
@@ -17,6 +25,7 @@ use super::message::{partition_of, RESERVED_DOMAIN};
 use super::node::{self, NodeStatus};
 use super::placement::{self, Map};
 use crate::error::{Error, Result};
+use crate::serve::auth::Auth;
 use crate::store::{Store, StoreOptions};
 
 /// A node in `cluster.json`.
@@ -34,6 +43,9 @@ pub struct ClusterRun {
     pub router: String,
     pub config: PathBuf,
     pub nodes: Vec<NodeRun>,
+    /// The token file every node was started with (`cluster/up --token-file`).
+    #[serde(default)]
+    pub token_file: Option<PathBuf>,
 }
 
 impl ClusterRun {
@@ -43,6 +55,52 @@ impl ClusterRun {
             .map_err(|e| Error::invalid(format!("{}: not a cluster.json: {e}", path.display())))?;
         let cfg = ClusterConfig::read(&run.config)?;
         Ok((run, cfg))
+    }
+}
+
+/// A cluster as `wink cluster` reaches it: `cluster.json`, the configuration it names, and the
+/// token that changes on the nodes need.
+#[derive(Debug)]
+pub struct Admin {
+    pub run: ClusterRun,
+    pub cfg: ClusterConfig,
+    auth: Auth,
+}
+
+impl Admin {
+    /// Reads `file` (a `cluster.json`) and the token: from `token_file` when given, else from
+    /// the token file `cluster.json` names, else none.
+    pub fn open(file: &Path, token_file: Option<&Path>) -> Result<Admin> {
+        let (run, cfg) = ClusterRun::read(file)?;
+        let auth = match token_file.or(run.token_file.as_deref()) {
+            Some(path) => Auth::from_file(path)?,
+            None => Auth::none(),
+        };
+        Ok(Admin { run, cfg, auth })
+    }
+
+    /// One request to a node (`url` is http://HOST:PORT/PATH) with an empty body: its status
+    /// and body (at most 16 MiB). A read (GET, HEAD) goes without the token and is answered
+    /// within 5 s; any other method carries the token and may take 10 minutes (a snapshot
+    /// copies a whole bucket).
+    pub async fn request(
+        &self,
+        method: Method,
+        url: &str,
+    ) -> std::result::Result<(u16, Bytes), String> {
+        if method == Method::GET || method == Method::HEAD {
+            request(method, url, None, Duration::from_secs(5)).await
+        } else {
+            let auth = self.auth.bearer();
+            request(method, url, auth, Duration::from_secs(600)).await
+        }
+    }
+
+    /// [`Admin::request`] from outside a runtime.
+    pub fn call(&self, method: Method, url: &str) -> Result<(u16, Bytes)> {
+        runtime()?
+            .block_on(self.request(method, url))
+            .map_err(|e| Error::invalid(format!("cluster: {url}: {e}")))
     }
 }
 
@@ -82,6 +140,15 @@ async fn cluster_state(cfg: &ClusterConfig) -> Result<(Map, u64, u64)> {
 
 /// GET `url` and its body, within 5 s.
 pub async fn http_get(url: &str) -> std::result::Result<(u16, Bytes), String> {
+    request(Method::GET, url, None, Duration::from_secs(5)).await
+}
+
+async fn request(
+    method: Method,
+    url: &str,
+    authorization: Option<HeaderValue>,
+    deadline: Duration,
+) -> std::result::Result<(u16, Bytes), String> {
     let rest = url.strip_prefix("http://").ok_or("not an http:// URL")?;
     let (authority, path) = match rest.find('/') {
         Some(i) => (&rest[..i], &rest[i..]),
@@ -89,8 +156,14 @@ pub async fn http_get(url: &str) -> std::result::Result<(u16, Bytes), String> {
     };
     let work = async {
         let mut send = node::http1_connect(authority).await?;
-        let req = hyper::Request::get(path)
-            .header(hyper::header::HOST, authority)
+        let mut req = hyper::Request::builder()
+            .method(method)
+            .uri(path)
+            .header(hyper::header::HOST, authority);
+        if let Some(value) = authorization {
+            req = req.header(hyper::header::AUTHORIZATION, value);
+        }
+        let req = req
             .body(Full::new(Bytes::new()))
             .map_err(|e| e.to_string())?;
         let answer = send.send_request(req).await.map_err(|e| e.to_string())?;
@@ -102,13 +175,14 @@ pub async fn http_get(url: &str) -> std::result::Result<(u16, Bytes), String> {
             .to_bytes();
         Ok((status, body))
     };
-    tokio::time::timeout(Duration::from_secs(5), work)
+    tokio::time::timeout(deadline, work)
         .await
-        .map_err(|_| "no answer within 5 s".to_string())?
+        .map_err(|_| format!("no answer within {} s", deadline.as_secs()))?
 }
 
-async fn node_status(url: &str) -> std::result::Result<NodeStatus, String> {
-    let (status, body) = http_get(&format!("{}/_cluster", url.trim_end_matches('/'))).await?;
+async fn node_status(admin: &Admin, url: &str) -> std::result::Result<NodeStatus, String> {
+    let url = format!("{}/_cluster", url.trim_end_matches('/'));
+    let (status, body) = admin.request(Method::GET, &url).await?;
     if status != 200 {
         return Err(format!("/_cluster answered {status}"));
     }
@@ -116,13 +190,13 @@ async fn node_status(url: &str) -> std::result::Result<NodeStatus, String> {
 }
 
 /// `wink cluster status`: the map, the stream's last sequence, each node's status, as JSON.
-pub fn status(file: &Path) -> Result<serde_json::Value> {
-    let (run, cfg) = ClusterRun::read(file)?;
+pub fn status(admin: &Admin) -> Result<serde_json::Value> {
+    let (run, cfg) = (&admin.run, &admin.cfg);
     runtime()?.block_on(async {
-        let (map, revision, last) = cluster_state(&cfg).await?;
+        let (map, revision, last) = cluster_state(cfg).await?;
         let mut nodes = Vec::new();
         for n in &run.nodes {
-            nodes.push(match node_status(&n.url).await {
+            nodes.push(match node_status(admin, &n.url).await {
                 Ok(s) => serde_json::to_value(s).unwrap_or_default(),
                 Err(e) => serde_json::json!({ "name": n.name, "error": e }),
             });
@@ -197,16 +271,26 @@ fn titles_of(
 /// `wink cluster verify`: waits (up to `patience`) until every node has applied the stream up
 /// to its last sequence, then compares every owner of every partition. Answers the differences
 /// (empty: the owners agree).
-pub fn verify(file: &Path, patience: Duration) -> Result<Vec<String>> {
-    let (run, cfg) = ClusterRun::read(file)?;
+pub fn verify(admin: &Admin, patience: Duration) -> Result<Vec<String>> {
+    let (run, cfg) = (&admin.run, &admin.cfg);
     let rt = runtime()?;
-    let (map, _, last) = rt.block_on(cluster_state(&cfg))?;
+    let (map, _, last) = rt.block_on(cluster_state(cfg))?;
     let mut problems = Vec::new();
     rt.block_on(async {
         for n in &run.nodes {
             let started = Instant::now();
             loop {
-                match node_status(&n.url).await {
+                match node_status(admin, &n.url).await {
+                    Ok(NodeStatus {
+                        diverged: Some(why),
+                        ..
+                    }) => {
+                        problems.push(format!(
+                            "node {} vouches for none of its partitions: {why}",
+                            n.name
+                        ));
+                        break;
+                    }
                     Ok(s) if s.scanned >= last => break,
                     Ok(s) if started.elapsed() > patience => {
                         problems.push(format!(
@@ -265,6 +349,30 @@ pub fn verify(file: &Path, patience: Duration) -> Result<Vec<String>> {
     Ok(problems)
 }
 
+/// Asks node `name` to replay the stream (`POST /_cluster/replay`, with the token): its records
+/// rewound to the stream's first sequence, its divergence cleared. Answers the sequence the
+/// replay starts at.
+pub fn replay(admin: &Admin, name: &str) -> Result<u64> {
+    let node = admin
+        .run
+        .nodes
+        .iter()
+        .find(|n| n.name == name)
+        .ok_or_else(|| Error::invalid(format!("no node {name} in cluster.json")))?;
+    let url = format!("{}/_cluster/replay", node.url.trim_end_matches('/'));
+    let (status, body) = admin
+        .call(Method::POST, &url)
+        .map_err(|e| Error::invalid(format!("node {name}: {e}")))?;
+    if status != 200 {
+        return Err(Error::invalid(format!(
+            "node {name} answered {status}: {}",
+            String::from_utf8_lossy(&body)
+        )));
+    }
+    let v: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+    Ok(v["from"].as_u64().unwrap_or(0))
+}
+
 fn describe(r: Option<&Renders>) -> String {
     match r {
         None => "nothing".into(),
@@ -282,17 +390,17 @@ fn describe(r: Option<&Renders>) -> String {
 /// that moves is first owned by its old and new owners together (compare-and-set of the map);
 /// once every node has started under that map and applied the stream up to its last sequence,
 /// the old owners are dropped (a second compare-and-set). Answers what it did.
-pub fn rebalance(file: &Path, patience: Duration) -> Result<String> {
-    let (run, cfg) = ClusterRun::read(file)?;
+pub fn rebalance(admin: &Admin, patience: Duration) -> Result<String> {
+    let (run, cfg) = (&admin.run, &admin.cfg);
     let names: Vec<String> = cfg.nodes.iter().map(|n| n.name.clone()).collect();
     runtime()?.block_on(async {
-        let client = node::connect(&cfg, Arc::new(AtomicBool::new(false))).await?;
+        let client = node::connect(cfg, Arc::new(AtomicBool::new(false))).await?;
         let js = node::context(client);
         let kv = js
             .get_key_value(placement::PLACEMENT_BUCKET)
             .await
             .map_err(|e| Error::invalid(format!("cluster: the placement bucket: {e}")))?;
-        let (map, revision) = node::read_map(&kv, &cfg).await?;
+        let (map, revision) = node::read_map(&kv, cfg).await?;
         let target = map.balanced(&names);
         if target == map {
             return Ok("balanced already".to_string());
@@ -310,11 +418,11 @@ pub fn rebalance(file: &Path, patience: Duration) -> Result<String> {
                     "cluster: the map changed meanwhile ({e}); run rebalance again"
                 ))
             })?;
-        let (_, _, last) = cluster_state(&cfg).await?;
+        let (_, _, last) = cluster_state(cfg).await?;
         let started = Instant::now();
         for n in &run.nodes {
             loop {
-                let s = node_status(&n.url).await;
+                let s = node_status(admin, &n.url).await;
                 match s {
                     Ok(s) if s.map_revision >= wide_rev && s.ready && s.scanned >= last => break,
                     _ if started.elapsed() > patience => {

@@ -6,12 +6,18 @@
 //! covers: after a crash both are there or neither is, and a replay applies nothing twice and
 //! misses nothing. Precedence is the store's, by (rev, tid), so the order in which messages of
 //! different titles (or of one title, across replicas) arrive changes nothing readable.
+//!
+//! The record also says which stream its sequences count in (the stream's creation time) and
+//! which message it saw last (its sequence and checksum), so that a node never trusts a sequence
+//! number the stream may have given to another message since (a stream restored from an older
+//! copy, or recreated): [`Record::mark`]. A node that found its records out of step with the
+//! stream says so in the record ([`Record::diverged`]) until a replay clears it.
 
 use std::collections::BTreeMap;
 
 use uuid::Uuid;
 
-use super::message::{Change, Kind, RESERVED_DOMAIN, WHOLE_TITLE};
+use super::message::{Change, Kind, RESERVED_DOMAIN};
 use crate::clock::StampedClock;
 use crate::error::{Error, Result};
 use crate::store::{key, Put, Store};
@@ -27,12 +33,65 @@ fn applied_tid() -> Uuid {
 /// Partition → the last stream sequence applied (0: none).
 pub type Applied = BTreeMap<u32, u64>;
 
+/// A message the stream held: which stream (its creation time, as the stream's info gives it),
+/// at which sequence, and a checksum of its subject and body. Two messages with the same mark
+/// are the same message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Mark {
+    pub stream: String,
+    pub seq: u64,
+    pub crc: u32,
+}
+
+impl Mark {
+    /// The mark of the message `subject`/`payload` at `seq` of the stream created at `stream`.
+    pub fn of(stream: &str, seq: u64, subject: &str, payload: &[u8]) -> Mark {
+        let mut h = crc32fast::Hasher::new();
+        h.update(subject.as_bytes());
+        h.update(&[0]);
+        h.update(payload);
+        Mark {
+            stream: stream.to_string(),
+            seq,
+            crc: h.finalize(),
+        }
+    }
+}
+
+/// The store's cluster record: what is applied, against which stream, and whether the node has
+/// found its records out of step with the stream.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Record {
+    pub applied: Applied,
+    /// The last message the node scanned (every owned partition is applied up to it). `None` in
+    /// a record written before marks, or right after a replay was asked for.
+    pub mark: Option<Mark>,
+    /// Why the node stopped vouching for its partitions; cleared by a replay.
+    pub diverged: Option<String>,
+}
+
 /// A message taken from the stream.
 #[derive(Clone, Debug)]
 pub struct Message {
     pub seq: u64,
     pub partition: u32,
     pub change: Change,
+}
+
+/// What applying one message did: what a single node would have answered.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum Outcome {
+    /// A put stored.
+    Stored,
+    /// A put refused because its revision (or title) is taken down.
+    TakenDown,
+    /// A put refused for another reason, the same on every replica.
+    Refused { why: String },
+    /// A take-down, and the renders it removed.
+    Removed { removed: usize },
+    /// A lift, and whether there was a take-down to lift.
+    Lifted { lifted: bool },
 }
 
 /// What a batch did.
@@ -44,37 +103,72 @@ pub struct Report {
     /// Refused by the store the same way on every replica (a take-down, a render over the
     /// bucket's `max_value`, …): `seq: why`.
     pub refused: Vec<String>,
+    /// What each message applied (not the skipped ones) did, by sequence.
+    pub outcomes: Vec<(u64, Outcome)>,
 }
 
 /// The store's record of applied sequences.
 pub fn read_applied(store: &Store) -> Result<Applied> {
+    Ok(read_record(store)?.applied)
+}
+
+/// The store's whole cluster record.
+pub fn read_record(store: &Store) -> Result<Record> {
     let Some(got) = store.get_render(RESERVED_DOMAIN, APPLIED_TITLE, APPLIED_REV, applied_tid())?
     else {
-        return Ok(Applied::new());
+        return Ok(Record::default());
     };
     let text = String::from_utf8_lossy(&got.value);
-    let mut out = Applied::new();
+    let mut out = Record::default();
+    let damaged = |line: &str| {
+        Error::corrupt(
+            store.dir(),
+            0,
+            "the cluster's record of applied sequences".to_string(),
+            "lines PARTITION=SEQUENCE, stream=CREATED SEQUENCE CRC, diverged=WHY",
+            line,
+        )
+    };
     for line in text.lines() {
-        let parsed = line
-            .split_once('=')
-            .and_then(|(p, s)| Some((p.parse::<u32>().ok()?, s.parse::<u64>().ok()?)));
-        let (p, s) = parsed.ok_or_else(|| {
-            Error::corrupt(
-                store.dir(),
-                0,
-                "the cluster's record of applied sequences".to_string(),
-                "lines PARTITION=SEQUENCE",
-                line,
-            )
-        })?;
-        out.insert(p, s);
+        let Some((k, v)) = line.split_once('=') else {
+            return Err(damaged(line));
+        };
+        match k {
+            "stream" => {
+                let mut f = v.rsplitn(3, ' ');
+                let crc = f.next().and_then(|c| u32::from_str_radix(c, 16).ok());
+                let seq = f.next().and_then(|s| s.parse::<u64>().ok());
+                let (Some(crc), Some(seq), Some(stream)) = (crc, seq, f.next()) else {
+                    return Err(damaged(line));
+                };
+                out.mark = Some(Mark {
+                    stream: stream.to_string(),
+                    seq,
+                    crc,
+                });
+            }
+            "diverged" => out.diverged = Some(v.to_string()),
+            _ => {
+                let p = k.parse::<u32>().map_err(|_| damaged(line))?;
+                let s = v.parse::<u64>().map_err(|_| damaged(line))?;
+                out.applied.insert(p, s);
+            }
+        }
     }
     Ok(out)
 }
 
-fn write_applied(store: &mut Store, applied: &Applied) -> Result<()> {
+/// Rewrites the record (uncommitted: it rides in the caller's commit).
+pub fn write_record(store: &mut Store, record: &Record) -> Result<()> {
     let mut text = String::new();
-    for (p, s) in applied {
+    if let Some(m) = &record.mark {
+        text.push_str(&format!("stream={} {} {:08x}\n", m.stream, m.seq, m.crc));
+    }
+    if let Some(why) = &record.diverged {
+        // One line: the record is read line by line.
+        text.push_str(&format!("diverged={}\n", why.replace('\n', " ")));
+    }
+    for (p, s) in &record.applied {
         text.push_str(&format!("{p}={s}\n"));
     }
     store.put_uncommitted(&Put {
@@ -91,56 +185,105 @@ fn write_applied(store: &mut Store, applied: &Applied) -> Result<()> {
 
 /// Applies `messages` (in stream order) whose sequence is past their partition's record, then
 /// records, for every partition of `through.1`, that everything up to `through.0` is applied
-/// (the caller scanned the stream that far for those partitions), and commits once. An error
-/// other than a refusal leaves the batch uncommitted: the caller must stop applying (the next
-/// open recovers the store as after a crash, and the replay starts from the record).
+/// (the caller scanned the stream that far for those partitions), and `mark` as the last message
+/// scanned, and commits once. An error other than a refusal leaves the batch uncommitted: the
+/// caller must stop applying (the next open recovers the store as after a crash, and the replay
+/// starts from the record).
 pub fn apply_batch(
     store: &mut Store,
     messages: &[Message],
     through: Option<(u64, &[u32])>,
+    mark: Option<&Mark>,
 ) -> Result<Report> {
-    let mut applied = read_applied(store)?;
-    let before = applied.clone();
+    let mut record = read_record(store)?;
+    let before = record.clone();
     let mut report = Report::default();
     for m in messages {
-        let done = applied.get(&m.partition).copied().unwrap_or(0);
+        let done = record.applied.get(&m.partition).copied().unwrap_or(0);
         if m.seq <= done {
             report.skipped += 1;
             continue;
         }
         let c = &m.change;
-        let rev = (c.rev != WHOLE_TITLE).then_some(c.rev);
+        let rev = c.kind.of_rev(c.rev);
         let outcome = match c.kind {
-            Kind::Put => {
-                StampedClock::with(c.arrival, || store.put_uncommitted(&c.as_put()).map(|_| ()))
-            }
+            Kind::Put => StampedClock::with(c.arrival, || {
+                store.put_uncommitted(&c.as_put()).map(|_| Outcome::Stored)
+            }),
             // These commit themselves: the record written first rides in their commit.
-            Kind::TakeDown | Kind::Lift => {
-                applied.insert(m.partition, m.seq);
-                write_applied(store, &applied)?;
+            Kind::TakeDown | Kind::Lift | Kind::TakeDownTitle | Kind::LiftTitle => {
+                record.applied.insert(m.partition, m.seq);
+                write_record(store, &record)?;
                 StampedClock::with(c.arrival, || match c.kind {
-                    Kind::TakeDown => store.take_down(&c.domain, &c.title, rev).map(|_| ()),
-                    _ => store.lift(&c.domain, &c.title, rev).map(|_| ()),
+                    Kind::TakeDown | Kind::TakeDownTitle => store
+                        .take_down(&c.domain, &c.title, rev)
+                        .map(|removed| Outcome::Removed { removed }),
+                    _ => store
+                        .lift(&c.domain, &c.title, rev)
+                        .map(|lifted| Outcome::Lifted { lifted }),
                 })
             }
         };
-        match outcome {
-            Ok(()) => report.applied += 1,
+        let outcome = match outcome {
+            Ok(o) => {
+                report.applied += 1;
+                o
+            }
             // The store refuses the same message the same way on every replica.
-            Err(Error::Invalid(why)) => report.refused.push(format!("{}: {why}", m.seq)),
+            Err(Error::Invalid(why)) => {
+                report.refused.push(format!("{}: {why}", m.seq));
+                if c.kind == Kind::Put && store.is_taken_down(&c.domain, &c.title, rev)? {
+                    Outcome::TakenDown
+                } else {
+                    Outcome::Refused { why }
+                }
+            }
             Err(e) => return Err(e),
-        }
-        applied.insert(m.partition, m.seq);
+        };
+        report.outcomes.push((m.seq, outcome));
+        record.applied.insert(m.partition, m.seq);
     }
     if let Some((seq, partitions)) = through {
         for p in partitions {
-            let e = applied.entry(*p).or_insert(0);
+            let e = record.applied.entry(*p).or_insert(0);
             *e = (*e).max(seq);
         }
     }
-    if applied != before {
-        write_applied(store, &applied)?;
+    if let Some(mark) = mark {
+        record.mark = Some(mark.clone());
+    }
+    if record != before {
+        write_record(store, &record)?;
         store.commit()?;
     }
     Ok(report)
+}
+
+/// Marks the store's records as out of step with the stream (`why`), and rewinds every
+/// partition to at most `rewind_to`, so that what the stream holds past it is applied again
+/// (idempotently) rather than skipped; commits.
+pub fn diverge(store: &mut Store, why: &str, rewind_to: u64) -> Result<()> {
+    let mut record = read_record(store)?;
+    for s in record.applied.values_mut() {
+        *s = (*s).min(rewind_to);
+    }
+    record.mark = None;
+    record.diverged = Some(why.to_string());
+    write_record(store, &record)?;
+    store.commit()
+}
+
+/// Asks for a replay: every partition rewound to `from - 1` (the stream's first sequence held),
+/// the mark and the divergence cleared; commits. What the stream holds is applied again in
+/// order, which changes nothing already applied (a put of the same (rev, tid) and bytes, a
+/// take-down or lift again).
+pub fn replay_from(store: &mut Store, from: u64) -> Result<()> {
+    let mut record = read_record(store)?;
+    for s in record.applied.values_mut() {
+        *s = (*s).min(from.saturating_sub(1));
+    }
+    record.mark = None;
+    record.diverged = None;
+    write_record(store, &record)?;
+    store.commit()
 }

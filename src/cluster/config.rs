@@ -29,6 +29,16 @@ pub struct ClusterConfig {
     pub name: String,
     /// NATS server URLs, `nats://HOST:PORT`.
     pub nats: Vec<String>,
+    /// The NATS servers' monitoring URLs, `http://HOST:PORT`: a node reads each one's `/varz`
+    /// to learn whether it syncs every write to disk (`sync_interval: always`), and refuses
+    /// writes while any does not (docs/CLUSTER.md § What a 201 means).
+    #[serde(default)]
+    pub nats_monitor: Vec<String>,
+    /// Acknowledge writes even when the NATS servers do not sync every write, or cannot be asked:
+    /// a power cut of the servers may then lose acknowledged writes. For tests of other things
+    /// and for benchmarks of the difference; never for data that matters.
+    #[serde(default)]
+    pub unsafe_acks_without_nats_fsync: bool,
     pub nodes: Vec<NodeEntry>,
     #[serde(default = "default_partitions")]
     pub partitions: u32,
@@ -121,6 +131,9 @@ impl ClusterConfig {
                     n.name, n.url
                 ));
             }
+        }
+        if let Some(m) = self.nats_monitor.iter().find(|m| !m.starts_with("http://")) {
+            return Err(format!("nats_monitor: {m:?} must start with http://"));
         }
         for b in self.buckets.keys() {
             if !crate::serve::spec::valid_bucket_name(b) {

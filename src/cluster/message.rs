@@ -5,19 +5,27 @@
 use sha1::{Digest, Sha1};
 use uuid::Uuid;
 
-/// The framing's version.
-const VERSION: u8 = 1;
+/// The framing's version. Version 1 wrote a whole title's take-down or lift as kind 2 or 3 with
+/// `rev` `u64::MAX`, which could not be told from a take-down of revision `u64::MAX`; version 2
+/// gives them kinds of their own (4, 5). Both are read.
+const VERSION: u8 = 2;
 /// The reserved domain of a node's own records in its stores; refused on every route.
 pub const RESERVED_DOMAIN: &str = "wink.cluster";
-/// `rev` of a take-down or lift of a whole title.
-pub const WHOLE_TITLE: u64 = u64::MAX;
+/// `rev` of a take-down or lift of a whole title in version 1 (and, unused, in version 2).
+const WHOLE_TITLE: u64 = u64::MAX;
 
 /// What a message asks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
     Put,
+    /// A take-down of one revision.
     TakeDown,
+    /// A lift of one revision's take-down.
     Lift,
+    /// A take-down of the whole title.
+    TakeDownTitle,
+    /// A lift of the whole title's take-down.
+    LiftTitle,
 }
 
 impl Kind {
@@ -26,6 +34,16 @@ impl Kind {
             Kind::Put => 1,
             Kind::TakeDown => 2,
             Kind::Lift => 3,
+            Kind::TakeDownTitle => 4,
+            Kind::LiftTitle => 5,
+        }
+    }
+
+    /// The revision a take-down or lift of `rev` acts on: `None` for the whole title.
+    pub fn of_rev(self, rev: u64) -> Option<u64> {
+        match self {
+            Kind::TakeDownTitle | Kind::LiftTitle => None,
+            _ => Some(rev),
         }
     }
 }
@@ -73,15 +91,28 @@ pub fn parse_subject(subject: &str) -> Option<(&str, u32)> {
     Some((bucket, part.parse().ok()?))
 }
 
-/// The message id (JetStream's deduplication): `bucket|sha1(domain 0 title)|rev|tid|kind`. The
-/// key as a digest keeps the id short and ASCII whatever the title holds.
+/// The message id (JetStream's deduplication):
+/// `bucket|sha1(domain 0 title)|rev|tid|kind|crc32(content type 0 value)`. The key as a digest
+/// keeps the id short and ASCII whatever the title holds. The value's checksum is in it because a
+/// put of the same (rev, tid) with other bytes is a new change (a single node stores the new
+/// bytes), not a retry to drop.
 pub fn message_id(bucket: &str, c: &Change) -> String {
     let mut d = Sha1::new();
     d.update(c.domain.as_bytes());
     d.update([0]);
     d.update(c.title.as_bytes());
     let digest: String = d.finalize().iter().map(|b| format!("{b:02x}")).collect();
-    format!("{bucket}|{digest}|{}|{}|{}", c.rev, c.tid, c.kind.byte())
+    let mut crc = crc32fast::Hasher::new();
+    crc.update(c.content_type.as_bytes());
+    crc.update(&[0]);
+    crc.update(&c.value);
+    format!(
+        "{bucket}|{digest}|{}|{}|{}|{:08x}",
+        c.rev,
+        c.tid,
+        c.kind.byte(),
+        crc.finalize()
+    )
 }
 
 impl Change {
@@ -124,19 +155,32 @@ impl Change {
     pub fn decode(bytes: &[u8]) -> std::result::Result<Change, String> {
         let mut r = Reader { bytes, at: 0 };
         let version = r.take(1)?[0];
-        if version != VERSION {
+        if version != 1 && version != VERSION {
             return Err(format!(
-                "message version {version}, this node reads {VERSION}"
+                "message version {version}, this node reads 1 and {VERSION}"
             ));
         }
-        let kind = match r.take(1)?[0] {
-            1 => Kind::Put,
-            2 => Kind::TakeDown,
-            3 => Kind::Lift,
-            k => return Err(format!("message kind {k} is none of 1, 2, 3")),
+        let mut kind = match (version, r.take(1)?[0]) {
+            (_, 1) => Kind::Put,
+            (_, 2) => Kind::TakeDown,
+            (_, 3) => Kind::Lift,
+            (2, 4) => Kind::TakeDownTitle,
+            (2, 5) => Kind::LiftTitle,
+            (_, k) => {
+                return Err(format!(
+                    "message kind {k} is not one of version {version}'s"
+                ))
+            }
         };
         let arrival = i64::from_be_bytes(r.array()?);
         let rev = u64::from_be_bytes(r.array()?);
+        if version == 1 && rev == WHOLE_TITLE {
+            kind = match kind {
+                Kind::TakeDown => Kind::TakeDownTitle,
+                Kind::Lift => Kind::LiftTitle,
+                k => k,
+            };
+        }
         let tid = Uuid::from_bytes(r.array()?);
         let domain = r.string("domain")?;
         let title = r.string("title")?;
@@ -213,6 +257,33 @@ mod tests {
         for cut in 0..c.overhead() {
             assert!(Change::decode(&bytes[..cut]).is_err(), "cut at {cut}");
         }
+    }
+
+    #[test]
+    fn version_1_whole_title_changes_still_read_and_version_2_tells_them_apart() {
+        let mut c = change();
+        c.kind = Kind::TakeDown;
+        c.rev = u64::MAX;
+        c.value.clear();
+        let mut bytes = c.encode();
+        // Version 2: a take-down of revision u64::MAX is just that.
+        assert_eq!(Change::decode(&bytes).unwrap().kind, Kind::TakeDown);
+        bytes[0] = 1;
+        assert_eq!(Change::decode(&bytes).unwrap().kind, Kind::TakeDownTitle);
+        c.kind = Kind::LiftTitle;
+        let mut bytes = c.encode();
+        assert_eq!(Change::decode(&bytes).unwrap(), c);
+        bytes[0] = 1;
+        assert!(Change::decode(&bytes).is_err(), "kind 5 is not version 1's");
+    }
+
+    #[test]
+    fn other_bytes_under_the_same_rev_and_tid_are_another_message() {
+        let a = change();
+        let mut b = change();
+        b.value.push(b'!');
+        assert_ne!(message_id("html", &a), message_id("html", &b));
+        assert_eq!(message_id("html", &a), message_id("html", &a.clone()));
     }
 
     #[test]

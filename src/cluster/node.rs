@@ -2,7 +2,7 @@
 //! changes, the apply loop, leases, the placement map, read forwarding and read-your-writes
 //! waits. The HTTP routes stay `src/serve/routes.rs`'s; they call in here (docs/CLUSTER.md).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
@@ -15,7 +15,7 @@ use hyper::{Request, Response, StatusCode};
 use tokio::sync::watch;
 use uuid::Uuid;
 
-use super::apply::{self, Message};
+use super::apply::{self, Mark, Message, Outcome};
 use super::config::ClusterConfig;
 use super::message::{self, Change, Kind};
 use super::placement::{self, Map};
@@ -25,8 +25,18 @@ use crate::serve::commit::{ExclusiveWork, Job};
 use crate::serve::problem::Problem;
 use crate::serve::routes::App;
 
-/// How long a publish is retried (leader elections take ~5 s) before the answer is 503.
-const PUBLISH_PATIENCE: Duration = Duration::from_secs(20);
+/// How long a publish is retried (leader elections take ~5 s) before the answer is 503. With
+/// [`APPLY_PATIENCE`], a write's whole deadline; the router's server timeout sits just above.
+const PUBLISH_PATIENCE: Duration = Duration::from_secs(10);
+/// How long a write waits for an owner to apply it in a durable commit before the answer is 503.
+const APPLY_PATIENCE: Duration = Duration::from_secs(5);
+/// The outcomes of applied messages kept for the writers waiting on them.
+const OUTCOMES_KEPT: usize = 100_000;
+/// How often the apply loop checks that the stream still holds the last message it scanned.
+const STREAM_CHECK: Duration = Duration::from_secs(1);
+/// How long a forwarded read waits for one owner: two owners tried in turn stay under the
+/// router's 20 s server timeout, so a frozen owner costs a retry at the next, not a 504.
+const FORWARD_PATIENCE: Duration = Duration::from_secs(8);
 /// How long a read with `x-wink-min-seq` waits for the apply loop.
 const MIN_SEQ_WAIT: Duration = Duration::from_secs(10);
 /// Messages one apply batch takes at most, and their bytes.
@@ -61,6 +71,18 @@ pub struct Node {
     catch_up_to: AtomicU64,
     /// Why the node cannot apply (behind the stream's retention), when it cannot.
     behind: Mutex<Option<String>>,
+    /// Why the node's records are out of step with the stream, when they are: it then vouches
+    /// for none of its partitions until a replay (docs/CLUSTER.md § Sequences are not trusted).
+    diverged: Mutex<Option<String>>,
+    /// What applying each recent message did, by stream sequence: a write's answer.
+    outcomes: Mutex<BTreeMap<u64, (u32, Outcome)>>,
+    /// Asks the apply loop to check the stream now (a writer found no outcome where one was due).
+    check_stream: AtomicBool,
+    /// Why writes are refused because a NATS server may not sync them, when they are.
+    unsynced: Mutex<Option<String>>,
+    /// Node name → its URL, from the leases: nodes added after this one started are reached
+    /// through them.
+    urls: RwLock<HashMap<String, String>>,
     nats_up: Arc<AtomicBool>,
     /// Nodes with a live lease (all of them when NATS cannot be asked).
     live: RwLock<Vec<String>>,
@@ -89,6 +111,9 @@ pub async fn connect(cfg: &ClusterConfig, up: Arc<AtomicBool>) -> Result<async_n
         // rather than bypass it (the partition test puts a proxy there).
         .ignore_discovered_servers()
         .connection_timeout(Duration::from_secs(2))
+        // A server that stops answering (frozen, cut off) is given up after two unanswered
+        // pings, about 2–3 s, and the client moves to another configured server.
+        .ping_interval(Duration::from_secs(1))
         .event_callback(move |e| {
             let flag = flag.clone();
             async move {
@@ -192,6 +217,18 @@ pub async fn read_map(placement: &kv::Store, cfg: &ClusterConfig) -> Result<(Map
     }
 }
 
+/// A change JetStream acknowledged: where it is, and the checksum of its subject and body (the
+/// same as its [`Mark`]'s), which tells it from another message given the same sequence.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Published {
+    pub seq: u64,
+    pub partition: u32,
+    pub crc: u32,
+    /// JetStream had the message already (the same id within the duplicate window): `seq` is
+    /// the first copy's.
+    pub duplicate: bool,
+}
+
 /// The answer of a node's `/_cluster`.
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct NodeStatus {
@@ -203,6 +240,12 @@ pub struct NodeStatus {
     pub owned: Vec<u32>,
     pub map_revision: u64,
     pub behind: Option<String>,
+    /// Why this node vouches for none of its partitions (its records and the stream disagree).
+    #[serde(default)]
+    pub diverged: Option<String>,
+    /// Why this node refuses writes (a NATS server that may not sync them), when it does.
+    #[serde(default)]
+    pub writes_refused: Option<String>,
 }
 
 impl Node {
@@ -257,12 +300,20 @@ impl Node {
             scanned: watch::Sender::new(0),
             catch_up_to: AtomicU64::new(u64::MAX),
             behind: Mutex::new(None),
+            diverged: Mutex::new(None),
+            outcomes: Mutex::new(BTreeMap::new()),
+            check_stream: AtomicBool::new(false),
+            unsynced: Mutex::new(Some(
+                "the NATS servers' settings are not checked yet".into(),
+            )),
+            urls: RwLock::new(HashMap::new()),
             nats_up: up,
             live: RwLock::new(names),
             tids: Mutex::new(0),
             tid_node,
         });
         tokio::spawn(leases(node.clone()));
+        tokio::spawn(watch_nats_sync(node.clone()));
         tokio::spawn(watch_map(node.clone()));
         tokio::spawn(apply_loop(node.clone(), app));
         Ok(node)
@@ -288,7 +339,152 @@ impl Node {
             owned: map.owned_by(&self.name),
             map_revision: revision,
             behind: lock(&self.behind).clone(),
+            diverged: lock(&self.diverged).clone(),
+            writes_refused: self.writes_refused(),
         }
+    }
+
+    /// Why writes are refused, when they are: a NATS server that does not sync every write
+    /// (unless the configuration accepts the risk).
+    fn writes_refused(&self) -> Option<String> {
+        if self.cfg.unsafe_acks_without_nats_fsync {
+            return None;
+        }
+        lock(&self.unsynced).clone()
+    }
+
+    /// Whether this node's apply session runs under the current map and can apply (not behind
+    /// the stream's retention): the outcomes it records are then real.
+    fn applying(&self) -> bool {
+        self.session.load(Ordering::SeqCst) == self.map_generation.load(Ordering::SeqCst)
+            && lock(&self.behind).is_none()
+    }
+
+    /// What applying the message at `seq` whose checksum is `crc` did, once this node's apply
+    /// loop has passed it in a durable commit. `None` when it does not within `patience`: not
+    /// applied yet, applied by an earlier process, or another message at that sequence (a stream
+    /// that lost its tail gives its sequences again: the apply loop is asked to check, and once
+    /// it has found that and replayed, the outcome of this message is recorded).
+    pub async fn local_outcome(&self, seq: u64, crc: u32, patience: Duration) -> Option<Outcome> {
+        let deadline = tokio::time::Instant::now() + patience;
+        let mut rx = self.scanned.subscribe();
+        loop {
+            if self.applying() {
+                let passed = tokio::time::timeout_at(deadline, rx.wait_for(|s| *s >= seq)).await;
+                if !matches!(passed, Ok(Ok(_))) {
+                    return None;
+                }
+                match lock(&self.outcomes).get(&seq) {
+                    Some((c, o)) if *c == crc => return Some(o.clone()),
+                    _ => self.check_stream.store(true, Ordering::SeqCst),
+                }
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return None;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// The checksum of the message the stream holds at `seq` (its subject and body).
+    async fn crc_at(&self, seq: u64) -> std::result::Result<u32, String> {
+        let stream = self
+            .js
+            .get_stream(placement::STREAM)
+            .await
+            .map_err(|e| format!("the stream: {e}"))?;
+        let m = stream
+            .get_raw_message(seq)
+            .await
+            .map_err(|e| format!("sequence {seq} of the stream: {e}"))?;
+        Ok(Mark::of("", seq, m.subject.as_str(), &m.payload).crc)
+    }
+
+    /// Publishes `change` of `bucket` and answers what applying it did (§ What a 201 means).
+    /// A put that JetStream took for a duplicate of one the store refused (taken down at the
+    /// time) is asked for again as a message of its own: a single node would take it now if the
+    /// take-down has been lifted since, and a put applied again changes nothing.
+    pub async fn write(
+        &self,
+        bucket: &str,
+        change: &Change,
+    ) -> std::result::Result<(Published, Outcome), Problem> {
+        let sent = self.publish(bucket, change, false).await?;
+        let outcome = self.settle(&sent).await?;
+        let refused = matches!(outcome, Outcome::TakenDown | Outcome::Refused { .. });
+        if sent.duplicate && change.kind == Kind::Put && refused {
+            let again = self.publish(bucket, change, true).await?;
+            let outcome = self.settle(&again).await?;
+            return Ok((again, outcome));
+        }
+        Ok((sent, outcome))
+    }
+
+    /// What applying a published message did, from the first owner of its partition that has
+    /// applied it in a durable commit, this node included: the write's answer. 503 when no owner
+    /// has within [`APPLY_PATIENCE`]: the write is in the stream and will be applied, but
+    /// nothing is promised yet.
+    async fn settle(&self, sent: &Published) -> std::result::Result<Outcome, Problem> {
+        use futures_util::future::FutureExt as _;
+        let Published {
+            seq,
+            partition,
+            crc,
+            ..
+        } = *sent;
+        let owners: Vec<String> = read(&self.map).0.owners(partition).to_vec();
+        let mut asks = Vec::new();
+        for owner in &owners {
+            if *owner == self.name {
+                asks.push(
+                    async move {
+                        self.local_outcome(seq, crc, APPLY_PATIENCE)
+                            .await
+                            .ok_or_else(|| "not applied here in time".to_string())
+                    }
+                    .boxed(),
+                );
+            } else if let Some(url) = self.url_of(owner) {
+                asks.push(ask_outcome(url, sent).boxed());
+            }
+        }
+        let late = || {
+            Problem::unavailable(
+                format!(
+                    "the write is in the stream at sequence {seq}, but no owner of partition \
+                     {partition} ({}) applied it within {}s: it is not acknowledged (it may \
+                     still be applied; retry it with the same tid)",
+                    owners.join(", "),
+                    APPLY_PATIENCE.as_secs()
+                ),
+                2,
+            )
+        };
+        if asks.is_empty() {
+            return Err(late());
+        }
+        match tokio::time::timeout(
+            APPLY_PATIENCE + Duration::from_secs(1),
+            futures_util::future::select_ok(asks),
+        )
+        .await
+        {
+            Ok(Ok((outcome, _))) => Ok(outcome),
+            _ => Err(late()),
+        }
+    }
+
+    /// How long an owner waits for its apply loop when asked for an outcome.
+    pub fn apply_patience(&self) -> Duration {
+        APPLY_PATIENCE
+    }
+
+    /// A node's URL: the configuration's, else the one its lease announces.
+    fn url_of(&self, name: &str) -> Option<String> {
+        if let Some(n) = self.cfg.node(name) {
+            return Some(n.url.clone());
+        }
+        read(&self.urls).get(name).cloned()
     }
 
     /// A tid for a write received here: from this node's clock, strictly increasing in this
@@ -304,15 +500,21 @@ impl Node {
 
     /// Publishes a change of `bucket` and waits for JetStream's ack: the stream sequence, or
     /// the problem to answer (413 over the message limit, 503 without an ack in time).
-    pub async fn publish(
+    async fn publish(
         &self,
         bucket: &str,
         change: &Change,
-    ) -> std::result::Result<u64, Problem> {
+        again: bool,
+    ) -> std::result::Result<Published, Problem> {
         let partition = message::partition_of(&change.domain, &change.title, self.cfg.partitions);
         let subject = message::subject(bucket, partition);
-        let id = message::message_id(bucket, change);
+        let mut id = message::message_id(bucket, change);
+        if again {
+            // Not a retry of a lost ack but the same change asked for again: a message of its own.
+            id.push_str(&format!("|{}", self.make_tid()));
+        }
         let body = Bytes::from(change.encode());
+        let crc = Mark::of("", 0, &subject, &body).crc;
         // Headers count against the limit: the id, its name, the framing of a header block.
         let size = body.len() + id.len() + 64;
         let limit = self.client.server_info().max_payload;
@@ -322,6 +524,12 @@ impl Node {
                  message limit of {limit} (NATS max_payload)",
                 change.value.len()
             )));
+        }
+        if let Some(why) = self.writes_refused() {
+            return Err(Problem::unavailable(
+                format!("node {} refuses writes: {why}", self.name),
+                5,
+            ));
         }
         let started = Instant::now();
         let mut pause = Duration::from_millis(50);
@@ -342,7 +550,35 @@ impl Node {
             // The ack future is awaited at once: its timeout runs from here.
             match self.js.send_publish(subject.clone(), msg).await {
                 Ok(ack) => match ack.await {
-                    Ok(ack) => return Ok(ack.sequence),
+                    // A duplicate whose first copy the server has not stored yet (its leader
+                    // froze or changed) comes back with sequence 0: not an ack. The same
+                    // message, same id, is sent again until it has a real sequence.
+                    Ok(ack) if ack.sequence == 0 => {
+                        last_error = "JetStream answered without a stream sequence".into()
+                    }
+                    Ok(ack) if ack.duplicate => {
+                        // The first copy's body differs from this one in its arrival stamp: its
+                        // checksum is the stream's.
+                        match self.crc_at(ack.sequence).await {
+                            Ok(first) => {
+                                return Ok(Published {
+                                    seq: ack.sequence,
+                                    partition,
+                                    crc: first,
+                                    duplicate: true,
+                                })
+                            }
+                            Err(e) => last_error = e,
+                        }
+                    }
+                    Ok(ack) => {
+                        return Ok(Published {
+                            seq: ack.sequence,
+                            partition,
+                            crc,
+                            duplicate: false,
+                        })
+                    }
                     Err(e) => last_error = e.to_string(),
                 },
                 Err(e) => last_error = e.to_string(),
@@ -370,10 +606,15 @@ impl Node {
         rev: Option<u64>,
         tid: Option<Uuid>,
     ) -> Change {
+        let kind = match (kind, rev) {
+            (Kind::TakeDown, None) => Kind::TakeDownTitle,
+            (Kind::Lift, None) => Kind::LiftTitle,
+            (k, _) => k,
+        };
         Change {
             kind,
             arrival: crate::clock::SystemClock.now(),
-            rev: rev.unwrap_or(message::WHOLE_TITLE),
+            rev: rev.unwrap_or(0),
             tid: tid.unwrap_or_else(|| self.make_tid()),
             domain: domain.to_string(),
             title: title.to_string(),
@@ -404,13 +645,13 @@ impl Node {
         let forwarded = parts.headers.contains_key(FORWARDED);
         let mine = owners.contains(&self.name);
         let status = self.status();
-        let vouched = mine && status.ready && status.behind.is_none();
+        let vouched = mine && status.ready && status.behind.is_none() && status.diverged.is_none();
         if !vouched && !forwarded {
             if let Some(a) = self.forward(&owners, parts).await {
                 return Ok(Some(a));
             }
         }
-        if let Some(why) = &status.behind {
+        if let Some(why) = status.behind.as_ref().or(status.diverged.as_ref()) {
             return Err(Problem::unavailable(
                 format!(
                     "node {} cannot answer for partition {partition}: {why}",
@@ -461,10 +702,10 @@ impl Node {
         let mut order: Vec<&String> = owners.iter().filter(|n| **n != self.name).collect();
         order.sort_by_key(|n| !live.contains(n));
         for name in order {
-            let Some(entry) = self.cfg.node(name) else {
+            let Some(url) = self.url_of(name) else {
                 continue;
             };
-            match forward_to(&entry.url, parts).await {
+            match forward_to(&url, parts).await {
                 Ok(mut a) => {
                     if let Ok(v) = hyper::header::HeaderValue::from_str(name) {
                         a.headers_mut().insert("x-wink-forwarded-to", v);
@@ -553,9 +794,9 @@ async fn forward_to(
         .header(FORWARDED, "1")
         .body(Full::new(Bytes::new()))
         .map_err(|e| e.to_string())?;
-    let answer = tokio::time::timeout(Duration::from_secs(30), send.send_request(req))
+    let answer = tokio::time::timeout(FORWARD_PATIENCE, send.send_request(req))
         .await
-        .map_err(|_| "no answer within 30 s".to_string())?
+        .map_err(|_| format!("no answer within {}s", FORWARD_PATIENCE.as_secs()))?
         .map_err(|e| e.to_string())?;
     let (head, body) = answer.into_parts();
     let body = http_body_util::Limited::new(body, MAX_FORWARDED)
@@ -569,6 +810,115 @@ async fn forward_to(
         return Err("the owner answered 503".into());
     }
     Ok(a)
+}
+
+/// One GET to a node, its body whole (at most 1 MiB), within `deadline`.
+async fn get_small(
+    base: &str,
+    path: &str,
+    deadline: Duration,
+) -> std::result::Result<(StatusCode, Bytes), String> {
+    let authority = base
+        .strip_prefix("http://")
+        .unwrap_or(base)
+        .trim_end_matches('/')
+        .to_string();
+    let ask = async {
+        let mut send = http1_connect(&authority).await?;
+        let req = Request::builder()
+            .uri(path)
+            .header(hyper::header::HOST, authority.as_str())
+            .body(Full::new(Bytes::new()))
+            .map_err(|e| e.to_string())?;
+        let answer = send.send_request(req).await.map_err(|e| e.to_string())?;
+        let status = answer.status();
+        let body = http_body_util::Limited::new(answer.into_body(), 1 << 20)
+            .collect()
+            .await
+            .map_err(|e| e.to_string())?
+            .to_bytes();
+        Ok((status, body))
+    };
+    tokio::time::timeout(deadline, ask)
+        .await
+        .map_err(|_| format!("no answer within {}s", deadline.as_secs()))?
+}
+
+/// Asks the owner at `base` what applying the message at `seq` did (it waits for its apply
+/// loop, bounded).
+async fn ask_outcome(base: String, sent: &Published) -> std::result::Result<Outcome, String> {
+    let path = format!(
+        "/_cluster/outcome/{}?partition={}&crc={:08x}",
+        sent.seq, sent.partition, sent.crc
+    );
+    let (status, body) =
+        get_small(&base, &path, APPLY_PATIENCE + Duration::from_millis(500)).await?;
+    if status != StatusCode::OK {
+        return Err(format!("{base} answered {status}"));
+    }
+    serde_json::from_slice(&body).map_err(|e| format!("{base}: {e}"))
+}
+
+/// Reads each NATS server's `/varz` every few seconds: writes are refused while a server
+/// answers that it does not sync every write, or while one was never asked successfully.
+async fn watch_nats_sync(node: Arc<Node>) {
+    let monitors = node.cfg.nats_monitor.clone();
+    // The verdict of each server: kept while it does not answer (a server stopped or frozen is
+    // still the server it was when it answered).
+    let mut verdicts: Vec<Option<bool>> = vec![None; monitors.len()];
+    loop {
+        for (m, verdict) in monitors.iter().zip(verdicts.iter_mut()) {
+            if let Ok((StatusCode::OK, body)) = get_small(m, "/varz", Duration::from_secs(2)).await
+            {
+                let varz: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+                *verdict = Some(varz["jetstream"]["config"]["sync_always"] == true);
+            }
+        }
+        let why = if monitors.is_empty() {
+            Some(
+                "the configuration lists no nats_monitor, so whether the NATS servers sync every \
+                 write cannot be checked"
+                    .to_string(),
+            )
+        } else {
+            let bad: Vec<String> = monitors
+                .iter()
+                .zip(&verdicts)
+                .filter_map(|(m, v)| match v {
+                    Some(true) => None,
+                    Some(false) => Some(format!("{m} does not sync every write")),
+                    None => Some(format!("{m} has not answered")),
+                })
+                .collect();
+            (!bad.is_empty()).then(|| {
+                format!(
+                    "{}: an acknowledged write could be lost in a power cut (set \
+                     sync_interval: always in the servers' jetstream block)",
+                    bad.join("; ")
+                )
+            })
+        };
+        {
+            let mut now = lock(&node.unsynced);
+            if *now != why {
+                match &why {
+                    Some(w) if !node.cfg.unsafe_acks_without_nats_fsync => {
+                        eprintln!("wink cluster {}: WRITES REFUSED: {w}", node.name)
+                    }
+                    Some(w) => eprintln!(
+                        "wink cluster {}: UNSAFE: writes acknowledged although {w}",
+                        node.name
+                    ),
+                    None => eprintln!(
+                        "wink cluster {}: every NATS server syncs every write",
+                        node.name
+                    ),
+                }
+                *now = why;
+            }
+        }
+        tokio::time::sleep(Duration::from_secs(3)).await;
+    }
 }
 
 fn read<T>(l: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
@@ -594,21 +944,35 @@ async fn leases(node: Arc<Node>) {
                 .map(|n| n.url.clone())
                 .unwrap_or_default();
             let _ = b.put(placement::lease_key(&node.name), url.into()).await;
-            let mut live = Vec::new();
-            let mut asked = true;
-            for n in &node.cfg.nodes {
-                match b.get(placement::lease_key(&n.name)).await {
-                    Ok(Some(_)) => live.push(n.name.clone()),
-                    Ok(None) => {}
-                    Err(_) => asked = false,
+            // Every lease, the configuration's nodes and the ones added since.
+            if let Ok(leases) = all_leases(b).await {
+                let mut urls = HashMap::new();
+                for (name, url) in leases {
+                    urls.insert(name, url);
                 }
-            }
-            if asked {
-                *node.live.write().unwrap_or_else(|p| p.into_inner()) = live;
+                *node.live.write().unwrap_or_else(|p| p.into_inner()) =
+                    urls.keys().cloned().collect();
+                *node.urls.write().unwrap_or_else(|p| p.into_inner()) = urls;
             }
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
+}
+
+/// Every live lease: node name → the URL it announces.
+async fn all_leases(b: &kv::Store) -> std::result::Result<Vec<(String, String)>, String> {
+    let mut keys = b.keys().await.map_err(|e| e.to_string())?;
+    let mut out = Vec::new();
+    while let Some(k) = keys.next().await {
+        let k = k.map_err(|e| e.to_string())?;
+        let Some(name) = k.strip_prefix("node.") else {
+            continue;
+        };
+        if let Ok(Some(url)) = b.get(&k).await {
+            out.push((name.to_string(), String::from_utf8_lossy(&url).into_owned()));
+        }
+    }
+    Ok(out)
 }
 
 /// Re-reads the map four times a second; a change of this node's partitions starts a new apply
@@ -673,10 +1037,183 @@ async fn apply_loop(node: Arc<Node>, app: Arc<App>) {
     }
 }
 
+/// The stream's identity: its creation time, in nanoseconds since the epoch. A stream deleted
+/// and made again counts its sequences anew, and has another.
+fn incarnation(info: &stream::Info) -> String {
+    info.created.unix_timestamp_nanos().to_string()
+}
+
+/// Whether two incarnations are the same stream. Each server of the stream's group keeps the
+/// creation time it saw, microseconds apart, and the one asked answers; a stream made again is
+/// made seconds later at the least.
+fn same_stream(a: &str, b: &str) -> bool {
+    match (a.parse::<i128>(), b.parse::<i128>()) {
+        (Ok(a), Ok(b)) => (a - b).abs() < 1_000_000_000,
+        _ => a == b,
+    }
+}
+
+/// How many checks, a second apart, must all find the mark out of step before the node
+/// diverges: a stream's info can lag what its consumers delivered (seen under load, a leader
+/// answering from a moment before), while a lost tail or another stream stays lost.
+const DIVERGENCE_CHECKS: usize = 3;
+
+/// Whether the stream has lost the message `mark` names, checked [`DIVERGENCE_CHECKS`] times
+/// with fresh info: `Some((why, the stream's first sequence))` only when every check says so.
+async fn confirmed_divergence(
+    stream: &mut stream::Stream,
+    mark: &Mark,
+) -> std::result::Result<Option<(String, u64)>, String> {
+    let mut found = None;
+    for i in 0..DIVERGENCE_CHECKS {
+        if i > 0 {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+        let info = stream
+            .info()
+            .await
+            .map_err(|e| format!("the stream's info: {e}"))?
+            .clone();
+        match check_mark(stream, &info, mark).await? {
+            Some(why) => found = Some((why, info.state.first_sequence)),
+            None => return Ok(None),
+        }
+    }
+    Ok(found)
+}
+
+/// Whether the stream still holds the message `mark` names: `Ok(None)` when it does (or when
+/// it can no longer tell: the message aged out of the stream), `Ok(Some(why))` when it does
+/// not, `Err` when the stream could not be asked.
+async fn check_mark(
+    stream: &stream::Stream,
+    info: &stream::Info,
+    mark: &Mark,
+) -> std::result::Result<Option<String>, String> {
+    let created = incarnation(info);
+    let (first, last) = (info.state.first_sequence, info.state.last_sequence);
+    if !same_stream(&mark.stream, &created) {
+        return Ok(Some(format!(
+            "its records count sequences of another stream (created {}), not of the stream \
+             created {created}",
+            mark.stream
+        )));
+    }
+    if mark.seq > last {
+        return Ok(Some(format!(
+            "its records say it applied sequence {}, but the stream ends at {last}: the stream \
+             lost its tail",
+            mark.seq
+        )));
+    }
+    if mark.seq < first {
+        return Ok(None);
+    }
+    match stream.get_raw_message(mark.seq).await {
+        Ok(m) => {
+            let now = Mark::of(&created, mark.seq, m.subject.as_str(), &m.payload);
+            Ok((now.crc != mark.crc).then(|| {
+                format!(
+                    "the stream holds another message at sequence {} than the one it applied: \
+                     the stream was restored or rewritten",
+                    mark.seq
+                )
+            }))
+        }
+        Err(e) if e.to_string().to_lowercase().contains("not found") => Ok(Some(format!(
+            "the stream no longer holds sequence {}, which it applied",
+            mark.seq
+        ))),
+        Err(e) => Err(format!("reading sequence {} of the stream: {e}", mark.seq)),
+    }
+}
+
+/// Marks every bucket's records as out of step with the stream, and rewinds them to replay
+/// everything the stream holds (idempotent), so that no message the stream holds is skipped.
+async fn diverge(
+    node: &Node,
+    buckets: &[Arc<crate::serve::registry::Bucket>],
+    why: &str,
+    first: u64,
+) -> std::result::Result<(), String> {
+    eprintln!(
+        "wink cluster {}: NOT VOUCHING for its partitions: {why}; replaying the stream from \
+         sequence {first}; `wink cluster replay` once the owners are repaired",
+        node.name
+    );
+    for b in buckets {
+        let why = why.to_string();
+        let to = first.saturating_sub(1);
+        on_writer(b, move |s| apply::diverge(s, &why, to))
+            .await
+            .map_err(|e| format!("stopping: {e}"))?;
+    }
+    *lock(&node.diverged) = Some(why.to_string());
+    Ok(())
+}
+
+/// A replay asked for by an operator (`wink cluster replay`): every bucket's records rewound to
+/// the stream's first sequence and their divergence cleared; a new apply session starts.
+pub async fn replay(node: &Arc<Node>, app: &App) -> std::result::Result<u64, String> {
+    let mut stream = node
+        .js
+        .get_stream(placement::STREAM)
+        .await
+        .map_err(|e| format!("the stream: {e}"))?;
+    let first = stream
+        .info()
+        .await
+        .map_err(|e| format!("the stream's info: {e}"))?
+        .state
+        .first_sequence;
+    for b in app.registry.buckets() {
+        on_writer(&b, move |s| apply::replay_from(s, first))
+            .await
+            .map_err(|e| e.to_string())?;
+    }
+    *lock(&node.diverged) = None;
+    node.map_generation.fetch_add(1, Ordering::SeqCst);
+    eprintln!(
+        "wink cluster {}: replaying the stream from sequence {first}, as asked",
+        node.name
+    );
+    Ok(first)
+}
+
 async fn apply_session(node: &Arc<Node>, app: &Arc<App>) -> std::result::Result<(), String> {
     let generation = node.map_generation.load(Ordering::SeqCst);
     let owned = node.map().owned_by(&node.name);
     let buckets = app.registry.buckets();
+    let mut stream = node
+        .js
+        .get_stream(placement::STREAM)
+        .await
+        .map_err(|e| format!("the stream: {e}"))?;
+    let info = stream
+        .info()
+        .await
+        .map_err(|e| format!("the stream's info: {e}"))?
+        .clone();
+    let (first, last) = (info.state.first_sequence, info.state.last_sequence);
+    let created = incarnation(&info);
+    // No sequence number is trusted blindly: each bucket's records must name a message the
+    // stream still holds, as it was.
+    let mut diverged = None;
+    for b in &buckets {
+        let record = on_writer(b, |s| apply::read_record(s))
+            .await
+            .map_err(|e| e.to_string())?;
+        if let Some(why) = record.diverged {
+            diverged = Some(why);
+        }
+        if let Some(mark) = &record.mark {
+            if let Some((why, first)) = confirmed_divergence(&mut stream, mark).await? {
+                diverge(node, &buckets, &why, first).await?;
+                diverged = Some(why);
+            }
+        }
+    }
+    *lock(&node.diverged) = diverged;
     // Where each partition of each bucket stopped; the session starts at the lowest.
     let mut start = u64::MAX;
     for b in &buckets {
@@ -690,16 +1227,6 @@ async fn apply_session(node: &Arc<Node>, app: &Arc<App>) -> std::result::Result<
     if start == u64::MAX {
         start = 1;
     }
-    let mut stream = node
-        .js
-        .get_stream(placement::STREAM)
-        .await
-        .map_err(|e| format!("the stream: {e}"))?;
-    let info = stream
-        .info()
-        .await
-        .map_err(|e| format!("the stream's info: {e}"))?;
-    let (first, last) = (info.state.first_sequence, info.state.last_sequence);
     // Messages from `start` on were written (start ≤ last) but the stream no longer holds the
     // first of them (an empty stream's first sequence is last + 1): they cannot be replayed.
     if start <= last && start < first {
@@ -730,11 +1257,26 @@ async fn apply_session(node: &Arc<Node>, app: &Arc<App>) -> std::result::Result<
         .await
         .map_err(|e| format!("the consumer's messages: {e}"))?;
     let mut last_advance = Instant::now();
+    let mut last_check = Instant::now();
+    // The last message scanned.
+    let mut mark: Option<Mark> = None;
     loop {
         if node.map_generation.load(Ordering::SeqCst) != generation {
             return Ok(());
         }
+        let asked = node.check_stream.swap(false, Ordering::SeqCst);
+        if asked || last_check.elapsed() > STREAM_CHECK {
+            last_check = Instant::now();
+            if let Some(m) = &mark {
+                // A stream that cannot be asked now is asked again at the next check.
+                if let Ok(Some((why, first))) = confirmed_divergence(&mut stream, m).await {
+                    diverge(node, &buckets, &why, first).await?;
+                    return Err(why);
+                }
+            }
+        }
         let mut batch: Vec<(String, Message)> = Vec::new();
+        let mut crcs: HashMap<u64, u32> = HashMap::new();
         let mut bytes = 0usize;
         let mut last_seq = None;
         let mut wait = Duration::from_millis(500);
@@ -751,6 +1293,9 @@ async fn apply_session(node: &Arc<Node>, app: &Arc<App>) -> std::result::Result<
                 Err(e) => return Err(format!("a message without stream info: {e}")),
             };
             last_seq = Some(seq);
+            let m = Mark::of(&created, seq, next.subject.as_str(), &next.payload);
+            crcs.insert(seq, m.crc);
+            mark = Some(m);
             let Some((bucket, partition)) = message::parse_subject(next.subject.as_str()) else {
                 continue;
             };
@@ -779,9 +1324,12 @@ async fn apply_session(node: &Arc<Node>, app: &Arc<App>) -> std::result::Result<
                 if at > 0 {
                     for b in &buckets {
                         let parts = owned.clone();
-                        on_writer(b, move |s| apply::apply_batch(s, &[], Some((at, &parts))))
-                            .await
-                            .map_err(|e| format!("stopping: {e}"))?;
+                        let m = mark.clone();
+                        on_writer(b, move |s| {
+                            apply::apply_batch(s, &[], Some((at, &parts)), m.as_ref())
+                        })
+                        .await
+                        .map_err(|e| format!("stopping: {e}"))?;
                     }
                 }
                 last_advance = Instant::now();
@@ -792,6 +1340,7 @@ async fn apply_session(node: &Arc<Node>, app: &Arc<App>) -> std::result::Result<
         for (b, m) in batch {
             per_bucket.entry(b).or_default().push(m);
         }
+        let mut outcomes = Vec::new();
         for (name, msgs) in per_bucket {
             let Ok(Some(b)) = app.registry.bucket(&name) else {
                 eprintln!(
@@ -802,13 +1351,25 @@ async fn apply_session(node: &Arc<Node>, app: &Arc<App>) -> std::result::Result<
                 continue;
             };
             let parts = owned.clone();
+            let m = mark.clone();
             let report = on_writer(&b, move |s| {
-                apply::apply_batch(s, &msgs, Some((through, &parts)))
+                apply::apply_batch(s, &msgs, Some((through, &parts)), m.as_ref())
             })
             .await
             .map_err(|e| format!("stopping: bucket {name}: {e}"))?;
             for r in report.refused {
                 eprintln!("wink cluster {}: bucket {name}: refused {r}", node.name);
+            }
+            outcomes.extend(report.outcomes);
+        }
+        // Recorded before `scanned` moves past them: a writer woken by it finds its outcome.
+        if !outcomes.is_empty() {
+            let mut kept = lock(&node.outcomes);
+            for (seq, o) in outcomes {
+                kept.insert(seq, (crcs.get(&seq).copied().unwrap_or(0), o));
+            }
+            while kept.len() > OUTCOMES_KEPT {
+                kept.pop_first();
             }
         }
         node.scanned.send_replace(through);

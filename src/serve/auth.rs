@@ -5,7 +5,7 @@
 use std::net::SocketAddr;
 use std::path::Path;
 
-use hyper::header::AUTHORIZATION;
+use hyper::header::{HeaderValue, AUTHORIZATION};
 use hyper::{HeaderMap, StatusCode};
 use subtle::ConstantTimeEq;
 
@@ -56,6 +56,15 @@ impl Auth {
 
     pub fn is_set(&self) -> bool {
         self.token.is_some()
+    }
+
+    /// The `Authorization` header a client sends with a change, when there is a token; marked
+    /// sensitive so that it is never logged.
+    pub fn bearer(&self) -> Option<HeaderValue> {
+        let token = self.token.as_ref()?;
+        let mut value = HeaderValue::from_bytes(&[b"Bearer ".as_slice(), token].concat()).ok()?;
+        value.set_sensitive(true);
+        Some(value)
     }
 
     /// Lets a changing request through when it carries `Authorization: Bearer <token>`; the
@@ -111,6 +120,21 @@ mod tests {
         assert!(Auth::none().check(&HeaderMap::new()).is_ok());
         std::fs::write(&path, "\n").unwrap();
         assert!(Auth::from_file(&path).is_err());
+    }
+
+    #[test]
+    fn a_clients_bearer_header_passes_the_check() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("token");
+        std::fs::write(&path, " s3cret \nsecond line\n").unwrap();
+        let auth = Auth::from_file(&path).unwrap();
+        let value = auth.bearer().unwrap();
+        assert!(value.is_sensitive());
+        assert_eq!(value.as_bytes(), b"Bearer s3cret");
+        let mut h = HeaderMap::new();
+        h.insert(AUTHORIZATION, value);
+        assert!(auth.check(&h).is_ok());
+        assert!(Auth::none().bearer().is_none());
     }
 
     #[test]

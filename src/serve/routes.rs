@@ -669,8 +669,22 @@ async fn put_render(
         change.content_type = content_type;
         change.value = body.bytes.to_vec();
         drop(body);
-        let seq = node.publish(&place.bucket, &change).await?;
-        return Ok(cluster_created(rev, change.tid, seq));
+        let (sent, outcome) = node.write(&place.bucket, &change).await?;
+        let seq = sent.seq;
+        use crate::cluster::apply::Outcome;
+        return match outcome {
+            Outcome::Stored => Ok(cluster_created(rev, change.tid, seq)),
+            Outcome::TakenDown => Err(Problem::conflict(format!(
+                "{}/{title} revision {rev} is taken down; lift it (POST …/_lift) to store it \
+                 again",
+                place.domain
+            ))),
+            Outcome::Refused { why } => Err(Problem::bad_request(why)),
+            other => Err(Problem::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("the put at sequence {seq} was applied as {other:?}"),
+            )),
+        };
     }
     let (tx, rx) = oneshot::channel();
     let job = PutJob {
@@ -838,8 +852,8 @@ fn cluster_created(rev: u64, tid: Uuid, seq: u64) -> Answer {
     a
 }
 
-/// A take-down or lift in a cluster: published, answered 202 once JetStream holds it (what it
-/// removes is known to each replica when it applies it).
+/// A take-down or lift in a cluster: published, and answered as a single node answers once an
+/// owner has applied it in a durable commit.
 #[cfg(feature = "cluster")]
 async fn cluster_change(
     node: &crate::cluster::node::Node,
@@ -849,12 +863,28 @@ async fn cluster_change(
     rev: Option<u64>,
     message: &str,
 ) -> Result<Answer> {
+    use crate::cluster::apply::Outcome;
     let change = node.change(kind, &place.domain, title, rev, None);
-    let seq = node.publish(&place.bucket, &change).await?;
-    let mut a = json(
-        StatusCode::ACCEPTED,
-        &serde_json::json!({ "message": message, "seq": seq }),
-    );
+    let (sent, outcome) = node.write(&place.bucket, &change).await?;
+    let seq = sent.seq;
+    let body = match outcome {
+        Outcome::Removed { removed } => {
+            serde_json::json!({ "message": message, "removed": removed, "seq": seq })
+        }
+        Outcome::Lifted { lifted } => serde_json::json!({
+            "message": if lifted { message } else { "Nothing to lift." },
+            "lifted": lifted,
+            "seq": seq
+        }),
+        Outcome::Refused { why } => return Err(Problem::bad_request(why)),
+        other => {
+            return Err(Problem::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("the change at sequence {seq} was applied as {other:?}"),
+            ))
+        }
+    };
+    let mut a = json(StatusCode::OK, &body);
     a.headers_mut()
         .insert(crate::cluster::node::SEQ, HeaderValue::from(seq));
     Ok(a)
@@ -866,7 +896,7 @@ async fn cluster_change(
 #[cfg(feature = "cluster")]
 async fn cluster_gate(
     app: &App,
-    node: &crate::cluster::node::Node,
+    node: &Arc<crate::cluster::node::Node>,
     req: &hyper::http::request::Parts,
 ) -> Result<Option<Answer>> {
     let path = req.uri.path();
@@ -875,6 +905,55 @@ async fn cluster_gate(
             return Err(Problem::method_not_allowed("GET"));
         }
         return Ok(Some(json(StatusCode::OK, &node.status())));
+    }
+    if let Some(seq) = path.strip_prefix("/_cluster/outcome/") {
+        if req.method != Method::GET {
+            return Err(Problem::method_not_allowed("GET"));
+        }
+        let seq: u64 = seq
+            .parse()
+            .map_err(|_| Problem::bad_request("/_cluster/outcome/SEQUENCE"))?;
+        let query: Vec<(String, String)> = req
+            .uri
+            .query()
+            .map(|q| form_urlencoded::parse(q.as_bytes()).into_owned().collect())
+            .unwrap_or_default();
+        let param = |name: &str| query.iter().find(|(k, _)| k == name).map(|(_, v)| v);
+        let (Some(partition), Some(crc)) = (
+            param("partition").and_then(|p| p.parse::<u32>().ok()),
+            param("crc").and_then(|c| u32::from_str_radix(c, 16).ok()),
+        ) else {
+            return Err(Problem::bad_request("?partition=P&crc=HEX"));
+        };
+        if !node.map().owned_by(&node.name).contains(&partition) {
+            return Err(Problem::unavailable(
+                format!("node {} does not own partition {partition}", node.name),
+                1,
+            ));
+        }
+        return match node.local_outcome(seq, crc, node.apply_patience()).await {
+            Some(o) => Ok(Some(json(StatusCode::OK, &o))),
+            None => Err(Problem::unavailable(
+                format!(
+                    "node {} has no outcome of sequence {seq} (not applied in time)",
+                    node.name
+                ),
+                1,
+            )),
+        };
+    }
+    if path == "/_cluster/replay" {
+        if req.method != Method::POST {
+            return Err(Problem::method_not_allowed("POST"));
+        }
+        app.auth.check(&req.headers)?;
+        let from = crate::cluster::node::replay(node, app)
+            .await
+            .map_err(|e| Problem::unavailable(format!("replay: {e}"), 2))?;
+        return Ok(Some(json(
+            StatusCode::OK,
+            &serde_json::json!({ "message": "Replaying.", "from": from }),
+        )));
     }
     if let Some(bucket) = path.strip_prefix("/_cluster/snapshot/") {
         if req.method != Method::POST {

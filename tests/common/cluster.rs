@@ -7,7 +7,12 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
 use std::time::Duration;
+
+use wink::cluster::message::partition_of;
 
 use super::require;
 
@@ -103,13 +108,30 @@ impl Cluster {
     }
 
     pub fn ctl(&self, action: &str, name: &str) {
-        let d = self.dir.path().to_str().expect("UTF-8");
-        let out = script("ctl", &[d, action, name]);
+        let out = self.try_ctl(action, name);
         assert!(
             out.status.success(),
             "cluster/ctl {action} {name}: {}",
             String::from_utf8_lossy(&out.stderr)
         );
+    }
+
+    /// `cluster/ctl DIR ACTION NAME`, which may fail.
+    pub fn try_ctl(&self, action: &str, name: &str) -> std::process::Output {
+        let d = self.dir.path().to_str().expect("UTF-8");
+        script("ctl", &[d, action, name])
+    }
+
+    /// `cluster/down DIR`.
+    pub fn down(&self) -> std::process::Output {
+        let d = self.dir.path().to_str().expect("UTF-8");
+        script("down", &[d])
+    }
+
+    /// Every process on the machine whose command line names a path inside the cluster's
+    /// directory (the nats-servers, nodes and HAProxy it started), read from /proc.
+    pub fn processes(&self) -> Vec<(u32, Vec<String>)> {
+        processes_under(self.dir.path())
     }
 
     /// `wink cluster VERB cluster.json ARGS`: exit code and stdout.
@@ -186,6 +208,46 @@ impl Drop for Cluster {
 
 pub use super::server::try_call;
 
+/// The command line of process `pid`, from /proc (None once it has gone).
+pub fn cmdline(pid: u32) -> Option<Vec<String>> {
+    let raw = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    let mut args: Vec<String> = raw
+        .split(|b| *b == 0)
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .collect();
+    args.pop();
+    Some(args)
+}
+
+/// Whether `pid` runs (a zombie does not).
+pub fn running(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| s.rsplit_once(") ").map(|(_, rest)| !rest.starts_with('Z')))
+        .unwrap_or(false)
+}
+
+/// The running processes with an argument inside `dir`.
+pub fn processes_under(dir: &Path) -> Vec<(u32, Vec<String>)> {
+    let inside = format!("{}/", dir.display());
+    let me = std::process::id();
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").expect("/proc").flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        if pid == me || !running(pid) {
+            continue;
+        }
+        if let Some(args) = cmdline(pid) {
+            if args.iter().skip(1).any(|a| a.starts_with(&inside)) {
+                out.push((pid, args));
+            }
+        }
+    }
+    out
+}
+
 pub fn get_json(url: &str) -> Option<serde_json::Value> {
     let agent = ureq::AgentBuilder::new()
         .timeout(Duration::from_secs(5))
@@ -203,4 +265,163 @@ pub fn eventually(what: &str, mut f: impl FnMut() -> bool) {
         std::thread::sleep(Duration::from_millis(200));
     }
     panic!("{what}: not within 60 s");
+}
+
+/// A PUT a client made, and what came of it.
+#[derive(Clone, Debug)]
+pub struct Attempt {
+    pub title: String,
+    pub rev: u64,
+    pub body: Vec<u8>,
+    /// The ETag's tid and the stream sequence of an acknowledged (201) PUT.
+    pub acked: Option<(String, u64)>,
+}
+
+fn body_of(client: usize, i: u64) -> Vec<u8> {
+    // 2 to 10 KiB, different for every PUT.
+    let len = 2048 + ((client as u64 * 7919 + i * 104_729) % 8192) as usize;
+    let head = format!("<p>client {client} put {i}</p>");
+    let mut b = head.into_bytes();
+    b.extend((0..len).map(|k| b'a' + ((k as u64 + i + client as u64) % 26) as u8));
+    b
+}
+
+/// One PUT of revision `i` of `title` with a body of client `n`'s: what came of it. Anything
+/// but a 201 must be a 5xx (a transport error counts as one), never a 4xx; a 201 must carry a
+/// real stream sequence.
+pub fn put_once(agent: &ureq::Agent, router: &str, n: usize, title: String, i: u64) -> Attempt {
+    let body = body_of(n, i);
+    let url = format!("{router}/{D}/sys/key_rev_value/html/{title}/{i}");
+    let answer = try_call(
+        agent,
+        "PUT",
+        &url,
+        &[("Content-Type", "text/html")],
+        Some(&body),
+    );
+    let acked = match &answer {
+        Ok(a) if a.status == 201 => {
+            let etag = a
+                .header("etag")
+                .expect("an ETag")
+                .trim_matches('"')
+                .to_string();
+            let tid = etag.split_once('/').expect("REV/TID").1.to_string();
+            let seq: u64 = a.header("x-wink-seq").expect("x-wink-seq").parse().unwrap();
+            assert!(seq > 0, "PUT {url}: 201 with x-wink-seq 0");
+            Some((tid, seq))
+        }
+        Ok(a) => {
+            assert!(a.status >= 500, "PUT {url}: {} {:?}", a.status, a.body);
+            None
+        }
+        Err(_) => None,
+    };
+    Attempt {
+        title,
+        rev: i,
+        body,
+        acked,
+    }
+}
+
+/// A client: PUTs through the router until told to stop. Each PUT is a new revision of one of
+/// its 8 titles.
+pub fn writer(router: String, n: usize, stop: Arc<AtomicBool>, out: Arc<Mutex<Vec<Attempt>>>) {
+    let agent = ureq::AgentBuilder::new()
+        .timeout(Duration::from_secs(60))
+        .build();
+    let mut i = 0u64;
+    while !stop.load(Ordering::SeqCst) {
+        i += 1;
+        let a = put_once(&agent, &router, n, format!("C{n}_T{}", i % 8), i);
+        let failed = a.acked.is_none();
+        out.lock().unwrap().push(a);
+        if failed {
+            thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+/// The owners of `title`'s partition, from `wink cluster status`'s JSON.
+pub fn owners(status: &serde_json::Value, title: &str, partitions: u32) -> Vec<String> {
+    let p = partition_of(D, title, partitions) as usize;
+    status["map"]["owners"][p]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap().to_string())
+        .collect()
+}
+
+/// Every acknowledged PUT reads back byte-exact through the router and from each owner of its
+/// partition; an unacknowledged one is absent or whole, never other bytes. Answers how many
+/// acknowledged PUTs were checked.
+pub fn check_acked(
+    cluster: &Cluster,
+    attempts: &[Attempt],
+    status: &serde_json::Value,
+    partitions: u32,
+    last_seq: u64,
+) -> usize {
+    let agent = ureq::AgentBuilder::new()
+        .timeout(Duration::from_secs(60))
+        .build();
+    let min = last_seq.to_string();
+    let mut checked = 0;
+    for a in attempts {
+        let path = format!("/{D}/sys/key_rev_value/html/{}/{}", a.title, a.rev);
+        match &a.acked {
+            Some((tid, _)) => {
+                let exact = format!("{path}/{tid}");
+                let via_router = try_call(
+                    &agent,
+                    "GET",
+                    &format!("{}{exact}", cluster.router),
+                    &[("x-wink-min-seq", &min)],
+                    None,
+                )
+                .unwrap();
+                assert_eq!(via_router.status, 200, "{exact} through HAProxy");
+                assert!(
+                    via_router.body == a.body,
+                    "{exact}: other bytes through HAProxy"
+                );
+                for o in owners(status, &a.title, partitions) {
+                    let url = cluster.node(&o).0;
+                    // Forwarded: the owner answers from its own store.
+                    let direct = try_call(
+                        &agent,
+                        "GET",
+                        &format!("{url}{exact}"),
+                        &[("x-wink-min-seq", &min), ("x-wink-forwarded", "1")],
+                        None,
+                    )
+                    .unwrap();
+                    assert_eq!(direct.status, 200, "{exact} from owner {o}");
+                    assert!(direct.body == a.body, "{exact}: other bytes from owner {o}");
+                }
+                checked += 1;
+            }
+            None => {
+                // Unacknowledged: absent, or there whole (JetStream may have stored it and lost
+                // only the ack); never other bytes.
+                let r = try_call(
+                    &agent,
+                    "GET",
+                    &format!("{}{path}", cluster.router),
+                    &[("x-wink-min-seq", &min)],
+                    None,
+                )
+                .unwrap();
+                assert!(
+                    r.status == 404 || (r.status == 200 && r.body == a.body),
+                    "unacknowledged {path}: {} with {} bytes",
+                    r.status,
+                    r.body.len()
+                );
+            }
+        }
+    }
+    checked
 }

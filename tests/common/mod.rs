@@ -11,6 +11,7 @@ use wink::store::{Page, Policy, Revisions, Store};
 
 pub mod cli;
 pub mod cluster;
+pub mod powercut;
 pub mod require;
 pub mod server;
 pub mod spy;

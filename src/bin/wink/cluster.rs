@@ -1,9 +1,11 @@
-//! `wink cluster status|verify|rebalance FILE`: FILE is the `cluster.json` of `cluster/up`.
+//! `wink cluster status|verify|rebalance|replay FILE [--token-file F]`: FILE is the
+//! `cluster.json` of `cluster/up`.
 
 use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use wink::cluster::admin::{self, Admin};
 use wink::{Error, Result};
 
 use crate::Status;
@@ -14,6 +16,8 @@ pub enum Command {
     Status {
         /// The cluster's cluster.json.
         file: PathBuf,
+        #[command(flatten)]
+        token: Token,
     },
     /// Every owner of every partition holds the same titles, renders and bytes (exit 1 with the
     /// differences otherwise). Waits first until every node has applied the whole stream.
@@ -22,6 +26,8 @@ pub enum Command {
         /// Seconds to wait for the nodes to apply the stream.
         #[arg(long, value_name = "S", default_value_t = 60)]
         patience: u64,
+        #[command(flatten)]
+        token: Token,
     },
     /// Spreads the partitions over the configuration's nodes: new owners join, catch up, and
     /// only then do old owners leave (each step a compare-and-set of the map).
@@ -30,26 +36,62 @@ pub enum Command {
         /// Seconds to wait for the new owners to catch up.
         #[arg(long, value_name = "S", default_value_t = 300)]
         patience: u64,
+        #[command(flatten)]
+        token: Token,
     },
+    /// Asks a node whose records were found out of step with the stream (`diverged` in
+    /// `status`) to replay every message the stream holds and to vouch for its partitions again
+    /// once it has caught up (applying is idempotent: nothing is lost or doubled).
+    Replay {
+        file: PathBuf,
+        /// The node's name.
+        node: String,
+        #[command(flatten)]
+        token: Token,
+    },
+}
+
+#[derive(clap::Args)]
+pub struct Token {
+    /// The token file of the nodes (`wink serve --token-file`), sent with every request that
+    /// changes something on a node; by default the one cluster.json names, if any.
+    #[arg(long, value_name = "F")]
+    token_file: Option<PathBuf>,
 }
 
 pub fn run(command: Command) -> Result<Status> {
     let mut out = std::io::stdout();
     match command {
-        Command::Status { file } => {
-            let v = wink::cluster::admin::status(&file)?;
+        Command::Status { file, token } => {
+            let v = admin::status(&Admin::open(&file, token.token_file.as_deref())?)?;
             let text =
                 serde_json::to_string_pretty(&v).map_err(|e| Error::invalid(e.to_string()))?;
             let _ = writeln!(out, "{text}");
             Ok(0)
         }
-        Command::Rebalance { file, patience } => {
-            let done = wink::cluster::admin::rebalance(&file, Duration::from_secs(patience))?;
+        Command::Rebalance {
+            file,
+            patience,
+            token,
+        } => {
+            let admin = Admin::open(&file, token.token_file.as_deref())?;
+            let done = admin::rebalance(&admin, Duration::from_secs(patience))?;
             let _ = writeln!(out, "{done}");
             Ok(0)
         }
-        Command::Verify { file, patience } => {
-            let problems = wink::cluster::admin::verify(&file, Duration::from_secs(patience))?;
+        Command::Replay { file, node, token } => {
+            let admin = Admin::open(&file, token.token_file.as_deref())?;
+            let from = admin::replay(&admin, &node)?;
+            let _ = writeln!(out, "node {node} replays the stream from sequence {from}");
+            Ok(0)
+        }
+        Command::Verify {
+            file,
+            patience,
+            token,
+        } => {
+            let admin = Admin::open(&file, token.token_file.as_deref())?;
+            let problems = admin::verify(&admin, Duration::from_secs(patience))?;
             for p in &problems {
                 let _ = writeln!(out, "{p}");
             }

@@ -1,0 +1,346 @@
+//! What a cluster's 201 means, tested the hard way on a loopback cluster (3 nats-servers, Wink
+//! nodes, HAProxy): a NATS server frozen under load (no 201 lost, none without a sequence,
+//! writes go on through the other servers), a stream that lost its tail (no write answered 201
+//! is skipped; the nodes stop vouching until replayed), and a cluster answering every request as
+//! a single node does (docs/CLUSTER.md).
+#![cfg(feature = "cluster")]
+
+mod common;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::cluster::{check_acked, eventually, get_json, put_once, writer, Attempt, Cluster, D};
+use common::server::{try_call, Server};
+
+const PARTITIONS: u32 = 16;
+
+fn signal(pid: i64, sig: &str) {
+    let ok = std::process::Command::new("kill")
+        .args([&format!("-{sig}"), &pid.to_string()])
+        .status()
+        .expect("kill runs")
+        .success();
+    assert!(ok, "kill -{sig} {pid}");
+}
+
+fn acked(attempts: &Mutex<Vec<Attempt>>) -> usize {
+    attempts
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|a| a.acked.is_some())
+        .count()
+}
+
+fn last_seq(attempts: &[Attempt]) -> u64 {
+    attempts
+        .iter()
+        .filter_map(|a| a.acked.as_ref().map(|x| x.1))
+        .max()
+        .unwrap_or(0)
+}
+
+fn status(cluster: &Cluster) -> serde_json::Value {
+    let (code, out, err) = cluster.wink("status", &[]);
+    assert_eq!(code, 0, "wink cluster status: {err}");
+    serde_json::from_str(&out).unwrap()
+}
+
+/// The NATS server most nodes are connected to (from each server's `/connz`), and its pid.
+fn busiest_nats(cluster: &Cluster) -> (String, i64) {
+    let state = cluster.state();
+    state["nats"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .max_by_key(|n| {
+            let url = format!("{}/connz", n["monitor"].as_str().unwrap());
+            get_json(&url).map_or(0, |c| c["num_connections"].as_u64().unwrap_or(0))
+        })
+        .map(|n| {
+            (
+                n["name"].as_str().unwrap().to_string(),
+                n["pid"].as_i64().unwrap(),
+            )
+        })
+        .unwrap()
+}
+
+#[test]
+fn a_frozen_nats_server_loses_no_acknowledged_write_and_writes_go_on() {
+    if !common::cluster::tools("the frozen NATS server test") {
+        return;
+    }
+    let cluster = Cluster::up(3, 2, PARTITIONS);
+    let stop = Arc::new(AtomicBool::new(false));
+    let attempts = Arc::new(Mutex::new(Vec::new()));
+    let clients: Vec<_> = (0..8)
+        .map(|n| {
+            let (router, stop, out) = (cluster.router.clone(), stop.clone(), attempts.clone());
+            thread::spawn(move || writer(router, n, stop, out))
+        })
+        .collect();
+    let progress = |more: usize| {
+        let target = acked(&attempts) + more;
+        eventually(&format!("{more} more acknowledged PUTs"), || {
+            acked(&attempts) >= target
+        });
+    };
+    progress(100);
+    let (name, pid) = busiest_nats(&cluster);
+    signal(pid, "STOP");
+    let frozen = Instant::now();
+    // Writes go on while the server is still frozen: the nodes move to the other two servers,
+    // which hold a quorum.
+    let before = acked(&attempts);
+    eventually("writes acknowledged while a NATS server is frozen", || {
+        acked(&attempts) >= before + 100
+    });
+    let resumed = frozen.elapsed();
+    let frozen_for = Duration::from_secs(30);
+    if let Some(rest) = frozen_for.checked_sub(frozen.elapsed()) {
+        thread::sleep(rest);
+    }
+    signal(pid, "CONT");
+    progress(100);
+    stop.store(true, Ordering::SeqCst);
+    for c in clients {
+        c.join().expect("a client");
+    }
+    let attempts = attempts.lock().unwrap().clone();
+    let (code, out, err) = cluster.wink("verify", &[]);
+    assert_eq!(code, 0, "wink cluster verify: {out} {err}");
+    let status = status(&cluster);
+    let checked = check_acked(
+        &cluster,
+        &attempts,
+        &status,
+        PARTITIONS,
+        last_seq(&attempts),
+    );
+    eprintln!(
+        "frozen {name} for {}s: 100 writes acknowledged {:.1}s after the freeze began; \
+         {checked} acknowledged PUTs of {} read back",
+        frozen_for.as_secs(),
+        resumed.as_secs_f64(),
+        attempts.len()
+    );
+}
+
+/// Stops every NATS server (SIGTERM: they write what they hold) and starts them again; with
+/// `restore`, first puts back each server's JetStream directory as `copy` holds it.
+fn restart_nats(cluster: &Cluster, copy: Option<&std::path::Path>, take: Option<&std::path::Path>) {
+    for i in 1..=3 {
+        cluster.ctl("stop", &format!("nats-{i}"));
+    }
+    for i in 1..=3 {
+        let js = cluster.dir().join(format!("nats-{i}/js"));
+        if let Some(to) = take {
+            let ok = std::process::Command::new("cp")
+                .args(["-a"])
+                .arg(&js)
+                .arg(to.join(format!("nats-{i}")))
+                .status()
+                .unwrap()
+                .success();
+            assert!(ok, "copying {}", js.display());
+        }
+        if let Some(from) = copy {
+            std::fs::remove_dir_all(&js).unwrap();
+            let ok = std::process::Command::new("cp")
+                .args(["-a"])
+                .arg(from.join(format!("nats-{i}")))
+                .arg(&js)
+                .status()
+                .unwrap()
+                .success();
+            assert!(ok, "restoring {}", js.display());
+        }
+    }
+    for i in 1..=3 {
+        cluster.ctl("start", &format!("nats-{i}"));
+    }
+}
+
+/// `n` PUTs, one after another, of titles `prefix_0` … through the router; the acknowledged
+/// ones must all be there in the end.
+fn puts(cluster: &Cluster, prefix: &str, n: u64) -> Vec<Attempt> {
+    let agent = common::server::agent();
+    (0..n)
+        .map(|i| {
+            put_once(
+                &agent,
+                &cluster.router,
+                0,
+                format!("{prefix}_{}", i % 20),
+                i + 1,
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn a_stream_that_lost_its_tail_skips_no_acknowledged_write() {
+    if !common::cluster::tools("the lost stream tail test") {
+        return;
+    }
+    let cluster = Cluster::up(3, 2, PARTITIONS);
+    let copy = tempfile::tempdir().unwrap();
+    let mut all = puts(&cluster, "Before", 60);
+    restart_nats(&cluster, None, Some(copy.path()));
+    // Acknowledged, applied by both owners, then lost by the stream.
+    let lost = puts(&cluster, "Lost", 60);
+    let (code, out, err) = cluster.wink("verify", &[]);
+    assert_eq!(code, 0, "wink cluster verify before the loss: {out} {err}");
+    all.extend(lost);
+    restart_nats(&cluster, Some(copy.path()), None);
+    // New writes get the sequences the lost ones had: none answered 201 may be skipped.
+    let after = puts(&cluster, "After", 60);
+    let acked_after = after.iter().filter(|a| a.acked.is_some()).count();
+    assert!(
+        acked_after > 0,
+        "no write acknowledged after the stream lost its tail"
+    );
+    all.extend(after);
+    // Every node saw records ahead of the stream: it says so and vouches for nothing.
+    for n in ["n1", "n2", "n3"] {
+        let url = format!("{}/_cluster", cluster.node(n).0);
+        let found = (0..300).any(|_| {
+            let yes = get_json(&url).is_some_and(|s| s["diverged"].is_string());
+            if !yes {
+                thread::sleep(Duration::from_millis(200));
+            }
+            yes
+        });
+        assert!(
+            found,
+            "{n} did not find its records out of step within 60 s: {:?}\n{}",
+            get_json(&url),
+            cluster.log(n)
+        );
+    }
+    let (code, out, _) = cluster.wink("verify", &["--patience", "5"]);
+    assert_eq!(code, 1, "verify must fail while nodes diverge: {out}");
+    assert!(out.contains("vouches for none"), "{out}");
+    let some = all.iter().find(|a| a.acked.is_some()).unwrap();
+    let r = try_call(
+        &common::server::agent(),
+        "GET",
+        &format!(
+            "{}/{D}/sys/key_rev_value/html/{}/{}",
+            cluster.router, some.title, some.rev
+        ),
+        &[],
+        None,
+    )
+    .unwrap();
+    assert_eq!(r.status, 503, "a read no owner vouches for");
+    for n in ["n1", "n2", "n3"] {
+        let (code, out, err) = cluster.wink("replay", &[n]);
+        assert_eq!(code, 0, "wink cluster replay {n}: {out} {err}");
+    }
+    let (code, out, err) = cluster.wink("verify", &[]);
+    assert_eq!(
+        code, 0,
+        "wink cluster verify after the replays: {out} {err}"
+    );
+    let status = status(&cluster);
+    let last = status["stream_last_sequence"].as_u64().unwrap_or(0);
+    let checked = check_acked(&cluster, &all, &status, PARTITIONS, last);
+    eprintln!(
+        "lost tail: {checked} acknowledged writes of {} read back, {acked_after} of them \
+         written after the loss",
+        all.len()
+    );
+}
+
+/// One request of a sequence, and what the answers must agree on.
+struct Step {
+    method: &'static str,
+    path: &'static str,
+    body: Option<&'static str>,
+}
+
+fn step(method: &'static str, path: &'static str, body: Option<&'static str>) -> Step {
+    Step { method, path, body }
+}
+
+/// An answer as the two sides must agree on it: the status, and the body (JSON without the
+/// cluster's own `seq`; problems without the request's `instance`).
+fn comparable(a: &common::server::Answer) -> (u16, String) {
+    let body = match serde_json::from_slice::<serde_json::Value>(&a.body) {
+        Ok(mut v) => {
+            if let Some(o) = v.as_object_mut() {
+                o.remove("seq");
+                o.remove("instance");
+            }
+            v.to_string()
+        }
+        Err(_) => String::from_utf8_lossy(&a.body).into_owned(),
+    };
+    (a.status, body)
+}
+
+#[test]
+fn a_cluster_answers_as_a_single_node_does() {
+    if !common::cluster::tools("the one-semantics test") {
+        return;
+    }
+    let steps = [
+        step("PUT", "T/1/00000000-0000-1000-8000-000000000001", Some("a")),
+        // The same (rev, tid), other bytes: stored over the first.
+        step("PUT", "T/1/00000000-0000-1000-8000-000000000001", Some("b")),
+        step("GET", "T/1/00000000-0000-1000-8000-000000000001", None),
+        step("DELETE", "T/1", None),
+        step("PUT", "T/1/00000000-0000-1000-8000-000000000002", Some("c")),
+        step("GET", "T/1", None),
+        step("POST", "T/1/_lift", None),
+        step("POST", "T/1/_lift", None),
+        step("PUT", "T/1/00000000-0000-1000-8000-000000000002", Some("c")),
+        // A revision that happens to be u64::MAX is not the whole title.
+        step("DELETE", "T/18446744073709551615", None),
+        step("GET", "T", None),
+        step("DELETE", "T", None),
+        step("PUT", "T/2/00000000-0000-1000-8000-000000000003", Some("d")),
+        step("GET", "T", None),
+        step("POST", "T/_lift", None),
+        step("PUT", "T/2/00000000-0000-1000-8000-000000000003", Some("d")),
+        step("GET", "T", None),
+        step("GET", "T/2", None),
+    ];
+    let root = tempfile::tempdir().unwrap();
+    let single = Server::start(root.path(), &[]);
+    let agent = common::server::agent();
+    let created = try_call(&agent, "PUT", &single.p("html", ""), &[], None).unwrap();
+    assert_eq!(created.status, 201);
+    let cluster = Cluster::up(3, 2, PARTITIONS);
+    let mut seq = 0u64;
+    for s in &steps {
+        let mut answers = Vec::new();
+        for base in [
+            single.p("html", "/"),
+            format!("{}/{D}/sys/key_rev_value/html/", cluster.router),
+        ] {
+            let url = format!("{base}{}", s.path);
+            let min = seq.to_string();
+            let mut headers = vec![("x-wink-min-seq", min.as_str())];
+            if s.body.is_some() {
+                headers.push(("Content-Type", "text/html"));
+            }
+            let a = try_call(&agent, s.method, &url, &headers, s.body.map(str::as_bytes))
+                .unwrap_or_else(|e| panic!("{} {url}: {e}", s.method));
+            if let Some(q) = a.header("x-wink-seq") {
+                seq = seq.max(q.parse().unwrap());
+            }
+            answers.push(comparable(&a));
+        }
+        assert_eq!(
+            answers[0], answers[1],
+            "{} {}: one node (left) and a cluster (right) differ",
+            s.method, s.path
+        );
+    }
+}
