@@ -66,13 +66,14 @@ impl OutFile {
         self.len == 0
     }
 
-    /// Appends `bytes`; returns the offset they start at.
+    /// Appends `bytes`; returns the offset they start at. [`Write`] goes on after them.
     pub fn append(&mut self, bytes: &[u8]) -> Result<u64> {
         let at = self.len;
         self.storage
             .write_at(bytes, at)
             .map_err(|e| Error::io(&self.path, Some(at), e))?;
         self.len += bytes.len() as u64;
+        self.pos = self.len;
         if self.len >= self.kicked + CHUNK {
             let s = &self.storage;
             s.start_writeback(self.kicked, self.len - self.kicked)
@@ -125,6 +126,7 @@ fn to_io(e: Error) -> io::Error {
 
 impl Write for OutFile {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let end = self.pos + buf.len() as u64;
         if self.pos == self.len {
             self.append(buf).map_err(to_io)?;
         } else {
@@ -135,7 +137,7 @@ impl Write for OutFile {
                 self.append(&buf[over..]).map_err(to_io)?;
             }
         }
-        self.pos += buf.len() as u64;
+        self.pos = end;
         Ok(buf.len())
     }
 
