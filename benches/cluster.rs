@@ -236,6 +236,20 @@ fn report(what: &str, (rate, p50, p99): (f64, f64, f64), extra: &str) {
     println!("{what}: {rate:.0}/s p50 {p50:.1} ms p99 {p99:.1} ms{extra}");
 }
 
+/// A cluster's `cluster.json` under `dir`, its router's URL and its NATS servers' URLs.
+fn cluster_state(dir: &Path) -> (serde_json::Value, String, Vec<String>) {
+    let state: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("cluster.json")).unwrap()).unwrap();
+    let router = state["router"].as_str().unwrap().to_string();
+    let nats = state["nats"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["url"].as_str().unwrap().to_string())
+        .collect();
+    (state, router, nats)
+}
+
 fn main() {
     if std::env::args().any(|a| a == "--list") {
         return;
@@ -257,15 +271,7 @@ fn main() {
         }
     }
     let down = Down(d.clone());
-    let state: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(dir.path().join("cluster.json")).unwrap()).unwrap();
-    let router = state["router"].as_str().unwrap().to_string();
-    let nats: Vec<String> = state["nats"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|n| n["url"].as_str().unwrap().to_string())
-        .collect();
+    let (state, router, nats) = cluster_state(dir.path());
     let n1 = state["nodes"][0]["url"].as_str().unwrap().to_string();
     let n1_data = PathBuf::from(state["nodes"][0]["data"].as_str().unwrap());
     println!(
@@ -396,16 +402,7 @@ fn main() {
         &[&u, "--nodes", "3", "--replicas", "2", "--unsafe-nats-sync"],
     );
     let _down = Down(u.clone());
-    let state: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(unsafe_dir.path().join("cluster.json")).unwrap())
-            .unwrap();
-    let router = state["router"].as_str().unwrap().to_string();
-    let nats: Vec<String> = state["nats"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|n| n["url"].as_str().unwrap().to_string())
-        .collect();
+    let (_, router, nats) = cluster_state(unsafe_dir.path());
     let figures = jetstream_alone(nats, n, inflight, len);
     report("jetstream alone, default sync (every 2 min)", figures, "");
     let unsafe_js = figures.0;

@@ -62,10 +62,19 @@ def read_token(path):
     return token
 
 
+_given = set()
+
+
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port nothing listens on now, never one this run handed out before: the kernel may give
+    a port it just gave again once its socket is closed, and two servers would then race."""
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in _given:
+            _given.add(port)
+            return port
 
 
 def wink_binary():

@@ -17,32 +17,15 @@ use std::process::{Command, Output, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
-use common::powercut::{self, PowerCut};
+use common::powercut::{self, PowerCut, Rng};
 use uuid::Uuid;
 use wink::store::{Store, StoreOptions};
 
 const DOMAIN: &str = "en.wikipedia.org";
 const TITLES: [&str; 4] = ["Alpha", "Beta_(letter)", "Gamma ray", "Delta/Sub"];
 const CUTS: usize = 12;
-
-/// SplitMix64: the test's only randomness, from a seed it prints.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
 
 #[derive(Clone, Debug)]
 struct Put {
@@ -216,16 +199,7 @@ fn acknowledged_puts_survive_power_cuts() {
     if !powercut::available("power cuts under a store (tests/powercut_store.rs)") {
         return;
     }
-    let seed = std::env::var("WINK_POWERCUT_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            SystemTime::now()
-                .duration_since(SystemTime::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos() as u64
-        });
-    eprintln!("power-cut seed {seed} (WINK_POWERCUT_SEED={seed} repeats the choices)");
+    let seed = powercut::seed("a store under power cuts");
     let mut rng = Rng(seed);
     let tmp = tempfile::tempdir().unwrap();
     let mut pc = PowerCut::new(&tmp.path().join("backing"), &tmp.path().join("mnt"));

@@ -729,8 +729,8 @@ impl Node {
             .parent()
             .map(|p| p.join(".snapshots"))
             .unwrap_or_default();
-        std::fs::create_dir_all(&root)
-            .map_err(|e| Problem::from_store(&Error::io(&root, None, e)))?;
+        crate::vfs::Vfs::create_dir_all(&crate::vfs::RealFs, &root)
+            .map_err(|e| Problem::from_store(&e))?;
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos());

@@ -106,7 +106,8 @@ pub fn run(opts: ServeOptions, ready: impl FnOnce(SocketAddr)) -> Result<()> {
             "--max-body and --max-connections: at least 1",
         ));
     }
-    std::fs::create_dir_all(&opts.root).map_err(|e| Error::io(&opts.root, None, e))?;
+    // Durably: a bucket made in a root whose own name a power cut takes is lost with it.
+    crate::vfs::Vfs::create_dir_all(&crate::vfs::RealFs, &opts.root)?;
     // One server per data root: a second one would find every bucket's writer lock taken.
     let lock_path = opts.root.join(".serve.lock");
     std::fs::OpenOptions::new()

@@ -197,7 +197,7 @@ impl Registry {
         maintenance: Option<MaintenanceOptions>,
         metrics: Arc<Metrics>,
     ) -> Result<Registry> {
-        std::fs::create_dir_all(root).map_err(|e| Error::io(root, None, e))?;
+        crate::vfs::Vfs::create_dir_all(&crate::vfs::RealFs, root)?;
         let reg = Registry {
             root: root.to_path_buf(),
             buckets: RwLock::new(HashMap::new()),

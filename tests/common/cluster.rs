@@ -67,6 +67,18 @@ impl Cluster {
     /// `cluster/up` with more options.
     pub fn up_with(nodes: usize, replicas: usize, partitions: u32, more: &[&str]) -> Cluster {
         let dir = tempfile::tempdir().expect("a temporary directory");
+        Cluster::up_in(dir, nodes, replicas, partitions, more)
+    }
+
+    /// `cluster/up` in `dir`, which may hold mounts already (a power-cut filesystem under a
+    /// server's store or a node's data root).
+    pub fn up_in(
+        dir: tempfile::TempDir,
+        nodes: usize,
+        replicas: usize,
+        partitions: u32,
+        more: &[&str],
+    ) -> Cluster {
         let d = dir.path().to_str().expect("UTF-8").to_string();
         let (n, r, p) = (
             nodes.to_string(),

@@ -35,12 +35,18 @@ pub struct PowerCut {
     backing: PathBuf,
     mountpoint: PathBuf,
     mount: Option<cutfs::Mount>,
+    names: cutfs::Names,
 }
 
 impl PowerCut {
     /// Mounts cutfs at `mountpoint` over `backing` (both created when missing; `backing` is the
     /// durable state, and is the starting state when it holds anything).
     pub fn new(backing: &Path, mountpoint: &Path) -> PowerCut {
+        PowerCut::with_names(backing, mountpoint, cutfs::Names::Strict)
+    }
+
+    /// [`PowerCut::new`] with the given rule for what makes a name durable.
+    pub fn with_names(backing: &Path, mountpoint: &Path, names: cutfs::Names) -> PowerCut {
         fs::create_dir_all(backing).unwrap();
         fs::create_dir_all(mountpoint).unwrap();
         // Canonical, as /proc shows the paths of the processes to kill.
@@ -48,19 +54,21 @@ impl PowerCut {
             backing: fs::canonicalize(backing).unwrap(),
             mountpoint: fs::canonicalize(mountpoint).unwrap(),
             mount: None,
+            names,
         };
         pc.mount();
         pc
     }
 
     fn mount(&mut self) {
-        let m = cutfs::mount(&self.backing, &self.mountpoint).unwrap_or_else(|e| {
-            panic!(
-                "mounting cutfs at {} over {}: {e}",
-                self.mountpoint.display(),
-                self.backing.display()
-            )
-        });
+        let m =
+            cutfs::mount_with(&self.backing, &self.mountpoint, self.names).unwrap_or_else(|e| {
+                panic!(
+                    "mounting cutfs at {} over {}: {e}",
+                    self.mountpoint.display(),
+                    self.backing.display()
+                )
+            });
         self.mount = Some(m);
     }
 
@@ -83,6 +91,21 @@ impl PowerCut {
             m.control().cut();
         }
         kill_users(&self.mountpoint)
+    }
+
+    /// Cuts the power of every mount at the same instant, then SIGKILLs the processes using
+    /// any of them: a power cut of a whole machine (or of several, each under its mounts).
+    pub fn cut_all(mounts: &mut [PowerCut]) -> Vec<i32> {
+        for m in mounts.iter() {
+            if let Some(mount) = &m.mount {
+                mount.control().cut();
+            }
+        }
+        let mut killed = Vec::new();
+        for m in mounts.iter() {
+            killed.extend(kill_users(&m.mountpoint));
+        }
+        killed
     }
 
     /// Unmounts a cut mount (cutting first if [`PowerCut::cut`] was not called) and mounts the
@@ -184,4 +207,36 @@ fn uses(pid: i32, dir: &Path) -> bool {
                 .is_some_and(|p| Path::new(p).starts_with(&prefix))
         })
     })
+}
+
+/// SplitMix64: the test's only randomness, from a seed it prints.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// The seed of a power-cut test: `WINK_POWERCUT_SEED` when set (to repeat a run), else the clock.
+/// Printed, so that a failure can be repeated.
+pub fn seed(what: &str) -> u64 {
+    let seed = std::env::var("WINK_POWERCUT_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(1, |d| d.as_nanos() as u64)
+        });
+    eprintln!("{what}: power-cut seed {seed} (WINK_POWERCUT_SEED={seed} repeats the choices)");
+    seed
 }

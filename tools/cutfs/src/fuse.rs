@@ -313,7 +313,7 @@ impl Filesystem for CutFs {
         reply: ReplyEmpty,
     ) {
         // fdatasync and fsync alike: the length is data (it is needed to read the bytes back).
-        match self.with(|st| st.sync_file(ino.0)) {
+        match self.with(|st| st.fsync(ino.0)) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
         }

@@ -6,7 +6,8 @@
 //!
 //! - a file's bytes and length, by fsync or fdatasync of the file;
 //! - a name (a creation, a rename, an unlink, a mkdir, an rmdir), by fsync of the directory
-//!   that holds it; fsync of the file does not make its name durable.
+//!   that holds it; fsync of the file does not make its name durable ([`Names::Strict`], the
+//!   default), or, as ext4 and XFS do, by the fsync of any file ([`Names::Journaled`]).
 //!
 //! A cut ([`Control::cut`], or `cut` on the control socket of `cutfs mount`) loses the rest, as a
 //! power cut does: from that moment every request fails with EIO and nothing more is written, so
@@ -21,6 +22,18 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 pub use state::{PAGE, SCRATCH};
+
+/// What makes a name durable.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Names {
+    /// Only an fsync of its directory, as POSIX promises: the rule Wink's stores follow.
+    #[default]
+    Strict,
+    /// Also the fsync or fdatasync of any file, which commits every name operation made before
+    /// it, as the metadata journals of ext4 (data=ordered) and XFS do. Programs that never
+    /// fsync a directory rely on it (nats-server does, for the files of its store).
+    Journaled,
+}
 
 /// A handle that can cut the power of one mount, from any thread.
 #[derive(Clone, Debug)]
@@ -63,8 +76,8 @@ fn config() -> fuser::Config {
     config
 }
 
-fn open(backing: &Path) -> io::Result<(fuse::CutFs, Control)> {
-    let state = Arc::new(Mutex::new(state::State::open(backing)?));
+fn open(backing: &Path, names: Names) -> io::Result<(fuse::CutFs, Control)> {
+    let state = Arc::new(Mutex::new(state::State::open(backing, names)?));
     let control = Control {
         state: state.clone(),
     };
@@ -82,7 +95,12 @@ pub struct Mount {
 /// Mounts the durable state in `backing` (a directory) at `mountpoint` (an existing directory),
 /// served by a thread of this process. Needs /dev/fuse and `fusermount3`.
 pub fn mount(backing: &Path, mountpoint: &Path) -> io::Result<Mount> {
-    let (fs, control) = open(backing)?;
+    mount_with(backing, mountpoint, Names::Strict)
+}
+
+/// [`mount`] with the given rule for names.
+pub fn mount_with(backing: &Path, mountpoint: &Path, names: Names) -> io::Result<Mount> {
+    let (fs, control) = open(backing, names)?;
     let session = fuser::spawn_mount(fs, mountpoint, &config())?;
     Ok(Mount {
         session: Some(session),
@@ -134,11 +152,11 @@ impl Drop for Mount {
 /// Serves a mount in the foreground until it is unmounted (`fusermount3 -u MOUNTPOINT`, or
 /// `unmount` on the control socket), answering commands on the unix socket `control`: one line
 /// each, `cut`, `sync` or `unmount`, answered `ok` or `error: WHY`.
-pub fn serve(backing: &Path, mountpoint: &Path, control: &Path) -> io::Result<()> {
+pub fn serve(backing: &Path, mountpoint: &Path, control: &Path, names: Names) -> io::Result<()> {
     use std::io::{BufRead, BufReader, Write};
     use std::os::unix::net::UnixListener;
 
-    let (fs, handle) = open(backing)?;
+    let (fs, handle) = open(backing, names)?;
     let _ = std::fs::remove_file(control);
     let listener = UnixListener::bind(control)?;
     let mut session = fuser::Session::new(fs, mountpoint, &config())?;

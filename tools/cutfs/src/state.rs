@@ -127,11 +127,13 @@ pub struct State {
     next: Id,
     /// Set by a cut: from then on every operation fails and nothing reaches the backing tree.
     pub cut: bool,
+    /// What a file's fsync makes durable besides the file.
+    pub names: crate::Names,
 }
 
 impl State {
     /// Opens the backing directory as it stands (the durable state), wiping the scratch area.
-    pub fn open(backing: &Path) -> io::Result<State> {
+    pub fn open(backing: &Path, names: crate::Names) -> io::Result<State> {
         let scratch = backing.join(SCRATCH);
         if scratch.exists() {
             fs::remove_dir_all(&scratch)?;
@@ -144,6 +146,7 @@ impl State {
             nodes: HashMap::new(),
             next: ROOT + 1,
             cut: false,
+            names,
         };
         st.nodes.insert(
             ROOT,
@@ -602,6 +605,31 @@ impl State {
         f.pages.clear();
         f.durable_len = f.len;
         f.clip = f.len;
+        Ok(())
+    }
+
+    /// fsync/fdatasync of a file under the rules of [`crate::Names`]: the file, and with
+    /// journaled names every name operation made so far.
+    pub fn fsync(&mut self, id: Id) -> Res<()> {
+        self.sync_file(id)?;
+        if self.names == crate::Names::Journaled {
+            self.sync_names()?;
+        }
+        Ok(())
+    }
+
+    /// Every directory's entries made durable, as a metadata journal's commit does.
+    fn sync_names(&mut self) -> Res<()> {
+        let mut ids: Vec<Id> = self
+            .nodes
+            .iter()
+            .filter(|(_, n)| matches!(&n.body, Body::Dir(d) if !d.removed))
+            .map(|(id, _)| *id)
+            .collect();
+        ids.sort_unstable();
+        for id in ids {
+            self.sync_dir(id)?;
+        }
         Ok(())
     }
 
