@@ -81,6 +81,9 @@ pub mod clock;
 #[cfg(feature = "cluster")]
 #[doc(hidden)]
 pub mod cluster;
+#[cfg(feature = "dumps")]
+#[doc(hidden)]
+pub mod dumps;
 mod error;
 pub mod filesys;
 pub mod format;

@@ -149,6 +149,15 @@ pub struct Progress {
     pub walked: (u64, u64),
 }
 
+/// A title as exported: its latest render's URI and `WARC-Date` (a WACZ's page).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Exported<'a> {
+    pub domain: &'a str,
+    pub title: &'a str,
+    pub uri: &'a str,
+    pub date: &'a str,
+}
+
 /// The first record of a payload written for a title: what its revisits refer to.
 struct Original {
     id: String,
@@ -156,11 +165,21 @@ struct Original {
     date: String,
 }
 
-/// Exports `store` as `opts` says; `progress` is called after every title.
+/// Exports `store` as `opts` says; `progress` is called after every step of titles.
 pub fn export(
     store: &Store,
     opts: &ExportOptions,
+    progress: impl FnMut(&Progress),
+) -> Result<ExportReport> {
+    export_titles(store, opts, progress, |_| Ok(()))
+}
+
+/// [`export`], telling `exported` of every title written, after its records.
+pub fn export_titles(
+    store: &Store,
+    opts: &ExportOptions,
     mut progress: impl FnMut(&Progress),
+    mut exported: impl FnMut(&Exported<'_>) -> Result<()>,
 ) -> Result<ExportReport> {
     let started = Instant::now();
     let base = opts.base()?;
@@ -194,6 +213,7 @@ pub fn export(
             feed,
             report: &mut report,
             progress: Progress::default(),
+            exported: &mut exported,
         };
         if let (Some(d), Some(t)) = (&opts.filter.domain, &opts.filter.title) {
             let title = store.dump_title(d, t)?;
@@ -227,6 +247,7 @@ struct Run<'a, 's> {
     feed: &'a mut Feed,
     report: &'a mut ExportReport,
     progress: Progress,
+    exported: &'a mut dyn FnMut(&Exported<'_>) -> Result<()>,
 }
 
 impl Run<'_, '_> {
@@ -240,10 +261,12 @@ impl Run<'_, '_> {
         }
         for t in taken {
             let mut originals: HashMap<[u8; 20], Original> = HashMap::new();
-            let mut any = false;
+            let mut last: Option<(String, String)> = None;
             for r in t.renders.iter().filter(|r| self.filter.takes(r)) {
                 let value = self.reader.read(t, r)?;
                 let digest = sha1(&value);
+                let uri = render_uri(&t.domain, &t.title, r.rev, r.tid);
+                last = Some((uri, date_of(r)?));
                 let (record, entry) = match originals.get(&digest) {
                     Some(o) => {
                         self.report.revisits += 1;
@@ -259,10 +282,17 @@ impl Run<'_, '_> {
                 self.report.value_bytes += value.len() as u64;
                 self.progress.renders += 1;
                 self.progress.value_bytes += value.len() as u64;
-                any = true;
                 self.feed.send(record, Some(entry))?;
             }
-            self.report.titles += u64::from(any);
+            if let Some((uri, date)) = &last {
+                self.report.titles += 1;
+                (self.exported)(&Exported {
+                    domain: &t.domain,
+                    title: &t.title,
+                    uri,
+                    date,
+                })?;
+            }
         }
         Ok(())
     }

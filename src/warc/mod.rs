@@ -13,6 +13,7 @@
 //! | `payload.rs`  | the render a `resource` or `response` record carries                  |
 //! | `surt.rs`     | SURT keys, as pywb and cdxj-indexer make them                         |
 //! | `cdxj.rs`     | the index's lines, sorted with bounded memory                         |
+//! | `outfile.rs`  | an output file written with drop-behind, synced and dropped at close  |
 //! | `writer.rs`   | records compressed on every core, written in order, split, indexed    |
 //! | `export.rs`   | `wink export`: the store's dump walk as records                       |
 //! | `import.rs`   | `wink import --warc`: records as puts                                 |
@@ -26,6 +27,7 @@ pub mod digest;
 pub mod export;
 pub mod import;
 pub mod mapping;
+pub mod outfile;
 pub mod payload;
 pub mod reader;
 pub mod record;

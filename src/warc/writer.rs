@@ -16,15 +16,13 @@ use std::sync::mpsc::{self, Receiver, SyncSender};
 use std::sync::{Arc, Condvar, Mutex};
 
 use crate::error::{Error, Result};
-use crate::storage::{FileStorage, Storage};
 
 use super::cdxj::{self, Sorter};
 use super::codec::Compression;
+use super::outfile::OutFile;
 
 /// Bytes of records between the caller and the files, at most.
 pub const IN_FLIGHT_BYTES: u64 = 64 << 20;
-/// The drop-behind chunk of the files written.
-const CHUNK: u64 = 8 << 20;
 
 /// What the index needs of a record besides where it landed.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -98,16 +96,18 @@ impl Feed {
     }
 }
 
-/// Bytes in flight, with a wait for room.
+/// Bytes in flight between a producer and a writer, with a wait for room: at most
+/// [`IN_FLIGHT_BYTES`], or one item when it is larger.
 #[derive(Debug, Default)]
-struct Budget {
+pub(crate) struct Budget {
     used: Mutex<u64>,
     room: Condvar,
     stopped: std::sync::atomic::AtomicBool,
 }
 
 impl Budget {
-    fn take(&self, n: u64) {
+    /// Waits for room for `n` bytes (none once stopped), and takes it.
+    pub(crate) fn take(&self, n: u64) {
         let mut used = self.used.lock().unwrap_or_else(|p| p.into_inner());
         while *used > 0 && *used + n > IN_FLIGHT_BYTES && !self.stopped.load(Ordering::Relaxed) {
             used = self.room.wait(used).unwrap_or_else(|p| p.into_inner());
@@ -115,13 +115,15 @@ impl Budget {
         *used += n;
     }
 
-    fn give(&self, n: u64) {
+    /// Gives `n` bytes back.
+    pub(crate) fn give(&self, n: u64) {
         let mut used = self.used.lock().unwrap_or_else(|p| p.into_inner());
         *used = used.saturating_sub(n);
         self.room.notify_all();
     }
 
-    fn stop(&self) {
+    /// No more waits: the writer stopped.
+    pub(crate) fn stop(&self) {
         self.stopped.store(true, Ordering::Relaxed);
         self.room.notify_all();
     }
@@ -153,6 +155,8 @@ pub fn write(
             let (compression, level) = (out.compression, out.level);
             scope.spawn(move || compress_jobs(&rx, &tx, compression, level));
         }
+        // Once the compressors are gone (the writer failed), a send fails instead of waiting.
+        drop(jobs_rx);
         drop(done_tx);
         let writer = {
             let (budget, written, created) = (budget.clone(), written.clone(), &created);
@@ -210,44 +214,12 @@ fn compress_jobs(
     }
 }
 
-/// The file being written.
+/// The file being written: the output file, its name and how many records it holds.
 struct OpenFile {
-    path: PathBuf,
+    file: OutFile,
     name: String,
-    storage: FileStorage,
-    len: u64,
-    /// Bytes before this have had writeback started; before `dropped`, waited for and dropped.
-    kicked: u64,
-    dropped: u64,
     /// Records other than its warcinfo.
     records: u64,
-}
-
-impl OpenFile {
-    fn append(&mut self, bytes: &[u8]) -> Result<u64> {
-        let at = self.len;
-        self.storage
-            .write_at(bytes, at)
-            .map_err(|e| Error::io(&self.path, Some(at), e))?;
-        self.len += bytes.len() as u64;
-        if self.len >= self.kicked + CHUNK {
-            let s = &self.storage;
-            s.start_writeback(self.kicked, self.len - self.kicked)
-                .and_then(|()| s.flush_and_drop(self.dropped, self.kicked - self.dropped))
-                .map_err(|e| Error::io(&self.path, Some(self.kicked), e))?;
-            self.dropped = self.kicked;
-            self.kicked = self.len;
-        }
-        Ok(at)
-    }
-
-    fn close(self) -> Result<u64> {
-        self.storage
-            .sync_data()
-            .and_then(|()| self.storage.flush_and_drop(0, self.len))
-            .map_err(|e| Error::io(&self.path, None, e))?;
-        Ok(self.len)
-    }
 }
 
 fn write_in_order(
@@ -265,15 +237,7 @@ fn write_in_order(
     let mut file: Option<OpenFile> = None;
     let open = |n: usize, report: &mut Written| -> Result<OpenFile> {
         let path = out.file(n);
-        let storage = FileStorage::create_new(&path).map_err(|e| match e {
-            Error::Io { source, .. } if source.kind() == std::io::ErrorKind::AlreadyExists => {
-                Error::invalid(format!(
-                    "{} exists; remove it or choose another name",
-                    path.display()
-                ))
-            }
-            e => e,
-        })?;
+        let file = OutFile::create_new(&path)?;
         created
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -283,12 +247,8 @@ fn write_in_order(
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
         let mut f = OpenFile {
-            path: path.clone(),
+            file,
             name,
-            storage,
-            len: 0,
-            kicked: 0,
-            dropped: 0,
             records: 0,
         };
         let info = warcinfo(&f.name);
@@ -296,7 +256,7 @@ fn write_in_order(
             .compression
             .compress(&info, out.level)
             .map_err(|e| Error::io(&path, Some(0), e))?;
-        f.append(&member)?;
+        f.file.append(&member)?;
         report.files.push(path);
         report.records += 1;
         report.raw_bytes += info.len() as u64;
@@ -309,23 +269,23 @@ fn write_in_order(
             budget.give(raw);
             let member = member.map_err(|e| Error::io(&out.file(report.files.len()), None, e))?;
             let full = match (&file, out.max_file_bytes) {
-                (Some(f), Some(max)) => f.records > 0 && f.len + member.len() as u64 > max,
+                (Some(f), Some(max)) => f.records > 0 && f.file.len() + member.len() as u64 > max,
                 _ => false,
             };
             if full {
                 if let Some(f) = file.take() {
-                    report.file_bytes += f.close()?;
+                    report.file_bytes += f.file.close()?;
                 }
             }
             if file.is_none() {
                 file = Some(open(report.files.len(), &mut report)?);
             }
             let Some(f) = file.as_mut() else { continue };
-            let at = f.append(&member)?;
+            let at = f.file.append(&member)?;
             f.records += 1;
             report.records += 1;
             report.raw_bytes += raw;
-            written.store(report.file_bytes + f.len, Ordering::Relaxed);
+            written.store(report.file_bytes + f.file.len(), Ordering::Relaxed);
             if let (Some(sorter), Some(e)) = (sorter.as_mut(), index) {
                 let fields = cdxj::Fields {
                     url: &e.url,
@@ -344,7 +304,7 @@ fn write_in_order(
         file = Some(open(0, &mut report)?);
     }
     if let Some(f) = file.take() {
-        report.file_bytes += f.close()?;
+        report.file_bytes += f.file.close()?;
     }
     if let Some(sorter) = sorter {
         report.index_lines = sorter.finish()?;

@@ -1,5 +1,7 @@
 //! `wink export DIR -o OUT.warc.gz [filters] [--compress gzip|zstd|none] [--max-file-bytes N]
-//! [--json]`: the store's renders as WARC 1.1 records with a CDXJ index.
+//! [--json]`: the store's renders as WARC 1.1 records with a CDXJ index; with `--wacz FILE.wacz`
+//! packaged as WACZ; with `--format enterprise` an Enterprise HTML snapshot
+//! ([`super::export_enterprise`]).
 
 use std::path::PathBuf;
 
@@ -40,6 +42,18 @@ line each (titles, records, resources, revisits, value_bytes, raw_bytes, written
 index_lines, seconds, mb_per_s of value bytes, 10^6 bytes per second), or one JSON object with
 --json (the files by name).
 
+With --wacz FILE.wacz instead of -o, the WARC export (gzip, or plain with --compress none), its
+CDXJ index, pages/pages.jsonl (one page per title: its latest exported render) and
+datapackage.json with every entry's SHA-256 are packaged as WACZ 1.1.1 (docs/DUMPS.md); the parts
+are written to FILE.wacz.parts/ first and removed at the end. Summary: the WARC export's fields,
+then pages, entries, wacz_bytes.
+
+With --format enterprise, -o names a Wikimedia Enterprise HTML snapshot (*.json.tar.gz): the
+latest render of every title (--as-of T: the latest made at or before T), one article per line
+in members of at most --member-bytes of NDJSON (default 1 GiB), written and read back as
+docs/DUMPS.md says; only --domain, --as-of, --level, --threads and --json apply. Summary fields:
+articles, not_html, not_utf8, html_bytes, raw_bytes, written_bytes, members, seconds, mb_per_s.
+
 Exit status: 0 on success; 2 on bad usage, no store, or an output file that exists; 3 when data
 cannot be read or written (the files of the failed export are removed).";
 
@@ -48,49 +62,66 @@ cannot be read or written (the files of the failed export are removed).";
 #[command(after_help = AFTER_HELP)]
 pub struct Args {
     /// The store's directory.
-    dir: PathBuf,
-    /// The WARC file to write: BASE.warc.gz, BASE.warc.zst or BASE.warc.
-    #[arg(short, long, value_name = "OUT")]
-    output: PathBuf,
+    pub(super) dir: PathBuf,
+    /// The file to write: BASE.warc.gz, BASE.warc.zst or BASE.warc (with --format enterprise:
+    /// NAME.json.tar.gz).
+    #[arg(short, long, value_name = "OUT", required_unless_present = "wacz")]
+    output: Option<PathBuf>,
+    /// Package the WARC export as this WACZ file instead.
+    #[cfg(feature = "dumps")]
+    #[arg(long, value_name = "FILE.wacz", conflicts_with_all = ["output", "format"])]
+    wacz: Option<PathBuf>,
+    /// warc (the default) or enterprise (a Wikimedia Enterprise HTML snapshot).
+    #[cfg(feature = "dumps")]
+    #[arg(long, value_name = "FORMAT", value_parser = ["warc", "enterprise"])]
+    pub(super) format: Option<String>,
+    /// With --format enterprise: the latest render made at or before T.
+    #[cfg(feature = "dumps")]
+    #[arg(long, value_name = "T", value_parser = parse_time)]
+    pub(super) as_of: Option<i64>,
+    /// With --format enterprise: members of at most N bytes of NDJSON.
+    #[cfg(feature = "dumps")]
+    #[arg(long, value_name = "N")]
+    pub(super) member_bytes: Option<u64>,
     /// Only this domain.
     #[arg(long, value_name = "D")]
-    domain: Option<String>,
+    pub(super) domain: Option<String>,
     /// Only this title.
     #[arg(long, value_name = "T")]
-    title: Option<String>,
+    pub(super) title: Option<String>,
     /// Only the renders of each title's current revision.
     #[arg(long, conflicts_with = "all")]
-    current: bool,
+    pub(super) current: bool,
     /// Every readable render of both tiers (the default).
     #[arg(long)]
-    all: bool,
+    pub(super) all: bool,
     /// Only renders made at or after T (seconds since the epoch, or RFC 3339).
     #[arg(long, value_name = "T", value_parser = parse_time)]
-    since: Option<i64>,
+    pub(super) since: Option<i64>,
     /// Only renders made before T.
     #[arg(long, value_name = "T", value_parser = parse_time)]
-    until: Option<i64>,
+    pub(super) until: Option<i64>,
     /// gzip, zstd or none (default: what OUT's name says).
     #[arg(long, value_name = "KIND", value_parser = parse_compression)]
-    compress: Option<Compression>,
+    pub(super) compress: Option<Compression>,
     /// The compression level (gzip 1-9, default 6; zstd 1-22, default 3).
     #[arg(long, value_name = "N")]
-    level: Option<u32>,
+    pub(super) level: Option<u32>,
     /// Split into files of at most N bytes.
     #[arg(long, value_name = "N")]
-    max_file_bytes: Option<u64>,
+    pub(super) max_file_bytes: Option<u64>,
     /// Compressor threads (default: one per core).
     #[arg(long, value_name = "N")]
-    threads: Option<usize>,
+    pub(super) threads: Option<usize>,
     /// Write no CDXJ index.
     #[arg(long)]
-    no_index: bool,
+    pub(super) no_index: bool,
     /// One JSON object instead of FIELD<TAB>VALUE lines.
     #[arg(long)]
-    json: bool,
+    pub(super) json: bool,
 }
 
-fn parse_time(text: &str) -> Result<i64> {
+pub(super) fn parse_time(text: &str) -> Result<i64> {
     if let Ok(secs) = text.parse::<i64>() {
         return Ok(secs);
     }
@@ -125,7 +156,15 @@ struct ReportJson {
 }
 
 pub fn run(args: &Args) -> Result<Status> {
-    let opts = options(args)?;
+    #[cfg(feature = "dumps")]
+    if args.format.as_deref() == Some("enterprise") {
+        return super::export_enterprise::run(&args.dir, args.output.as_deref(), args);
+    }
+    #[cfg(feature = "dumps")]
+    if let Some(wacz) = &args.wacz {
+        return run_wacz(args, wacz);
+    }
+    let opts = options(args, args.output.as_deref())?;
     let store = super::open_reader(&args.dir)?;
     let bar = super::progress_bar(Some(0), "exporting {bar:40} {percent}% {msg}, eta {eta}");
     let result = export::export(&store, &opts, |p| {
@@ -143,20 +182,86 @@ pub fn run(args: &Args) -> Result<Status> {
     Ok(0)
 }
 
-fn options(args: &Args) -> Result<ExportOptions> {
+/// `--wacz`: the WARC export packaged.
+#[cfg(feature = "dumps")]
+fn run_wacz(args: &Args, wacz: &std::path::Path) -> Result<Status> {
+    if args.as_of.is_some() || args.member_bytes.is_some() {
+        return Err(Error::invalid(
+            "--as-of and --member-bytes go with --format enterprise",
+        ));
+    }
+    // The WARC's own name inside the package is made by the package; its compression from
+    // --compress (gzip by default).
+    let kind = args.compress.unwrap_or(Compression::Gzip);
+    let placeholder = PathBuf::from(format!("wacz{}", kind.extension()));
+    let opts = options(args, Some(&placeholder))?;
+    let store = super::open_reader(&args.dir)?;
+    let bar = super::progress_bar(Some(0), "packaging {bar:40} {percent}% {msg}, eta {eta}");
+    let result = wink::dumps::wacz::export(&store, wacz, &opts, |p| {
+        bar.set_length(p.walked.1);
+        bar.set_position(p.walked.0);
+        bar.set_message(format!("{} renders", p.renders));
+    });
+    bar.finish_and_clear();
+    let r = result?;
+    let mut out = Out::new();
+    if args.json {
+        let files: Vec<String> = r.entries.iter().map(|(p, _)| p.clone()).collect();
+        out.json(&serde_json::json!({
+            "titles": r.warc.titles,
+            "records": r.warc.records,
+            "resources": r.warc.resources,
+            "revisits": r.warc.revisits,
+            "value_bytes": r.warc.value_bytes,
+            "index_lines": r.warc.index_lines,
+            "pages": r.pages,
+            "entries": files,
+            "wacz_bytes": r.bytes,
+            "seconds": r.seconds,
+        }))?;
+    } else {
+        for (field, value) in [
+            ("titles", r.warc.titles.to_string()),
+            ("records", r.warc.records.to_string()),
+            ("resources", r.warc.resources.to_string()),
+            ("revisits", r.warc.revisits.to_string()),
+            ("value_bytes", r.warc.value_bytes.to_string()),
+            ("index_lines", r.warc.index_lines.to_string()),
+            ("pages", r.pages.to_string()),
+            ("entries", r.entries.len().to_string()),
+            ("wacz_bytes", r.bytes.to_string()),
+            ("seconds", format!("{:.3}", r.seconds)),
+        ] {
+            out.line(&format!("{field}\t{value}"))?;
+        }
+    }
+    out.finish()?;
+    Ok(0)
+}
+
+fn options(args: &Args, output: Option<&std::path::Path>) -> Result<ExportOptions> {
+    let Some(output) = output else {
+        return Err(Error::invalid("-o OUT or --wacz FILE.wacz"));
+    };
     if let Some(d) = &args.domain {
         key::check_domain(d)?;
     }
     if let Some(t) = &args.title {
         key::check_title(t)?;
     }
-    let mut opts = ExportOptions::new(&args.output)?;
+    #[cfg(feature = "dumps")]
+    if args.as_of.is_some() || args.member_bytes.is_some() {
+        return Err(Error::invalid(
+            "--as-of and --member-bytes go with --format enterprise",
+        ));
+    }
+    let mut opts = ExportOptions::new(output)?;
     if let Some(c) = args.compress {
         if c != opts.compression {
             return Err(Error::invalid(format!(
                 "--compress {c:?} writes *{}, not {}",
                 c.extension(),
-                args.output.display()
+                output.display()
             )));
         }
     }

@@ -1,5 +1,6 @@
-//! `wink import DIR SRC [--domain D] [--batch N] [--wait]`, and `wink import DIR --warc FILE...`
-//! ([`super::import_warc`]).
+//! `wink import DIR SRC [--domain D] [--batch N] [--wait]`, `wink import DIR --warc FILE...`
+//! ([`super::import_warc`]) and `wink import DIR --enterprise FILE...`
+//! ([`super::import_enterprise`]).
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -42,7 +43,23 @@ revisit whose original is absent) stops the import with exit status 3 and an err
 file, the record's offset and the field; what came before it is committed, nothing after it is
 imported. --skip-damaged skips damaged records instead (one stderr line each) and counts them.
 Summary fields: files, records, renders, revisits, passed_over, refused, damaged, bytes,
-file_bytes, seconds, mb_per_s (of file bytes).";
+file_bytes, seconds, mb_per_s (of file bytes).
+
+With --enterprise FILE... instead, Wikimedia Enterprise HTML snapshots (*.json.tar.gz: a tar.gz of
+NDJSON members, one article per line) are streamed in, never unpacked: each article is a render
+of its domain (from url), title (name, spaces as underscores), revision (version.identifier) and
+time (date_modified), content type text/html; charset=utf-8 with the profile its HTML declares
+(docs/DUMPS.md). An article whose title already has a render of its revision is left as it is
+(unchanged), so the next snapshot adds only new revisions and a re-run after a kill finishes
+without duplicates. Commits every --batch articles. A bad line (not UTF-8, not an article object,
+a missing field, a title over 1,024 bytes, a body over the store's maximum, a line over
+--max-line-bytes) stops the import with exit status 2 and a message naming the file, the tar
+member and the line; the articles before it are committed, nothing of it or after it is stored.
+--skip-bad skips such lines instead (one stderr line each) and counts them. A file that does not
+decode (gzip or tar damage) stops it with exit status 3. Summary fields: files, members, lines,
+articles, stored, unchanged, refused, bad, reshaped (stored, but an export writes some field
+differently; one stderr line each), bytes (of HTML stored), file_bytes, seconds, mb_per_s (of
+HTML bytes).";
 
 /// The domain of imported titles unless `--domain` says otherwise.
 const DEFAULT_DOMAIN: &str = "corpus";
@@ -54,7 +71,7 @@ pub struct Args {
     /// The store's directory.
     dir: PathBuf,
     /// The corpus directory (holding manifest.tsv).
-    #[arg(required_unless_present = "warc", conflicts_with = "warc")]
+    #[arg(required_unless_present_any = ["warc", "enterprise"], conflicts_with_all = ["warc", "enterprise"])]
     src: Option<PathBuf>,
     /// WARC files (.warc.gz, .warc.zst or .warc) to import instead of a corpus.
     #[cfg(feature = "warc")]
@@ -64,6 +81,19 @@ pub struct Args {
     #[cfg(feature = "warc")]
     #[arg(long, requires = "warc")]
     skip_damaged: bool,
+    /// Wikimedia Enterprise HTML snapshots (.json.tar.gz) to import instead of a corpus.
+    #[cfg(feature = "dumps")]
+    #[arg(long, value_name = "FILE", num_args = 1.., conflicts_with_all = ["domain", "warc"])]
+    enterprise: Vec<PathBuf>,
+    /// With --enterprise: skip bad lines (counted) instead of stopping at the first.
+    #[cfg(feature = "dumps")]
+    #[arg(long, requires = "enterprise")]
+    skip_bad: bool,
+    /// With --enterprise: the longest line read (default: 4 times the store's maximum value
+    /// and 16 MiB).
+    #[cfg(feature = "dumps")]
+    #[arg(long, value_name = "N", requires = "enterprise")]
+    max_line_bytes: Option<u64>,
     /// The domain the documents are stored under.
     #[arg(long, default_value = DEFAULT_DOMAIN)]
     domain: String,
@@ -88,8 +118,19 @@ pub fn run(args: &Args) -> Result<Status> {
         };
         return super::import_warc::run(&args.dir, &args.warc, &opts, &args.writing);
     }
+    #[cfg(feature = "dumps")]
+    if !args.enterprise.is_empty() {
+        let opts = wink::dumps::enterprise::import::ImportOptions {
+            batch: args.batch,
+            skip_bad: args.skip_bad,
+            max_line: args.max_line_bytes,
+        };
+        return super::import_enterprise::run(&args.dir, &args.enterprise, &opts, &args.writing);
+    }
     let Some(src) = &args.src else {
-        return Err(Error::invalid("a corpus directory or --warc FILE..."));
+        return Err(Error::invalid(
+            "a corpus directory, --warc FILE... or --enterprise FILE...",
+        ));
     };
     let entries = manifest(src)?;
     let cfg = Config::read(&RealFs, &args.dir.join("store"))?;

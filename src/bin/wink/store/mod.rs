@@ -12,8 +12,12 @@ pub mod compact;
 pub mod cull;
 #[cfg(feature = "warc")]
 pub mod export;
+#[cfg(feature = "dumps")]
+pub mod export_enterprise;
 pub mod get;
 pub mod import;
+#[cfg(feature = "dumps")]
+pub mod import_enterprise;
 #[cfg(feature = "warc")]
 pub mod import_warc;
 pub mod init;

@@ -1,0 +1,119 @@
+//! `wink import DIR --enterprise FILE... [--skip-bad] [--batch N] [--max-line-bytes N] [--wait]`:
+//! Wikimedia Enterprise HTML snapshots into a store (the options are `wink import`'s).
+
+use std::path::{Path, PathBuf};
+
+use indicatif::ProgressBar;
+use wink::dumps::enterprise::import::{
+    import, ImportOptions, ImportReport, Listener, Note, Progress,
+};
+use wink::{Error, Result};
+
+use super::Writing;
+use crate::show::Out;
+use crate::Status;
+
+/// Lines reported one by one, of each kind; past this many, only counted.
+const SHOWN: u64 = 100;
+
+struct Cli {
+    bar: ProgressBar,
+    shown: [u64; 3],
+}
+
+impl Cli {
+    fn say(&mut self, kind: usize, label: &str, note: &Note) {
+        self.shown[kind] += 1;
+        if self.shown[kind] <= SHOWN {
+            let line = format!(
+                "wink: {label}: {}: {}",
+                note.place,
+                note.what.replace('\n', " ")
+            );
+            self.bar.suspend(|| eprintln!("{line}"));
+        }
+    }
+}
+
+impl Listener for Cli {
+    fn bad(&mut self, note: &Note) {
+        self.say(0, "skipped bad line", note);
+    }
+
+    fn refused(&mut self, note: &Note) {
+        self.say(1, "refused", note);
+    }
+
+    fn reshaped(&mut self, note: &Note) {
+        self.say(2, "stored, but an export gives back another", note);
+    }
+
+    fn progress(&mut self, p: &Progress) {
+        self.bar.set_length(p.file_bytes.1);
+        self.bar.set_position(p.file_bytes.0);
+        self.bar.set_message(format!("{} articles", p.articles));
+    }
+}
+
+pub fn run(
+    dir: &Path,
+    files: &[PathBuf],
+    opts: &ImportOptions,
+    writing: &Writing,
+) -> Result<Status> {
+    for f in files {
+        if !f.is_file() {
+            return Err(Error::invalid(format!("{}: not a file", f.display())));
+        }
+    }
+    let mut store = super::open_writer(dir, writing)?;
+    let bar = super::progress_bar(
+        Some(0),
+        "{bar:40} {bytes}/{total_bytes} {binary_bytes_per_sec} {msg}, eta {eta}",
+    );
+    let mut cli = Cli {
+        bar: bar.clone(),
+        shown: [0; 3],
+    };
+    let result = import(&mut store, files, opts, &mut cli);
+    bar.finish_and_clear();
+    let report = result?;
+    for (n, what) in [
+        (report.bad, "bad lines skipped"),
+        (report.refused, "articles refused"),
+        (report.reshaped, "articles reshaped"),
+    ] {
+        if n > SHOWN {
+            eprintln!("wink: {n} {what} in all ({SHOWN} shown)");
+        }
+    }
+    summary(&report)?;
+    Ok(0)
+}
+
+fn summary(r: &ImportReport) -> Result<()> {
+    let rate = if r.seconds > 0.0 {
+        r.bytes as f64 / 1e6 / r.seconds
+    } else {
+        0.0
+    };
+    let mut out = Out::new();
+    for (field, value) in [
+        ("files", r.files.to_string()),
+        ("members", r.members.to_string()),
+        ("lines", r.lines.to_string()),
+        ("articles", r.articles.to_string()),
+        ("stored", r.stored.to_string()),
+        ("unchanged", r.unchanged.to_string()),
+        ("refused", r.refused.to_string()),
+        ("bad", r.bad.to_string()),
+        ("reshaped", r.reshaped.to_string()),
+        ("bytes", r.bytes.to_string()),
+        ("file_bytes", r.file_bytes.to_string()),
+        ("seconds", format!("{:.3}", r.seconds)),
+        ("mb_per_s", format!("{rate:.1}")),
+    ] {
+        out.line(&format!("{field}\t{value}"))?;
+    }
+    out.finish()
+}
