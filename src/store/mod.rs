@@ -17,6 +17,7 @@
 pub mod check;
 pub mod config;
 pub(crate) mod containers;
+mod copy;
 pub mod dump;
 pub mod generation;
 pub mod import;
@@ -48,6 +49,7 @@ use crate::vfs::Vfs;
 
 pub use config::Config;
 use containers::{container_base, container_options, Containers};
+pub use copy::{CopyCursor, CopyItem, CopyPage};
 pub use dump::{DumpReader, DumpRender, DumpTitle};
 pub use key::{TidMaker, TitleKey};
 pub use options::{StoreOptions, RECORD_CACHE_BYTES};
