@@ -152,6 +152,9 @@ fn check(
     );
 }
 
+/// Makes a disk fail after its n-th write or sync.
+type Arm = fn(&SimDisk, u64);
+
 fn cut_everywhere(op: &[(&'static str, u64, usize)]) {
     let clock = ManualClock::new(T0);
     let disk = base(&clock);
@@ -171,7 +174,7 @@ fn cut_everywhere(op: &[(&'static str, u64, usize)]) {
             CrashMode::Reorder { seed: n + 1000 },
         ]
     };
-    let cuts: [(&str, u64, fn(&SimDisk, u64)); 2] = [
+    let cuts: [(&str, u64, Arm); 2] = [
         ("write", writes, |d, n| d.fail_after_writes(n)),
         ("sync", syncs, |d, n| d.fail_after_syncs(n)),
     ];
