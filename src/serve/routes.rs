@@ -57,6 +57,8 @@ pub struct App {
     pub metrics: Arc<Metrics>,
     pub auth: Auth,
     pub limits: BodyLimits,
+    /// Seals the listings' cursors (see [`super::cursor`]).
+    pub cursors: super::cursor::CursorKey,
     /// The cluster node this server is part of (`wink serve --cluster`), once it has started.
     #[cfg(feature = "cluster")]
     pub cluster: std::sync::OnceLock<Arc<crate::cluster::node::Node>>,
@@ -526,6 +528,17 @@ fn limit(text: Option<&str>) -> Result<usize> {
     }
 }
 
+/// The store's cursor in a client's `next`: 400 unless this server gave it for this listing.
+fn open_cursor(app: &App, scope: &[&str], next: &str) -> Result<String> {
+    app.cursors.open(scope, next).ok_or_else(|| {
+        Problem::bad_request("invalid next: not a cursor this server gave for this listing")
+    })
+}
+
+fn bad_cursor(e: crate::Error) -> Problem {
+    Problem::bad_request(format!("invalid next: {}", strip(e)))
+}
+
 fn list_titles(
     app: &App,
     place: &Place,
@@ -533,10 +546,14 @@ fn list_titles(
     next: Option<&str>,
 ) -> Result<Answer> {
     let limit = limit(limit_text)?;
+    let scope = [place.bucket.as_str(), place.domain.as_str()];
     let after = next
-        .map(|n| n.parse::<TitlePosition>())
-        .transpose()
-        .map_err(|e| Problem::bad_request(format!("invalid next: {}", strip(e))))?;
+        .map(|n| {
+            open_cursor(app, &scope, n)?
+                .parse::<TitlePosition>()
+                .map_err(bad_cursor)
+        })
+        .transpose()?;
     let domain = place.domain.as_str();
     let page = read(app, place, |b, s| {
         if b.has_archive() {
@@ -554,7 +571,7 @@ fn list_titles(
         StatusCode::OK,
         &Page {
             items: page.titles,
-            next: page.next.map(|n| n.to_string()),
+            next: page.next.map(|n| app.cursors.seal(&scope, &n.to_string())),
         },
     ))
 }
@@ -567,10 +584,14 @@ fn list_renders(
     next: Option<&str>,
 ) -> Result<Answer> {
     let limit = limit(limit_text)?;
+    let scope = [place.bucket.as_str(), place.domain.as_str(), title];
     let after = next
-        .map(|n| n.parse::<RenderCursor>())
-        .transpose()
-        .map_err(|e| Problem::bad_request(format!("invalid next: {}", strip(e))))?;
+        .map(|n| {
+            open_cursor(app, &scope, n)?
+                .parse::<RenderCursor>()
+                .map_err(bad_cursor)
+        })
+        .transpose()?;
     let domain = place.domain.as_str();
     let page = read(app, place, |b, s| {
         if b.has_archive() {
@@ -607,7 +628,7 @@ fn list_renders(
         StatusCode::OK,
         &Page {
             items,
-            next: page.next.map(|n| n.to_string()),
+            next: page.next.map(|n| app.cursors.seal(&scope, &n.to_string())),
         },
     ))
 }
