@@ -92,7 +92,7 @@ fn a_tid_far_past_the_clock_is_refused_and_moves_no_clock() {
         j["detail"]
             .as_str()
             .unwrap()
-            .contains("past this store's clock"),
+            .contains("past this server's clock"),
         "{j}"
     );
     assert_eq!(get(&ag, &s.p("b", "/Evil")).status, 404);
@@ -125,4 +125,227 @@ fn a_tid_far_past_the_clock_is_refused_and_moves_no_clock() {
     let url = s.p("b", &format!("/Other?as_of={}", now + 1));
     let a = call(&ag, "GET", &url, &[], None);
     assert_eq!((a.status, a.body.as_slice()), (200, b"other".as_slice()));
+}
+
+#[test]
+fn restbase_bucket_bodies_create_buckets() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Server::start(&dir.path().join("root"), &[]);
+    let ag = agent();
+    // RESTBase's key_rev_value bucket, as its storage module asks for it.
+    let body = br#"{"valueType":"blob","keyType":"string","version":2,
+        "compression":[{"algorithm":"deflate","block_size":256}],
+        "updates":{"pattern":"timeseries"},"default_time_to_live":0,
+        "revisionRetentionPolicy":{"type":"latest_hash","count":1,"grace_ttl":86400}}"#;
+    let json = [("Content-Type", "application/json")];
+    let a = call(&ag, "PUT", &s.p("parsoid", ""), &json, Some(body));
+    assert_eq!(a.status, 201, "{}", String::from_utf8_lossy(&a.body));
+    // The same body again: it exists with those settings.
+    assert_eq!(
+        call(&ag, "PUT", &s.p("parsoid", ""), &json, Some(body)).status,
+        200
+    );
+    assert_eq!(put(&ag, &s.p("parsoid", "/T/1"), HTML, b"x").status, 201);
+    // A misspelt setting is still refused.
+    let a = call(
+        &ag,
+        "PUT",
+        &s.p("other", ""),
+        &json,
+        Some(br#"{"valuetype":"blob"}"#),
+    );
+    a.problem(400, "bad_request");
+}
+
+#[test]
+fn head_works_wherever_get_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Server::start(&dir.path().join("root"), &[]);
+    let ag = agent();
+    create_bucket(&s, "b", "{}");
+    put(&ag, &s.p("b", "/T/1"), HTML, b"<p>x</p>");
+    for url in [
+        s.url("/_health"),
+        s.url("/metrics"),
+        s.p("b", ""),
+        s.p("b", "/"),
+        s.p("b", "/T/"),
+        s.p("b", "/T"),
+        s.p("b", "/T/1"),
+    ] {
+        let g = get(&ag, &url);
+        let h = call(&ag, "HEAD", &url, &[], None);
+        assert_eq!((h.status, g.status), (200, 200), "{url}");
+        assert!(h.body.is_empty(), "HEAD {url} has a body");
+        assert_eq!(h.header("content-type"), g.header("content-type"), "{url}");
+        // /metrics changes between two requests; the others give the GET's length.
+        if !url.ends_with("/metrics") {
+            let len = g.body.len().to_string();
+            assert_eq!(h.header("content-length"), Some(len.as_str()), "{url}");
+        }
+    }
+    let a = call(&ag, "POST", &s.p("b", "/"), &[], None);
+    a.problem(405, "method_not_allowed");
+    assert_eq!(a.header("allow"), Some("GET, HEAD"));
+}
+
+#[test]
+fn every_answer_says_how_to_cache_it_and_reads_honour_if_match() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Server::start(&dir.path().join("root"), &[]);
+    let ag = agent();
+    create_bucket(&s, "b", "{}");
+    let a = put(&ag, &s.p("b", "/T/1"), HTML, b"<p>x</p>");
+    let restbase = "private, max-age=0, s-maxage=0, must-revalidate";
+    for (method, url, cache) in [
+        ("PUT", s.p("b", "/T/2"), restbase),
+        ("GET", s.p("b", "/T"), "no-cache"),
+        ("GET", s.p("b", "/T/"), restbase),
+        ("GET", s.p("b", "/Nothing"), restbase),
+        ("GET", s.url("/_health"), restbase),
+        ("GET", s.url("/nowhere"), restbase),
+    ] {
+        let a = call(&ag, method, &url, &[("Content-Type", HTML)], Some(b"y"));
+        assert_eq!(a.header("cache-control"), Some(cache), "{method} {url}");
+        assert_eq!(
+            a.header("x-content-type-options"),
+            Some("nosniff"),
+            "{method} {url}"
+        );
+    }
+    // If-Match on a read: the render's tag (or *) passes; another tag, or a weak one, is 412.
+    let tag = get(&ag, &s.p("b", "/T/1"))
+        .header("etag")
+        .unwrap()
+        .to_string();
+    drop(a);
+    let url = s.p("b", "/T/1");
+    for (given, status) in [
+        (tag.clone(), 200),
+        ("*".to_string(), 200),
+        (format!("\"0/x\", {tag}"), 200),
+        (
+            "\"1/00000000-0000-1000-8000-000000000000\"".to_string(),
+            412,
+        ),
+        (format!("W/{tag}"), 412),
+    ] {
+        let a = call(&ag, "GET", &url, &[("If-Match", &given)], None);
+        assert_eq!(a.status, status, "If-Match: {given}");
+        if status == 412 {
+            a.problem(412, "precondition_failed");
+        }
+    }
+    // A miss stays a miss.
+    let a = call(&ag, "GET", &s.p("b", "/None"), &[("If-Match", "*")], None);
+    assert_eq!(a.status, 404);
+    // The process's own figures, by the names Prometheus's client libraries use.
+    for name in [
+        "process_cpu_seconds_total",
+        "process_resident_memory_bytes",
+        "process_start_time_seconds",
+        "process_open_fds",
+        "process_max_fds",
+    ] {
+        assert!(metric(&s, name) > 0, "{name}");
+    }
+}
+
+/// The value of a metric line `name VALUE` in `/metrics`, as a whole number.
+fn metric(s: &Server, name: &str) -> u64 {
+    let text = String::from_utf8(get(&agent(), &s.url("/metrics")).body).unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{name} ")))
+        .and_then(|v| v.parse::<f64>().ok())
+        .map(|v| v.ceil() as u64)
+        .unwrap_or_else(|| panic!("{name} in /metrics"))
+}
+
+#[test]
+fn request_bodies_are_charged_for_the_bytes_they_hold() {
+    use std::io::Write as _;
+    let dir = tempfile::tempdir().unwrap();
+    let s = Server::start(
+        &dir.path().join("root"),
+        &[
+            "--max-inflight",
+            "1048576",
+            "--max-body",
+            "1048576",
+            "--body-timeout",
+            "30",
+        ],
+    );
+    create_bucket(&s, "b", "{}");
+    let path = |t: &str| format!("/en.wikipedia.org/sys/key_rev_value/b/{t}/1");
+    // Eight heads that declare a 1 MiB body each and send nothing: they hold no buffer.
+    let silent: Vec<std::net::TcpStream> = (0..8)
+        .map(|i| {
+            let mut c = std::net::TcpStream::connect(&s.addr).unwrap();
+            let head = format!(
+                "PUT {} HTTP/1.1\r\nHost: x\r\nContent-Type: text/html\r\n\
+                 Content-Length: 1048576\r\n\r\n",
+                path(&format!("Silent{i}"))
+            );
+            c.write_all(head.as_bytes()).unwrap();
+            c
+        })
+        .collect();
+    // A body sent as 100,000 chunks of one byte: charged its 100,000 bytes, not a KiB a chunk.
+    let mut flood = std::net::TcpStream::connect(&s.addr).unwrap();
+    let head = format!(
+        "PUT {} HTTP/1.1\r\nHost: x\r\nContent-Type: text/html\r\n\
+         Transfer-Encoding: chunked\r\n\r\n",
+        path("Flood")
+    );
+    flood.write_all(head.as_bytes()).unwrap();
+    flood.write_all(&b"1\r\nx\r\n".repeat(100_000)).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let held = metric(&s, "wink_http_inflight_bytes");
+    assert!(
+        held <= 256 << 10,
+        "{held} bytes held for 100,000 body bytes"
+    );
+    // Meanwhile a 600 KB body fits in the 1 MiB bound.
+    let big = vec![b'x'; 600_000];
+    assert_eq!(put(&agent(), &s.url(&path("Big")), HTML, &big).status, 201);
+    // The flood ends: stored whole.
+    flood.write_all(b"0\r\n\r\n").unwrap();
+    let mut answer = [0u8; 12];
+    std::io::Read::read_exact(&mut flood, &mut answer).unwrap();
+    assert_eq!(&answer, b"HTTP/1.1 201");
+    assert_eq!(
+        get(&agent(), &s.url(&path("Flood"))).body,
+        vec![b'x'; 100_000]
+    );
+    drop(silent);
+}
+
+#[test]
+fn a_bucket_locked_when_the_server_starts_serves_once_the_lock_is_gone() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    let bucket = root.join("b");
+    std::fs::create_dir_all(&root).unwrap();
+    let opts = wink::store::StoreOptions::writer();
+    wink::store::Store::init(&bucket, &wink::store::Config::default(), &opts).unwrap();
+    // Another writer (a `wink put`, an import) holds the bucket as the server starts.
+    let writer = wink::store::Store::open(&bucket, &opts).unwrap();
+    let s = Server::start(&root, &[]);
+    let ag = agent();
+    put(&ag, &s.p("b", "/T/1"), HTML, b"x").problem(503, "service_unavailable");
+    drop(writer);
+    // Tried again every few seconds: it serves without a restart.
+    let started = std::time::Instant::now();
+    loop {
+        let a = put(&ag, &s.p("b", "/T/1"), HTML, b"x");
+        if a.status == 201 {
+            break;
+        }
+        assert_eq!(a.status, 503);
+        assert!(started.elapsed().as_secs() < 60, "still 503 a minute later");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    assert_eq!(get(&ag, &s.p("b", "/T/1")).body, b"x");
+    assert_eq!(get(&ag, &s.url("/_health")).status, 200);
 }

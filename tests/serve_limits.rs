@@ -72,16 +72,17 @@ fn in_flight_body_bytes_are_bounded_and_slow_bodies_time_out() {
         ],
     );
     create_bucket(&s, "b", "{}");
-    // A slow client declares 100,000 bytes and sends 10: its body holds 100,000 of the 150,000.
+    // A slow client declares 100,000 bytes and sends 90,000: its buffer holds 100,000 of the
+    // 150,000 (a body is charged for the buffer it has, as its bytes arrive).
     let mut slow = TcpStream::connect(&s.addr).unwrap();
     let head = format!(
         "PUT /{D}/sys/key_rev_value/b/T/1 HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n"
     );
     slow.write_all(head.as_bytes()).unwrap();
-    slow.write_all(b"0123456789").unwrap();
+    slow.write_all(&[b'x'; 90_000]).unwrap();
     std::thread::sleep(Duration::from_millis(300));
-    // Refused from its head, before its body is read (a client library that insists on
-    // writing the whole body first sees a broken pipe: this one reads the early answer).
+    // Refused once its buffer would pass the bound (a client library that insists on writing
+    // the whole body first may see a broken pipe: this one reads the answer).
     let mut second = TcpStream::connect(&s.addr).unwrap();
     let head = format!(
         "PUT /{D}/sys/key_rev_value/b/T/2 HTTP/1.1\r\nHost: x\r\nContent-Length: 60000\r\n\r\n"

@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper::header::CONTENT_LENGTH;
@@ -18,6 +18,8 @@ use super::problem::Problem;
 
 /// In-flight bytes are counted in units of this many (a semaphore's permits are `u32`).
 const UNIT: u64 = 1024;
+/// A body's buffer when its first bytes arrive, at least (then doubled as needed).
+const FIRST_BUFFER: usize = 64 << 10;
 
 /// The request-body limits of one server.
 #[derive(Debug)]
@@ -54,7 +56,8 @@ impl BodyLimits {
         }
     }
 
-    /// Request-body bytes held now (in whole KiB), and the most that may be.
+    /// Request-body bytes held now (buffers allocated, rounded up to whole KiB each), and the
+    /// most that may be.
     pub fn inflight_bytes(&self) -> (u64, u64) {
         let total = u64::from(self.total_units);
         let free = self.inflight.available_permits() as u64;
@@ -67,7 +70,7 @@ impl BodyLimits {
         let (held, limit) = self.inflight_bytes();
         let _ = writeln!(
             out,
-            "# HELP wink_http_inflight_bytes Request-body bytes held now (KiB units).\n\
+            "# HELP wink_http_inflight_bytes Request-body buffer bytes held now.\n\
              # TYPE wink_http_inflight_bytes gauge\nwink_http_inflight_bytes {held}\n\
              # HELP wink_http_inflight_limit_bytes The most request-body bytes held at once.\n\
              # TYPE wink_http_inflight_limit_bytes gauge\nwink_http_inflight_limit_bytes {limit}"
@@ -97,12 +100,22 @@ impl BodyLimits {
                 return Err(self.too_large());
             }
         }
-        let mut held = Vec::new();
-        if let Some(len) = declared {
-            held.push(self.hold(len, metrics)?);
-        }
+        // Charged for the buffer actually allocated, as it grows: a head that declares a large
+        // body and sends nothing holds nothing, and a flood of tiny chunks holds their bytes.
+        let mut held: Vec<OwnedSemaphorePermit> = Vec::new();
+        let mut held_units = 0u32;
+        let mut charge = |bytes: usize| -> Result<(), Problem> {
+            let want = units(bytes as u64);
+            if want > held_units {
+                held.push(self.hold_units(want - held_units, metrics)?);
+                held_units = want;
+            }
+            Ok(())
+        };
+        let cap = declared.unwrap_or(self.max_body).min(self.max_body);
         let read = async {
-            let mut buf = BytesMut::with_capacity(declared.unwrap_or(0) as usize);
+            // A Vec, grown exactly as asked: a BytesMut may allocate twice what it is asked for.
+            let mut buf: Vec<u8> = Vec::new();
             let mut body = body;
             while let Some(frame) = body.frame().await {
                 let frame =
@@ -114,12 +127,19 @@ impl BodyLimits {
                 if total > self.max_body {
                     return Err(self.too_large());
                 }
-                if declared.is_none() {
-                    held.push(self.hold(data.len() as u64, metrics)?);
+                if buf.capacity() - buf.len() < data.len() {
+                    // Doubling, up to what the body may be at most.
+                    let target = (buf.capacity() * 2)
+                        .max(FIRST_BUFFER)
+                        .min(cap.max(total) as usize)
+                        .max(total as usize);
+                    charge(target)?;
+                    buf.reserve_exact(target - buf.len());
                 }
+                charge(buf.capacity())?;
                 buf.extend_from_slice(&data);
             }
-            Ok(buf.freeze())
+            Ok(Bytes::from(buf))
         };
         let bytes = match tokio::time::timeout(self.timeout, read).await {
             Ok(bytes) => bytes?,
@@ -136,10 +156,10 @@ impl BodyLimits {
         Ok(Body { bytes, _held: held })
     }
 
-    fn hold(&self, bytes: u64, metrics: &Metrics) -> Result<OwnedSemaphorePermit, Problem> {
+    fn hold_units(&self, units: u32, metrics: &Metrics) -> Result<OwnedSemaphorePermit, Problem> {
         self.inflight
             .clone()
-            .try_acquire_many_owned(units(bytes))
+            .try_acquire_many_owned(units)
             .map_err(|_| {
                 metrics.inflight_refused.fetch_add(1, Ordering::Relaxed);
                 Problem::unavailable(

@@ -266,6 +266,82 @@ impl Metrics {
     }
 }
 
+/// The process's own figures, under the names every Prometheus client library gives them:
+/// CPU seconds, resident memory, open and allowed file descriptors, start time (Linux's /proc;
+/// a figure that cannot be read is left out).
+pub fn render_process(out: &mut String) {
+    use std::fmt::Write;
+    let mut gauge = |name: &str, kind: &str, help: &str, value: f64| {
+        let _ = writeln!(
+            out,
+            "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}"
+        );
+    };
+    // SAFETY: sysconf only reads a system constant.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    // SAFETY: as above.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(1) as f64;
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // The fields after the command's closing parenthesis (the command may hold spaces).
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest.split_whitespace().collect())
+        .unwrap_or_default();
+    // Fields 14, 15 (utime, stime), 22 (starttime) and 24 (rss) of proc(5), from field 3 on.
+    let field = |n: usize| fields.get(n - 3).and_then(|v| v.parse::<f64>().ok());
+    if let (Some(user), Some(system)) = (field(14), field(15)) {
+        gauge(
+            "process_cpu_seconds_total",
+            "counter",
+            "User and system CPU time spent, in seconds.",
+            (user + system) / ticks,
+        );
+    }
+    if let Some(rss) = field(24) {
+        gauge(
+            "process_resident_memory_bytes",
+            "gauge",
+            "Resident memory size in bytes.",
+            rss * page,
+        );
+    }
+    let boot = std::fs::read_to_string("/proc/stat")
+        .ok()
+        .and_then(|s| {
+            s.lines().find_map(|l| {
+                l.strip_prefix("btime ")
+                    .map(|v| v.trim().parse::<f64>().ok())
+            })
+        })
+        .flatten();
+    if let (Some(boot), Some(start)) = (boot, field(22)) {
+        gauge(
+            "process_start_time_seconds",
+            "gauge",
+            "Start time of the process since the Unix epoch, in seconds.",
+            boot + start / ticks,
+        );
+    }
+    if let Ok(fds) = std::fs::read_dir("/proc/self/fd") {
+        gauge(
+            "process_open_fds",
+            "gauge",
+            "Number of open file descriptors.",
+            fds.count() as f64,
+        );
+    }
+    if let Ok((soft, _)) =
+        nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
+    {
+        gauge(
+            "process_max_fds",
+            "gauge",
+            "Maximum number of open file descriptors.",
+            soft as f64,
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -191,6 +191,9 @@ struct Stats {
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
+/// How often buckets that could not be opened are tried again.
+const RETRY_EVERY: Duration = Duration::from_secs(2);
+
 fn start_stats(app: Arc<routes::App>, interval: Duration) -> Stats {
     let stop = Arc::new((std::sync::Mutex::new(false), std::sync::Condvar::new()));
     let flag = stop.clone();
@@ -198,12 +201,23 @@ fn start_stats(app: Arc<routes::App>, interval: Duration) -> Stats {
         .name("wink-stats".into())
         .spawn(move || {
             let mut handles = HashMap::new();
+            let mut refreshed: Option<std::time::Instant> = None;
             loop {
-                app.registry.refresh_stats(&mut handles);
+                // Buckets that could not be opened are tried again at every tick; new buckets
+                // get their figures at the first tick after they are made.
+                for name in app.registry.retry_failed() {
+                    eprintln!("wink serve: bucket {name} opened, and serves");
+                }
+                if refreshed.is_none_or(|t| t.elapsed() >= interval) {
+                    app.registry.refresh_stats(&mut handles);
+                    refreshed = Some(std::time::Instant::now());
+                } else {
+                    app.registry.refresh_missing_stats(&mut handles);
+                }
                 let (lock, cv) = &*flag;
                 let guard = lock.lock().unwrap_or_else(|p| p.into_inner());
                 let (guard, _) = cv
-                    .wait_timeout_while(guard, interval, |stopped| !*stopped)
+                    .wait_timeout_while(guard, interval.min(RETRY_EVERY), |stopped| !*stopped)
                     .unwrap_or_else(|p| p.into_inner());
                 if *guard {
                     return;

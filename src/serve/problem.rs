@@ -46,6 +46,10 @@ impl Problem {
         Problem::new(StatusCode::CONFLICT, detail)
     }
 
+    pub fn precondition_failed(detail: impl Into<String>) -> Problem {
+        Problem::new(StatusCode::PRECONDITION_FAILED, detail)
+    }
+
     pub fn too_large(detail: impl Into<String>) -> Problem {
         Problem::new(StatusCode::PAYLOAD_TOO_LARGE, detail)
     }
@@ -93,6 +97,7 @@ impl Problem {
             StatusCode::METHOD_NOT_ALLOWED => ("method_not_allowed", "Method not allowed."),
             StatusCode::REQUEST_TIMEOUT => ("request_timeout", "Request timeout."),
             StatusCode::CONFLICT => ("conflict", "Conflict."),
+            StatusCode::PRECONDITION_FAILED => ("precondition_failed", "Precondition failed."),
             StatusCode::PAYLOAD_TOO_LARGE => ("payload_too_large", "Payload too large."),
             StatusCode::UNSUPPORTED_MEDIA_TYPE => {
                 ("unsupported_media_type", "Unsupported media type.")

@@ -352,7 +352,39 @@ impl Registry {
     /// Counts every bucket's store (a scan of its title records) through a read-only handle of
     /// the stat thread's own; `handles` keeps them between rounds.
     pub fn refresh_stats(&self, handles: &mut HashMap<String, Store>) {
-        for b in self.buckets() {
+        self.refresh_stats_where(handles, |_| true);
+    }
+
+    /// [`Registry::refresh_stats`] of the buckets that have none yet (new ones).
+    pub fn refresh_missing_stats(&self, handles: &mut HashMap<String, Store>) {
+        self.refresh_stats_where(handles, |b| lock(&b.stat).is_none());
+    }
+
+    /// Opens again the buckets that could not be opened (their writer lock was held by another
+    /// process, their disk was away): each one that opens now serves. Answers their names.
+    pub fn retry_failed(&self) -> Vec<String> {
+        let names: Vec<String> = lock(&self.failed).keys().cloned().collect();
+        let mut opened = Vec::new();
+        for name in names {
+            let dir = self.root.join(&name);
+            let Ok(b) = Bucket::open(&name, &dir, self.maintenance.as_ref()) else {
+                continue;
+            };
+            // Under the creation lock: a bucket is never open twice.
+            let _creating = lock(&self.creating);
+            self.write_buckets().insert(name.clone(), Arc::new(b));
+            lock(&self.failed).remove(&name);
+            opened.push(name);
+        }
+        opened
+    }
+
+    fn refresh_stats_where(
+        &self,
+        handles: &mut HashMap<String, Store>,
+        which: impl Fn(&Bucket) -> bool,
+    ) {
+        for b in self.buckets().into_iter().filter(|b| which(b)) {
             let started = Instant::now();
             let stat = match handles.get_mut(&b.name) {
                 Some(s) => s.refresh(),
@@ -493,11 +525,11 @@ impl Registry {
                 "Bytes of the bucket's containers.",
             ),
             (
-                "wink_bucket_live_share",
+                "wink_bucket_live_ratio",
                 "Live bytes over container bytes (at the last count).",
             ),
             (
-                "wink_bucket_archive_share_of_raw",
+                "wink_bucket_archive_compression_ratio",
                 "Archive bytes over the raw bytes they hold.",
             ),
             (

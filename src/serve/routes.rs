@@ -27,7 +27,8 @@ use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::{Body as _, Incoming};
 use hyper::header::{
-    HeaderValue, CACHE_CONTROL, CONTENT_LENGTH, CONTENT_TYPE, ETAG, IF_NONE_MATCH, LAST_MODIFIED,
+    HeaderName, HeaderValue, CACHE_CONTROL, CONTENT_LENGTH, CONTENT_TYPE, ETAG, IF_MATCH,
+    IF_NONE_MATCH, LAST_MODIFIED,
 };
 use hyper::{HeaderMap, Method, Request, Response, StatusCode};
 use percent_encoding::percent_decode_str;
@@ -109,10 +110,23 @@ pub async fn handle(
     let mut route = Route::Other;
     let (parts, body) = req.into_parts();
     let mut body = Some(body);
-    let answer = match answer(&app, &parts, &mut body, &mut route).await {
+    let mut answer = match answer(&app, &parts, &mut body, &mut route).await {
         Ok(a) => a,
         Err(p) => p.response(&method, &uri),
     };
+    if method == Method::HEAD {
+        answer = without_body(answer);
+    }
+    // On every answer, as RESTBase sends them: no cache keeps an answer without asking again
+    // (renders say `no-cache` themselves), and no browser guesses another content type.
+    let h = answer.headers_mut();
+    if !h.contains_key(CACHE_CONTROL) {
+        h.insert(CACHE_CONTROL, HeaderValue::from_static(NO_STORE));
+    }
+    h.insert(
+        HeaderName::from_static("x-content-type-options"),
+        HeaderValue::from_static("nosniff"),
+    );
     if let Some(unread) = body {
         // Refused before its body was read: read a little of it, so that the connection closes
         // (or stays open) cleanly. Closed with the client's bytes unread, the kernel would reset
@@ -123,6 +137,23 @@ pub async fn handle(
     app.metrics
         .request(route, answer.status().as_u16(), started.elapsed(), out);
     Ok(answer)
+}
+
+/// The Cache-Control of every answer but a render's: RESTBase's.
+const NO_STORE: &str = "private, max-age=0, s-maxage=0, must-revalidate";
+
+/// A HEAD's answer: the GET's head, its Content-Length the GET's body's, no body.
+fn without_body(a: Answer) -> Answer {
+    let (mut head, body) = a.into_parts();
+    let len = body.size_hint().exact().unwrap_or(0);
+    let bodiless = matches!(
+        head.status,
+        StatusCode::NO_CONTENT | StatusCode::NOT_MODIFIED
+    );
+    if !bodiless && (len > 0 || !head.headers.contains_key(CONTENT_LENGTH)) {
+        head.headers.insert(CONTENT_LENGTH, HeaderValue::from(len));
+    }
+    Response::from_parts(head, Full::new(Bytes::new()))
 }
 
 /// Reads and drops up to [`DRAIN_BYTES`] of a body no route read, for at most [`DRAIN_TIME`].
@@ -178,7 +209,7 @@ async fn answer(
     let method = req.method.clone();
     let head = method == Method::HEAD;
     match (target, &method) {
-        (Target::Health, &Method::GET) => {
+        (Target::Health, &Method::GET | &Method::HEAD) => {
             *route = Route::Health;
             let (ok, body) = app.registry.health();
             let status = if ok {
@@ -188,10 +219,11 @@ async fn answer(
             };
             Ok(json(status, &body))
         }
-        (Target::Metrics, &Method::GET) => {
+        (Target::Metrics, &Method::GET | &Method::HEAD) => {
             *route = Route::Metrics;
             let mut text = String::new();
             app.metrics.render(&mut text);
+            super::metrics::render_process(&mut text);
             app.limits.render(&mut text);
             app.registry.render_metrics(&mut text);
             let mut a = Response::new(Full::new(Bytes::from(text)));
@@ -201,13 +233,13 @@ async fn answer(
             );
             Ok(a)
         }
-        (Target::Health | Target::Metrics, _) => Err(Problem::method_not_allowed("GET")),
+        (Target::Health | Target::Metrics, _) => Err(Problem::method_not_allowed("GET, HEAD")),
         (Target::Bucket(place), &Method::PUT) => {
             *route = Route::BucketPut;
             app.auth.check(&req.headers)?;
             create_bucket(app, &place, req, take_body(body)?).await
         }
-        (Target::Bucket(place), &Method::GET) => {
+        (Target::Bucket(place), &Method::GET | &Method::HEAD) => {
             *route = Route::BucketGet;
             let b = bucket(app, &place)?;
             Ok(json(
@@ -215,16 +247,18 @@ async fn answer(
                 &serde_json::json!({ "bucket": b.name, "settings": describe(&b.config) }),
             ))
         }
-        (Target::Bucket(_), _) => Err(Problem::method_not_allowed("GET, PUT")),
-        (Target::Titles(place), &Method::GET) => {
+        (Target::Bucket(_), _) => Err(Problem::method_not_allowed("GET, HEAD, PUT")),
+        (Target::Titles(place), &Method::GET | &Method::HEAD) => {
             *route = Route::Titles;
             list_titles(app, &place, param("limit"), param("next"))
         }
-        (Target::Renders(place, title), &Method::GET) => {
+        (Target::Renders(place, title), &Method::GET | &Method::HEAD) => {
             *route = Route::Renders;
             list_renders(app, &place, &title, param("limit"), param("next"))
         }
-        (Target::Titles(_) | Target::Renders(..), _) => Err(Problem::method_not_allowed("GET")),
+        (Target::Titles(_) | Target::Renders(..), _) => {
+            Err(Problem::method_not_allowed("GET, HEAD"))
+        }
         (Target::Title(place, title), &Method::GET | &Method::HEAD) => {
             let which = match param("as_of") {
                 Some(t) => {
@@ -458,6 +492,14 @@ fn read_render(
             "{domain}/{title}: no render of {what} (never stored, taken down, or past retention)"
         )));
     };
+    // RFC 9110 § 13.1.1: a read whose If-Match names none of the render's tags is 412.
+    let tag = etag(got.rev, got.tid);
+    if headers.contains_key(IF_MATCH) && !tag_listed(headers, IF_MATCH, &tag, false) {
+        return Err(Problem::precondition_failed(format!(
+            "If-Match: the render's ETag is {}",
+            tag.to_str().unwrap_or_default()
+        )));
+    }
     Ok(render_answer(got, head, headers))
 }
 
@@ -467,13 +509,18 @@ fn etag(rev: u64, tid: Uuid) -> HeaderValue {
     HeaderValue::from_str(&format!("\"{rev}/{tid}\"")).unwrap_or(HeaderValue::from_static("\"\""))
 }
 
-/// Whether `If-None-Match` names the current entity tag (or is `*`).
-fn matches_etag(headers: &HeaderMap, tag: &HeaderValue) -> bool {
+/// Whether header `name` (`If-Match` or `If-None-Match`) lists `tag` or is `*`: by weak
+/// comparison when `weak`, else strong (a `W/` tag never matches; RFC 9110 § 8.8.3.2).
+fn tag_listed(headers: &HeaderMap, name: HeaderName, tag: &HeaderValue, weak: bool) -> bool {
     let tag = tag.as_bytes();
-    headers.get_all(IF_NONE_MATCH).iter().any(|v| {
+    headers.get_all(name).iter().any(|v| {
         v.as_bytes().split(|b| *b == b',').any(|t| {
             let t = t.trim_ascii();
-            let t = t.strip_prefix(b"W/").unwrap_or(t);
+            let t = match t.strip_prefix(b"W/") {
+                Some(_) if !weak => return false,
+                Some(rest) => rest,
+                None => t,
+            };
             t == b"*" || t == tag
         })
     })
@@ -482,7 +529,7 @@ fn matches_etag(headers: &HeaderMap, tag: &HeaderValue) -> bool {
 fn render_answer(got: Got, head: bool, headers: &HeaderMap) -> Answer {
     let tag = etag(got.rev, got.tid);
     let modified = key::tid_time(got.tid);
-    let mut a = if matches_etag(headers, &tag) {
+    let mut a = if tag_listed(headers, IF_NONE_MATCH, &tag, true) {
         let mut a = Response::new(Full::new(Bytes::new()));
         *a.status_mut() = StatusCode::NOT_MODIFIED;
         a
@@ -660,6 +707,14 @@ async fn put_render(
     app.auth.check(&parts.headers)?;
     let b = bucket(app, &place)?;
     let content_type = content_type(&parts.headers)?;
+    // A client's own tid may run a little ahead of this server's clock, not far.
+    if let Some(t) = tid {
+        key::check_put_tid(
+            t,
+            crate::clock::Clock::now_ticks(&crate::clock::SystemClock),
+        )
+        .map_err(|e| Problem::bad_request(strip(e)))?;
+    }
     // Taken only now: a request refused above has its body drained by `handle`.
     let body = app
         .limits

@@ -5,6 +5,7 @@
 //! | field | meaning | `wink init` option |
 //! |---|---|---|
 //! | `revisionRetentionPolicy` | RESTBase's: one of the four below | `--renders` |
+//! | `retention_policy` | RESTBase's other name for it; not with it | `--renders` |
 //! | `renders` | the same in Wink's syntax (`latest:1:86400`); not with the above | `--renders` |
 //! | `revisions` | `all` or `recent:TTL` | `--revisions` |
 //! | `historical_ttl` | seconds | `--historical-ttl` |
@@ -12,8 +13,10 @@
 //! | `container_bytes` | 1 MiB .. 1 TiB | `--container-bytes` |
 //! | `max_value` | 1 .. 256 MiB | `--max-value` |
 //!
-//! RESTBase's four policies: `{"type":"all"}`, `{"type":"latest","count":C,"grace_ttl":G}`,
-//! `{"type":"interval","interval":S,"count":C,"grace_ttl":G}`, `{"type":"ttl","ttl":T}`.
+//! RESTBase's policies: `{"type":"all"}`, `{"type":"latest","count":C,"grace_ttl":G}` (and
+//! `latest_hash`, taken as `latest`), `{"type":"interval","interval":S,"count":C,"grace_ttl":G}`,
+//! `{"type":"ttl","ttl":T}`. RESTBase's table settings `valueType`, `keyType`, `version`,
+//! `compression`, `updates` and `default_time_to_live` are taken and ignored.
 
 use serde::Deserialize;
 
@@ -39,6 +42,23 @@ pub struct Retention {
 pub struct BucketSpec {
     #[serde(rename = "revisionRetentionPolicy")]
     retention: Option<Retention>,
+    /// RESTBase's other name for `revisionRetentionPolicy`.
+    retention_policy: Option<Retention>,
+    /// RESTBase's table settings that Wink has no use for (a value is bytes, a key a title,
+    /// compression is the archive's, rows expire by the retention policy): taken, checked to be
+    /// JSON of the right kind, and ignored.
+    #[serde(rename = "valueType")]
+    _value_type: Option<String>,
+    #[serde(rename = "keyType")]
+    _key_type: Option<String>,
+    #[serde(rename = "version")]
+    _version: Option<serde_json::Number>,
+    #[serde(rename = "compression")]
+    _compression: Option<Vec<serde_json::Value>>,
+    #[serde(rename = "updates")]
+    _updates: Option<serde_json::Map<String, serde_json::Value>>,
+    #[serde(rename = "default_time_to_live")]
+    _default_time_to_live: Option<u64>,
     renders: Option<String>,
     revisions: Option<String>,
     historical_ttl: Option<i64>,
@@ -73,7 +93,9 @@ impl Retention {
         let grace = seconds(self.grace_ttl.unwrap_or(86_400), "grace_ttl")?;
         match self.kind.as_str() {
             "all" => Ok(Renders::All),
-            "latest" => Ok(Renders::Latest { count, grace }),
+            // RESTBase's latest_hash also skips a render whose bytes equal the latest's; Wink
+            // keeps every render put, so it is latest here.
+            "latest" | "latest_hash" => Ok(Renders::Latest { count, grace }),
             "interval" => match self.interval {
                 Some(secs) if secs > 0 => Ok(Renders::Interval { secs, count, grace }),
                 _ => Err(Error::invalid(
@@ -87,7 +109,7 @@ impl Retention {
                 None => Err(Error::invalid("revisionRetentionPolicy of type ttl: ttl")),
             },
             other => Err(Error::invalid(format!(
-                "revisionRetentionPolicy type {other:?}: all, latest, interval or ttl"
+                "revisionRetentionPolicy type {other:?}: all, latest, latest_hash, interval or ttl"
             ))),
         }
     }
@@ -104,7 +126,15 @@ impl BucketSpec {
 
     /// The renders policy given, if any.
     fn renders(&self) -> Result<Option<Renders>> {
-        match (&self.retention, &self.renders) {
+        let retention = match (&self.retention, &self.retention_policy) {
+            (Some(_), Some(_)) => {
+                return Err(Error::invalid(
+                    "give revisionRetentionPolicy or retention_policy, not both",
+                ))
+            }
+            (a, b) => a.as_ref().or(b.as_ref()),
+        };
+        match (retention, &self.renders) {
             (Some(_), Some(_)) => Err(Error::invalid(
                 "give revisionRetentionPolicy or renders, not both",
             )),
@@ -280,8 +310,23 @@ mod tests {
             }
         );
         assert_eq!(spec("").unwrap(), Config::default());
+        // RESTBase's own bucket body, as its key_rev_value module sends it.
+        let restbase = r#"{"valueType":"blob","keyType":"string","version":2,
+            "compression":[{"algorithm":"deflate","block_size":256}],
+            "updates":{"pattern":"timeseries"},"default_time_to_live":0,
+            "retention_policy":{"type":"latest_hash","count":2,"grace_ttl":10}}"#;
+        assert_eq!(
+            r(restbase),
+            Renders::Latest {
+                count: 2,
+                grace: 10
+            }
+        );
         for bad in [
-            r#"{"revisionRetentionPolicy":{"type":"latest_hash"}}"#,
+            r#"{"revisionRetentionPolicy":{"type":"latest_hashes"}}"#,
+            r#"{"revisionRetentionPolicy":{"type":"all"},"retention_policy":{"type":"all"}}"#,
+            r#"{"valueType":3}"#,
+            r#"{"compression":"deflate"}"#,
             r#"{"revisionRetentionPolicy":{"type":"latest","count":0}}"#,
             r#"{"revisionRetentionPolicy":{"type":"ttl"}}"#,
             r#"{"revisionRetentionPolicy":{"type":"all"},"renders":"all"}"#,

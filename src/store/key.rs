@@ -121,13 +121,14 @@ pub fn parse_tid(text: &str) -> Result<Uuid> {
     Ok(tid)
 }
 
-/// How far past a store's clock a put's own tid may be: clients make tids with their own clocks,
-/// which may run somewhat ahead; a tid further ahead would make every later render of its
-/// revision carry a time past it.
+/// How far past the server's clock a client's own tid may be (`wink serve` refuses one further
+/// ahead): clients make tids with their own clocks, which may run somewhat ahead; a tid further
+/// ahead would make every later render of its revision carry a time past it. Imports, which
+/// carry the times of their sources, are not held to it.
 pub const MAX_TID_AHEAD_SECS: i64 = 3600;
 
-/// A put's own tid: a version-1 UUID at most [`MAX_TID_AHEAD_SECS`] past `now_ticks` (100-ns
-/// ticks since the Unix epoch, the store's clock).
+/// A client's own tid: a version-1 UUID at most [`MAX_TID_AHEAD_SECS`] past `now_ticks` (100-ns
+/// ticks since the Unix epoch).
 pub fn check_put_tid(tid: Uuid, now_ticks: i64) -> Result<()> {
     check_tid(tid)?;
     let limit = (now_ticks.max(0) as u64)
@@ -135,7 +136,7 @@ pub fn check_put_tid(tid: Uuid, now_ticks: i64) -> Result<()> {
         .saturating_add(MAX_TID_AHEAD_SECS as u64 * TICKS_PER_SEC as u64);
     if tid_ticks(tid) > limit {
         return Err(Error::invalid(format!(
-            "tid {tid} is {} s past this store's clock; at most {MAX_TID_AHEAD_SECS} s ahead \
+            "tid {tid} is {} s past this server's clock; at most {MAX_TID_AHEAD_SECS} s ahead \
              is taken",
             (tid_ticks(tid) - limit) / TICKS_PER_SEC as u64 + MAX_TID_AHEAD_SECS as u64
         )));

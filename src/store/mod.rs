@@ -502,7 +502,7 @@ impl Store {
         let now = ticks.div_euclid(crate::clock::TICKS_PER_SEC);
         key::check_now(now)?;
         if let Some(t) = put.tid {
-            key::check_put_tid(t, ticks)?;
+            key::check_tid(t)?;
         }
         let name = title.name();
         // Read for an update: the record's rewrite below reuses this lookup of its name.

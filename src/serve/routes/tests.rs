@@ -70,17 +70,23 @@ fn bad_paths_are_400_or_404() {
 }
 
 #[test]
-fn if_none_match_lists_and_wildcards() {
+fn if_none_match_is_weak_and_if_match_strong() {
     let tag = etag(5, key::tid_at(1_700_000_000, 1, [1; 6]));
+    let none = |h: &HeaderMap| tag_listed(h, IF_NONE_MATCH, &tag, true);
+    let only = |h: &HeaderMap| tag_listed(h, IF_MATCH, &tag, false);
     let mut h = HeaderMap::new();
-    assert!(!matches_etag(&h, &tag));
+    assert!(!none(&h));
     h.insert(IF_NONE_MATCH, HeaderValue::from_static("\"4/x\""));
-    assert!(!matches_etag(&h, &tag));
+    assert!(!none(&h));
     let list = format!("\"4/x\", W/{}", tag.to_str().unwrap());
     h.insert(IF_NONE_MATCH, HeaderValue::from_str(&list).unwrap());
-    assert!(matches_etag(&h, &tag));
+    assert!(none(&h));
     h.insert(IF_NONE_MATCH, HeaderValue::from_static("*"));
-    assert!(matches_etag(&h, &tag));
+    assert!(none(&h));
+    h.insert(IF_MATCH, HeaderValue::from_str(&list).unwrap());
+    assert!(!only(&h), "a weak tag never matches strongly");
+    h.insert(IF_MATCH, tag.clone());
+    assert!(only(&h));
 }
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(2000))]
