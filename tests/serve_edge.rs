@@ -349,3 +349,38 @@ fn a_bucket_locked_when_the_server_starts_serves_once_the_lock_is_gone() {
     assert_eq!(get(&ag, &s.p("b", "/T/1")).body, b"x");
     assert_eq!(get(&ag, &s.url("/_health")).status, 200);
 }
+
+#[test]
+fn a_client_that_reads_nothing_is_cut_off_and_gives_its_answer_back() {
+    use std::io::Write as _;
+    let dir = tempfile::tempdir().unwrap();
+    let s = Server::start(&dir.path().join("root"), &["--write-timeout", "2"]);
+    create_bucket(&s, "b", "{}");
+    let big = vec![b'x'; 32 << 20];
+    assert_eq!(put(&agent(), &s.p("b", "/Big/1"), HTML, &big).status, 201);
+    // Ten clients ask for 32 MiB and never read: the kernel's buffers fill, the writes stall.
+    let stalled: Vec<std::net::TcpStream> = (0..10)
+        .map(|_| {
+            let mut c = std::net::TcpStream::connect(&s.addr).unwrap();
+            let req = "GET /en.wikipedia.org/sys/key_rev_value/b/Big HTTP/1.1\r\nHost: x\r\n\r\n";
+            c.write_all(req.as_bytes()).unwrap();
+            c
+        })
+        .collect();
+    std::thread::sleep(std::time::Duration::from_millis(800));
+    assert!(
+        metric(&s, "wink_http_connections_open") > 5,
+        "the stalled answers are open"
+    );
+    // Past the write timeout their connections are cut: only this request's own is open.
+    let started = std::time::Instant::now();
+    while metric(&s, "wink_http_connections_open") > 1 {
+        assert!(
+            started.elapsed().as_secs() < 30,
+            "stalled connections still open"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    assert_eq!(get(&agent(), &s.p("b", "/Big")).body.len(), 32 << 20);
+    drop(stalled);
+}

@@ -31,6 +31,9 @@ pub struct ConnLimits {
     /// How long a request's head may take to arrive (also an idle keep-alive connection's
     /// wait for its next request).
     pub header_timeout: Duration,
+    /// How long a write may make no progress (a client that reads nothing): the connection is
+    /// then cut, and what its answer held is given back.
+    pub write_timeout: Duration,
     /// How long in-flight requests may take to finish once a stop began.
     pub drain_timeout: Duration,
 }
@@ -70,7 +73,9 @@ pub async fn serve(
             () = &mut stop => break,
         };
         let _ = stream.set_nodelay(true);
-        let io = TokioIo::new(stream);
+        let mut stream = tokio_io_timeout::TimeoutStream::new(stream);
+        stream.set_write_timeout(Some(limits.write_timeout));
+        let io = TokioIo::new(Box::pin(stream));
         match slots.clone().try_acquire_owned() {
             Ok(slot) => {
                 let app = app.clone();

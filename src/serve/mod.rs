@@ -60,6 +60,8 @@ pub struct ServeOptions {
     pub max_connections: usize,
     pub header_timeout: Duration,
     pub body_timeout: Duration,
+    /// How long a write to a client may make no progress before the connection is cut.
+    pub write_timeout: Duration,
     /// How long a stop waits for in-flight requests.
     pub drain_timeout: Duration,
     pub auth: Auth,
@@ -87,6 +89,7 @@ impl ServeOptions {
             max_connections: 4096,
             header_timeout: Duration::from_secs(10),
             body_timeout: Duration::from_secs(60),
+            write_timeout: Duration::from_secs(30),
             drain_timeout: Duration::from_secs(30),
             auth: Auth::none(),
             maintenance: Some(MaintenanceOptions::default()),
@@ -152,6 +155,7 @@ pub fn run(opts: ServeOptions, ready: impl FnOnce(SocketAddr)) -> Result<()> {
     let limits = connections::ConnLimits {
         max_connections: opts.max_connections,
         header_timeout: opts.header_timeout,
+        write_timeout: opts.write_timeout,
         drain_timeout: opts.drain_timeout,
     };
     let served = rt.block_on(async {

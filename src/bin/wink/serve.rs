@@ -52,6 +52,9 @@ pub struct Args {
     /// Seconds a request's body may take to arrive (408 past it).
     #[arg(long, value_name = "S", default_value_t = 60.0)]
     body_timeout: f64,
+    /// Seconds an answer's write may wait for a client that reads nothing (then it is cut).
+    #[arg(long, value_name = "S", default_value_t = 30.0)]
+    write_timeout: f64,
     /// A file whose first line is the bearer token that changes need.
     #[arg(long, value_name = "F")]
     token_file: Option<PathBuf>,
@@ -89,6 +92,7 @@ pub fn run(args: &Args) -> Result<Status> {
     opts.max_inflight = args.max_inflight;
     opts.max_connections = args.max_connections;
     opts.header_timeout = seconds(args.header_timeout, "--header-timeout")?;
+    opts.write_timeout = seconds(args.write_timeout, "--write-timeout")?;
     opts.body_timeout = seconds(args.body_timeout, "--body-timeout")?;
     opts.stat_interval = Duration::from_secs(args.stat_interval.max(1));
     if let Some(path) = &args.token_file {
