@@ -327,7 +327,7 @@ impl Archive {
         };
         let path = self.fs.data().path();
         let map = match v2::map::log_version(&bytes) {
-            Some(2) => AnyMap::V2(v2::map::Map::decode_log(&bytes, path, stat.inode.0)?),
+            Some(2 | 3) => AnyMap::V2(v2::map::Map::decode_log(&bytes, path, stat.inode.0)?),
             _ => AnyMap::V1(TitleMap::decode_log(&bytes, path, stat.inode.0)?),
         };
         let map = Arc::new(map);
