@@ -22,6 +22,12 @@
 //! and the frames of the run before it. Identical revisions share a frame. A take-down is a map
 //! record; the bytes go when the archive is rewritten (always into format 2).
 //!
+//! Format 3 (`WAM3`) is this format with **units**: a run's revisions grouped, up to
+//! [`map::UNIT_MEMBERS`] and [`UNIT_BYTES`], into one zstd frame whose content is the members
+//! one after the other, so that a frame's header and entropy tables are paid once per unit and
+//! a member matches every revision before it in the unit; members are frames of base
+//! [`map::Base::Unit`] that store nothing (docs/FORMAT.md § Format 3).
+//!
 //! A read decodes the path from the key with one reused decompression context, starting after
 //! the title's cached last decoded revision when that lies on the path, and checks the revision
 //! against its CRC-32.
