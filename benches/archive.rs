@@ -9,7 +9,12 @@
 //! and per title, xz -9e per title, brotli -q 11 in blocks of 16 MiB). The load average is
 //! printed before and after: the machine is shared.
 //!
-//! `cargo bench --bench archive` (env: WINK_ARCHIVE_LEVEL for format 2's level,
+//! Format 3 (units of a run's revisions) beside them; the generated title and a reverting one
+//! (vandal edits and their reverts) in bulk and in runs of 10, each with its own `zstd -19
+//! --long` one-stream baseline.
+//!
+//! `cargo bench --bench archive` (env: WINK_FORMATS=v1,v2,v3 the formats measured,
+//! WINK_ARCHIVE_LEVEL for format 2's level,
 //! WINK_ARCHIVE_CHAIN_MIB, WINK_BASELINES=0 to skip the baselines, WINK_READS,
 //! WINK_GENERATED=N revisions of the generated title, 0 to skip it).
 
@@ -293,7 +298,7 @@ fn measure(
         st.raw_bytes,
         raw as f64 / 1e6 / secs,
     );
-    if opts.format == 2 {
+    if opts.format >= 2 {
         println!(
             "{:<34} {}",
             "",
@@ -304,7 +309,8 @@ fn measure(
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// Where a format 2 archive's bytes are, as % of raw: keys (plain, and compressed against another
+/// Where a format 2 or 3 archive's bytes are, as % of raw (format 3: a unit counted by its first
+/// frame's base, members not counted): keys (plain, and compressed against another
 /// title's key), deltas (from the frame before, and from an earlier one), and the rest (maps,
 /// inodes, entry headers, index, time index and journal).
 fn breakdown(a: &Archive, titles: &[Title], stored: u64, raw: u64) -> String {
@@ -319,6 +325,8 @@ fn breakdown(a: &Archive, titles: &[Title], stored: u64, raw: u64) -> String {
                 Base::Title { .. } => 1,
                 Base::Previous => 2,
                 Base::Earlier(_) => 3,
+                // Format 3: a member's bytes are its unit's, counted with the unit's first.
+                Base::Unit => continue,
             };
             sums[kind].0 += u64::from(f.stored);
             sums[kind].1 += 1;
@@ -336,6 +344,43 @@ fn breakdown(a: &Archive, titles: &[Title], stored: u64, raw: u64) -> String {
         part(sums[3]),
         pct(stored - frames)
     )
+}
+
+/// `zstd -19 --long`: the titles as one stream, title after title, a 128 MiB window.
+fn whole_stream(titles: &[Title]) -> u64 {
+    let mut enc = zstd::stream::Encoder::new(Vec::new(), 19).unwrap();
+    enc.long_distance_matching(true).unwrap();
+    enc.window_log(27).unwrap();
+    for t in titles {
+        for (_, v) in &t.revs {
+            enc.write_all(v).unwrap();
+        }
+    }
+    enc.finish().unwrap().len() as u64
+}
+
+/// A page that reverts: `t`'s first half, where after every 4th revision a vandal's edit (a
+/// line of junk and a paragraph blanked) is followed by its revert, the revision before again.
+fn reverting(t: &Title) -> Title {
+    let mut rng = Rng::new(29);
+    let mut revs: Vec<(u64, Vec<u8>)> = Vec::new();
+    for (_, page) in &t.revs[..t.revs.len() / 2] {
+        revs.push((revs.len() as u64, page.clone()));
+        if revs.len() % 5 == 4 {
+            let mut bad = page.clone();
+            let at = rng.below(bad.len() as u64) as usize;
+            let end = (at + 200 + rng.below(400) as usize).min(bad.len());
+            let junk = format!("<b>VANDAL {} WAS HERE</b>", rng.below(1 << 30));
+            bad.splice(at..end, junk.into_bytes());
+            revs.push((revs.len() as u64, bad));
+            revs.push((revs.len() as u64, page.clone()));
+        }
+    }
+    let key = b"generated/Reverting".to_vec();
+    let tids = (0..revs.len())
+        .map(|i| tid(1_600_000_000 + 3600 * i as i64, i as u64, &key))
+        .collect();
+    Title { key, revs, tids }
 }
 
 fn baselines(titles: &[Title], raw: u64) {
@@ -382,16 +427,7 @@ fn baselines(titles: &[Title], raw: u64) {
             pct(total)
         );
     }
-    // `zstd -19 --long`: the whole corpus as one stream, title after title, a 128 MiB window.
-    let mut enc = zstd::stream::Encoder::new(Vec::new(), 19).unwrap();
-    enc.long_distance_matching(true).unwrap();
-    enc.window_log(27).unwrap();
-    for t in titles {
-        for (_, v) in &t.revs {
-            enc.write_all(v).unwrap();
-        }
-    }
-    let whole = enc.finish().unwrap().len() as u64;
+    let whole = whole_stream(titles);
     println!("baseline  zstd -19 --long, one stream {:>7.3}%", pct(whole));
     // The same, one stream per title: what a title's frames could reach without being seekable.
     let mut per_title = 0u64;
@@ -476,6 +512,14 @@ fn main() {
         format: 2,
         ..ArchiveOptions::default()
     };
+    let v3 = ArchiveOptions { format: 3, ..v2 };
+    let formats: String = env("WINK_FORMATS", "v1,v2,v3".to_string());
+    let chosen = |list: &[(&'static str, ArchiveOptions)]| -> Vec<(&'static str, ArchiveOptions)> {
+        list.iter()
+            .filter(|(f, _)| formats.split(',').any(|x| x == *f))
+            .copied()
+            .collect()
+    };
     // Format 1 as stores wrote it before format 2: level 12, 4 MiB blocks, a key block every 2.
     let v1 = ArchiveOptions {
         level: 12,
@@ -497,7 +541,7 @@ fn main() {
     );
     let work: PathBuf = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-archive");
     let _ = std::fs::remove_dir_all(&work);
-    for (format, opts) in [("v1", v1), ("v2", v2)] {
+    for (format, opts) in chosen(&[("v1", v1), ("v2", v2), ("v3", v3)]) {
         for (mode, run) in [("bulk", None), ("incremental (runs of 10)", Some(10))] {
             let name = format!("{format} {mode}");
             measure(&work, &name, opts, &titles, run, n_reads);
@@ -506,14 +550,25 @@ fn main() {
     let n = env("WINK_GENERATED", 10_000usize);
     if n > 0 {
         let long = [generated(n)];
-        let bytes: u64 = long[0].revs.iter().map(|(_, v)| v.len() as u64).sum();
-        println!(
-            "generated title: {n} revisions, {bytes} bytes raw ({} bytes per revision)",
-            bytes / n as u64
-        );
-        for (format, opts) in [("v1", v1), ("v2", v2)] {
-            let name = format!("{format} generated, bulk");
-            measure(&work, &name, opts, &long, None, n_reads);
+        let reverting = [reverting(&long[0])];
+        for (what, t) in [("generated", &long), ("reverting", &reverting)] {
+            let bytes: u64 = t[0].revs.iter().map(|(_, v)| v.len() as u64).sum();
+            println!(
+                "{what} title: {} revisions, {bytes} bytes raw ({} bytes per revision); \
+                 baseline zstd -19 --long, one stream {:.3}%",
+                t[0].revs.len(),
+                bytes / t[0].revs.len() as u64,
+                100.0 * whole_stream(t) as f64 / bytes as f64
+            );
+            for (format, opts) in chosen(&[("v1", v1), ("v2", v2), ("v3", v3)]) {
+                for (mode, run) in [("bulk", None), ("runs of 10", Some(10))] {
+                    if format == "v1" && run.is_some() {
+                        continue;
+                    }
+                    let name = format!("{format} {what}, {mode}");
+                    measure(&work, &name, opts, t, run, n_reads);
+                }
+            }
         }
     }
     if env("WINK_BASELINES", 1) == 1 {

@@ -604,7 +604,8 @@ pub fn title_record(data: &[u8]) {
 }
 
 /// Decodes `data` as an archive title map, and as a map log (a snapshot and deltas) of format 1
-/// and of format 2; a decoded map re-encodes, as a map and as a one-snapshot log, to itself.
+/// and of formats 2 and 3 (with the units of a format 3 map walked as a read walks them); a
+/// decoded map re-encodes, as a map and as a one-snapshot log, to itself.
 pub fn archive_map(data: &[u8]) {
     use crate::archive::map::{TitleMap, MAGIC};
     let Some((seal, rest)) = sealed_mode(data) else {
@@ -643,6 +644,16 @@ pub fn archive_map(data: &[u8]) {
             let again = Map::decode_log(&map.snapshot_record(), path, 0)
                 .expect("a one-snapshot log of a v2 map decodes");
             assert_eq!(again, map, "v2 archive map changed through its log");
+            // A format 3 map's units: every frame's unit, path and decode cost, as a read
+            // works them out, stay within the map.
+            use crate::archive::v2::chain;
+            for n in 0..map.frames.len().min(256) {
+                let (head, last) = chain::unit(&map, n);
+                assert!(head <= n && n <= last && last < map.frames.len());
+                assert!(map.frames[head].base.is_head());
+                assert!(chain::path(&map, n).iter().all(|&i| i <= n));
+                let _ = chain::decode_cost(&map, n);
+            }
         }
         Err(e) => check_error(&e, &[(path, log.len() as u64)]),
     }

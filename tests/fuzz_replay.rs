@@ -458,9 +458,17 @@ fn archive_map_seeds() -> Vec<(String, Vec<u8>)> {
 /// Format 2 map logs of a real archive: two titles (the second's key references the first's),
 /// runs of four revisions (a snapshot and deltas), a take-down and a rewritten render.
 fn archive_map_v2_seeds() -> Vec<(String, Vec<u8>)> {
+    let mut seeds = archive_map_seeds_of(2);
+    seeds.extend(archive_map_seeds_of(3));
+    seeds
+}
+
+/// [`archive_map_v2_seeds`] in format 2 or 3 (whose runs of four are units).
+fn archive_map_seeds_of(format: u8) -> Vec<(String, Vec<u8>)> {
     let opts = ArchiveOptions {
         level: 3,
         chain_bytes: 64 << 10,
+        format,
         ..ArchiveOptions::default()
     };
     let vfs: Arc<dyn Vfs> = Arc::new(SimDisk::new());
@@ -512,10 +520,16 @@ fn archive_map_v2_seeds() -> Vec<(String, Vec<u8>)> {
         .read(b"m/seed/Two")
         .expect("the map log reads");
     vec![
-        ("seed-v2-map-log".into(), [&[0u8][..], &log].concat()),
-        ("seed-v2-map-log-sealed".into(), [&[1u8][..], &log].concat()),
         (
-            "seed-v2-map-snapshot".into(),
+            format!("seed-v{format}-map-log"),
+            [&[0u8][..], &log].concat(),
+        ),
+        (
+            format!("seed-v{format}-map-log-sealed"),
+            [&[1u8][..], &log].concat(),
+        ),
+        (
+            format!("seed-v{format}-map-snapshot"),
             [&[0u8][..], &map.snapshot_record()].concat(),
         ),
     ]

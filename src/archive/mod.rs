@@ -64,8 +64,8 @@ pub struct ArchiveOptions {
     pub key_every: u32,
     /// Bytes of decompressed blocks kept in memory (and of v2 titles' last decoded revisions).
     pub cache_bytes: u64,
-    /// The format new titles are written in: 2 (one frame per revision) or 1 (blocks). A title
-    /// keeps the format of its map.
+    /// The format new titles are written in: 2 (one frame per revision), 3 (units of a run's
+    /// revisions, one frame each) or 1 (blocks). A title keeps the format of its map.
     pub format: u8,
     /// Format 2: a new key when a read would decode more raw bytes than this since the last.
     pub chain_bytes: u64,
@@ -327,7 +327,7 @@ impl Archive {
         };
         let path = self.fs.data().path();
         let map = match v2::map::log_version(&bytes) {
-            Some(2) => AnyMap::V2(v2::map::Map::decode_log(&bytes, path, stat.inode.0)?),
+            Some(2 | 3) => AnyMap::V2(v2::map::Map::decode_log(&bytes, path, stat.inode.0)?),
             _ => AnyMap::V1(TitleMap::decode_log(&bytes, path, stat.inode.0)?),
         };
         let map = Arc::new(map);

@@ -197,7 +197,7 @@ impl Archive {
     ) -> Result<RewriteReport> {
         let out = Filesys::create_in(vfs.clone(), dest, &archive_fs_options(), open)?;
         let opts = ArchiveOptions {
-            format: 2,
+            format: self.opts.format.max(2),
             ..self.opts
         };
         let mut out = Archive::over(vfs, dest, out, opts);

@@ -16,7 +16,7 @@ pub const WINDOW: usize = 16;
 /// The frame whose raw revision frame `n` was compressed against, within its title.
 pub fn parent(map: &Map, n: usize) -> Option<usize> {
     match map.frames[n].base {
-        Base::Previous => n.checked_sub(1),
+        Base::Previous | Base::Unit => n.checked_sub(1),
         Base::Earlier(j) => Some(j as usize),
         Base::Key | Base::Title { .. } => None,
     }
@@ -35,13 +35,39 @@ pub fn path(map: &Map, n: usize) -> Vec<usize> {
     out
 }
 
-/// Raw bytes a read of frame `n` decodes within its title (a key that references another
-/// title's key decodes that key too: one revision more).
+/// The unit holding frame `n` (format 3): its first frame and its last (`n`, `n` for a frame
+/// of its own).
+pub fn unit(map: &Map, n: usize) -> (usize, usize) {
+    let mut head = n;
+    while head > 0 && map.frames[head].base == Base::Unit {
+        head -= 1;
+    }
+    let mut last = n;
+    while map
+        .frames
+        .get(last + 1)
+        .is_some_and(|f| f.base == Base::Unit)
+    {
+        last += 1;
+    }
+    (head, last)
+}
+
+/// Raw bytes a read of frame `n` decodes within its title: every unit its path passes through,
+/// whole (a key that references another title's key decodes that key too: one revision more).
 pub fn decode_cost(map: &Map, n: usize) -> u64 {
-    path(map, n)
-        .iter()
-        .map(|&i| u64::from(map.frames[i].raw))
-        .sum()
+    let mut cost = 0;
+    let mut done = usize::MAX;
+    for &i in path(map, n).iter().rev() {
+        let (head, last) = unit(map, i);
+        if head != done {
+            cost += (head..=last)
+                .map(|j| u64::from(map.frames[j].raw))
+                .sum::<u64>();
+            done = head;
+        }
+    }
+    cost
 }
 
 /// Whether a new frame of `raw` bytes may take frame `parent` as its parent: within the window

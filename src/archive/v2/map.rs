@@ -38,6 +38,11 @@ use super::chain::WINDOW;
 
 /// Magic of a v2 map snapshot.
 pub const MAGIC: &[u8; 4] = b"WAM2";
+/// Magic of a v3 map snapshot: the v2 layout, whose frames may also be members of units
+/// ([`Base::Unit`]).
+pub const MAGIC3: &[u8; 4] = b"WAM3";
+/// Members a unit holds at most, its first included: a bound on what a read decodes.
+pub const UNIT_MEMBERS: usize = 16;
 /// The frame of a purged take-down record: none.
 pub const NO_FRAME: u32 = u32::MAX;
 /// The largest raw revision a frame may claim: the store's largest value (one filesys data
@@ -160,12 +165,21 @@ pub enum Base {
         /// Index of the key frame in that title's map.
         frame: u32,
     },
+    /// Format 3: the next member of the unit of the frame before it. The unit is one zstd frame
+    /// (stored with its first member, which has one of the other bases) whose content is its
+    /// members' raw revisions one after the other; a member stores no bytes of its own.
+    Unit,
 }
 
 impl Base {
     /// Whether a chain of frames starts here.
     pub fn is_key(&self) -> bool {
         matches!(self, Base::Key | Base::Title { .. })
+    }
+
+    /// Whether the frame starts a unit (stores the compressed bytes), as every v2 frame does.
+    pub fn is_head(&self) -> bool {
+        *self != Base::Unit
     }
 }
 
@@ -200,6 +214,8 @@ pub struct Segment {
 /// purged record).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Map {
+    /// Format 3 (`WAM3`): frames may be members of units.
+    pub units: bool,
     /// Keys of the titles whose key frames this title's frames use as a base ([`Base::Title`]).
     pub refs: Vec<Vec<u8>>,
     /// The title's segment files, by index.
@@ -264,6 +280,7 @@ impl Delta {
                 Base::Previous => 1,
                 Base::Title { .. } => 2,
                 Base::Earlier(_) => 3,
+                Base::Unit => 4,
             };
             // Compact: a frame right after the one before it in the same segment (all but the
             // first of a run, as a run appends) names no place of its own.
@@ -285,7 +302,7 @@ impl Delta {
                     w.n32(u64::from(frame));
                 }
                 Base::Earlier(frame) => w.n32(u64::from(frame)),
-                Base::Key | Base::Previous => {}
+                Base::Key | Base::Previous | Base::Unit => {}
             }
             end = Some((f.seg, f.offset + u64::from(f.stored)));
         }
@@ -400,6 +417,7 @@ impl Delta {
                         frame: r.n32()? as u32,
                     },
                     3 => Base::Earlier(r.n32()? as u32),
+                    4 => Base::Unit,
                     _ => return Some(Err("frame base")),
                 };
                 let f = Frame {
@@ -507,7 +525,7 @@ impl Map {
 
     /// The map as a log of one snapshot record.
     pub fn snapshot_record(&self) -> Vec<u8> {
-        let mut body = MAGIC.to_vec();
+        let mut body = if self.units { MAGIC3 } else { MAGIC }.to_vec();
         self.as_delta().encode(&mut body, Layout::Compact);
         record(SNAPSHOT_COMPACT, &body)
     }
@@ -568,7 +586,24 @@ impl Map {
     /// lengths bounded.
     pub fn check(&self) -> std::result::Result<(), &'static str> {
         let mut end = (0u32, 0u64);
+        // The members of the unit open so far and their raw bytes: a unit decodes whole.
+        let (mut members, mut unit_raw) = (0usize, 0u64);
         for (i, f) in self.frames.iter().enumerate() {
+            if f.base == Base::Unit {
+                if !self.units || i == 0 {
+                    return Err("frame base");
+                }
+                if f.stored != 0 || (f.seg, f.offset) != end {
+                    return Err("unit member with bytes or a place of its own");
+                }
+                members += 1;
+                unit_raw += u64::from(f.raw);
+                if members > UNIT_MEMBERS || unit_raw > MAX_RAW {
+                    return Err("unit too large");
+                }
+            } else {
+                (members, unit_raw) = (1, u64::from(f.raw));
+            }
             let seg = self.segments.get(f.seg as usize).ok_or("frame segment")?;
             let stop = f
                 .offset
@@ -615,14 +650,19 @@ impl Map {
             };
             match (kind, map.as_mut()) {
                 (SNAPSHOT, None) => {
-                    if body.get(1..5) != Some(MAGIC.as_slice()) {
-                        return Err(bad(at + 5, "magic"));
-                    }
+                    let units = match body.get(1..5) {
+                        Some(m) if m == MAGIC => false,
+                        Some(m) if m == MAGIC3 && layout == Layout::Compact => true,
+                        _ => return Err(bad(at + 5, "magic")),
+                    };
                     let d = Delta::decode(&body[5..], layout, path, here + 4)?;
                     if !d.down.is_empty() {
                         return Err(bad(at, "take-downs in a snapshot"));
                     }
-                    let mut m = Map::default();
+                    let mut m = Map {
+                        units,
+                        ..Map::default()
+                    };
                     m.apply_unchecked(d).map_err(|what| bad(at, what))?;
                     map = Some(m);
                 }
@@ -639,11 +679,12 @@ impl Map {
     }
 }
 
-/// The format of a map log, by the magic of its first record: 1, 2, or `None` (neither).
+/// The format of a map log, by the magic of its first record: 1, 2, 3, or `None` (none of them).
 pub fn log_version(bytes: &[u8]) -> Option<u8> {
     match bytes.get(5..9) {
         Some(m) if m == super::super::map::MAGIC => Some(1),
         Some(m) if m == MAGIC => Some(2),
+        Some(m) if m == MAGIC3 => Some(3),
         _ => None,
     }
 }

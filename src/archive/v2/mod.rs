@@ -22,6 +22,12 @@
 //! and the frames of the run before it. Identical revisions share a frame. A take-down is a map
 //! record; the bytes go when the archive is rewritten (always into format 2).
 //!
+//! Format 3 (`WAM3`) is this format with **units**: a run's revisions grouped, up to
+//! [`map::UNIT_MEMBERS`] and [`UNIT_BYTES`], into one zstd frame whose content is the members
+//! one after the other, so that a frame's header and entropy tables are paid once per unit and
+//! a member matches every revision before it in the unit; members are frames of base
+//! [`map::Base::Unit`] that store nothing (docs/FORMAT.md § Format 3).
+//!
 //! A read decodes the path from the key with one reused decompression context, starting after
 //! the title's cached last decoded revision when that lies on the path, and checks the revision
 //! against its CRC-32.
@@ -37,11 +43,14 @@ use crate::error::{Error, Result};
 
 use super::map::Entry;
 use super::{map_name, Archive, Item, MAX_MAP};
-use map::{Base, Delta, Frame, Map, Segment, MAX_APPENDS, MAX_RAW};
+use map::{Base, Delta, Frame, Map, Segment, MAX_APPENDS, MAX_RAW, UNIT_MEMBERS};
 
 /// A segment takes appends until it holds this many bytes (a larger run gets segments of its
 /// own): reads take a range of a segment, so its size only bounds a rewrite's unit.
 pub const SEGMENT_BYTES: u64 = 16 << 20;
+/// Format 3: a unit takes members while its raw bytes stay within this (a read of any member
+/// decodes its unit whole).
+pub const UNIT_BYTES: u64 = 8 << 20;
 /// Plain keys remembered as references for the keys of other titles.
 const CANDIDATES: usize = 16;
 /// The level of the trial compressions that pick a key's reference and a frame's parent.
@@ -181,7 +190,8 @@ impl Archive {
         Ok(out)
     }
 
-    /// Decodes one frame against `prefix` into `out`, checked against the frame's CRC-32.
+    /// Decodes the unit that frame `n` starts against `prefix` into `out` (a v2 frame is a unit of
+    /// one: its revision), each member checked against its CRC-32.
     fn decode_frame_into(
         &self,
         key: &[u8],
@@ -191,27 +201,33 @@ impl Archive {
         prefix: &[u8],
         out: &mut Vec<u8>,
     ) -> Result<()> {
-        let f = map.frames[n];
+        let (_, last) = chain::unit(map, n);
+        // Bounded by MAX_RAW in the map's check.
+        let raw: u64 = (n..=last).map(|j| u64::from(map.frames[j].raw)).sum();
         let mut guard = self.decoder.lock().unwrap_or_else(|p| p.into_inner());
         if guard.is_none() {
             let dec = frames::Decoder::new().map_err(|e| Error::invalid(format!("zstd: {e}")))?;
             *guard = Some(dec);
         }
         let dec = guard.as_mut().expect("just created");
-        // `raw` is bounded by MAX_RAW in the map's check.
-        dec.decompress_into(out, data, prefix, u64::from(f.raw))
+        dec.decompress_into(out, data, prefix, raw)
             .map_err(|e| self.damaged_frame(key, map, n, &e))?;
         drop(guard);
         self.decompressed
             .fetch_add(out.len() as u64, std::sync::atomic::Ordering::Relaxed);
-        let crc = crc32fast::hash(out);
-        if crc != f.crc {
-            return Err(self.damaged_frame(
-                key,
-                map,
-                n,
-                &format!("CRC-32 0x{crc:08x}, the map says 0x{:08x}", f.crc),
-            ));
+        let mut at = 0;
+        for j in n..=last {
+            let f = map.frames[j];
+            let crc = crc32fast::hash(&out[at..at + f.raw as usize]);
+            if crc != f.crc {
+                return Err(self.damaged_frame(
+                    key,
+                    map,
+                    j,
+                    &format!("CRC-32 0x{crc:08x}, the map says 0x{:08x}", f.crc),
+                ));
+            }
+            at += f.raw as usize;
         }
         Ok(())
     }
@@ -249,8 +265,10 @@ impl Archive {
             return Ok(raw);
         }
         let data = self.frame_bytes(other, omap, frame as usize, frame as usize)?;
-        let raw = Arc::new(self.decode_frame(other, omap, frame as usize, &data[0], &[])?);
-        Ok(raw)
+        let mut raw = self.decode_frame(other, omap, frame as usize, &data[0], &[])?;
+        // A v3 key may head a unit: its revision is the unit's first.
+        raw.truncate(omap.frames[frame as usize].raw as usize);
+        Ok(Arc::new(raw))
     }
 
     fn recent_get(&self, key: &[u8]) -> Option<(u32, Arc<Vec<u8>>)> {
@@ -275,9 +293,12 @@ impl Archive {
             return Err(self.damaged_frame(key, map, n, "the entry names no frame"));
         }
         let path = chain::path(map, n);
+        // A cached revision helps when the next frame of the path starts a unit (a member
+        // needs its unit decoded from its first).
         let cached = self.recent_get(key).and_then(|(c, raw)| {
             let at = path.iter().position(|&i| i == c as usize)?;
-            Some((at, raw))
+            let next = path.get(at + 1).map_or(Base::Key, |&i| map.frames[i].base);
+            next.is_head().then_some((at, raw))
         });
         let (start, prev) = match cached {
             Some((at, raw)) if at + 1 == path.len() => return Ok(raw),
@@ -288,12 +309,23 @@ impl Archive {
         // One read of the frames from the first to decode to `n`: those off the path are few
         // bytes (deltas), and a read of their own each would cost more.
         let data = self.frame_bytes(key, map, todo[0], n)?;
-        // Two buffers in turn: the frame decoded last is the next one's prefix.
+        // Two buffers in turn: the unit decoded last holds the next one's prefix, the revision
+        // at `span` (a unit's members follow each other on a path).
         let (mut last, mut next) = (Vec::new(), Vec::new());
+        let mut span = 0..0;
         for (k, &i) in todo.iter().enumerate() {
-            let prefix: &[u8] = if k == 0 { &prev } else { &last };
-            self.decode_frame_into(key, map, i, &data[i - todo[0]], prefix, &mut next)?;
-            std::mem::swap(&mut last, &mut next);
+            let f = map.frames[i];
+            if f.base.is_head() {
+                let prefix: &[u8] = if k == 0 { &prev } else { &last[span.clone()] };
+                self.decode_frame_into(key, map, i, &data[i - todo[0]], prefix, &mut next)?;
+                std::mem::swap(&mut last, &mut next);
+                span = 0..f.raw as usize;
+            } else {
+                span = span.end..span.end + f.raw as usize;
+            }
+        }
+        if span != (0..last.len()) {
+            last = last[span].to_vec();
         }
         let raw = Arc::new(last);
         self.recent_put(key, n as u32, raw.clone());
@@ -331,16 +363,23 @@ impl Archive {
             while j + 1 < map.frames.len() && map.frames[j + 1].seg == seg {
                 j += 1;
             }
+            // A unit's members share its first frame's segment: a unit is decoded whole here.
             let data = self.frame_bytes(key, map, i, j)?;
+            let (mut unit, mut at) = (Vec::new(), 0);
             for (n, d) in (i..=j).zip(&data) {
-                let prefix = match chain::parent(map, n) {
-                    Some(p) => match window.iter().find(|(w, _)| *w == p) {
-                        Some((_, raw)) => raw.clone(),
-                        None => self.frame_content(key, map, p)?,
-                    },
-                    None => self.referenced_key(key, map, n)?,
-                };
-                let raw = Arc::new(self.decode_frame(key, map, n, d, &prefix)?);
+                let f = map.frames[n];
+                if f.base.is_head() {
+                    let prefix = match chain::parent(map, n) {
+                        Some(p) => match window.iter().find(|(w, _)| *w == p) {
+                            Some((_, raw)) => raw.clone(),
+                            None => self.frame_content(key, map, p)?,
+                        },
+                        None => self.referenced_key(key, map, n)?,
+                    };
+                    (unit, at) = (self.decode_frame(key, map, n, d, &prefix)?, 0);
+                }
+                let raw = Arc::new(unit[at..at + f.raw as usize].to_vec());
+                at += f.raw as usize;
                 each(n, &raw)?;
                 window.push_back((n, raw));
                 if window.len() > chain::WINDOW {
@@ -361,7 +400,10 @@ impl Archive {
         items: &[Item<'_>],
         purged: &[Entry],
     ) -> Result<usize> {
-        let mut map = map.unwrap_or_default();
+        let mut map = map.unwrap_or_else(|| Map {
+            units: self.opts.format >= 3,
+            ..Map::default()
+        });
         let mut delta = Delta {
             first_frame: map.frames.len() as u32,
             ..Delta::default()
@@ -373,6 +415,9 @@ impl Archive {
         // last (decoded once) and this run's.
         let mut window: VecDeque<(usize, Arc<Vec<u8>>)> = VecDeque::new();
         let mut new_keys: Vec<(u32, Arc<Vec<u8>>)> = Vec::new();
+        // Format 3: the units this run opened, by first frame, with the prefix each is
+        // compressed against once its members are known.
+        let mut heads: Vec<(usize, Arc<Vec<u8>>)> = Vec::new();
         // In revision order, whatever order the caller lists them in: each frame is compressed
         // against the revision before it.
         let mut items = items.to_vec();
@@ -410,21 +455,45 @@ impl Archive {
             }
             let raw = item.value.len() as u64;
             let budget = self.opts.chain_bytes;
+            if self.joins_unit(&work, heads.last().map(|h| h.0), raw) {
+                work.frames.push(Frame {
+                    seg: 0,
+                    offset: 0,
+                    stored: 0,
+                    raw: item.value.len() as u32,
+                    crc,
+                    base: Base::Unit,
+                });
+                delta.entries.push(entry(n as u32));
+                fresh.push((item.value, Vec::new()));
+                window.push_back((n, Arc::new(item.value.to_vec())));
+                if window.len() > chain::WINDOW {
+                    window.pop_front();
+                }
+                continue;
+            }
             let allowed: Vec<(usize, &[u8])> = window
                 .iter()
                 .filter(|(j, _)| chain::may_parent(&work, *j, raw, budget))
                 .map(|(j, r)| (*j, r.as_slice()))
                 .collect();
-            let (base, compressed) = match self.choose_parent(&allowed, item.value)? {
-                None => self.compress_key(key, &mut work, &mut delta, item.value)?,
+            let (base, prefix) = match self.choose_parent(&allowed, item.value)? {
+                None => self.choose_key(key, &mut work, &mut delta, item.value)?,
                 Some((j, parent)) => {
                     let base = if j + 1 == n {
                         Base::Previous
                     } else {
                         Base::Earlier(j as u32)
                     };
-                    (base, self.compress_frame(item.value, parent)?)
+                    (base, Arc::new(parent.to_vec()))
                 }
+            };
+            // Format 3 compresses a unit once its members are known, below.
+            let compressed = if work.units {
+                heads.push((n, prefix));
+                Vec::new()
+            } else {
+                self.compress_frame(item.value, &prefix)?
             };
             if base == Base::Key {
                 new_keys.push((n as u32, Arc::new(item.value.to_vec())));
@@ -445,6 +514,16 @@ impl Archive {
             }
         }
         delta.entries.extend(purged.iter().cloned());
+        let first_new = work.frames.len() - fresh.len();
+        for (head, prefix) in heads {
+            let (_, last) = chain::unit(&work, head);
+            let content: Vec<u8> = (head..=last)
+                .flat_map(|j| fresh[j - first_new].0.iter().copied())
+                .collect();
+            let compressed = self.compress_frame(&content, &prefix)?;
+            work.frames[head].stored = compressed.len() as u32;
+            fresh[head - first_new].1 = compressed;
+        }
         if !fresh.is_empty() {
             self.place(key, &mut work, &mut delta, &fresh)?;
         }
@@ -534,15 +613,30 @@ impl Archive {
         Ok(Some((best.1, best.2)))
     }
 
-    /// A key: compressed on its own or against the plain key of another title that a level-3
-    /// trial finds best.
-    fn compress_key(
+    /// Format 3: whether a new frame of `raw` bytes joins the unit this run opened last (at
+    /// `head`, its last member the title's last frame): while the unit has fewer than
+    /// [`UNIT_MEMBERS`] members and [`UNIT_BYTES`] raw bytes, and a read of it stays within the
+    /// decode budget.
+    fn joins_unit(&self, work: &Map, head: Option<usize>, raw: u64) -> bool {
+        let Some(head) = head.filter(|_| work.units) else {
+            return false;
+        };
+        let n = work.frames.len();
+        let unit_raw: u64 = work.frames[head..].iter().map(|f| u64::from(f.raw)).sum();
+        n - head < UNIT_MEMBERS
+            && unit_raw + raw <= UNIT_BYTES
+            && chain::decode_cost(work, n - 1) + raw <= self.opts.chain_bytes
+    }
+
+    /// A key: against nothing or against the plain key of another title that a level-3 trial
+    /// finds best; the base and the prefix.
+    fn choose_key(
         &self,
         key: &[u8],
         work: &mut Map,
         delta: &mut Delta,
         value: &[u8],
-    ) -> Result<(Base, Vec<u8>)> {
+    ) -> Result<(Base, Arc<Vec<u8>>)> {
         let trial = |prefix: &[u8]| frames::compress(value, prefix, TRIAL_LEVEL).map(|f| f.len());
         let fail = |e: String| Error::io(self.fs.data().path(), None, std::io::Error::other(e));
         let mut best: Option<(&Candidate, usize)> = None;
@@ -558,7 +652,7 @@ impl Archive {
             }
         }
         let Some((c, _)) = best else {
-            return Ok((Base::Key, self.compress_frame(value, &[])?));
+            return Ok((Base::Key, Arc::new(Vec::new())));
         };
         let title = match work.refs.iter().position(|r| *r == c.title) {
             Some(i) => i,
@@ -574,7 +668,7 @@ impl Archive {
             title,
             frame: c.frame,
         };
-        Ok((base, self.compress_frame(value, &c.raw)?))
+        Ok((base, c.raw.clone()))
     }
 
     /// Writes the new frames to segment files (the open one while it takes appends, then new
