@@ -330,7 +330,9 @@ fn a_node_lost_for_good_is_replaced_and_then_removed() {
     if !common::cluster::tools("the lost node test") {
         return;
     }
-    let cluster = Cluster::up_with(3, 2, PARTITIONS, &["--replace-after", "4"]);
+    // A grace of 10 s: long enough for a status or two (1–3 s each on a loaded machine) to see
+    // the partitions under-replicated before they are replaced.
+    let cluster = Cluster::up_with(3, 2, PARTITIONS, &["--replace-after", "10"]);
     let writers = Writers::start(&cluster.router, 8);
     let progress = |more: usize| writers.progress(more);
     progress(100);
