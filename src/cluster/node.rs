@@ -798,30 +798,49 @@ async fn get_small(
     path: &str,
     deadline: Duration,
 ) -> std::result::Result<(StatusCode, Bytes), String> {
+    let (status, _, body) = ask(base, hyper::Method::GET, path, None, 1 << 20, deadline).await?;
+    Ok((status, body))
+}
+
+/// One request to a node (or a NATS server's monitor), with `bearer` when given; the body
+/// whole, at most `limit` bytes, within `deadline`.
+pub(super) async fn ask(
+    base: &str,
+    method: hyper::Method,
+    path: &str,
+    bearer: Option<hyper::header::HeaderValue>,
+    limit: usize,
+    deadline: Duration,
+) -> std::result::Result<(StatusCode, hyper::HeaderMap, Bytes), String> {
     let authority = base
         .strip_prefix("http://")
         .unwrap_or(base)
         .trim_end_matches('/')
         .to_string();
-    let ask = async {
+    let go = async {
         let mut send = http1_connect(&authority).await?;
-        let req = Request::builder()
+        let mut req = Request::builder()
+            .method(method)
             .uri(path)
-            .header(hyper::header::HOST, authority.as_str())
+            .header(hyper::header::HOST, authority.as_str());
+        if let Some(v) = bearer {
+            req = req.header(hyper::header::AUTHORIZATION, v);
+        }
+        let req = req
             .body(Full::new(Bytes::new()))
             .map_err(|e| e.to_string())?;
         let answer = send.send_request(req).await.map_err(|e| e.to_string())?;
-        let status = answer.status();
-        let body = http_body_util::Limited::new(answer.into_body(), 1 << 20)
+        let (head, body) = answer.into_parts();
+        let body = http_body_util::Limited::new(body, limit)
             .collect()
             .await
             .map_err(|e| e.to_string())?
             .to_bytes();
-        Ok((status, body))
+        Ok((head.status, head.headers, body))
     };
-    tokio::time::timeout(deadline, ask)
+    tokio::time::timeout(deadline, go)
         .await
-        .map_err(|_| format!("no answer within {}s", deadline.as_secs()))?
+        .map_err(|_| format!("{base}{path}: no answer within {}s", deadline.as_secs()))?
 }
 
 /// Asks the owner at `base` what applying the message at `seq` did (it waits for its apply

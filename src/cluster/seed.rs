@@ -18,13 +18,11 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use bytes::Bytes;
-use http_body_util::{BodyExt as _, Full};
-use hyper::{Method, Request, StatusCode};
+use hyper::{Method, StatusCode};
 
 use super::apply;
 use super::message::{partition_of, Change, Kind, RESERVED_DOMAIN};
-use super::node::{http1_connect, on_writer, Node};
+use super::node::{ask, on_writer, Node};
 use crate::serve::commit::{ExclusiveWork, Job};
 use crate::serve::problem::Problem;
 use crate::serve::routes::App;
@@ -84,6 +82,13 @@ pub(super) async fn snapshot_into(
     }
 }
 
+/// Where the copies of `bucket` are made: `ROOT/.copies`, beside the buckets (`None`: no such
+/// bucket open).
+fn copies_root(app: &App, bucket: &str) -> Option<PathBuf> {
+    let b = app.registry.bucket(bucket).ok()??;
+    b.dir.parent().map(|p| p.join(COPIES))
+}
+
 /// The directory of copy `id` of `bucket`: `Err` 404 unless it is one this node made.
 fn copy_dir(app: &App, bucket: &str, id: &str) -> Result<PathBuf, Problem> {
     let missing = || Problem::not_found(format!("no copy {id} of bucket {bucket}"));
@@ -94,15 +99,9 @@ fn copy_dir(app: &App, bucket: &str, id: &str) -> Result<PathBuf, Problem> {
     if nanos.is_empty() || nanos.len() > 39 || !nanos.bytes().all(|b| b.is_ascii_digit()) {
         return Err(missing());
     }
-    let b = match app.registry.bucket(bucket) {
-        Ok(Some(b)) => b,
-        _ => return Err(Problem::not_found(format!("no bucket {bucket}"))),
-    };
-    let dir = b
-        .dir
-        .parent()
-        .map(|p| p.join(COPIES).join(id))
-        .ok_or_else(missing)?;
+    let dir = copies_root(app, bucket)
+        .ok_or_else(|| Problem::not_found(format!("no bucket {bucket}")))?
+        .join(id);
     if !dir.join("store").is_file() {
         return Err(missing());
     }
@@ -112,10 +111,7 @@ fn copy_dir(app: &App, bucket: &str, id: &str) -> Result<PathBuf, Problem> {
 /// Removes the copies older than [`COPY_KEPT`] (a taker that stopped halfway never drops its
 /// own).
 fn sweep_copies(app: &App, bucket: &str) {
-    let Ok(Some(b)) = app.registry.bucket(bucket) else {
-        return;
-    };
-    let Some(root) = b.dir.parent().map(|p| p.join(COPIES)) else {
+    let Some(root) = copies_root(app, bucket) else {
         return;
     };
     let Ok(entries) = std::fs::read_dir(&root) else {
@@ -430,47 +426,6 @@ async fn copy_from(
     )
     .await;
     result.map(|()| done)
-}
-
-/// One request to a node, with the token when there is one; the body whole, at most `limit`
-/// bytes, within `deadline`.
-async fn ask(
-    base: &str,
-    method: Method,
-    path: &str,
-    bearer: Option<hyper::header::HeaderValue>,
-    limit: usize,
-    deadline: Duration,
-) -> Result<(StatusCode, hyper::HeaderMap, Bytes), String> {
-    let authority = base
-        .strip_prefix("http://")
-        .unwrap_or(base)
-        .trim_end_matches('/')
-        .to_string();
-    let go = async {
-        let mut send = http1_connect(&authority).await?;
-        let mut req = Request::builder()
-            .method(method)
-            .uri(path)
-            .header(hyper::header::HOST, authority.as_str());
-        if let Some(v) = bearer {
-            req = req.header(hyper::header::AUTHORIZATION, v);
-        }
-        let req = req
-            .body(Full::new(Bytes::new()))
-            .map_err(|e| e.to_string())?;
-        let answer = send.send_request(req).await.map_err(|e| e.to_string())?;
-        let (head, body) = answer.into_parts();
-        let body = http_body_util::Limited::new(body, limit)
-            .collect()
-            .await
-            .map_err(|e| e.to_string())?
-            .to_bytes();
-        Ok((head.status, head.headers, body))
-    };
-    tokio::time::timeout(deadline, go)
-        .await
-        .map_err(|_| format!("{base}{path}: no answer within {}s", deadline.as_secs()))?
 }
 
 #[cfg(test)]
