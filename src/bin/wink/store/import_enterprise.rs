@@ -7,7 +7,7 @@ use indicatif::ProgressBar;
 use wink::dumps::enterprise::import::{
     import, ImportOptions, ImportReport, Listener, Note, Progress,
 };
-use wink::{Error, Result};
+use wink::Result;
 
 use super::Writing;
 use crate::Status;
@@ -60,16 +60,12 @@ pub fn run(
     opts: &ImportOptions,
     writing: &Writing,
 ) -> Result<Status> {
-    for f in files {
-        if !f.is_file() {
-            return Err(Error::invalid(format!("{}: not a file", f.display())));
-        }
-    }
-    let mut store = super::open_writer(dir, writing)?;
-    let bar = super::progress_bar(
-        Some(0),
+    let (mut store, bar) = super::start_import(
+        dir,
+        files,
+        writing,
         "{bar:40} {bytes}/{total_bytes} {binary_bytes_per_sec} {msg}, eta {eta}",
-    );
+    )?;
     let mut cli = Cli {
         bar: bar.clone(),
         shown: [0; 3],

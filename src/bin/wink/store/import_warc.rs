@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use wink::warc::import::{import, ImportOptions, ImportReport};
-use wink::{Error, Result};
+use wink::Result;
 
 use super::Writing;
 use crate::Status;
@@ -18,16 +18,12 @@ pub fn run(
     opts: &ImportOptions,
     writing: &Writing,
 ) -> Result<Status> {
-    for f in files {
-        if !f.is_file() {
-            return Err(Error::invalid(format!("{}: not a file", f.display())));
-        }
-    }
-    let mut store = super::open_writer(dir, writing)?;
-    let bar = super::progress_bar(
-        Some(0),
+    let (mut store, bar) = super::start_import(
+        dir,
+        files,
+        writing,
         "{bar:40} {bytes}/{total_bytes} {binary_bytes_per_sec} eta {eta}",
-    );
+    )?;
     let mut shown = 0u64;
     let result = import(
         &mut store,

@@ -86,6 +86,23 @@ fn open_reader(dir: &Path) -> Result<Store> {
 }
 
 /// Opens the store in `dir` for writing, and reports on stderr what the open repaired.
+/// The start of an import of `files` (each must be a file) into the store at `dir`: the
+/// writer's handle and a bytes progress bar drawn with `template`.
+fn start_import(
+    dir: &Path,
+    files: &[std::path::PathBuf],
+    writing: &Writing,
+    template: &'static str,
+) -> Result<(Store, ProgressBar)> {
+    for f in files {
+        if !f.is_file() {
+            return Err(Error::invalid(format!("{}: not a file", f.display())));
+        }
+    }
+    let store = open_writer(dir, writing)?;
+    Ok((store, progress_bar(Some(0), template)))
+}
+
 fn open_writer(dir: &Path, writing: &Writing) -> Result<Store> {
     let store = open_writer_quietly(dir, writing)?;
     for action in repairs(&store) {
