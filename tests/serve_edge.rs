@@ -594,3 +594,75 @@ fn every_request_is_logged_with_its_id_and_failures_name_files_only_in_the_log()
     assert_eq!(find(&made_id)["status"].as_u64(), Some(404));
     assert_eq!(find("broken-1")["status"].as_u64(), Some(500));
 }
+
+#[test]
+fn answers_are_gzipped_for_clients_that_accept_it() {
+    use std::io::Read as _;
+    let dir = tempfile::tempdir().unwrap();
+    let s = Server::start(&dir.path().join("root"), &[]);
+    let ag = agent();
+    create_bucket(&s, "b", "{}");
+    let page = "<p>a paragraph of a wiki page</p>\n".repeat(300);
+    assert_eq!(
+        put(&ag, &s.p("b", "/T/1"), HTML, page.as_bytes()).status,
+        201
+    );
+    assert_eq!(
+        put(&ag, &s.p("b", "/Small/1"), HTML, b"<p>tiny</p>").status,
+        201
+    );
+    let gz = call(
+        &ag,
+        "GET",
+        &s.p("b", "/T"),
+        &[("Accept-Encoding", "gzip")],
+        None,
+    );
+    assert_eq!(gz.header("content-encoding"), Some("gzip"));
+    assert!(gz
+        .header("vary")
+        .is_some_and(|v| v.contains("accept-encoding")));
+    assert!(gz.body.len() * 5 < page.len(), "{} bytes", gz.body.len());
+    let mut plain = String::new();
+    flate2::read::GzDecoder::new(&gz.body[..])
+        .read_to_string(&mut plain)
+        .unwrap();
+    assert_eq!(plain, page);
+    // Not asked, refused (q=0), or too small to gain: sent as stored.
+    for (url, accept) in [
+        (s.p("b", "/T"), "identity"),
+        (s.p("b", "/T"), "gzip;q=0"),
+        (s.p("b", "/Small"), "gzip"),
+    ] {
+        let a = call(&ag, "GET", &url, &[("Accept-Encoding", accept)], None);
+        assert_eq!(a.header("content-encoding"), None, "{url} {accept}");
+    }
+    let a = get(&ag, &s.p("b", "/T"));
+    assert_eq!(
+        (a.header("content-encoding"), a.body.len()),
+        (None, page.len())
+    );
+    // JSON listings too.
+    for t in 0..40 {
+        put(
+            &ag,
+            &s.p("b", &format!("/A_rather_long_title_number_{t}/1")),
+            HTML,
+            b"x",
+        );
+    }
+    let a = call(
+        &ag,
+        "GET",
+        &s.p("b", "/"),
+        &[("Accept-Encoding", "gzip")],
+        None,
+    );
+    assert_eq!(a.header("content-encoding"), Some("gzip"));
+    let mut listing = String::new();
+    flate2::read::GzDecoder::new(&a.body[..])
+        .read_to_string(&mut listing)
+        .unwrap();
+    let j: serde_json::Value = serde_json::from_str(&listing).unwrap();
+    assert_eq!(j["items"].as_array().unwrap().len(), 42);
+}
