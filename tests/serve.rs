@@ -796,13 +796,29 @@ fn reads_fall_through_to_the_archive_that_maintenance_fills() {
         200
     );
     get(&ag, &s.p("a", "/T/1")).problem(404, "not_found");
-    let text = String::from_utf8(get(&ag, &s.url("/metrics")).body).unwrap();
-    let fallbacks = text
-        .lines()
-        .find_map(|l| l.strip_prefix("wink_writer_fallback_reads_total "))
-        .and_then(|v| v.parse::<u64>().ok())
-        .unwrap();
-    assert!(fallbacks >= 3, "{fallbacks}");
+    let fallbacks = || {
+        let text = String::from_utf8(get(&agent(), &s.url("/metrics")).body).unwrap();
+        text.lines()
+            .find_map(|l| l.strip_prefix("wink_writer_fallback_reads_total "))
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap()
+    };
+    let before = fallbacks();
+    assert!(before >= 3, "{before}");
+    // Misses of titles the archive holds nothing of — never stored, or only hot — are
+    // answered by the worker's own handle, without the writer's lock.
+    assert_eq!(
+        put(&ag, &s.p("a", "/Hot/1"), "text/html", b"hot").status,
+        201
+    );
+    for _ in 0..20 {
+        get(&ag, &s.p("a", "/Never_stored")).problem(404, "not_found");
+        get(&ag, &s.p("a", "/Hot/7")).problem(404, "not_found");
+    }
+    assert_eq!(fallbacks(), before);
+    // A miss of a title the archive holds some of still asks the writer.
+    get(&ag, &s.p("a", "/T/9")).problem(404, "not_found");
+    assert_eq!(fallbacks(), before + 1);
 }
 
 #[test]

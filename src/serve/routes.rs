@@ -524,7 +524,10 @@ fn read_render(
     let got = read(app, place, |b, s| {
         let got = get(s)?;
         let hot = got.as_ref().is_some_and(|g| g.state != State::Archived);
-        if b.has_archive() && !hot {
+        // This handle's archive is its view as of its open: an archived answer, or a miss of a
+        // title whose record says the archive holds some of it, is asked of the writer's.
+        // Misses of titles that never reached the archive are answered here, without its lock.
+        if b.has_archive() && !hot && (got.is_some() || s.archive_may_hold(domain, title)?) {
             return through_writer(app, b, get);
         }
         Ok(got)

@@ -149,6 +149,20 @@ impl Store {
         )
     }
 
+    /// Whether the archive may hold renders of a title, on the evidence of its record as this
+    /// handle reads it: false when the store has no archive, the title has no record, is taken
+    /// down, or its record says nothing of it ever left the hot tier. A read-only handle's view
+    /// of the archive is as of its open: a miss on it needs a newer view only when this is true.
+    pub fn archive_may_hold(&self, domain: &str, title: &str) -> Result<bool> {
+        if self.archive.is_none() && self.archive_damage.is_none() {
+            return Ok(false);
+        }
+        let title = TitleKey::new(domain, title)?;
+        let rec =
+            self.read_fresh(|meta, staleness| self.records.read(meta, staleness, title.name()))?;
+        Ok(rec.is_some_and(|r| !r.title_down && r.archive != InArchive::No))
+    }
+
     /// The newest render in either tier that `pick` accepts.
     pub(super) fn find(
         &self,
