@@ -368,6 +368,8 @@ fn main() {
         .arg("serve")
         .arg(single.path())
         .args(["--listen", "127.0.0.1:0", "--maintenance-interval", "0"])
+        // As nginx runs here: no access log.
+        .args(["--access-log", "off"])
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();

@@ -231,6 +231,8 @@ fn start_wink(root: &Path) -> Wink {
         .arg("serve")
         .arg(root)
         .args(["--listen", "127.0.0.1:0", "--maintenance-interval", "0"])
+        // As nginx runs here: no access log.
+        .args(["--access-log", "off"])
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();

@@ -227,8 +227,10 @@ def node_entry(d, name, port, config, token_file):
     data = os.path.join(home, "data")
     os.makedirs(data, exist_ok=True)
     url = f"http://127.0.0.1:{port}"
+    # The access log apart: `log` is the node's error log, what an operator reads first.
     cmd = [None, "serve", data, "--listen", f"127.0.0.1:{port}", "--cluster", config,
-           "--name", name, "--maintenance-interval", "0"]
+           "--name", name, "--maintenance-interval", "0",
+           "--access-log", os.path.join(home, "access.log")]
     if token_file:
         cmd += ["--token-file", token_file]
     return {"name": name, "url": url, "data": data, "cmd": cmd,

@@ -262,7 +262,7 @@ impl Node {
                 Ok(m) => break m,
                 Err(e) if started.elapsed() > Duration::from_secs(60) => return Err(e),
                 Err(e) => {
-                    eprintln!("wink cluster {}: {e}; retrying", cfg.name);
+                    tracing::warn!(node = %cfg.name, "{e}; retrying");
                     tokio::time::sleep(Duration::from_millis(500)).await;
                 }
             }
@@ -713,7 +713,7 @@ impl Node {
                     }
                     return Some(a);
                 }
-                Err(e) => eprintln!("wink cluster {}: forwarding to {name}: {e}", self.name),
+                Err(e) => tracing::warn!(node = %self.name, "forwarding to {name}: {e}"),
             }
         }
         None
@@ -902,16 +902,15 @@ async fn watch_nats_sync(node: Arc<Node>) {
             if *now != why {
                 match &why {
                     Some(w) if !node.cfg.unsafe_acks_without_nats_fsync => {
-                        eprintln!("wink cluster {}: WRITES REFUSED: {w}", node.name)
+                        tracing::error!(node = %node.name, "WRITES REFUSED: {w}")
                     }
-                    Some(w) => eprintln!(
-                        "wink cluster {}: UNSAFE: writes acknowledged although {w}",
-                        node.name
+                    Some(w) => tracing::error!(
+                        node = %node.name,
+                        "UNSAFE: writes acknowledged although {w}"
                     ),
-                    None => eprintln!(
-                        "wink cluster {}: every NATS server syncs every write",
-                        node.name
-                    ),
+                    None => {
+                        tracing::info!(node = %node.name, "every NATS server syncs every write")
+                    }
                 }
                 *now = why;
             }
@@ -1022,15 +1021,15 @@ async fn replace_lost(node: Arc<Node>) {
             .sum();
         let text = serde_json::to_vec(&target).unwrap_or_default();
         match p.update(placement::MAP_KEY, text.into(), revision).await {
-            Ok(_) => eprintln!(
-                "wink cluster {}: {lapsed:?} without a lease for over {} s: {added} partition \
-                 copies given to live nodes, which replay them from the stream",
-                node.name,
+            Ok(_) => tracing::warn!(
+                node = %node.name,
+                "{lapsed:?} without a lease for over {} s: {added} partition copies given to live \
+                 nodes, which replay them from the stream",
                 grace.as_secs()
             ),
-            Err(e) => eprintln!(
-                "wink cluster {}: replacing {lapsed:?}: the map changed meanwhile ({e})",
-                node.name
+            Err(e) => tracing::warn!(
+                node = %node.name,
+                "replacing {lapsed:?}: the map changed meanwhile ({e})"
             ),
         }
     }
@@ -1106,11 +1105,13 @@ pub(super) async fn on_writer<T: Send + 'static>(
 async fn apply_loop(node: Arc<Node>, app: Arc<App>) {
     loop {
         if let Err(e) = apply_session(&node, &app).await {
-            eprintln!("wink cluster {}: apply: {e}", node.name);
             if e.contains("stopping") {
+                // Written at once: the exit below would drop what the log's thread holds.
+                eprintln!("wink cluster {}: apply: {e}", node.name);
                 // The store failed mid-batch: the process must restart (the open recovers it).
                 std::process::exit(3);
             }
+            tracing::error!(node = %node.name, "apply: {e}");
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
@@ -1215,10 +1216,10 @@ async fn diverge(
     why: &str,
     first: u64,
 ) -> std::result::Result<(), String> {
-    eprintln!(
-        "wink cluster {}: NOT VOUCHING for its partitions: {why}; replaying the stream from \
-         sequence {first}; `wink cluster replay` once the owners are repaired",
-        node.name
+    tracing::error!(
+        node = %node.name,
+        "NOT VOUCHING for its partitions: {why}; replaying the stream from sequence {first}; \
+         `wink cluster replay` once the owners are repaired"
     );
     for b in buckets {
         let why = why.to_string();
@@ -1252,10 +1253,7 @@ pub async fn replay(node: &Arc<Node>, app: &App) -> std::result::Result<u64, Str
     }
     *lock(&node.diverged) = None;
     node.map_generation.fetch_add(1, Ordering::SeqCst);
-    eprintln!(
-        "wink cluster {}: replaying the stream from sequence {first}, as asked",
-        node.name
-    );
+    tracing::info!(node = %node.name, "replaying the stream from sequence {first}, as asked");
     Ok(first)
 }
 
@@ -1401,7 +1399,7 @@ async fn apply_session(node: &Arc<Node>, app: &Arc<App>) -> std::result::Result<
                         },
                     ));
                 }
-                Err(why) => eprintln!("wink cluster {}: message {seq} skipped: {why}", node.name),
+                Err(why) => tracing::warn!(node = %node.name, "message {seq} skipped: {why}"),
             }
         }
         let Some(through) = last_seq else {
@@ -1430,9 +1428,9 @@ async fn apply_session(node: &Arc<Node>, app: &Arc<App>) -> std::result::Result<
         let mut outcomes = Vec::new();
         for (name, msgs) in per_bucket {
             let Ok(Some(b)) = app.registry.bucket(&name) else {
-                eprintln!(
-                    "wink cluster {}: {} messages of undeclared bucket {name} skipped",
-                    node.name,
+                tracing::warn!(
+                    node = %node.name,
+                    "{} messages of undeclared bucket {name} skipped",
                     msgs.len()
                 );
                 continue;
@@ -1445,7 +1443,7 @@ async fn apply_session(node: &Arc<Node>, app: &Arc<App>) -> std::result::Result<
             .await
             .map_err(|e| format!("stopping: bucket {name}: {e}"))?;
             for r in report.refused {
-                eprintln!("wink cluster {}: bucket {name}: refused {r}", node.name);
+                tracing::warn!(node = %node.name, "bucket {name}: refused {r}");
             }
             outcomes.extend(report.outcomes);
         }

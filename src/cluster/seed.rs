@@ -301,10 +301,9 @@ pub(super) async fn take_over(
             }
             match copy_from(node, app, &b, &giver, &theirs, first).await {
                 Ok(done) => left.retain(|p| !done.contains(p)),
-                Err(e) => eprintln!(
-                    "wink cluster {}: bucket {}: a copy from {giver}: {e}",
-                    node.name, b.name
-                ),
+                Err(e) => {
+                    tracing::warn!(node = %node.name, "bucket {}: a copy from {giver}: {e}", b.name)
+                }
             }
         }
         if !left.is_empty() {
@@ -354,9 +353,9 @@ async fn copy_from(
         for &p in partitions {
             let seq = started.applied.get(&p).copied().unwrap_or(0);
             if seq + 1 < first {
-                eprintln!(
-                    "wink cluster {}: {giver}'s copy of partition {p} is applied to {seq} only",
-                    node.name
+                tracing::warn!(
+                    node = %node.name,
+                    "{giver}'s copy of partition {p} is applied to {seq} only"
                 );
                 continue;
             }
@@ -403,10 +402,10 @@ async fn copy_from(
             on_writer(b, move |s| apply::seeded(s, p, seq))
                 .await
                 .map_err(|e| format!("stopping: {e}"))?;
-            eprintln!(
-                "wink cluster {}: bucket {}: partition {p} copied from {giver} ({stored} renders, \
-                 {pages} pages), applied to sequence {seq}; the stream from {}",
-                node.name,
+            tracing::info!(
+                node = %node.name,
+                "bucket {}: partition {p} copied from {giver} ({stored} renders, {pages} pages), \
+                 applied to sequence {seq}; the stream from {}",
                 b.name,
                 seq + 1
             );

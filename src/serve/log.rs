@@ -9,6 +9,7 @@ use std::path::PathBuf;
 
 use std::sync::OnceLock;
 
+use tracing::Level;
 use tracing_appender::non_blocking::{ErrorCounter, NonBlocking, NonBlockingBuilder, WorkerGuard};
 use tracing_subscriber::filter::filter_fn;
 use tracing_subscriber::layer::SubscriberExt as _;
@@ -57,7 +58,15 @@ fn layer(format: LogFormat, writer: NonBlocking, access: bool) -> Boxed {
         .with_ansi(false)
         .with_target(false)
         .with_level(!access);
-    let only = filter_fn(move |m| (m.target() == ACCESS) == access);
+    // Wink's own events from INFO up; the libraries' (hyper, async-nats) from WARN up: their
+    // DEBUG and TRACE events would flood the log and crowd ours out of its queue.
+    let only = filter_fn(move |m| {
+        if access {
+            return m.target() == ACCESS;
+        }
+        let ours = m.target() == "wink" || m.target().starts_with("wink::");
+        m.target() != ACCESS && *m.level() <= if ours { Level::INFO } else { Level::WARN }
+    });
     match format {
         LogFormat::Text => Box::new(fmt.with_filter(only)),
         LogFormat::Json => Box::new(fmt.json().flatten_event(true).with_filter(only)),
