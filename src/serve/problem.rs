@@ -78,7 +78,7 @@ impl Problem {
             Error::Invalid(what) => Problem::bad_request(what.clone()),
             Error::NotFound(what) => Problem::not_found(what.clone()),
             Error::Full { .. } => Problem::new(StatusCode::INSUFFICIENT_STORAGE, e.to_string()),
-            Error::Io { source, .. } if crate::error::is_disk_full(source) => {
+            Error::Io { .. } if e.is_disk_full() => {
                 Problem::new(StatusCode::INSUFFICIENT_STORAGE, e.to_string())
             }
             Error::InUse { .. } | Error::Stale { .. } => Problem::unavailable(e.to_string(), 1),
