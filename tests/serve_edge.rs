@@ -385,3 +385,284 @@ fn a_client_that_reads_nothing_is_cut_off_and_gives_its_answer_back() {
     assert_eq!(get(&agent(), &s.p("b", "/Big")).body.len(), 32 << 20);
     drop(stalled);
 }
+
+/// Sends a request head and reads the first status line the server sends back.
+fn first_status(addr: &str, head: &str) -> (std::net::TcpStream, String) {
+    use std::io::{BufRead as _, Write as _};
+    let mut c = std::net::TcpStream::connect(addr).unwrap();
+    c.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    c.write_all(head.as_bytes()).unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(c.try_clone().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    (c, line.trim_end().to_string())
+}
+
+#[test]
+fn a_put_is_refused_before_its_body_is_sent_or_read_past_the_buckets_limit() {
+    use std::io::{Read as _, Write as _};
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("token");
+    std::fs::write(&token, "secret\n").unwrap();
+    let s = Server::start(
+        &dir.path().join("root"),
+        &["--token-file", token.to_str().unwrap()],
+    );
+    let ag = agent();
+    let made = call(
+        &ag,
+        "PUT",
+        &s.p("b", ""),
+        &[
+            ("Authorization", "Bearer secret"),
+            ("Content-Type", "application/json"),
+        ],
+        Some(br#"{"max_value": 100000}"#),
+    );
+    assert_eq!(made.status, 201);
+    let head = |bucket: &str, auth: &str, len: u64| {
+        format!(
+            "PUT /en.wikipedia.org/sys/key_rev_value/{bucket}/T/1 HTTP/1.1\r\nHost: x\r\n\
+             Content-Type: text/html\r\n{auth}Content-Length: {len}\r\n\
+             Expect: 100-continue\r\n\r\n"
+        )
+    };
+    let auth = "Authorization: Bearer secret\r\n";
+    // No token, no bucket, a body over the bucket's max_value: the final answer comes first,
+    // and no `100 Continue` asks the client for its 10 MB.
+    for (h, status) in [
+        (head("b", "", 10_000_000), "401"),
+        (head("nope", auth, 10_000_000), "404"),
+        (head("b", auth, 10_000_000), "413"),
+    ] {
+        let (_c, line) = first_status(&s.addr, &h);
+        assert!(line.starts_with(&format!("HTTP/1.1 {status}")), "{line}");
+    }
+    // A body the server will take: `100 Continue`, then the body, then 201.
+    let (mut c, line) = first_status(&s.addr, &head("b", auth, 5));
+    assert_eq!(line, "HTTP/1.1 100 Continue");
+    c.write_all(b"hello").unwrap();
+    let mut rest = [0u8; 64];
+    let n = c.read(&mut rest).unwrap();
+    let rest = String::from_utf8_lossy(&rest[..n]).into_owned();
+    assert!(rest.contains("HTTP/1.1 201"), "{rest:?}");
+    // A chunked body with no length: cut off at the first chunk past max_value, not read whole.
+    let mut c = std::net::TcpStream::connect(&s.addr).unwrap();
+    c.write_all(
+        "PUT /en.wikipedia.org/sys/key_rev_value/b/Chunked/1 HTTP/1.1\r\nHost: x\r\n\
+         Content-Type: text/html\r\nAuthorization: Bearer secret\r\n\
+         Transfer-Encoding: chunked\r\nx-request-id: chunked-flood\r\n\r\n"
+            .as_bytes(),
+    )
+    .unwrap();
+    let chunk = format!("4000\r\n{}\r\n", "x".repeat(0x4000));
+    let mut sent = 0usize;
+    let mut answer = String::new();
+    c.set_read_timeout(Some(std::time::Duration::from_millis(20)))
+        .unwrap();
+    while sent < 64 << 20 {
+        if c.write_all(chunk.as_bytes()).is_err() {
+            break;
+        }
+        sent += 0x4000;
+        let mut buf = [0u8; 512];
+        if let Ok(n) = c.read(&mut buf) {
+            answer = String::from_utf8_lossy(&buf[..n]).into_owned();
+            break;
+        }
+    }
+    assert!(
+        answer.starts_with("HTTP/1.1 413"),
+        "{answer:?} after {sent}"
+    );
+    assert!(sent < 8 << 20, "{sent} bytes sent before the 413");
+    assert_eq!(get(&ag, &s.p("b", "/Chunked")).status, 404);
+    // The access log says how little of it was read.
+    let line = wait_for_log(&s, "request_id=chunked-flood");
+    let bytes_in: u64 = field(&line, "bytes_in").parse().unwrap();
+    assert!(bytes_in < 200_000, "{line}");
+}
+
+/// The value of `key=` in a text log line.
+fn field<'a>(line: &'a str, key: &str) -> &'a str {
+    line.split_whitespace()
+        .find_map(|f| f.strip_prefix(&format!("{key}=")))
+        .unwrap_or_else(|| panic!("no {key} in {line}"))
+}
+
+/// The first line of the server's standard error that contains `what` (logs are written by a
+/// thread of their own: waited for).
+fn wait_for_log(s: &Server, what: &str) -> String {
+    let started = std::time::Instant::now();
+    loop {
+        if let Some(l) = s.stderr().lines().find(|l| l.contains(what)) {
+            return l.to_string();
+        }
+        assert!(
+            started.elapsed().as_secs() < 10,
+            "no log line with {what}:\n{}",
+            s.stderr()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn every_request_is_logged_with_its_id_and_failures_name_files_only_in_the_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    let access = dir.path().join("access.log");
+    let s = Server::start(
+        &root,
+        &[
+            "--access-log",
+            access.to_str().unwrap(),
+            "--log-format",
+            "json",
+        ],
+    );
+    let ag = agent();
+    create_bucket(&s, "b", "{}");
+    let marker = b"<p>a value to damage: 0123456789abcdef</p>";
+    assert_eq!(put(&ag, &s.p("b", "/T/1"), HTML, marker).status, 201);
+    // A client's id is kept and echoed; a request without one gets one.
+    let a = call(
+        &ag,
+        "GET",
+        &s.p("b", "/T"),
+        &[("x-request-id", "client-7")],
+        None,
+    );
+    assert_eq!(a.header("x-request-id"), Some("client-7"));
+    let made = get(&ag, &s.p("b", "/Nope"));
+    let made_id = made.header("x-request-id").unwrap().to_string();
+    assert_eq!(made_id.len(), 32);
+    // Damage the value on disk: its read is a 500 that names no file, and the error log has
+    // the file and offset under the answer's request id.
+    let data = root.join("b").join("c000001.data");
+    let mut bytes = std::fs::read(&data).unwrap();
+    let at = bytes
+        .windows(marker.len())
+        .position(|w| w == marker)
+        .unwrap();
+    bytes[at + 5] ^= 0xff;
+    std::fs::write(&data, &bytes).unwrap();
+    let a = call(
+        &ag,
+        "GET",
+        &s.p("b", "/T"),
+        &[("x-request-id", "broken-1")],
+        None,
+    );
+    let j = a.problem(500, "server_error");
+    let detail = j["detail"].as_str().unwrap();
+    assert!(detail.contains("broken-1"), "{detail}");
+    assert!(
+        !String::from_utf8_lossy(&a.body).contains(&*dir.path().to_string_lossy()),
+        "a path in the answer: {detail}"
+    );
+    let logged = wait_for_log(&s, "broken-1");
+    assert!(logged.contains("c000001.data"), "{logged}");
+    assert!(logged.contains("ERROR"), "{logged}");
+    // The access log: one JSON object per request, with the fields an operator needs.
+    let started = std::time::Instant::now();
+    let lines = loop {
+        let text = std::fs::read_to_string(&access).unwrap_or_default();
+        let lines: Vec<serde_json::Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}")))
+            .collect();
+        if lines.len() >= 5 || started.elapsed().as_secs() > 10 {
+            break lines;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert_eq!(lines.len(), 5, "{lines:?}");
+    let find = |id: &str| lines.iter().find(|l| l["request_id"] == id).unwrap();
+    let put_line = &lines[1];
+    assert_eq!(
+        (put_line["method"].as_str(), put_line["status"].as_u64()),
+        (Some("PUT"), Some(201))
+    );
+    assert_eq!(put_line["bytes_in"].as_u64(), Some(marker.len() as u64));
+    let kept = find("client-7");
+    assert_eq!(kept["path"], "/en.wikipedia.org/sys/key_rev_value/b/T");
+    assert_eq!(kept["bytes_out"].as_u64(), Some(marker.len() as u64));
+    assert!(kept["us"].as_u64().is_some());
+    assert_eq!(find(&made_id)["status"].as_u64(), Some(404));
+    assert_eq!(find("broken-1")["status"].as_u64(), Some(500));
+}
+
+#[test]
+fn answers_are_gzipped_for_clients_that_accept_it() {
+    use std::io::Read as _;
+    let dir = tempfile::tempdir().unwrap();
+    let s = Server::start(&dir.path().join("root"), &[]);
+    let ag = agent();
+    create_bucket(&s, "b", "{}");
+    let page = "<p>a paragraph of a wiki page</p>\n".repeat(300);
+    assert_eq!(
+        put(&ag, &s.p("b", "/T/1"), HTML, page.as_bytes()).status,
+        201
+    );
+    assert_eq!(
+        put(&ag, &s.p("b", "/Small/1"), HTML, b"<p>tiny</p>").status,
+        201
+    );
+    let gz = call(
+        &ag,
+        "GET",
+        &s.p("b", "/T"),
+        &[("Accept-Encoding", "gzip")],
+        None,
+    );
+    assert_eq!(gz.header("content-encoding"), Some("gzip"));
+    assert!(gz
+        .header("vary")
+        .is_some_and(|v| v.contains("accept-encoding")));
+    assert!(gz.body.len() * 5 < page.len(), "{} bytes", gz.body.len());
+    let mut plain = String::new();
+    flate2::read::GzDecoder::new(&gz.body[..])
+        .read_to_string(&mut plain)
+        .unwrap();
+    assert_eq!(plain, page);
+    // Not asked, refused (q=0), or too small to gain: sent as stored.
+    for (url, accept) in [
+        (s.p("b", "/T"), "identity"),
+        (s.p("b", "/T"), "gzip;q=0"),
+        (s.p("b", "/Small"), "gzip"),
+    ] {
+        let a = call(&ag, "GET", &url, &[("Accept-Encoding", accept)], None);
+        assert_eq!(a.header("content-encoding"), None, "{url} {accept}");
+    }
+    let a = get(&ag, &s.p("b", "/T"));
+    assert_eq!(
+        (a.header("content-encoding"), a.body.len()),
+        (None, page.len())
+    );
+    // JSON listings too.
+    for t in 0..40 {
+        put(
+            &ag,
+            &s.p("b", &format!("/A_rather_long_title_number_{t}/1")),
+            HTML,
+            b"x",
+        );
+    }
+    let a = call(
+        &ag,
+        "GET",
+        &s.p("b", "/"),
+        &[("Accept-Encoding", "gzip")],
+        None,
+    );
+    assert_eq!(a.header("content-encoding"), Some("gzip"));
+    let mut listing = String::new();
+    flate2::read::GzDecoder::new(&a.body[..])
+        .read_to_string(&mut listing)
+        .unwrap();
+    let j: serde_json::Value = serde_json::from_str(&listing).unwrap();
+    assert_eq!(j["items"].as_array().unwrap().len(), 42);
+}

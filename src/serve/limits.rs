@@ -10,7 +10,8 @@ use bytes::Bytes;
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper::header::CONTENT_LENGTH;
-use hyper::{HeaderMap, StatusCode};
+use hyper::http::request::Parts;
+use hyper::StatusCode;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::metrics::Metrics;
@@ -39,6 +40,28 @@ pub struct BodyLimits {
 pub struct Body {
     pub bytes: Bytes,
     _held: Vec<OwnedSemaphorePermit>,
+}
+
+/// The body bytes a request's client has sent that the server read (for the access log): put in
+/// the request's extensions, counted by [`BodyLimits::read`] and by the drain of a refused body.
+#[derive(Clone, Debug, Default)]
+pub struct Received(Arc<std::sync::atomic::AtomicU64>);
+
+impl Received {
+    pub fn add(&self, n: usize) {
+        self.0.fetch_add(n as u64, Ordering::Relaxed);
+    }
+
+    pub fn bytes(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// A route's own bound on a body, below the server's (a bucket's `max_value`).
+pub struct Within {
+    pub bytes: u64,
+    /// The 413's detail past it.
+    pub over: String,
 }
 
 fn units(bytes: u64) -> u32 {
@@ -82,10 +105,36 @@ impl BodyLimits {
     /// may, 408 when the body takes longer than the timeout, 400 when the client breaks off.
     pub async fn read(
         &self,
-        headers: &HeaderMap,
+        parts: &Parts,
         body: Incoming,
         metrics: &Metrics,
     ) -> Result<Body, Problem> {
+        self.read_within(parts, body, metrics, None).await
+    }
+
+    /// [`BodyLimits::read`], and 413 past `within` too, in the same way (before reading when
+    /// Content-Length says so, otherwise at the first chunk past it).
+    pub async fn read_within(
+        &self,
+        parts: &Parts,
+        body: Incoming,
+        metrics: &Metrics,
+        within: Option<Within>,
+    ) -> Result<Body, Problem> {
+        let headers = &parts.headers;
+        let received = parts
+            .extensions
+            .get::<Received>()
+            .cloned()
+            .unwrap_or_default();
+        let (max, over) = match within {
+            Some(w) if w.bytes < self.max_body => (w.bytes, Some(w.over)),
+            _ => (self.max_body, None),
+        };
+        let too_large = || match &over {
+            Some(over) => Problem::too_large(over.clone()),
+            None => self.too_large(),
+        };
         let declared = match headers.get(CONTENT_LENGTH) {
             Some(v) => Some(
                 v.to_str()
@@ -95,10 +144,8 @@ impl BodyLimits {
             ),
             None => None,
         };
-        if let Some(len) = declared {
-            if len > self.max_body {
-                return Err(self.too_large());
-            }
+        if declared.is_some_and(|len| len > max) {
+            return Err(too_large());
         }
         // Charged for the buffer actually allocated, as it grows: a head that declares a large
         // body and sends nothing holds nothing, and a flood of tiny chunks holds their bytes.
@@ -112,7 +159,7 @@ impl BodyLimits {
             }
             Ok(())
         };
-        let cap = declared.unwrap_or(self.max_body).min(self.max_body);
+        let cap = declared.unwrap_or(max).min(max);
         let read = async {
             // A Vec, grown exactly as asked: a BytesMut may allocate twice what it is asked for.
             let mut buf: Vec<u8> = Vec::new();
@@ -123,9 +170,10 @@ impl BodyLimits {
                 let Ok(data) = frame.into_data() else {
                     continue;
                 };
+                received.add(data.len());
                 let total = buf.len() as u64 + data.len() as u64;
-                if total > self.max_body {
-                    return Err(self.too_large());
+                if total > max {
+                    return Err(too_large());
                 }
                 if buf.capacity() - buf.len() < data.len() {
                     // Doubling, up to what the body may be at most.

@@ -13,6 +13,7 @@
 //! | [`connections`] | accepting, the connection bound, header timeout, draining |
 //! | [`auth`] | bearer token for changes; no open listener without one |
 //! | [`metrics`] | Prometheus counters and histograms |
+//! | [`log`] | the access log and the error log (`tracing`), request ids |
 //! | [`shutdown`] | SIGTERM and SIGINT |
 //!
 //! Compiled with the `server` feature (on by default); an embedder of the library that turns
@@ -23,6 +24,7 @@ pub mod commit;
 pub mod connections;
 pub mod cursor;
 pub mod limits;
+pub mod log;
 pub mod metrics;
 pub mod problem;
 pub mod registry;
@@ -69,6 +71,10 @@ pub struct ServeOptions {
     pub maintenance: Option<MaintenanceOptions>,
     /// The pause between two whole-store counts of the buckets (for `/_health` and `/metrics`).
     pub stat_interval: Duration,
+    /// How log lines are written.
+    pub log_format: log::LogFormat,
+    /// Where the access log goes (the error log goes to standard error).
+    pub access_log: log::AccessLog,
     /// This server as a node of a cluster (`--cluster FILE`, docs/CLUSTER.md).
     #[cfg(feature = "cluster")]
     pub cluster: Option<crate::cluster::ClusterConfig>,
@@ -94,6 +100,8 @@ impl ServeOptions {
             auth: Auth::none(),
             maintenance: Some(MaintenanceOptions::default()),
             stat_interval: Duration::from_secs(300),
+            log_format: log::LogFormat::Text,
+            access_log: log::AccessLog::Stderr,
             #[cfg(feature = "cluster")]
             cluster: None,
         }
@@ -121,6 +129,7 @@ pub fn run(opts: ServeOptions, ready: impl FnOnce(SocketAddr)) -> Result<()> {
         .open(&lock_path)
         .map_err(|e| Error::io(&lock_path, None, e))?;
     let _root_lock = WriterLock::acquire(&lock_path, false)?;
+    let _logs = log::start(opts.log_format, &opts.access_log)?;
 
     let metrics = Arc::new(metrics::Metrics::default());
     let registry = registry::Registry::open(&opts.root, opts.maintenance.clone(), metrics.clone())?;
@@ -206,12 +215,14 @@ fn start_stats(app: Arc<routes::App>, interval: Duration) -> Stats {
         .spawn(move || {
             let mut handles = HashMap::new();
             let mut refreshed: Option<std::time::Instant> = None;
+            let mut errors_seen: HashMap<String, u64> = HashMap::new();
             loop {
                 // Buckets that could not be opened are tried again at every tick; new buckets
                 // get their figures at the first tick after they are made.
                 for name in app.registry.retry_failed() {
-                    eprintln!("wink serve: bucket {name} opened, and serves");
+                    tracing::warn!(bucket = %name, "the bucket opened, and serves");
                 }
+                log_maintenance_errors(&app.registry, &mut errors_seen);
                 if refreshed.is_none_or(|t| t.elapsed() >= interval) {
                     app.registry.refresh_stats(&mut handles);
                     refreshed = Some(std::time::Instant::now());
@@ -230,6 +241,25 @@ fn start_stats(app: Arc<routes::App>, interval: Duration) -> Stats {
         })
         .ok();
     Stats { stop, thread }
+}
+
+/// Writes to the error log each maintenance error met since the last look (the last of them,
+/// and how many there were).
+fn log_maintenance_errors(registry: &registry::Registry, seen: &mut HashMap<String, u64>) {
+    for b in registry.buckets() {
+        let Some(status) = b.maintenance() else {
+            continue;
+        };
+        let before = seen.insert(b.name.clone(), status.errors).unwrap_or(0);
+        if status.errors > before {
+            tracing::error!(
+                bucket = %b.name,
+                errors = status.errors - before,
+                "maintenance: {}",
+                status.last_error.as_deref().unwrap_or("an error")
+            );
+        }
+    }
 }
 
 impl Stats {

@@ -22,6 +22,9 @@ pub struct Problem {
     pub retry_after: Option<u32>,
     /// The methods a route takes (405).
     pub allow: Option<&'static str>,
+    /// A failure of the server's own, as the error log records it (with its files and
+    /// offsets): the client's `detail` says only what kind it was, never a path.
+    pub log: Option<String>,
 }
 
 impl Problem {
@@ -31,6 +34,16 @@ impl Problem {
             detail: detail.into(),
             retry_after: None,
             allow: None,
+            log: None,
+        }
+    }
+
+    /// A failure of the server's own: the client is told `what` kind; the error log gets
+    /// `log` under the request's id.
+    pub fn server_side(status: StatusCode, what: &str, log: String) -> Problem {
+        Problem {
+            log: Some(log),
+            ..Problem::new(status, what)
         }
     }
 
@@ -71,20 +84,37 @@ impl Problem {
         }
     }
 
-    /// The store's error for a request: what the client got wrong is 4xx, a full disk 507, the
-    /// rest (damage, I/O, a bug in Wink) 500 with the store's message (file and offset).
+    /// The store's error for a request: what the client got wrong is 4xx; a full disk is 507,
+    /// a writer elsewhere 503, the rest (damage, I/O, a bug in Wink) 500. Those are the server's
+    /// own failures: their messages name files and offsets, so they go to the error log and the
+    /// client is told only their kind.
     pub fn from_store(e: &Error) -> Problem {
+        let log = e.to_string();
         match e {
             Error::Invalid(what) => Problem::bad_request(what.clone()),
             Error::NotFound(what) => Problem::not_found(what.clone()),
-            Error::Full { .. } => Problem::new(StatusCode::INSUFFICIENT_STORAGE, e.to_string()),
-            Error::Io { .. } if e.is_disk_full() => {
-                Problem::new(StatusCode::INSUFFICIENT_STORAGE, e.to_string())
+            Error::Full { .. } => {
+                Problem::server_side(StatusCode::INSUFFICIENT_STORAGE, "the store is full", log)
             }
-            Error::InUse { .. } | Error::Stale { .. } => Problem::unavailable(e.to_string(), 1),
+            Error::Io { .. } if e.is_disk_full() => {
+                Problem::server_side(StatusCode::INSUFFICIENT_STORAGE, "the disk is full", log)
+            }
+            Error::InUse { .. } | Error::Stale { .. } => Problem {
+                retry_after: Some(1),
+                ..Problem::server_side(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "the bucket is busy (another writer, or a view being renewed); retry shortly",
+                    log,
+                )
+            },
+            Error::Corrupt { .. } => {
+                Problem::server_side(StatusCode::INTERNAL_SERVER_ERROR, "damaged data", log)
+            }
+            Error::Io { .. } => {
+                Problem::server_side(StatusCode::INTERNAL_SERVER_ERROR, "an I/O error", log)
+            }
             // Never the client's fault, and retrying will not help until the bug is fixed.
-            Error::Internal(_) => Problem::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
-            _ => Problem::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+            _ => Problem::server_side(StatusCode::INTERNAL_SERVER_ERROR, "an internal error", log),
         }
     }
 
@@ -161,7 +191,9 @@ mod tests {
             })
         };
         assert_eq!(Problem::from_store(&io(libc::ENOSPC)).status, 507);
-        assert_eq!(Problem::from_store(&io(libc::EIO)).status, 500);
+        let p = Problem::from_store(&io(libc::EIO));
+        assert_eq!(p.status, 500);
+        assert!(!p.detail.contains("/d/") && p.log.unwrap().contains("/d/c000001.data"));
         assert_eq!(Problem::from_store(&Error::invalid("x")).status, 400);
         assert_eq!(Problem::from_store(&Error::internal("x")).status, 500);
         let p = Problem::from_store(&Error::InUse { path: "/d".into() });

@@ -96,7 +96,7 @@ enum Which {
     Render(u64, Uuid),
 }
 
-/// Answers one request (never an error: problems are answers too) and counts it.
+/// Answers one request (never an error: problems are answers too), counts it and logs it.
 pub async fn handle(
     app: Arc<App>,
     req: Request<Incoming>,
@@ -107,12 +107,36 @@ pub async fn handle(
         .uri()
         .path_and_query()
         .map_or_else(|| "/".to_string(), |p| p.as_str().to_string());
+    let id = super::log::request_id(req.headers());
     let mut route = Route::Other;
-    let (parts, body) = req.into_parts();
+    let (mut parts, body) = req.into_parts();
+    let received = super::limits::Received::default();
+    parts.extensions.insert(received.clone());
+    // A client that waits for `100 Continue` has sent no body yet: one refused before its body
+    // was read never sends it, and nothing is read of it (reading would ask for it).
+    let waits = parts
+        .headers
+        .get(hyper::header::EXPECT)
+        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
     let mut body = Some(body);
     let mut answer = match answer(&app, &parts, &mut body, &mut route).await {
         Ok(a) => a,
-        Err(p) => p.response(&method, &uri),
+        Err(mut p) => {
+            if let Some(log) = p.log.take() {
+                tracing::error!(
+                    request_id = %id,
+                    method = %method,
+                    path = %uri,
+                    status = p.status.as_u16(),
+                    "{log}"
+                );
+                p.detail = format!(
+                    "{}; the server's error log has the details under request id {id}",
+                    p.detail
+                );
+            }
+            p.response(&method, &uri)
+        }
     };
     if method == Method::HEAD {
         answer = without_body(answer);
@@ -127,15 +151,30 @@ pub async fn handle(
         HeaderName::from_static("x-content-type-options"),
         HeaderValue::from_static("nosniff"),
     );
-    if let Some(unread) = body {
+    if let Ok(v) = HeaderValue::from_str(&id) {
+        h.insert(HeaderName::from_static("x-request-id"), v);
+    }
+    match body {
         // Refused before its body was read: read a little of it, so that the connection closes
         // (or stays open) cleanly. Closed with the client's bytes unread, the kernel would reset
         // it, and the client could lose the answer.
-        drain(unread).await;
+        Some(unread) if !waits => drain(unread, &received).await,
+        _ => {}
     }
     let out = answer.body().size_hint().exact().unwrap_or(0);
+    let took = started.elapsed();
     app.metrics
-        .request(route, answer.status().as_u16(), started.elapsed(), out);
+        .request(route, answer.status().as_u16(), took, out);
+    tracing::info!(
+        target: super::log::ACCESS,
+        request_id = %id,
+        method = %method,
+        path = %uri,
+        status = answer.status().as_u16(),
+        bytes_in = received.bytes(),
+        bytes_out = out,
+        us = took.as_micros() as u64,
+    );
     Ok(answer)
 }
 
@@ -157,12 +196,13 @@ fn without_body(a: Answer) -> Answer {
 }
 
 /// Reads and drops up to [`DRAIN_BYTES`] of a body no route read, for at most [`DRAIN_TIME`].
-async fn drain(mut body: Incoming) {
+async fn drain(mut body: Incoming, received: &super::limits::Received) {
     use http_body_util::BodyExt as _;
     let read = async {
         let mut left = DRAIN_BYTES;
         while let Some(Ok(frame)) = body.frame().await {
             let n = frame.data_ref().map_or(0, |d| d.len());
+            received.add(n);
             left = left.saturating_sub(n);
             if left == 0 {
                 break;
@@ -225,6 +265,7 @@ async fn answer(
             app.metrics.render(&mut text);
             super::metrics::render_process(&mut text);
             app.limits.render(&mut text);
+            super::log::render_metrics(&mut text);
             app.registry.render_metrics(&mut text);
             let mut a = Response::new(Full::new(Bytes::from(text)));
             a.headers_mut().insert(
@@ -715,23 +756,23 @@ async fn put_render(
         )
         .map_err(|e| Problem::bad_request(strip(e)))?;
     }
-    // Taken only now: a request refused above has its body drained by `handle`.
+    // Taken only now: a request refused above has its body drained by `handle` (or, when
+    // its client waits for `100 Continue`, never sent).
+    let within = super::limits::Within {
+        bytes: b.config.max_value,
+        over: format!(
+            "the render is over bucket {}'s maximum of {} bytes (max_value)",
+            b.name, b.config.max_value
+        ),
+    };
     let body = app
         .limits
-        .read(&parts.headers, take_body(body)?, &app.metrics)
+        .read_within(parts, take_body(body)?, &app.metrics, Some(within))
         .await?;
     if body.bytes.is_empty() {
         return Err(Problem::bad_request(
             "a render needs a body; this request has none",
         ));
-    }
-    if body.bytes.len() as u64 > b.config.max_value {
-        return Err(Problem::too_large(format!(
-            "a render of {} bytes is over bucket {}'s maximum of {} (max_value)",
-            body.bytes.len(),
-            b.name,
-            b.config.max_value
-        )));
     }
     #[cfg(feature = "cluster")]
     if let Some(node) = app.cluster.get() {
@@ -875,7 +916,7 @@ async fn create_bucket(
     parts: &hyper::http::request::Parts,
     body: Incoming,
 ) -> Result<Answer> {
-    let body = app.limits.read(&parts.headers, body, &app.metrics).await?;
+    let body = app.limits.read(parts, body, &app.metrics).await?;
     if body.bytes.len() > MAX_SETTINGS {
         return Err(Problem::too_large(format!(
             "bucket settings are at most {MAX_SETTINGS} bytes"

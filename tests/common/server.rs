@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 pub const D: &str = "en.wikipedia.org";
@@ -15,6 +16,10 @@ pub struct Server {
     pub child: Child,
     pub addr: String,
     pub root: PathBuf,
+    /// Its standard error so far (read by a thread: a pipe nobody reads would fill, and the
+    /// server's logs would then drop lines).
+    err: Arc<Mutex<Vec<u8>>>,
+    reader: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Server {
@@ -44,11 +49,31 @@ impl Server {
             let _ = child.kill();
             panic!("wink serve did not start: {line:?} {err}");
         };
+        let err = Arc::new(Mutex::new(Vec::new()));
+        let reader = child.stderr.take().map(|mut e| {
+            let err = err.clone();
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 8192];
+                while let Ok(n) = e.read(&mut buf) {
+                    if n == 0 {
+                        break;
+                    }
+                    err.lock().unwrap().extend_from_slice(&buf[..n]);
+                }
+            })
+        });
         Server {
             addr: addr.to_string(),
             child,
             root: root.to_path_buf(),
+            err,
+            reader,
         }
+    }
+
+    /// What the server wrote to its standard error so far (its logs).
+    pub fn stderr(&self) -> String {
+        String::from_utf8_lossy(&self.err.lock().unwrap()).into_owned()
     }
 
     /// `http://ADDR`.
@@ -77,11 +102,10 @@ impl Server {
         let deadline = Instant::now() + timeout;
         loop {
             if let Some(status) = self.child.try_wait().expect("wait") {
-                let mut err = String::new();
-                if let Some(mut e) = self.child.stderr.take() {
-                    let _ = e.read_to_string(&mut err);
+                if let Some(r) = self.reader.take() {
+                    let _ = r.join();
                 }
-                return (status, err);
+                return (status, self.stderr());
             }
             assert!(
                 Instant::now() < deadline,

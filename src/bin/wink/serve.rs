@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use wink::maintenance::background::MaintenanceOptions;
+use wink::serve::log::{AccessLog, LogFormat};
 use wink::serve::{Auth, ServeOptions, DEFAULT_LISTEN};
 use wink::{Error, Result};
 
@@ -20,6 +21,11 @@ A PUT is answered 201 only once the render is durable; concurrent PUTs to a buck
 commit. Each bucket's background maintenance (cull, archive, compaction) runs in the server.
 SIGTERM or SIGINT stops it gracefully: no new connections, requests under way finished, queued
 puts committed, exit status 0.
+
+Logs: one access-log line per request (request id, method, path, status, bytes in and out,
+microseconds) and an error log (failures with their files and offsets, under the request id that
+the client's answer names; maintenance errors), on standard error unless --access-log says
+otherwise. A client's `x-request-id` is kept when sane, else one is made; answers carry it.
 
 Changes (PUT, DELETE, POST) need `Authorization: Bearer TOKEN` when --token-file is given;
 listening beyond loopback without one is refused (exit status 2).";
@@ -67,6 +73,12 @@ pub struct Args {
     /// Seconds between whole-bucket counts for /_health and /metrics.
     #[arg(long, value_name = "S", default_value_t = 300)]
     stat_interval: u64,
+    /// How log lines are written: `text` (key=value) or `json` (one object a line).
+    #[arg(long, value_name = "FORMAT", default_value = "text", value_parser = ["text", "json"])]
+    log_format: String,
+    /// Where the access log goes: `stderr` (with the error log), `off`, or a file to append to.
+    #[arg(long, value_name = "WHERE", default_value = "stderr")]
+    access_log: String,
     /// Run as a node of the cluster this file describes (docs/CLUSTER.md).
     #[cfg(feature = "cluster")]
     #[arg(long, value_name = "FILE")]
@@ -95,6 +107,15 @@ pub fn run(args: &Args) -> Result<Status> {
     opts.write_timeout = seconds(args.write_timeout, "--write-timeout")?;
     opts.body_timeout = seconds(args.body_timeout, "--body-timeout")?;
     opts.stat_interval = Duration::from_secs(args.stat_interval.max(1));
+    opts.log_format = match args.log_format.as_str() {
+        "json" => LogFormat::Json,
+        _ => LogFormat::Text,
+    };
+    opts.access_log = match args.access_log.as_str() {
+        "stderr" => AccessLog::Stderr,
+        "off" => AccessLog::Off,
+        path => AccessLog::File(PathBuf::from(path)),
+    };
     if let Some(path) = &args.token_file {
         opts.auth = Auth::from_file(path)?;
     }

@@ -10,8 +10,7 @@ use std::path::{Path, PathBuf};
 
 use crate::check::{Problem, Report, Severity};
 use crate::filesys::check::check_filesys;
-use crate::filesys::{file_path, Filesys};
-use crate::format::kvseq::KvSeq;
+use crate::filesys::{file_path, Filesys, OpenOptions};
 use crate::store::quarantine;
 use crate::store::record::Render;
 
@@ -53,7 +52,15 @@ pub fn check_store(dir: &Path) -> Report {
     for id in store.container_ids().unwrap_or_default() {
         let base = container_base(dir, id);
         report.problems.extend(check_filesys(&base).problems);
-        containers.push((id, KvSeq::open_path(&file_path(&base, "data"), false).ok()));
+        // The container as a reader recovers it: after a crash its last commit may be only in its
+        // journal, and the superblock on disk names the commit before.
+        let entries = Filesys::open(&base, &OpenOptions::read_only())
+            .ok()
+            .map(|fs| Entries {
+                first: fs.data().first().0,
+                filesize: fs.data().filesize(),
+            });
+        containers.push((id, entries));
     }
     // Few entries (one per damaged value): held in memory, renders looked up in them.
     let quarantine: HashMap<(u32, u64), PathBuf> = match store.quarantined() {
@@ -181,7 +188,13 @@ fn precedes(a: &Render, b: &Render) -> bool {
     a.rev > b.rev || (a.rev == b.rev && super::key::cmp_tid(a.tid, b.tid).is_gt())
 }
 
-fn check_location(render: &Render, containers: &[(u32, Option<KvSeq>)]) -> Option<String> {
+/// Where a container's entries lie in its datafile, at its last commit.
+struct Entries {
+    first: u64,
+    filesize: u64,
+}
+
+fn check_location(render: &Render, containers: &[(u32, Option<Entries>)]) -> Option<String> {
     let loc = render.location;
     if loc.len == 0 {
         return None;
@@ -194,13 +207,10 @@ fn check_location(render: &Render, containers: &[(u32, Option<KvSeq>)]) -> Optio
     };
     let kv = kv.as_ref()?;
     let end = loc.offset.checked_add(loc.len);
-    if end.is_none_or(|e| e > kv.filesize()) || loc.offset < kv.first().0 {
+    if end.is_none_or(|e| e > kv.filesize) || loc.offset < kv.first {
         return Some(format!(
             "value at {}..+{} lies outside container {}'s entries (FILESIZE {})",
-            loc.offset,
-            loc.len,
-            loc.container,
-            kv.filesize()
+            loc.offset, loc.len, loc.container, kv.filesize
         ));
     }
     None
