@@ -666,3 +666,65 @@ fn answers_are_gzipped_for_clients_that_accept_it() {
     let j: serde_json::Value = serde_json::from_str(&listing).unwrap();
     assert_eq!(j["items"].as_array().unwrap().len(), 42);
 }
+
+#[test]
+fn buckets_and_connections_are_bounded_by_the_descriptor_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    // 1,024 descriptors, 2 workers, at most 4 buckets: the connections are lowered to fit.
+    let mut cmd = std::process::Command::new("sh");
+    cmd.arg("-c").arg(format!(
+        "ulimit -n 1024 && exec {} serve {} --listen 127.0.0.1:0 --threads 2 \
+             --max-buckets 4 --header-timeout 60",
+        env!("CARGO_BIN_EXE_wink"),
+        root.display()
+    ));
+    let s = Server::spawn(cmd, &root);
+    let warned = wait_for_log(&s, "--max-connections 4096 lowered to");
+    let room: usize = warned
+        .rsplit("lowered to ")
+        .next()
+        .and_then(|r| r.split(':').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{warned}"));
+    assert!((16..1024).contains(&room), "{warned}");
+    let ag = agent();
+    for b in ["a", "b", "c", "d"] {
+        create_bucket(&s, b, "{}");
+    }
+    let a = put(&ag, &s.p("e", ""), "application/json", b"{}");
+    let j = a.problem(507, "insufficient_storage");
+    assert!(
+        j["detail"].as_str().unwrap().contains("--max-buckets"),
+        "{j}"
+    );
+    // An existing one is still "exists".
+    assert_eq!(
+        put(&ag, &s.p("a", ""), "application/json", b"{}").status,
+        200
+    );
+    // Clients that fill every connection slot: the next one is answered 503, not left waiting.
+    let idle: Vec<std::net::TcpStream> = (0..room)
+        .map(|_| std::net::TcpStream::connect(&s.addr).unwrap())
+        .collect();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let (_c, line) = first_status(&s.addr, "GET /_health HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert!(line.starts_with("HTTP/1.1 503"), "{line}");
+    drop(idle);
+    // Too few descriptors for the buckets asked for: refused at start, exit status 2.
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "ulimit -n 300 && exec {} serve {} --listen 127.0.0.1:0 --max-buckets 100",
+            env!("CARGO_BIN_EXE_wink"),
+            dir.path().join("other").display()
+        ))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("descriptor limit"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -26,7 +26,7 @@ use super::problem::Problem;
 use super::routes::{self, App};
 
 /// Connections past the limit that are answered 503 at once, at most.
-const OVERFLOW: usize = 64;
+pub const OVERFLOW: usize = 64;
 
 /// Connection settings.
 #[derive(Clone, Debug)]

@@ -60,6 +60,8 @@ pub struct ServeOptions {
     /// Request body bytes held across all requests at once.
     pub max_inflight: u64,
     pub max_connections: usize,
+    /// Buckets this server holds at most (a `PUT` of one more is 507).
+    pub max_buckets: usize,
     pub header_timeout: Duration,
     pub body_timeout: Duration,
     /// How long a write to a client may make no progress before the connection is cut.
@@ -93,6 +95,7 @@ impl ServeOptions {
             max_body: 64 << 20,
             max_inflight: 512 << 20,
             max_connections: 4096,
+            max_buckets: 256,
             header_timeout: Duration::from_secs(10),
             body_timeout: Duration::from_secs(60),
             write_timeout: Duration::from_secs(30),
@@ -113,9 +116,9 @@ impl ServeOptions {
 /// committed, buckets closed).
 pub fn run(opts: ServeOptions, ready: impl FnOnce(SocketAddr)) -> Result<()> {
     auth::check_listen(&opts.listen, &opts.auth)?;
-    if opts.max_body == 0 || opts.max_connections == 0 {
+    if opts.max_body == 0 || opts.max_connections == 0 || opts.max_buckets == 0 {
         return Err(Error::invalid(
-            "--max-body and --max-connections: at least 1",
+            "--max-body, --max-connections and --max-buckets: at least 1",
         ));
     }
     // Durably: a bucket made in a root whose own name a power cut takes is lost with it.
@@ -132,7 +135,14 @@ pub fn run(opts: ServeOptions, ready: impl FnOnce(SocketAddr)) -> Result<()> {
     let _logs = log::start(opts.log_format, &opts.access_log)?;
 
     let metrics = Arc::new(metrics::Metrics::default());
-    let registry = registry::Registry::open(&opts.root, opts.maintenance.clone(), metrics.clone())?;
+    let registry = registry::Registry::open(
+        &opts.root,
+        opts.maintenance.clone(),
+        opts.max_buckets,
+        metrics.clone(),
+    )?;
+    let mut opts = opts;
+    opts.max_connections = fit_descriptors(&opts, registry.buckets().len())?;
     let app = Arc::new(routes::App {
         registry,
         metrics,
@@ -196,6 +206,60 @@ pub fn run(opts: ServeOptions, ready: impl FnOnce(SocketAddr)) -> Result<()> {
     stats.stop();
     app.registry.close();
     served.map_err(|e| Error::io(&opts.root, None, e))
+}
+
+/// Descriptors a bucket holds at most: its writer's files (title records, the current container
+/// and its journals, the archive, the lock) and each worker thread's read handle's.
+fn descriptors_per_bucket(workers: usize) -> u64 {
+    16 + 8 * workers as u64
+}
+
+/// Descriptors kept for everything else: the listener, the logs, the cluster's connections,
+/// snapshots and copies, the stat thread's handles being renewed.
+const RESERVED_DESCRIPTORS: u64 = 256;
+
+/// The fewest connections worth serving.
+const MIN_CONNECTIONS: u64 = 16;
+
+/// Raises the descriptor limit to its hard limit and checks that the buckets (`--max-buckets`,
+/// or as many as exist) and the connections fit in it. Returns the connections to serve at
+/// once: `--max-connections`, lowered (with a warning) when the descriptors cannot hold them, so
+/// that a client past them gets 503 instead of waiting on a listener that cannot accept.
+fn fit_descriptors(opts: &ServeOptions, buckets_now: usize) -> Result<usize> {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE)
+        .map_err(|e| Error::io(&opts.root, None, std::io::Error::from(e)))?;
+    let limit = if soft < hard && setrlimit(Resource::RLIMIT_NOFILE, hard, hard).is_ok() {
+        hard
+    } else {
+        soft
+    };
+    let workers = match opts.threads {
+        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        n => n,
+    };
+    let buckets = opts.max_buckets.max(buckets_now) as u64;
+    let held = RESERVED_DESCRIPTORS
+        + connections::OVERFLOW as u64
+        + buckets.saturating_mul(descriptors_per_bucket(workers));
+    let room = limit.saturating_sub(held);
+    if room < MIN_CONNECTIONS {
+        return Err(Error::invalid(format!(
+            "the descriptor limit ({limit}) cannot hold {buckets} buckets of {} descriptors each \
+             and {MIN_CONNECTIONS} connections: raise it (ulimit -n) or lower --max-buckets",
+            descriptors_per_bucket(workers)
+        )));
+    }
+    if room < opts.max_connections as u64 {
+        tracing::warn!(
+            descriptor_limit = limit,
+            buckets,
+            "--max-connections {} lowered to {room}: the descriptor limit cannot hold more",
+            opts.max_connections
+        );
+        return Ok(room as usize);
+    }
+    Ok(opts.max_connections)
 }
 
 /// The thread that counts every bucket's store now and then.

@@ -179,6 +179,8 @@ pub struct Registry {
     failed: Mutex<BTreeMap<String, String>>,
     creating: Mutex<()>,
     maintenance: Option<MaintenanceOptions>,
+    /// Buckets held at most: a creation past it is refused.
+    max_buckets: usize,
     metrics: Arc<Metrics>,
 }
 
@@ -195,6 +197,7 @@ impl Registry {
     pub fn open(
         root: &Path,
         maintenance: Option<MaintenanceOptions>,
+        max_buckets: usize,
         metrics: Arc<Metrics>,
     ) -> Result<Registry> {
         crate::vfs::Vfs::create_dir_all(&crate::vfs::RealFs, root)?;
@@ -204,6 +207,7 @@ impl Registry {
             failed: Mutex::new(BTreeMap::new()),
             creating: Mutex::new(()),
             maintenance,
+            max_buckets,
             metrics,
         };
         let entries = std::fs::read_dir(root).map_err(|e| Error::io(root, None, e))?;
@@ -330,6 +334,11 @@ impl Registry {
             Err(why) => return Err(CreateError::Failed(why)),
         }
         let cfg = spec.config().map_err(CreateError::Invalid)?;
+        let held =
+            self.buckets.read().unwrap_or_else(|p| p.into_inner()).len() + lock(&self.failed).len();
+        if held >= self.max_buckets {
+            return Err(CreateError::Full(self.max_buckets));
+        }
         let dir = self.root.join(name);
         let existed = dir.exists();
         let made = Store::init(&dir, &cfg, &StoreOptions::writer())
@@ -413,6 +422,13 @@ impl Registry {
     }
 
     /// `/_health`: (all buckets readable, the JSON summary).
+    /// A message with the data root's path taken out of the file paths it names: an answer
+    /// names files relative to the root (`b/c000001.data`), never where the root is.
+    fn within_root(&self, message: &str) -> String {
+        let root = self.root.display().to_string();
+        message.replace(&format!("{}/", root.trim_end_matches('/')), "")
+    }
+
     pub fn health(&self) -> (bool, Value) {
         let mut buckets = serde_json::Map::new();
         for b in self.buckets() {
@@ -426,7 +442,7 @@ impl Registry {
                     "container_bytes": st.container_bytes,
                     "counted_at": stat.as_ref().map(|s| httpdate::fmt_http_date(s.at)),
                 }),
-                Some(Err(e)) => json!({ "error": e }),
+                Some(Err(e)) => json!({ "error": self.within_root(e) }),
                 None => Value::Null,
             };
             let containers = containers_in(&b.dir);
@@ -439,7 +455,7 @@ impl Registry {
                     "archived_revisions": m.archived.revisions,
                     "culled_renders": m.culled.renders_culled,
                     "errors": m.errors,
-                    "last_error": m.last_error,
+                    "last_error": m.last_error.as_deref().map(|e| self.within_root(e)),
                 })
             });
             buckets.insert(
@@ -450,7 +466,7 @@ impl Registry {
                     "commits": b.commits.generation.load(Ordering::Relaxed),
                     "counts": counts,
                     "maintenance": maintenance,
-                    "recovery": b.recovery,
+                    "recovery": b.recovery.iter().map(|r| self.within_root(r)).collect::<Vec<_>>(),
                 }),
             );
         }
@@ -458,7 +474,7 @@ impl Registry {
         for (name, why) in &failed {
             buckets.insert(
                 name.clone(),
-                json!({ "status": "unreadable", "error": why }),
+                json!({ "status": "unreadable", "error": self.within_root(why) }),
             );
         }
         let ok = failed.is_empty();
@@ -503,6 +519,8 @@ pub enum CreateError {
     Differs(String),
     /// The bucket exists but could not be opened.
     Failed(String),
+    /// The server holds as many buckets as it may (this many).
+    Full(usize),
     Store(Error),
 }
 

@@ -469,7 +469,14 @@ fn no_bucket(name: &str) -> Problem {
 }
 
 fn unreadable(name: &str, why: &str) -> Problem {
-    Problem::unavailable(format!("bucket {name} cannot be read: {why}"), 10)
+    Problem {
+        retry_after: Some(10),
+        ..Problem::server_side(
+            StatusCode::SERVICE_UNAVAILABLE,
+            &format!("bucket {name} could not be opened (tried again every few seconds)"),
+            format!("bucket {name}: {why}"),
+        )
+    }
 }
 
 /// Runs a read on this worker's handle of the bucket (see the registry): 404 for no bucket.
@@ -950,6 +957,10 @@ async fn create_bucket(
         Err(CreateError::Invalid(e)) => Err(Problem::bad_request(strip(e))),
         Err(CreateError::Differs(what)) => Err(Problem::conflict(what)),
         Err(CreateError::Failed(why)) => Err(unreadable(&place.bucket, &why)),
+        Err(CreateError::Full(max)) => Err(Problem::new(
+            StatusCode::INSUFFICIENT_STORAGE,
+            format!("this server holds as many buckets as it may ({max}, --max-buckets)"),
+        )),
         Err(CreateError::Store(e)) => Err(Problem::from_store(&e)),
     }
 }

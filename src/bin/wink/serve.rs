@@ -52,6 +52,10 @@ pub struct Args {
     /// Connections served at once (503 past it).
     #[arg(long, value_name = "N", default_value_t = 4096)]
     max_connections: usize,
+    /// Buckets held at most (a PUT of one more is 507); with the connections, checked at start
+    /// against the descriptor limit.
+    #[arg(long, value_name = "N", default_value_t = 256)]
+    max_buckets: usize,
     /// Seconds a request's head may take to arrive.
     #[arg(long, value_name = "S", default_value_t = 10.0)]
     header_timeout: f64,
@@ -103,6 +107,7 @@ pub fn run(args: &Args) -> Result<Status> {
     opts.max_body = args.max_body;
     opts.max_inflight = args.max_inflight;
     opts.max_connections = args.max_connections;
+    opts.max_buckets = args.max_buckets;
     opts.header_timeout = seconds(args.header_timeout, "--header-timeout")?;
     opts.write_timeout = seconds(args.write_timeout, "--write-timeout")?;
     opts.body_timeout = seconds(args.body_timeout, "--body-timeout")?;
