@@ -28,8 +28,8 @@ use wink::archive::{Archive, ArchiveOptions, Item};
 use wink::clock::{Clock, ManualClock};
 use wink::filesys::OpenOptions;
 use wink::store::import::{read_manifest, CorpusEntry};
-use wink::synth::Rng;
 use wink::vfs::{RealFs, Vfs};
+use wink_harness::synth::Rng;
 
 fn env<T: std::str::FromStr>(name: &str, default: T) -> T {
     std::env::var(name)
@@ -80,7 +80,7 @@ fn load(corpus: &Path) -> Vec<Title> {
 /// a long-lived article are.
 fn generated(n: usize) -> Title {
     let mut page: Vec<u8> = Vec::new();
-    for r in wink::synth::histories(7, 3, 1, 30) {
+    for r in wink_harness::synth::histories(7, 3, 1, 30) {
         page.extend_from_slice(&r.html);
     }
     page.truncate(32 << 10);

@@ -656,7 +656,7 @@ struct Reader<'a> {
     files: std::collections::BTreeMap<PathBuf, File>,
     /// The largest container number when the phase began.
     top: u32,
-    rng: wink::synth::Rng,
+    rng: wink_harness::synth::Rng,
     cold: Vec<Duration>,
     warm: Vec<Duration>,
     refreshes: usize,
@@ -746,7 +746,7 @@ fn part3(s: Churned, c: &Corpus, cfg: &Cfg, run: &mut Run) {
         refreshes: 0,
         errors: 0,
         first_error: None,
-        rng: wink::synth::Rng::new(42),
+        rng: wink_harness::synth::Rng::new(42),
         cold: Vec::new(),
         warm: Vec::new(),
     };

@@ -1,133 +1,75 @@
 //! Wink: a local storage engine for revisioned web documents, on the Wink container formats.
 //!
-//! A render store: create one, write renders (one commit each, or many in one batch), read the
-//! latest, a revision or a listing. Every value read back is checked against its CRC-32.
+//! The engine (the storage seam, the formats, the filesys, the render store, the archive and
+//! maintenance) is the crate `wink_engine`; this package re-exports its modules and names, so
+//! that `wink::Store` and `wink::store::...` are the engine's, and adds what is built on it: the
+//! HTTP service (feature `server`), the cluster (feature `cluster`), WARC export and import
+//! (feature `warc`), dumps (feature `dumps`) and the `wink` binary (feature `cli`).
 //!
 //! ```
-//! use wink::{Config, Page, Put, Store, StoreOptions};
+//! use wink::{Config, Put, Store, StoreOptions};
 //!
 //! let dir = tempfile::tempdir()?;
 //! let opts = StoreOptions::writer();
 //! Store::init(dir.path(), &Config::default(), &opts)?;
 //! let mut store = Store::open(dir.path(), &opts)?;
-//!
-//! // One put, durable (fsynced) when it returns; the tid is made from the clock.
 //! let tid = store.put("en.wikipedia.org", "Main_Page", 1, None, "text/html", b"<p>one</p>")?;
-//!
-//! // Many puts, durable together at the batch's commit (group commit).
-//! let mut batch = store.batch();
-//! for rev in 2..=3 {
-//!     let html = format!("<p>revision {rev}</p>");
-//!     batch.put(&Put {
-//!         domain: "en.wikipedia.org",
-//!         title: "Main_Page",
-//!         rev,
-//!         tid: None,
-//!         content_type: "text/html",
-//!         value: html.as_bytes(),
-//!         historical: false,
-//!     })?;
-//! }
-//! assert_eq!(batch.commit()?, 2);
-//!
-//! // Precedence is by revision, then tid: the latest is revision 3.
-//! let latest = store.get_latest("en.wikipedia.org", "Main_Page")?.expect("stored");
-//! assert_eq!((latest.rev, latest.value.as_slice()), (3, b"<p>revision 3</p>".as_slice()));
-//! let first = store.get_render("en.wikipedia.org", "Main_Page", 1, tid)?.expect("kept");
-//! assert_eq!(first.value, b"<p>one</p>");
-//! let listed = store.list("en.wikipedia.org", "Main_Page", Page::default())?;
-//! assert_eq!(listed.iter().map(|l| l.rev).collect::<Vec<_>>(), [3, 2, 1]);
+//! let got = store.get_render("en.wikipedia.org", "Main_Page", 1, tid)?.expect("kept");
+//! assert_eq!(got.value, b"<p>one</p>");
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
-//! The API is the list of names at the root of the crate (below). Layers, bottom to top, each
-//! importing only from the ones before it (the one-page picture is docs/ARCHITECTURE.md): the
-//! storage seam (pread/pwrite, sync, page-cache hooks) and the files a structure of several
-//! lives in; the container formats (superblock, kvseq, hindex, perm, exact to their spec) and
-//! the check of one file of any of them; the filesys (a flat filesystem on kvseq and hindex,
-//! with the append-only variant); the render store and the archive; maintenance (compaction,
-//! culling, archive runs, scrub, snapshots, the index rebuild); the HTTP service (feature
-//! `server`) and WARC export and import (feature `warc`).
+//! Features: `cli` (the `wink` binary, with the test harnesses of the crate `wink_harness` for
+//! `wink demo`), `server`, `warc`, `dumps` and `cluster` (replicated nodes on NATS JetStream,
+//! docs/CLUSTER.md), all on by default. An embedder of the store alone takes the crate
+//! `wink_engine`, or this one with `default-features = false`; neither compiles clap,
+//! indicatif, tokio, hyper or async-nats.
 //!
-//! Features: `cli` (the `wink` binary, with the test harnesses of feature `harness`), `server`,
-//! `warc` and `cluster` (replicated nodes on NATS JetStream, docs/CLUSTER.md), all on by
-//! default; an embedder of the store alone takes `default-features = false`, and compiles none
-//! of clap, indicatif, tokio, hyper or async-nats.
-//!
-//! The modules of the storage seam, the formats, the filesys, the store, the archive and
-//! maintenance are public and documented, every public item of them (`missing_docs` guards
-//! them); the modules of the check, the HTTP service, WARC and the test harnesses are public
-//! for the `wink` binary, the tests and the benchmarks, and hidden from the documentation. The
-//! modules' paths may change between versions; the names at the root are the interface.
-//!
-//! The formats stand on their own too:
-//!
-//! ```
-//! use wink::{KvSeq, KvSeqOptions, MemStorage};
-//!
-//! let mut kv = KvSeq::create(Box::new(MemStorage::new("demo")), &KvSeqOptions::default())?;
-//! let ptr = kv.append(b"key", b"value")?;
-//! assert_eq!(kv.read(ptr)?.value, b"value");
-//! kv.sync()?;
-//! # Ok::<(), wink::Error>(())
-//! ```
+//! The modules of the HTTP service, the cluster, WARC and dumps are public for the `wink`
+//! binary, the tests and the benchmarks, and hidden from the documentation.
 
 #![warn(missing_docs)]
 
-pub mod archive;
-#[doc(hidden)]
-pub mod check;
-pub mod clock;
 #[cfg(feature = "cluster")]
 #[doc(hidden)]
 pub mod cluster;
 #[cfg(feature = "dumps")]
 #[doc(hidden)]
 pub mod dumps;
-mod error;
-pub mod filesys;
-pub mod format;
-#[cfg(any(test, feature = "harness"))]
-#[doc(hidden)]
-pub mod fuzzing;
-pub mod maintenance;
 #[cfg(feature = "server")]
 #[doc(hidden)]
 pub mod serve;
-#[cfg(any(test, feature = "harness"))]
-#[doc(hidden)]
-pub mod sim;
-pub mod storage;
-pub mod store;
-#[cfg(any(test, feature = "harness"))]
-#[doc(hidden)]
-pub mod synth;
-pub mod vfs;
 #[cfg(feature = "warc")]
 #[doc(hidden)]
 pub mod warc;
 
+// The engine's error type, under the path the service, the cluster and WARC import it by.
+#[cfg(any(feature = "server", feature = "warc"))]
+mod error {
+    pub use wink_engine::{Error, Result};
+}
+
+// The engine's layers, under the paths they had in this crate.
+pub use wink_engine::{archive, check, clock, filesys, format, maintenance, storage, store, vfs};
+
 // The render store.
-pub use store::{
+pub use wink_engine::{
     Batch, Config, Got, Listed, Page, Policy, Put, Renders, Revisions, State, Store, StoreOptions,
     StoreStat, TitleKey, RECORD_CACHE_BYTES,
 };
 // Its maintenance.
-pub use maintenance::compact::{CompactOptions, CompactReport};
-pub use maintenance::scrub::{ScrubOptions, ScrubReport};
-pub use maintenance::{ArchiveReport, CullReport};
+pub use wink_engine::{
+    ArchiveReport, CompactOptions, CompactReport, CullReport, ScrubOptions, ScrubReport,
+};
 // The archive.
-pub use archive::{Archive, ArchiveOptions, ArchiveStats};
+pub use wink_engine::{Archive, ArchiveOptions, ArchiveStats};
 // The filesys.
-pub use filesys::{Filesys, FsOptions, OpenOptions};
+pub use wink_engine::{Filesys, FsOptions, OpenOptions};
 // The container formats.
-pub use format::hindex::{HIndex, HIndexOptions};
-pub use format::kvseq::{KvPointer, KvSeq, KvSeqOptions};
-pub use format::perm::{Perm, PermOptions};
-pub use format::superblock::Superblock;
+pub use wink_engine::{
+    HIndex, HIndexOptions, KvPointer, KvSeq, KvSeqOptions, Perm, PermOptions, Superblock,
+};
 // Where their bytes live, and the clock they stamp.
-pub use clock::{Clock, ManualClock};
-pub use storage::{FileStorage, MemStorage, Storage};
-pub use vfs::{RealFs, Vfs};
+pub use wink_engine::{Clock, FileStorage, ManualClock, MemStorage, RealFs, Storage, Vfs};
 // Errors.
-pub use error::{Error, Result};
+pub use wink_engine::{Error, Result};

@@ -14,8 +14,8 @@ use wink::archive::map::TitleMap;
 use wink::archive::{Archive, ArchiveOptions, Item};
 use wink::clock::{Clock, ManualClock};
 use wink::filesys;
-use wink::sim::SimDisk;
 use wink::vfs::{RealFs, Vfs};
+use wink_harness::sim::SimDisk;
 
 const MARKER: &[u8] = b"TAKEDOWN-MARKER-7f3a9c";
 const MID: &[u8] = b"wiki/Mid";
@@ -123,7 +123,7 @@ fn fixture() -> Fixture {
     let mut revs = BTreeMap::new();
     let mut gone = BTreeMap::new();
     for (i, key) in [MID, LAST, WHOLE, PLAIN].into_iter().enumerate() {
-        let mut title: Vec<Vec<u8>> = wink::synth::histories(40 + i as u64, 1, 40, 30)
+        let mut title: Vec<Vec<u8>> = wink_harness::synth::histories(40 + i as u64, 1, 40, 30)
             .map(|r| r.html)
             .collect();
         let map = layout(&title);

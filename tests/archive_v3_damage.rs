@@ -34,7 +34,7 @@ fn damage_in_a_unit_fails_only_its_title_with_file_and_offset() {
     let base = dir.path().join("archive");
     std::fs::create_dir_all(&base).unwrap();
     let base = base.join("a");
-    let revs: Vec<Vec<u8>> = wink::synth::histories(5, 1, 20, 30)
+    let revs: Vec<Vec<u8>> = wink_harness::synth::histories(5, 1, 20, 30)
         .map(|r| r.html)
         .collect();
     let vfs: Arc<dyn Vfs> = Arc::new(RealFs);

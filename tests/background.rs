@@ -26,12 +26,12 @@ use std::time::Duration;
 use uuid::Uuid;
 use wink::clock::{Clock, ManualClock};
 use wink::maintenance::background::{Maintenance, MaintenanceOptions};
-use wink::sim::SimDisk;
 use wink::store::key::tid_at;
 use wink::store::policy::{ArchivePolicy, Renders};
 use wink::store::{
     Config, Got, Listed, Page, Policy, Put, Revisions, State, Store, StoreOptions, TitleCursor,
 };
+use wink_harness::sim::SimDisk;
 
 mod common;
 

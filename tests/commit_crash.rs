@@ -11,8 +11,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use wink::clock::ManualClock;
-use wink::sim::{CrashMode, SimDisk};
 use wink::store::{Config, Put, Store, StoreOptions};
+use wink_harness::sim::{CrashMode, SimDisk};
 
 const DIR: &str = "/sim/store";
 const DOMAIN: &str = "en.wikipedia.org";

@@ -3,7 +3,7 @@
 //! every public read API.
 //!
 //! Every call must return the right data or an error; a corruption error names the file and an
-//! offset within it (`wink::fuzzing::check_error`); nothing panics, and nothing allocates more
+//! offset within it (`wink_harness::fuzzing::check_error`); nothing panics, and nothing allocates more
 //! than [`ALLOC_LIMIT`] at once (the guard allocator below refuses, which aborts this binary).
 //!
 //! The formats carry no checksum of key or value bytes (docs/FORMAT.md § Conventions), so each
@@ -26,9 +26,9 @@ use wink::format::kvseq::{EntryLayout, KvPointer, KvSeq, KvSeqOptions};
 use wink::format::perm::{Pair, Perm, PermOptions};
 use wink::format::repr::Repr;
 use wink::format::superblock::{self, var, Superblock, VarName};
-use wink::fuzzing::check_error;
 use wink::storage::{FileStorage, MemStorage, Storage};
 use wink::Error;
+use wink_harness::fuzzing::check_error;
 
 // ---- allocation guard --------------------------------------------------------------------
 
@@ -731,7 +731,11 @@ fn kvseq_flipped_bytes() {
         let tally = subject.flips(0x5eed_0000 + i as u64, 3000);
         assert!(tally.payload_changed > 0, "{}: {tally:?}", shape.name);
         eprintln!("{}: {tally:?}", shape.name);
-        subject.bursts(0xb0b0_0000 + i as u64, 500, wink::fuzzing::kvseq_walk);
+        subject.bursts(
+            0xb0b0_0000 + i as u64,
+            500,
+            wink_harness::fuzzing::kvseq_walk,
+        );
     }
 }
 
@@ -985,7 +989,11 @@ fn hindex_flipped_bytes() {
         let subject = hx_subject(&ix, cellsz);
         let tally = subject.flips(0x1d_0000 + cellsz, 3000);
         eprintln!("{}: {tally:?}", subject.name);
-        subject.bursts(0xb1d_0000 + cellsz, 500, wink::fuzzing::hindex_lookup);
+        subject.bursts(
+            0xb1d_0000 + cellsz,
+            500,
+            wink_harness::fuzzing::hindex_lookup,
+        );
     }
 }
 
@@ -1155,7 +1163,7 @@ fn perm_flipped_bytes() {
         let subject = perm_subject(&ix, htsize);
         let tally = subject.flips(0x9e_0000 + i as u64, 3000);
         eprintln!("{}: {tally:?}", subject.name);
-        subject.bursts(0xb9e_0000 + i as u64, 500, wink::fuzzing::perm_read);
+        subject.bursts(0xb9e_0000 + i as u64, 500, wink_harness::fuzzing::perm_read);
     }
 }
 

@@ -13,8 +13,8 @@ use std::sync::Arc;
 use proptest::prelude::*;
 use wink::clock::ManualClock;
 use wink::filesys::{Filesys, FsOptions, OpenOptions};
-use wink::sim::{CrashMode, SimDisk};
 use wink::Error;
+use wink_harness::sim::{CrashMode, SimDisk};
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 

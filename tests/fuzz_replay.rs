@@ -1,5 +1,5 @@
 //! Replays the committed fuzz corpora (`fuzz/corpus/<target>/`) and the inputs of past crashes
-//! (`fuzz/regressions/<target>/`) through the harnesses in `wink::fuzzing`, the same code the
+//! (`fuzz/regressions/<target>/`) through the harnesses in `wink_harness::fuzzing`, the same code the
 //! cargo-fuzz targets run, so the corpora keep guarding in every `cargo test`.
 //!
 //! `cargo test --test fuzz_replay -- --ignored write_seeds` rewrites the `seed-*` files of each
@@ -19,13 +19,13 @@ use wink::format::kvseq::{KvPointer, KvSeq, KvSeqOptions};
 use wink::format::perm::{Pair, Perm, PermOptions};
 use wink::format::repr::Repr;
 use wink::format::superblock::{var, Superblock};
-use wink::fuzzing::{self, fuzz_key, key_pointers, keys_kvseq, KEY_COUNT};
-use wink::sim::SimDisk;
 use wink::storage::MemStorage;
 use wink::store::policy::{Policy, Stamps};
 use wink::store::record::{Location, Render, TitleRecord};
 use wink::vfs::Vfs;
 use wink::Error;
+use wink_harness::fuzzing::{self, fuzz_key, key_pointers, keys_kvseq, KEY_COUNT};
+use wink_harness::sim::SimDisk;
 
 const TARGETS: [&str; 7] = [
     "superblock",
@@ -124,7 +124,7 @@ fn archive_map_corpus() {
 /// hand: `wink export` of a store of a few renders, with a mode byte in front.
 #[test]
 fn warc_record_corpus() {
-    replay_target("warc_record", fuzzing::warc_record);
+    replay_target("warc_record", wink::warc::fuzz::warc_record);
 }
 
 // ---- seeds -------------------------------------------------------------------------------
@@ -421,7 +421,7 @@ fn archive_map_seeds() -> Vec<(String, Vec<u8>)> {
     };
     Archive::create_in(vfs.clone(), base, fs_opts.clock.clone()).expect("archive created");
     let mut archive = Archive::open_in(vfs, base, &fs_opts, opts).expect("archive opens");
-    let values: Vec<Vec<u8>> = wink::synth::histories(5, 1, 12, 30)
+    let values: Vec<Vec<u8>> = wink_harness::synth::histories(5, 1, 12, 30)
         .map(|r| r.html)
         .collect();
     for (run, chunk) in values.chunks(4).enumerate() {
@@ -479,7 +479,7 @@ fn archive_map_seeds_of(format: u8) -> Vec<(String, Vec<u8>)> {
     };
     Archive::create_in(vfs.clone(), base, fs_opts.clock.clone()).expect("archive created");
     let mut archive = Archive::open_in(vfs, base, &fs_opts, opts).expect("archive opens");
-    let values: Vec<Vec<u8>> = wink::synth::histories(6, 1, 12, 30)
+    let values: Vec<Vec<u8>> = wink_harness::synth::histories(6, 1, 12, 30)
         .map(|r| r.html)
         .collect();
     for key in [b"seed/One".as_slice(), b"seed/Two"] {

@@ -187,7 +187,7 @@ fn a_v1_archive_converts_to_v2_while_reads_go_on() {
     let clock = ManualClock::new(1_700_000_000);
     drop(store(dir.path(), &clock, Some(ArchivePolicy::Newest)));
     let titles = ["Old one", "Old two"];
-    let revs: Vec<Vec<u8>> = wink::synth::histories(9, 1, 30, 30)
+    let revs: Vec<Vec<u8>> = wink_harness::synth::histories(9, 1, 30, 30)
         .map(|r| r.html)
         .collect();
     {

@@ -24,9 +24,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use wink::clock::ManualClock;
-use wink::sim::{CrashMode, SimDisk};
 use wink::store::{Config, Policy, Put, Renders, Revisions, Store, StoreOptions};
 use wink::Error;
+use wink_harness::sim::{CrashMode, SimDisk};
 
 const D: &str = "en.wikipedia.org";
 const HTML: &str = "text/html; charset=utf-8";

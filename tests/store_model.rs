@@ -34,11 +34,11 @@ use std::sync::Arc;
 use proptest::prelude::*;
 use uuid::Uuid;
 use wink::clock::{Clock, ManualClock};
-use wink::sim::{CrashMode, SimDisk};
 use wink::store::{
     Config, Page, Policy, Put, Renders, Revisions, State, Store, StoreOptions, TidMaker,
 };
 use wink::Error;
+use wink_harness::sim::{CrashMode, SimDisk};
 
 #[path = "store_model/model.rs"]
 mod model;

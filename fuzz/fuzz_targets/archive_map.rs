@@ -1,6 +1,6 @@
-//! Fuzz target `archive_map`: the harness is [`wink::fuzzing::archive_map`], shared with `tests/fuzz_replay.rs`.
+//! Fuzz target `archive_map`: the harness is [`wink_harness::fuzzing::archive_map`], shared with `tests/fuzz_replay.rs`.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 
-fuzz_target!(|data: &[u8]| wink::fuzzing::archive_map(data));
+fuzz_target!(|data: &[u8]| wink_harness::fuzzing::archive_map(data));

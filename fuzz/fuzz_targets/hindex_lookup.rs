@@ -1,6 +1,6 @@
-//! Fuzz target `hindex_lookup`: the harness is [`wink::fuzzing::hindex_lookup`], shared with `tests/fuzz_replay.rs`.
+//! Fuzz target `hindex_lookup`: the harness is [`wink_harness::fuzzing::hindex_lookup`], shared with `tests/fuzz_replay.rs`.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 
-fuzz_target!(|data: &[u8]| wink::fuzzing::hindex_lookup(data));
+fuzz_target!(|data: &[u8]| wink_harness::fuzzing::hindex_lookup(data));

@@ -1,6 +1,6 @@
-//! Fuzz target `kvseq_walk`: the harness is [`wink::fuzzing::kvseq_walk`], shared with `tests/fuzz_replay.rs`.
+//! Fuzz target `kvseq_walk`: the harness is [`wink_harness::fuzzing::kvseq_walk`], shared with `tests/fuzz_replay.rs`.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 
-fuzz_target!(|data: &[u8]| wink::fuzzing::kvseq_walk(data));
+fuzz_target!(|data: &[u8]| wink_harness::fuzzing::kvseq_walk(data));

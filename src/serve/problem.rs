@@ -96,7 +96,7 @@ impl Problem {
             Error::Full { .. } => {
                 Problem::server_side(StatusCode::INSUFFICIENT_STORAGE, "the store is full", log)
             }
-            Error::Io { source, .. } if crate::error::is_disk_full(source) => {
+            Error::Io { .. } if e.is_disk_full() => {
                 Problem::server_side(StatusCode::INSUFFICIENT_STORAGE, "the disk is full", log)
             }
             Error::InUse { .. } | Error::Stale { .. } => Problem {

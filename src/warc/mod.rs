@@ -25,6 +25,8 @@ pub mod codec;
 pub mod date;
 pub mod digest;
 pub mod export;
+#[cfg(feature = "harness")]
+pub mod fuzz;
 pub mod import;
 pub mod mapping;
 pub mod outfile;

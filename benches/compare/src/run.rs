@@ -220,7 +220,7 @@ fn raw_reads<C: Contender>(dir: &Path, n: usize) -> Res<Option<(ReadFigures, Rea
     };
     measure::drop_cache(&path)?;
     let file = std::fs::File::open(&path)?;
-    let mut rng = wink::synth::Rng::new(5);
+    let mut rng = wink_harness::synth::Rng::new(5);
     let mut buf = vec![0u8; (32 << 10) + 4096];
     let skip = (4096 - buf.as_ptr() as usize % 4096) % 4096;
     let mut lat = Latencies(Vec::with_capacity(n));

@@ -8,7 +8,7 @@
 //! precedence over render `k`, and the latest render of a title is its last.
 //!
 //! Values are 1–16 KiB: a header naming the render, then a slice of a pool of generated HTML
-//! (wink::synth) chosen by a hash of the render. Nothing per render is kept: every key and value
+//! (wink_harness::synth) chosen by a hash of the render. Nothing per render is kept: every key and value
 //! is recomputed from `(t, k)`.
 
 use std::path::Path;
@@ -16,7 +16,7 @@ use std::path::Path;
 use md5::{Digest, Md5};
 use uuid::Uuid;
 use wink::store::key::tid_at;
-use wink::synth::Rng;
+use wink_harness::synth::Rng;
 
 pub const RENDER_DOMAIN: &str = "en.wikipedia.org";
 pub const CORPUS_DOMAIN: &str = "corpus.example.org";
@@ -71,7 +71,7 @@ impl Renders {
             mul += 2;
         }
         let mut pool = Vec::with_capacity(POOL_BYTES + (1 << 20));
-        for rev in wink::synth::histories(11, 4096, 1, 24) {
+        for rev in wink_harness::synth::histories(11, 4096, 1, 24) {
             pool.extend_from_slice(&rev.html);
             if pool.len() >= POOL_BYTES {
                 break;

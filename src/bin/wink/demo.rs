@@ -16,8 +16,8 @@ use wink::clock::{Clock, ManualClock};
 use wink::store::check::check_store;
 use wink::store::policy::ArchivePolicy;
 use wink::store::{key, Config, Page, Put, Revisions, State, Store, StoreOptions};
-use wink::synth::{histories, Revision};
 use wink::{Error, Result};
+use wink_harness::synth::{histories, Revision};
 
 use crate::show::Out;
 use crate::Status;

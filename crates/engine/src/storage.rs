@@ -3,7 +3,7 @@
 //!
 //! The formats never touch a `File` directly. [`FileStorage`] is the real thing (pread/pwrite,
 //! fallocate, fdatasync, sync_file_range, posix_fadvise); [`MemStorage`] keeps the bytes in memory
-//! for tests and fuzzing. Crash simulators (`src/sim.rs`) plug in here too.
+//! for tests and fuzzing. Crash simulators (`wink_harness::sim`) plug in here too.
 
 use std::fmt;
 use std::fs::{File, OpenOptions};

@@ -15,9 +15,9 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::error::{Error, Result};
-use crate::storage::Storage;
-use crate::vfs::{Vfs, WriterLock};
+use wink_engine::storage::Storage;
+use wink_engine::vfs::{Vfs, WriterLock};
+use wink_engine::{Error, Result};
 
 const SECTOR: usize = 512;
 
@@ -60,7 +60,10 @@ pub enum CrashMode {
     /// All unsynced writes are lost.
     DropUnsynced,
     /// A random subset survives, in random order, possibly torn at sector boundaries.
-    Reorder { seed: u64 },
+    Reorder {
+        /// Picks which writes survive, their order and where they tear.
+        seed: u64,
+    },
 }
 
 /// A simulated disk holding files by path.
@@ -68,6 +71,7 @@ pub enum CrashMode {
 pub struct SimDisk(Arc<Mutex<State>>);
 
 impl SimDisk {
+    /// An empty disk.
     pub fn new() -> Self {
         SimDisk::default()
     }
@@ -342,7 +346,7 @@ impl Storage for SimStorage {
     }
 
     fn create_temp(&self, suffix: &str) -> io::Result<Box<dyn Storage>> {
-        let path = crate::storage::sibling(&self.path, suffix);
+        let path = wink_engine::storage::sibling(&self.path, suffix);
         let mut s = self.disk.state();
         if s.failed {
             return Err(power_out());

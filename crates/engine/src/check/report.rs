@@ -27,11 +27,14 @@ impl fmt::Display for Severity {
 /// One finding: which file, where, how bad, and what is wrong.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Problem {
+    /// The file the problem is in.
     pub path: PathBuf,
     /// The byte offset of the damage; `None` only when there is no place to point at (a file
     /// that cannot be opened).
     pub offset: Option<u64>,
+    /// How bad it is.
     pub severity: Severity,
+    /// What is wrong, in one line (what was expected and what was found, where that applies).
     pub what: String,
 }
 
@@ -82,11 +85,13 @@ impl fmt::Display for Problem {
 /// What [`check_file`](super::check_file) found in one file.
 #[derive(Clone, Debug)]
 pub struct Report {
+    /// The file checked.
     pub path: PathBuf,
     /// The format, when the superblock names a known one.
     pub format: Option<Format>,
     /// A one-line description of what was checked (format, PURPOSE, counts).
     pub summary: String,
+    /// Everything found wrong; empty for a sound file.
     pub problems: Vec<Problem>,
 }
 

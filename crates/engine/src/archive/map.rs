@@ -27,7 +27,8 @@ use std::path::Path;
 use crate::error::{Error, Result};
 use crate::format::bytes::ByteReader;
 
-pub(crate) const MAGIC: &[u8; 4] = b"WAM1";
+/// The first four bytes of a format 1 title map (docs/FORMAT.md).
+pub const MAGIC: &[u8; 4] = b"WAM1";
 const ENTRY_SIZE: usize = 51;
 /// Largest raw content a block may claim (bounds allocations from a damaged map).
 pub const MAX_BLOCK_RAW: u64 = 1 << 30;

@@ -11,10 +11,12 @@
 pub struct Rng(u64);
 
 impl Rng {
+    /// The generator of `seed`: the same seed, the same numbers.
     pub fn new(seed: u64) -> Rng {
         Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
     }
 
+    /// The next 64 random bits.
     pub fn next_u64(&mut self) -> u64 {
         self.0 ^= self.0 >> 12;
         self.0 ^= self.0 << 25;
@@ -55,6 +57,7 @@ fn sentence(rng: &mut Rng) -> String {
 /// One page's article, edited revision by revision.
 #[derive(Clone, Debug)]
 pub struct Article {
+    /// The page's title.
     pub title: String,
     sections: Vec<(String, Vec<Vec<String>>)>,
     rng: Rng,
@@ -150,9 +153,13 @@ impl Article {
 /// One generated revision.
 #[derive(Clone, Debug)]
 pub struct Revision {
+    /// The page's title.
     pub title: String,
+    /// The revision number, increasing through a page's history.
     pub rev: u64,
+    /// When it was saved, in seconds since the epoch.
     pub timestamp: i64,
+    /// The rendered HTML.
     pub html: Vec<u8>,
 }
 

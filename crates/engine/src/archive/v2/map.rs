@@ -156,7 +156,7 @@ pub enum Base {
     /// The raw revision of the frame before it.
     Previous,
     /// The raw revision of an earlier frame of the title, one of the
-    /// [`WINDOW`](super::chain::WINDOW) before it but not the one right before ([`Base::Previous`]).
+    /// [`WINDOW`] before it but not the one right before ([`Base::Previous`]).
     Earlier(u32),
     /// Another title's key (`refs[title]`, its frame `frame`, itself a [`Base::Key`]): a key too.
     Title {

@@ -28,9 +28,10 @@ use super::policy::{ArchivePolicy, Policy, Renders, Stamps};
 use crate::error::{Error, Result};
 use crate::format::bytes::ByteReader;
 
-pub(crate) const MAGIC: &[u8; 4] = b"WTR2";
+/// The first four bytes of a title record of the current layout (docs/FORMAT.md).
+pub const MAGIC: &[u8; 4] = b"WTR2";
 /// Records written before the key and the archive flag were kept in them; still read.
-pub(crate) const MAGIC_V1: &[u8; 4] = b"WTR1";
+pub const MAGIC_V1: &[u8; 4] = b"WTR1";
 /// The longest record name: a domain, `/` and a title (see [`super::key`]), well within.
 const MAX_KEY: usize = u16::MAX as usize;
 const RENDER_SIZE: usize = 75;

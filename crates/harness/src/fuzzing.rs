@@ -11,12 +11,12 @@
 use std::path::Path;
 use std::sync::OnceLock;
 
-use crate::error::Error;
-use crate::format::hindex::{Cell, HIndex, KeySource};
-use crate::format::kvseq::{EntryInfo, KvPointer, KvSeq, KvSeqOptions};
-use crate::format::perm::{Pair, Perm};
-use crate::format::superblock::{Purpose, Superblock};
-use crate::storage::MemStorage;
+use wink_engine::format::hindex::{Cell, HIndex, KeySource};
+use wink_engine::format::kvseq::{EntryInfo, KvPointer, KvSeq, KvSeqOptions};
+use wink_engine::format::perm::{Pair, Perm};
+use wink_engine::format::superblock::{Purpose, Superblock};
+use wink_engine::storage::MemStorage;
+use wink_engine::Error;
 
 /// The name every fuzz input goes by in error messages.
 pub const INPUT_PATH: &str = "fuzz-input";
@@ -68,7 +68,7 @@ fn input_files(len: usize) -> [(&'static Path, u64); 2] {
 }
 
 /// Unwraps `r`, checking any error with [`check_error`] against the input (and the keys file).
-fn ok<T>(r: crate::Result<T>, len: usize) -> Option<T> {
+fn ok<T>(r: wink_engine::Result<T>, len: usize) -> Option<T> {
     r.map_err(|e| check_error(&e, &input_files(len))).ok()
 }
 
@@ -243,7 +243,7 @@ pub fn keys_bytes() -> &'static [u8] {
             sbsize: 256,
             purpose: Purpose(*b"FUZZKEYS"),
             fileincr: 0,
-            clock: std::sync::Arc::new(crate::clock::ManualClock::new(0)),
+            clock: std::sync::Arc::new(wink_engine::clock::ManualClock::new(0)),
             ..KvSeqOptions::default()
         };
         let mut kv = KvSeq::create(Box::new(storage.clone()), &opts).expect("in-memory create");
@@ -359,7 +359,10 @@ fn insert_and_remove(data: &[u8]) {
             // (or fails on damage it meets on the way).
             if let Some(found) = ok(index.lookup(&key, kv), len) {
                 let found = found.expect("an inserted key is found");
-                assert_eq!(found, crate::format::hindex::Found { cell, ptr: ptrs[i] });
+                assert_eq!(
+                    found,
+                    wink_engine::format::hindex::Found { cell, ptr: ptrs[i] }
+                );
             }
             ok(index.remove(&key, kv), len);
         }
@@ -476,7 +479,7 @@ fn with_crc(body: &[u8]) -> Vec<u8> {
 
 /// Decodes `data` as a filesys inode value; a decoded inode re-encodes to a decodable equal.
 pub fn inode(data: &[u8]) {
-    use crate::filesys::inode::{Inode, HEADER, PAIR};
+    use wink_engine::filesys::inode::{Inode, HEADER, PAIR};
     let Some((seal, rest)) = sealed_mode(data) else {
         return;
     };
@@ -509,8 +512,8 @@ pub fn inode(data: &[u8]) {
 /// take-down and its lifting) at times taken from the input. None of it may panic; a decoded
 /// record, and the record after the store's operations, encode and decode back to themselves.
 pub fn title_record(data: &[u8]) {
-    use crate::store::policy::{ArchivePolicy, Policy, Renders, Revisions, Stamps};
-    use crate::store::record::{Location, Render, TitleRecord, MAGIC, MAGIC_V1};
+    use wink_engine::store::policy::{ArchivePolicy, Policy, Renders, Revisions, Stamps};
+    use wink_engine::store::record::{Location, Render, TitleRecord, MAGIC, MAGIC_V1};
     let Some((seal, rest)) = sealed_mode(data) else {
         return;
     };
@@ -538,7 +541,7 @@ pub fn title_record(data: &[u8]) {
     let pick = |i: usize| numbers.get(i).copied().unwrap_or(0);
     // Reads and culls take any clock reading; a put only one the store accepts (`check_now`).
     let now = pick(0) as i64;
-    let put_now = (pick(0) % (crate::store::key::MAX_NOW as u64 + 1)) as i64;
+    let put_now = (pick(0) % (wink_engine::store::key::MAX_NOW as u64 + 1)) as i64;
     let rev = pick(1);
     let policies = [
         Policy::default(),
@@ -607,7 +610,7 @@ pub fn title_record(data: &[u8]) {
 /// and of formats 2 and 3 (with the units of a format 3 map walked as a read walks them); a
 /// decoded map re-encodes, as a map and as a one-snapshot log, to itself.
 pub fn archive_map(data: &[u8]) {
-    use crate::archive::map::{TitleMap, MAGIC};
+    use wink_engine::archive::map::{TitleMap, MAGIC};
     let Some((seal, rest)) = sealed_mode(data) else {
         return;
     };
@@ -638,7 +641,7 @@ pub fn archive_map(data: &[u8]) {
     }
     // The same bytes as a format 2 log: a decoded map re-encodes, as a one-snapshot log, to
     // itself.
-    use crate::archive::v2::map::Map;
+    use wink_engine::archive::v2::map::Map;
     match Map::decode_log(&log, path, 0) {
         Ok(map) => {
             let again = Map::decode_log(&map.snapshot_record(), path, 0)
@@ -646,7 +649,7 @@ pub fn archive_map(data: &[u8]) {
             assert_eq!(again, map, "v2 archive map changed through its log");
             // A format 3 map's units: every frame's unit, path and decode cost, as a read
             // works them out, stay within the map.
-            use crate::archive::v2::chain;
+            use wink_engine::archive::v2::chain;
             for n in 0..map.frames.len().min(256) {
                 let (head, last) = chain::unit(&map, n);
                 assert!(head <= n && n <= last && last < map.frames.len());
@@ -671,64 +674,6 @@ fn seal_log_records(log: &mut [u8]) {
         log[end - 4..end].copy_from_slice(&crc.to_be_bytes());
         at = end;
     }
-}
-
-// ---- warc_record -------------------------------------------------------------------------
-
-/// Reads `data[1..]` as a WARC file with [`crate::warc::reader::RecordReader`], skipping damage
-/// as `wink import --skip-damaged` and `wink check --warc` do; `data[0]` picks how the bytes
-/// reach the reader: as they are (compression sniffed), or wrapped in one gzip member or one
-/// zstd frame, so the fuzzer explores the record parser behind a decoder too. Damage must name
-/// an offset within the file; the walk must end (every resync moves forward).
-#[cfg(feature = "warc")]
-pub fn warc_record(data: &[u8]) {
-    use crate::warc::codec::Compression;
-    use crate::warc::reader::{ReadError, RecordReader};
-    let Some((&mode, rest)) = data.split_first() else {
-        return;
-    };
-    let file = match mode % 3 {
-        0 => rest.to_vec(),
-        1 => Compression::Gzip.compress(rest, 1).expect("in-memory gzip"),
-        _ => Compression::Zstd.compress(rest, 1).expect("in-memory zstd"),
-    };
-    let len = file.len() as u64;
-    let path = Path::new(INPUT_PATH);
-    let Ok(mut reader) = RecordReader::new(path, std::io::Cursor::new(file), 1 << 20) else {
-        return;
-    };
-    let mut last = None;
-    for _ in 0..=len {
-        match reader.next_record() {
-            Ok(Some(r)) => {
-                assert!(r.offset <= len, "a record at {} of {len} bytes", r.offset);
-                assert!(r.block.len() as u64 <= r.block_len);
-                assert!(r.payload_start <= r.block.len().max(1) || !r.kept);
-                let mut bytes = Vec::new();
-                r.header.write_to(&mut bytes);
-                let again = crate::warc::record::Header::parse(&bytes[..bytes.len() - 2]);
-                assert_eq!(
-                    again.as_ref(),
-                    Ok(&r.header),
-                    "a header writes and parses back"
-                );
-            }
-            Ok(None) => return,
-            Err(ReadError::Io(e)) => return check_error(&e, &[(path, len)]),
-            Err(ReadError::Damage(d)) => {
-                assert!(d.offset <= len, "damage at {} of {len} bytes", d.offset);
-                check_error(&d.to_error(path), &[(path, len)]);
-                assert!(last.is_none_or(|l| d.offset >= l), "damage went backwards");
-                last = Some(d.offset);
-                match reader.skip_damage() {
-                    Ok(true) => {}
-                    Ok(false) => return,
-                    Err(e) => return check_error(&e, &[(path, len)]),
-                }
-            }
-        }
-    }
-    panic!("more records than bytes: the walk does not end");
 }
 
 #[cfg(test)]

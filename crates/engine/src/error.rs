@@ -134,7 +134,7 @@ impl fmt::Display for IoWhat<'_> {
 }
 
 /// Whether an I/O error means the file system (or a quota) has no room left.
-pub fn is_disk_full(e: &io::Error) -> bool {
+fn is_disk_full(e: &io::Error) -> bool {
     e.kind() == io::ErrorKind::StorageFull
         || e.kind() == io::ErrorKind::QuotaExceeded
         || matches!(e.raw_os_error(), Some(libc::ENOSPC) | Some(libc::EDQUOT))
@@ -152,6 +152,12 @@ impl fmt::Display for At {
 }
 
 impl Error {
+    /// Whether this is an I/O error that means the file system (or a quota) has no room left
+    /// (ENOSPC, EDQUOT): the service answers it 507, not 500.
+    pub fn is_disk_full(&self) -> bool {
+        matches!(self, Error::Io { source, .. } if is_disk_full(source))
+    }
+
     /// An I/O error on `path`, at `offset` when the operation had one.
     pub fn io(path: &Path, offset: Option<u64>, source: io::Error) -> Self {
         Error::Io {

@@ -1,5 +1,5 @@
 //! Where a multi-file structure (a filesys, a store) gets its files: the real file system, or a
-//! simulated disk for crash tests ([`crate::sim::SimDisk`]).
+//! simulated disk for crash tests (`SimDisk` of the crate `wink_harness`).
 
 use std::fs::{File, OpenOptions};
 use std::os::unix::io::AsRawFd;
