@@ -230,14 +230,14 @@ fn every_answer_says_how_to_cache_it_and_reads_honour_if_match() {
         ),
         (format!("W/{tag}"), 412),
     ] {
-        let a = call(&ag, "GET", &url, &[("If-Match", &given)], None);
+        let a = get_with(&ag, &url, "If-Match", &given);
         assert_eq!(a.status, status, "If-Match: {given}");
         if status == 412 {
             a.problem(412, "precondition_failed");
         }
     }
     // A miss stays a miss.
-    let a = call(&ag, "GET", &s.p("b", "/None"), &[("If-Match", "*")], None);
+    let a = get_with(&ag, &s.p("b", "/None"), "If-Match", "*");
     assert_eq!(a.status, 404);
     // The process's own figures, by the names Prometheus's client libraries use.
     // (CPU time is counted in 10 ms ticks: a quiet server may have used none yet.)
@@ -386,6 +386,11 @@ fn a_client_that_reads_nothing_is_cut_off_and_gives_its_answer_back() {
     drop(stalled);
 }
 
+/// A GET with one request header.
+fn get_with(ag: &ureq::Agent, url: &str, name: &str, value: &str) -> common::server::Answer {
+    call(ag, "GET", url, &[(name, value)], None)
+}
+
 /// Sends a request head and reads the first status line the server sends back.
 fn first_status(addr: &str, head: &str) -> (std::net::TcpStream, String) {
     use std::io::{BufRead as _, Write as _};
@@ -528,13 +533,7 @@ fn every_request_is_logged_with_its_id_and_failures_name_files_only_in_the_log()
     let marker = b"<p>a value to damage: 0123456789abcdef</p>";
     assert_eq!(put(&ag, &s.p("b", "/T/1"), HTML, marker).status, 201);
     // A client's id is kept and echoed; a request without one gets one.
-    let a = call(
-        &ag,
-        "GET",
-        &s.p("b", "/T"),
-        &[("x-request-id", "client-7")],
-        None,
-    );
+    let a = get_with(&ag, &s.p("b", "/T"), "x-request-id", "client-7");
     assert_eq!(a.header("x-request-id"), Some("client-7"));
     let made = get(&ag, &s.p("b", "/Nope"));
     let made_id = made.header("x-request-id").unwrap().to_string();
@@ -549,13 +548,7 @@ fn every_request_is_logged_with_its_id_and_failures_name_files_only_in_the_log()
         .unwrap();
     bytes[at + 5] ^= 0xff;
     std::fs::write(&data, &bytes).unwrap();
-    let a = call(
-        &ag,
-        "GET",
-        &s.p("b", "/T"),
-        &[("x-request-id", "broken-1")],
-        None,
-    );
+    let a = get_with(&ag, &s.p("b", "/T"), "x-request-id", "broken-1");
     let j = a.problem(500, "server_error");
     let detail = j["detail"].as_str().unwrap();
     assert!(detail.contains("broken-1"), "{detail}");
@@ -595,9 +588,17 @@ fn every_request_is_logged_with_its_id_and_failures_name_files_only_in_the_log()
     assert_eq!(find("broken-1")["status"].as_u64(), Some(500));
 }
 
+fn gunzip(body: &[u8]) -> String {
+    use std::io::Read as _;
+    let mut text = String::new();
+    flate2::read::GzDecoder::new(body)
+        .read_to_string(&mut text)
+        .unwrap();
+    text
+}
+
 #[test]
 fn answers_are_gzipped_for_clients_that_accept_it() {
-    use std::io::Read as _;
     let dir = tempfile::tempdir().unwrap();
     let s = Server::start(&dir.path().join("root"), &[]);
     let ag = agent();
@@ -611,30 +612,20 @@ fn answers_are_gzipped_for_clients_that_accept_it() {
         put(&ag, &s.p("b", "/Small/1"), HTML, b"<p>tiny</p>").status,
         201
     );
-    let gz = call(
-        &ag,
-        "GET",
-        &s.p("b", "/T"),
-        &[("Accept-Encoding", "gzip")],
-        None,
-    );
+    let gz = get_with(&ag, &s.p("b", "/T"), "Accept-Encoding", "gzip");
     assert_eq!(gz.header("content-encoding"), Some("gzip"));
     assert!(gz
         .header("vary")
         .is_some_and(|v| v.contains("accept-encoding")));
     assert!(gz.body.len() * 5 < page.len(), "{} bytes", gz.body.len());
-    let mut plain = String::new();
-    flate2::read::GzDecoder::new(&gz.body[..])
-        .read_to_string(&mut plain)
-        .unwrap();
-    assert_eq!(plain, page);
+    assert_eq!(gunzip(&gz.body), page);
     // Not asked, refused (q=0), or too small to gain: sent as stored.
     for (url, accept) in [
         (s.p("b", "/T"), "identity"),
         (s.p("b", "/T"), "gzip;q=0"),
         (s.p("b", "/Small"), "gzip"),
     ] {
-        let a = call(&ag, "GET", &url, &[("Accept-Encoding", accept)], None);
+        let a = get_with(&ag, &url, "Accept-Encoding", accept);
         assert_eq!(a.header("content-encoding"), None, "{url} {accept}");
     }
     let a = get(&ag, &s.p("b", "/T"));
@@ -651,19 +642,9 @@ fn answers_are_gzipped_for_clients_that_accept_it() {
             b"x",
         );
     }
-    let a = call(
-        &ag,
-        "GET",
-        &s.p("b", "/"),
-        &[("Accept-Encoding", "gzip")],
-        None,
-    );
+    let a = get_with(&ag, &s.p("b", "/"), "Accept-Encoding", "gzip");
     assert_eq!(a.header("content-encoding"), Some("gzip"));
-    let mut listing = String::new();
-    flate2::read::GzDecoder::new(&a.body[..])
-        .read_to_string(&mut listing)
-        .unwrap();
-    let j: serde_json::Value = serde_json::from_str(&listing).unwrap();
+    let j: serde_json::Value = serde_json::from_str(&gunzip(&a.body)).unwrap();
     assert_eq!(j["items"].as_array().unwrap().len(), 42);
 }
 
