@@ -709,3 +709,24 @@ fn buckets_and_connections_are_bounded_by_the_descriptor_limit() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[test]
+fn heads_longer_than_the_api_needs_are_problems_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Server::start(&dir.path().join("root"), &[]);
+    let ag = agent();
+    create_bucket(&s, "b", "{}");
+    let long = s.p("b", &format!("/{}", "x".repeat(10_000)));
+    get(&ag, &long).problem(414, "uri_too_long");
+    let big = "v".repeat(8000);
+    let a = call(
+        &ag,
+        "GET",
+        &s.p("b", "/T"),
+        &[("x-one", &big), ("x-two", &big), ("x-three", &big)],
+        None,
+    );
+    a.problem(431, "request_header_fields_too_large");
+    // The server goes on.
+    assert_eq!(get(&ag, &s.url("/_health")).status, 200);
+}

@@ -129,6 +129,11 @@ impl Problem {
             StatusCode::CONFLICT => ("conflict", "Conflict."),
             StatusCode::PRECONDITION_FAILED => ("precondition_failed", "Precondition failed."),
             StatusCode::PAYLOAD_TOO_LARGE => ("payload_too_large", "Payload too large."),
+            StatusCode::URI_TOO_LONG => ("uri_too_long", "URI too long."),
+            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE => (
+                "request_header_fields_too_large",
+                "Request header fields too large.",
+            ),
             StatusCode::UNSUPPORTED_MEDIA_TYPE => {
                 ("unsupported_media_type", "Unsupported media type.")
             }

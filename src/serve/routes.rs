@@ -216,6 +216,36 @@ async fn drain(mut body: Incoming, received: &super::limits::Received) {
 const DRAIN_BYTES: usize = 1 << 20;
 const DRAIN_TIME: std::time::Duration = std::time::Duration::from_secs(2);
 
+/// The longest request target (path and query) taken: a title is at most 255 bytes, 765
+/// percent-encoded, and a cursor a few hundred.
+const MAX_TARGET: usize = 8 << 10;
+/// The most bytes of request headers taken (names and values).
+const MAX_HEADERS: usize = 16 << 10;
+
+/// 414 or 431, as problem+json, for a head longer than any request of the API needs. Heads past
+/// hyper's own buffer (64 KiB) get hyper's answer, which has no body.
+fn head_within_limits(req: &hyper::http::request::Parts) -> Result<()> {
+    let target = req.uri.path_and_query().map_or(0, |p| p.as_str().len());
+    if target > MAX_TARGET {
+        return Err(Problem::new(
+            StatusCode::URI_TOO_LONG,
+            format!("the request target is {target} bytes; at most {MAX_TARGET} are taken"),
+        ));
+    }
+    let headers: usize = req
+        .headers
+        .iter()
+        .map(|(n, v)| n.as_str().len() + v.len())
+        .sum();
+    if headers > MAX_HEADERS {
+        return Err(Problem::new(
+            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            format!("the request's headers are {headers} bytes; at most {MAX_HEADERS} are taken"),
+        ));
+    }
+    Ok(())
+}
+
 /// The body of the request, for the one route that reads it.
 fn take_body(body: &mut Option<Incoming>) -> Result<Incoming> {
     body.take()
@@ -228,6 +258,7 @@ async fn answer(
     body: &mut Option<Incoming>,
     route: &mut Route,
 ) -> Result<Answer> {
+    head_within_limits(req)?;
     #[cfg(feature = "cluster")]
     if let Some(node) = app.cluster.get() {
         if let Some(a) = cluster_gate(app, node, req).await? {
