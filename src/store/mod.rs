@@ -28,6 +28,7 @@ pub mod quarantine;
 mod recent;
 pub mod record;
 pub(crate) mod records;
+mod shared;
 mod stat;
 pub mod tiers;
 pub(crate) mod view;
