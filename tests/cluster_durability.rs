@@ -346,18 +346,24 @@ fn a_node_lost_for_good_is_replaced_and_then_removed() {
     // The machine of n3 is gone: never restarted.
     cluster.ctl("kill", "n3");
     let lost = Instant::now();
-    eventually("under-replicated partitions shown", || {
-        let s = status(&cluster);
-        s["under_replicated"]
-            .as_array()
-            .is_some_and(|u| !u.is_empty())
-    });
+    // n3's lease lapsed, not a live node's renewal that came late on a loaded machine.
+    eventually(
+        "n3's lease lapsed and its partitions shown under-replicated",
+        || {
+            let s = status(&cluster);
+            s["leases"].get("n3").is_none()
+                && s["under_replicated"]
+                    .as_array()
+                    .is_some_and(|u| !u.is_empty())
+        },
+    );
     // After the grace, each of n3's partitions gets another live owner, which catches up.
     eventually("every partition with two live owners again", || {
         let s = status(&cluster);
-        s["under_replicated"]
-            .as_array()
-            .is_some_and(|u| u.is_empty())
+        s["leases"].get("n3").is_none()
+            && s["under_replicated"]
+                .as_array()
+                .is_some_and(|u| u.is_empty())
             && s["nodes"]
                 .as_array()
                 .unwrap()

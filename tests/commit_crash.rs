@@ -152,6 +152,9 @@ fn check(
     );
 }
 
+/// Makes a disk fail after its n-th write or sync.
+type Arm = fn(&SimDisk, u64);
+
 fn cut_everywhere(op: &[(&'static str, u64, usize)]) {
     let clock = ManualClock::new(T0);
     let disk = base(&clock);
@@ -171,36 +174,20 @@ fn cut_everywhere(op: &[(&'static str, u64, usize)]) {
             CrashMode::Reorder { seed: n + 1000 },
         ]
     };
-    for n in 1..=writes + 1 {
-        let cut = disk.fork();
-        let done = run(&cut, &clock, op, || cut.fail_after_writes(n));
-        for mode in modes(n) {
-            let crashed = cut.fork();
-            crashed.crash(mode);
-            check(
-                &crashed,
-                &clock,
-                &before,
-                &after,
-                done,
-                &format!("write {n} of {writes}, {mode:?}"),
-            );
-        }
-    }
-    for n in 1..=syncs + 1 {
-        let cut = disk.fork();
-        let done = run(&cut, &clock, op, || cut.fail_after_syncs(n));
-        for mode in modes(n) {
-            let crashed = cut.fork();
-            crashed.crash(mode);
-            check(
-                &crashed,
-                &clock,
-                &before,
-                &after,
-                done,
-                &format!("sync {n} of {syncs}, {mode:?}"),
-            );
+    let cuts: [(&str, u64, Arm); 2] = [
+        ("write", writes, |d, n| d.fail_after_writes(n)),
+        ("sync", syncs, |d, n| d.fail_after_syncs(n)),
+    ];
+    for (what, count, arm) in cuts {
+        for n in 1..=count + 1 {
+            let cut = disk.fork();
+            let done = run(&cut, &clock, op, || arm(&cut, n));
+            for mode in modes(n) {
+                let crashed = cut.fork();
+                crashed.crash(mode);
+                let at = format!("{what} {n} of {count}, {mode:?}");
+                check(&crashed, &clock, &before, &after, done, &at);
+            }
         }
     }
 }

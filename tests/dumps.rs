@@ -13,14 +13,12 @@ use std::io::Read;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::cli::{s, spawn, wink_at, Run};
 use common::require;
 use serde_json::{json, Value};
-use wink::clock::ManualClock;
-use wink::store::{Page, Store, StoreOptions};
+use wink::store::{Page, Store};
 
 /// The clock of every command here.
 const NOW: i64 = 1_800_000_000;
@@ -44,14 +42,7 @@ impl Counts for Run {
 }
 
 fn open(dir: &Path) -> Store {
-    Store::open(
-        dir,
-        &StoreOptions {
-            clock: Arc::new(ManualClock::new(NOW)),
-            ..StoreOptions::read_only()
-        },
-    )
-    .unwrap()
+    common::open_read_only_at(dir, NOW)
 }
 
 /// MediaWiki's canonical URL of a page (what Enterprise's `url` is).
@@ -586,43 +577,29 @@ fn a_bad_line_names_file_member_and_line_and_skip_bad_counts_it() {
     let plain = tmp.path().join("plain.ndjson");
     std::fs::write(&plain, good(1)).unwrap();
     wink(&["import", s(&dir), "--enterprise", s(&plain)]).expect(2);
-    // Options of another kind of import are usage errors.
-    wink(&[
-        "import",
-        s(&dir),
-        "--enterprise",
-        s(&plain),
-        "--skip-damaged",
-    ])
-    .expect(2);
-    wink(&[
-        "export",
-        s(&dir),
-        "-o",
-        s(&tmp.path().join("x.warc.gz")),
-        "--as-of",
-        "1",
-    ])
-    .expect(2);
-    wink(&[
-        "export",
-        s(&dir),
-        "--format",
-        "enterprise",
-        "-o",
-        s(&tmp.path().join("x.tar.gz")),
-        "--current",
-    ])
-    .expect(2);
-    wink(&[
-        "export",
-        s(&dir),
-        "--format",
-        "enterprise",
-        "-o",
-        s(&tmp.path().join("x.zip")),
-    ])
-    .expect(2);
+    // Options of another kind of import or export are usage errors.
+    let (warc, tar, zip) = (
+        tmp.path().join("x.warc.gz"),
+        tmp.path().join("x.tar.gz"),
+        tmp.path().join("x.zip"),
+    );
+    let (dir, plain) = (s(&dir), s(&plain));
+    for args in [
+        vec!["import", dir, "--enterprise", plain, "--skip-damaged"],
+        vec!["export", dir, "-o", s(&warc), "--as-of", "1"],
+        vec![
+            "export",
+            dir,
+            "--format",
+            "enterprise",
+            "-o",
+            s(&tar),
+            "--current",
+        ],
+        vec!["export", dir, "--format", "enterprise", "-o", s(&zip)],
+    ] {
+        wink(&args).expect(2);
+    }
 }
 
 /// A kill loses at most the batch under way; a re-run finishes without a duplicate, whenever

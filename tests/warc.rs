@@ -94,14 +94,7 @@ fn generated(dir: &Path) -> Store {
 }
 
 fn open_at(dir: &Path, now: i64) -> Store {
-    Store::open(
-        dir,
-        &StoreOptions {
-            clock: Arc::new(ManualClock::new(now)),
-            ..StoreOptions::read_only()
-        },
-    )
-    .unwrap()
+    common::open_read_only_at(dir, now)
 }
 
 /// Every readable render: (domain, title, rev, tid) → (content type, value, state).

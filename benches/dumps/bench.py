@@ -14,7 +14,7 @@ POSIX_FADV_DONTNEED, the only files touched):
                 script: it stores nothing);
 - wink-gzN:     `wink export --level N` of the corpus's store (N = 9, warcio's and fastwarc's
                 default, and 6, Wink's);
-- warcio-gzN:   warcio's WARCWriter at level N over the corpus's files (writers.py);
+- warcio-gzN:   warcio's WARCWriter at level N over the corpus's files (benches/pylib/writers.py);
 - fastwarc-gzN: fastwarc's WarcRecord.write into a GzipWriter at level N, one member a record;
 - warc-import:  `wink import --warc` of the level-6 export into an empty store;
 - fastwarc-read / fastwarc-read-verify: fastwarc's ArchiveIterator reading every record's
@@ -24,46 +24,16 @@ Rates are of the renders' bytes (128.8 MB), 10^6 bytes per second.
 """
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
-import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "pylib"))
+from common import CORPUS, PY, RAW, ROOT, WINK, WRITERS, evict, fresh, timed  # noqa: E402
+
 HERE = os.path.join(ROOT, "benches/dumps")
-WINK = os.path.join(ROOT, "target/release/wink")
-PY = os.path.join(ROOT, "target/pyenv/bin/python")
-CORPUS = os.path.normpath(os.path.join(ROOT, "../shared/corpus"))
 WORK = os.path.join(ROOT, "target/bench-dumps")
-RAW = 128_835_824
 LEVELS = [9, 6]
-
-
-def evict(paths):
-    for p in paths:
-        if os.path.isdir(p):
-            evict([os.path.join(d, f) for d, _, fs in os.walk(p) for f in fs])
-            continue
-        fd = os.open(p, os.O_RDONLY)
-        try:
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
-
-
-def timed(cmd, cold):
-    evict(cold)
-    started = time.perf_counter()
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
-    return time.perf_counter() - started
-
-
-def fresh(path):
-    if os.path.isdir(path):
-        shutil.rmtree(path)
-    elif os.path.exists(path):
-        os.remove(path)
 
 
 def w(name):
@@ -102,7 +72,7 @@ def main():
             for tool in ["warcio", "fastwarc"]:
                 out = w(f"out-{tool}-gz{level}.warc.gz")
                 t[f"{tool}-gz{level}"] = timed(
-                    [PY, os.path.join(HERE, "writers.py"), tool, CORPUS, out, str(level)], [CORPUS])
+                    [PY, WRITERS, tool, CORPUS, out, str(level)], [CORPUS])
         gz = w("out-wink-gz6.warc.gz")
         dst = w("imp-warc")
         subprocess.run([WINK, "init", dst], check=True, stdout=subprocess.DEVNULL)

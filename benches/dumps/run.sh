@@ -8,4 +8,4 @@ cd "$(dirname "$0")/../.."
 cargo build --release --bin wink
 .ci/pytools
 uptime
-exec flock /work/notes/bench.lock target/pyenv/bin/python benches/dumps/bench.py "$@"
+exec flock "${WINK_BENCH_LOCK:-/tmp/wink-bench.lock}" target/pyenv/bin/python benches/dumps/bench.py "$@"

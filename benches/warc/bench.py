@@ -13,7 +13,7 @@ POSIX_FADV_DONTNEED, the only files touched):
 - gzip9:    `wink export --level 9` (warcio's level);
 - gzip1:    `wink export --level 1` (the fastest gzip);
 - zstd:     `wink export --compress zstd` (level 3);
-- warcio:   warcio_export.py, warcio's writer (gzip level 9) over the same renders, read from the
+- warcio:   benches/pylib/writers.py, warcio's writer (gzip level 9) over the same renders, read from the
             corpus's files;
 - warcio-plain: the same, uncompressed;
 - import-files: `wink import` of the corpus (manifest and files) into an empty store;
@@ -23,44 +23,14 @@ Rates are of the renders' bytes (128.8 MB), 10^6 bytes per second.
 """
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
-import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-WINK = os.path.join(ROOT, "target/release/wink")
-PY = os.path.join(ROOT, "target/pyenv/bin/python")
-CORPUS = os.path.join(ROOT, "../shared/corpus")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "pylib"))
+from common import CORPUS, PY, RAW, ROOT, WINK, WRITERS, evict, fresh, timed  # noqa: E402
+
 WORK = os.path.join(ROOT, "target/bench-warc")
-RAW = 128_835_824
-
-
-def evict(paths):
-    for p in paths:
-        if os.path.isdir(p):
-            evict([os.path.join(d, f) for d, _, fs in os.walk(p) for f in fs])
-            continue
-        fd = os.open(p, os.O_RDONLY)
-        try:
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
-
-
-def timed(cmd, cold):
-    evict(cold)
-    started = time.perf_counter()
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
-    return time.perf_counter() - started
-
-
-def fresh(path):
-    if os.path.isdir(path):
-        shutil.rmtree(path)
-    elif os.path.exists(path):
-        os.remove(path)
 
 
 def clean_outputs():
@@ -94,13 +64,11 @@ def main():
         ]:
             t[name] = timed([WINK, "export", store, "-o", os.path.join(WORK, out)] + extra, [store])
         t["warcio"] = timed(
-            [PY, os.path.join(ROOT, "benches/warc/warcio_export.py"), CORPUS,
-             os.path.join(WORK, "out-warcio.warc.gz")],
+            [PY, WRITERS, "warcio", CORPUS, os.path.join(WORK, "out-warcio.warc.gz"), "9"],
             [CORPUS],
         )
         t["warcio-plain"] = timed(
-            [PY, os.path.join(ROOT, "benches/warc/warcio_export.py"), CORPUS,
-             os.path.join(WORK, "out-warcio.warc"), "--plain"],
+            [PY, WRITERS, "warcio", CORPUS, os.path.join(WORK, "out-warcio.warc"), "plain"],
             [CORPUS],
         )
         for name, src in [("import-files", [CORPUS]), ("import-warc", ["--warc", os.path.join(WORK, "out-gzip.warc.gz")])]:

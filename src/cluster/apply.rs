@@ -287,3 +287,37 @@ pub fn replay_from(store: &mut Store, from: u64) -> Result<()> {
     write_record(store, &record)?;
     store.commit()
 }
+
+/// Applies one page of a copy of another owner's store (puts at their arrival times, take-downs)
+/// and commits; the record is not changed (see [`seeded`]). Answers the renders stored; a put
+/// the store refuses (a take-down of it arrived first) is left out, as on the owner.
+pub fn apply_copy(store: &mut Store, changes: &[Change]) -> Result<usize> {
+    let mut stored = 0;
+    for c in changes {
+        match c.kind {
+            Kind::Put => match StampedClock::with(c.arrival, || store.put_uncommitted(&c.as_put()))
+            {
+                Ok(_) => stored += 1,
+                Err(Error::Invalid(_)) => {}
+                Err(e) => return Err(e),
+            },
+            Kind::TakeDown | Kind::TakeDownTitle => {
+                store.take_down(&c.domain, &c.title, c.kind.of_rev(c.rev))?;
+            }
+            // A copy holds state, not history: no lifts.
+            Kind::Lift | Kind::LiftTitle => {}
+        }
+    }
+    store.commit()?;
+    Ok(stored)
+}
+
+/// Records that partition `partition` holds everything up to `seq` (a copy of an owner that had
+/// applied that far), and commits: the stream is applied from `seq + 1` on.
+pub fn seeded(store: &mut Store, partition: u32, seq: u64) -> Result<()> {
+    let mut record = read_record(store)?;
+    let e = record.applied.entry(partition).or_insert(0);
+    *e = (*e).max(seq);
+    write_record(store, &record)?;
+    store.commit()
+}

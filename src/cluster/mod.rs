@@ -8,6 +8,7 @@
 //! | [`placement`] | the partition → owners map (compare-and-set in a KV bucket), leases |
 //! | [`apply`] | a batch of messages into a store, with the applied sequences, in one commit |
 //! | [`node`] | a running node: publishing, the apply loop, forwarding, read-your-writes |
+//! | [`seed`] | a partition the stream cannot replay, copied from another owner |
 //! | [`admin`] | `wink cluster status`, `verify`, `rebalance` |
 //!
 //! Compiled with the `cluster` feature (in the default features); an embedder that turns the
@@ -19,5 +20,6 @@ pub mod config;
 pub mod message;
 pub mod node;
 pub mod placement;
+pub mod seed;
 
 pub use config::ClusterConfig;

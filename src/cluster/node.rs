@@ -481,7 +481,7 @@ impl Node {
     }
 
     /// A node's URL: the configuration's, else the one its lease announces.
-    fn url_of(&self, name: &str) -> Option<String> {
+    pub(super) fn url_of(&self, name: &str) -> Option<String> {
         if let Some(n) = self.cfg.node(name) {
             return Some(n.url.clone());
         }
@@ -721,34 +721,13 @@ impl Node {
 
     /// Commits a snapshot of `bucket` into `ROOT/.snapshots/`; answers its directory.
     pub async fn snapshot(&self, app: &App, bucket: &str) -> std::result::Result<String, Problem> {
-        let b = match app.registry.bucket(bucket) {
-            Ok(Some(b)) => b,
-            _ => return Err(Problem::not_found(format!("no bucket {bucket}"))),
-        };
-        let root = b
-            .dir
-            .parent()
-            .map(|p| p.join(".snapshots"))
-            .unwrap_or_default();
-        crate::vfs::Vfs::create_dir_all(&crate::vfs::RealFs, &root)
-            .map_err(|e| Problem::from_store(&e))?;
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos());
-        let dest = root.join(format!("{bucket}.{nanos}"));
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        let to = dest.clone();
-        let work = ExclusiveWork(Box::new(move |s: &mut crate::store::Store| {
-            let _ = tx.send(s.snapshot(&to).map(|_| ()));
-        }));
-        if !b.submit(Job::Exclusive(work)) {
-            return Err(Problem::unavailable("the server is shutting down", 5));
-        }
-        match rx.await {
-            Ok(Ok(())) => Ok(dest.display().to_string()),
-            Ok(Err(e)) => Err(Problem::from_store(&e)),
-            Err(_) => Err(Problem::unavailable("the server is shutting down", 5)),
-        }
+        let (_, dir) = super::seed::snapshot_into(app, bucket, ".snapshots").await?;
+        Ok(dir.display().to_string())
+    }
+
+    /// The nodes with a live lease.
+    pub(super) fn live(&self) -> Vec<String> {
+        read(&self.live).clone()
     }
 }
 
@@ -1088,7 +1067,7 @@ async fn watch_map(node: Arc<Node>) {
 }
 
 /// Runs `f` on a bucket's writer thread, in its queue order.
-async fn on_writer<T: Send + 'static>(
+pub(super) async fn on_writer<T: Send + 'static>(
     bucket: &crate::serve::registry::Bucket,
     f: impl FnOnce(&mut crate::store::Store) -> Result<T> + Send + 'static,
 ) -> Result<T> {
@@ -1313,11 +1292,19 @@ async fn apply_session(node: &Arc<Node>, app: &Arc<App>) -> std::result::Result<
     if start <= last && start < first {
         let why = format!(
             "behind the stream's retention: needs sequence {start}, the stream starts at {first}; \
-             re-snapshot this node from a peer"
+             copying the partitions from another owner"
         );
         *lock(&node.behind) = Some(why.clone());
-        tokio::time::sleep(Duration::from_secs(5)).await;
-        return Err(why);
+        return match super::seed::take_over(node, app, &owned, first, last).await {
+            // The next session starts where the copies stand.
+            Ok(()) => Ok(()),
+            Err(e) => {
+                let why = format!("{why}: {e}");
+                *lock(&node.behind) = Some(why.clone());
+                tokio::time::sleep(Duration::from_secs(5)).await;
+                Err(why)
+            }
+        };
     }
     *lock(&node.behind) = None;
     node.scanned.send_replace(start - 1);

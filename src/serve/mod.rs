@@ -21,6 +21,7 @@
 pub mod auth;
 pub mod commit;
 pub mod connections;
+pub mod cursor;
 pub mod limits;
 pub mod metrics;
 pub mod problem;
@@ -125,6 +126,7 @@ pub fn run(opts: ServeOptions, ready: impl FnOnce(SocketAddr)) -> Result<()> {
         metrics,
         auth: opts.auth.clone(),
         limits: limits::BodyLimits::new(opts.max_body, opts.max_inflight, opts.body_timeout),
+        cursors: cursor::CursorKey::load_or_create(&opts.root)?,
         #[cfg(feature = "cluster")]
         cluster: std::sync::OnceLock::new(),
     });

@@ -57,6 +57,8 @@ pub struct App {
     pub metrics: Arc<Metrics>,
     pub auth: Auth,
     pub limits: BodyLimits,
+    /// Seals the listings' cursors (see [`super::cursor`]).
+    pub cursors: super::cursor::CursorKey,
     /// The cluster node this server is part of (`wink serve --cluster`), once it has started.
     #[cfg(feature = "cluster")]
     pub cluster: std::sync::OnceLock<Arc<crate::cluster::node::Node>>,
@@ -526,6 +528,17 @@ fn limit(text: Option<&str>) -> Result<usize> {
     }
 }
 
+/// The store's cursor in a client's `next`: 400 unless this server gave it for this listing.
+fn open_cursor(app: &App, scope: &[&str], next: &str) -> Result<String> {
+    app.cursors.open(scope, next).ok_or_else(|| {
+        Problem::bad_request("invalid next: not a cursor this server gave for this listing")
+    })
+}
+
+fn bad_cursor(e: crate::Error) -> Problem {
+    Problem::bad_request(format!("invalid next: {}", strip(e)))
+}
+
 fn list_titles(
     app: &App,
     place: &Place,
@@ -533,10 +546,14 @@ fn list_titles(
     next: Option<&str>,
 ) -> Result<Answer> {
     let limit = limit(limit_text)?;
+    let scope = [place.bucket.as_str(), place.domain.as_str()];
     let after = next
-        .map(|n| n.parse::<TitlePosition>())
-        .transpose()
-        .map_err(|e| Problem::bad_request(format!("invalid next: {}", strip(e))))?;
+        .map(|n| {
+            open_cursor(app, &scope, n)?
+                .parse::<TitlePosition>()
+                .map_err(bad_cursor)
+        })
+        .transpose()?;
     let domain = place.domain.as_str();
     let page = read(app, place, |b, s| {
         if b.has_archive() {
@@ -554,7 +571,7 @@ fn list_titles(
         StatusCode::OK,
         &Page {
             items: page.titles,
-            next: page.next.map(|n| n.to_string()),
+            next: page.next.map(|n| app.cursors.seal(&scope, &n.to_string())),
         },
     ))
 }
@@ -567,10 +584,14 @@ fn list_renders(
     next: Option<&str>,
 ) -> Result<Answer> {
     let limit = limit(limit_text)?;
+    let scope = [place.bucket.as_str(), place.domain.as_str(), title];
     let after = next
-        .map(|n| n.parse::<RenderCursor>())
-        .transpose()
-        .map_err(|e| Problem::bad_request(format!("invalid next: {}", strip(e))))?;
+        .map(|n| {
+            open_cursor(app, &scope, n)?
+                .parse::<RenderCursor>()
+                .map_err(bad_cursor)
+        })
+        .transpose()?;
     let domain = place.domain.as_str();
     let page = read(app, place, |b, s| {
         if b.has_archive() {
@@ -607,7 +628,7 @@ fn list_renders(
         StatusCode::OK,
         &Page {
             items,
-            next: page.next.map(|n| n.to_string()),
+            next: page.next.map(|n| app.cursors.seal(&scope, &n.to_string())),
         },
     ))
 }
@@ -890,6 +911,61 @@ async fn cluster_change(
     Ok(a)
 }
 
+/// `/_cluster/copy/BUCKET[/ID[/PARTITION]]`: copies of this node's stores that another owner
+/// takes a partition over from (docs/CLUSTER.md § A node lost for good). With the token only.
+#[cfg(feature = "cluster")]
+async fn cluster_copy(
+    app: &App,
+    node: &Arc<crate::cluster::node::Node>,
+    req: &hyper::http::request::Parts,
+    rest: &str,
+) -> Result<Answer> {
+    use crate::cluster::seed;
+    app.auth.check(&req.headers)?;
+    let parts: Vec<&str> = rest.split('/').collect();
+    if !valid_bucket_name(parts[0]) {
+        return Err(Problem::bad_request(format!("bucket name {:?}", parts[0])));
+    }
+    match (&req.method, parts.as_slice()) {
+        (&Method::POST, [bucket]) => {
+            let started = seed::start_copy(node, app, bucket).await?;
+            Ok(json(StatusCode::OK, &started))
+        }
+        (&Method::DELETE, [bucket, id]) => {
+            seed::end_copy(app, bucket, id)?;
+            Ok(json(
+                StatusCode::OK,
+                &serde_json::json!({ "message": "Copy dropped." }),
+            ))
+        }
+        (&Method::GET, [bucket, id, partition]) => {
+            let partition: u32 = partition
+                .parse()
+                .map_err(|_| Problem::bad_request("/_cluster/copy/BUCKET/ID/PARTITION"))?;
+            let cursor: Option<String> = req.uri.query().and_then(|q| {
+                form_urlencoded::parse(q.as_bytes())
+                    .find(|(k, _)| k == "cursor")
+                    .map(|(_, v)| v.into_owned())
+            });
+            let (body, next) =
+                seed::copy_page(node, app, bucket, id, partition, cursor.as_deref()).await?;
+            let mut a = Response::new(Full::new(Bytes::from(body)));
+            a.headers_mut().insert(
+                CONTENT_TYPE,
+                HeaderValue::from_static("application/octet-stream"),
+            );
+            if let Some(next) = next.and_then(|n| HeaderValue::from_str(&n).ok()) {
+                a.headers_mut().insert(seed::NEXT, next);
+            }
+            Ok(a)
+        }
+        (_, [_]) => Err(Problem::method_not_allowed("POST")),
+        (_, [_, _]) => Err(Problem::method_not_allowed("DELETE")),
+        (_, [_, _, _]) => Err(Problem::method_not_allowed("GET")),
+        _ => Err(Problem::not_found(format!("no route {}", req.uri.path()))),
+    }
+}
+
 /// What a cluster node does before the single node's routes: its own `/_cluster` routes, the
 /// reserved domain refused, buckets only as declared, reads forwarded to an owner or held until
 /// `x-wink-min-seq` is applied. `None`: the route answers as on a single node.
@@ -954,6 +1030,9 @@ async fn cluster_gate(
             StatusCode::OK,
             &serde_json::json!({ "message": "Replaying.", "from": from }),
         )));
+    }
+    if let Some(rest) = path.strip_prefix("/_cluster/copy/") {
+        return cluster_copy(app, node, req, rest).await.map(Some);
     }
     if let Some(bucket) = path.strip_prefix("/_cluster/snapshot/") {
         if req.method != Method::POST {

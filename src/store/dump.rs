@@ -57,6 +57,8 @@ pub struct DumpRender {
     pub state: State,
     /// The value's length in bytes.
     pub size: u64,
+    /// When it arrived, seconds since the epoch (an archived render: its tid's time).
+    pub arrival: i64,
     source: Source,
 }
 
@@ -112,6 +114,7 @@ impl Store {
                     content_type: r.content_type.clone(),
                     state: super::state_of(rec, r, &self.cfg.policy, now),
                     size: r.location.len,
+                    arrival: r.stamps.arrival,
                     source: Source::Hot(r.location),
                 })
                 .collect(),
@@ -126,6 +129,7 @@ impl Store {
                     content_type: e.content_type.clone(),
                     state: State::Archived,
                     size: e.len,
+                    arrival: super::key::tid_unix_secs(tid),
                     source: Source::Archived(e),
                 });
             }
@@ -169,7 +173,7 @@ impl Store {
 }
 
 /// "DOMAIN/TITLE" as (domain, title): a domain never holds `/`.
-fn split_name(name: &[u8]) -> Option<(&str, &str)> {
+pub(super) fn split_name(name: &[u8]) -> Option<(&str, &str)> {
     std::str::from_utf8(name).ok()?.split_once('/')
 }
 

@@ -121,6 +121,28 @@ pub fn parse_tid(text: &str) -> Result<Uuid> {
     Ok(tid)
 }
 
+/// How far past a store's clock a put's own tid may be: clients make tids with their own clocks,
+/// which may run somewhat ahead; a tid further ahead would make every later render of its
+/// revision carry a time past it.
+pub const MAX_TID_AHEAD_SECS: i64 = 3600;
+
+/// A put's own tid: a version-1 UUID at most [`MAX_TID_AHEAD_SECS`] past `now_ticks` (100-ns
+/// ticks since the Unix epoch, the store's clock).
+pub fn check_put_tid(tid: Uuid, now_ticks: i64) -> Result<()> {
+    check_tid(tid)?;
+    let limit = (now_ticks.max(0) as u64)
+        .saturating_add(TICKS_TO_UNIX)
+        .saturating_add(MAX_TID_AHEAD_SECS as u64 * TICKS_PER_SEC as u64);
+    if tid_ticks(tid) > limit {
+        return Err(Error::invalid(format!(
+            "tid {tid} is {} s past this store's clock; at most {MAX_TID_AHEAD_SECS} s ahead \
+             is taken",
+            (tid_ticks(tid) - limit) / TICKS_PER_SEC as u64 + MAX_TID_AHEAD_SECS as u64
+        )));
+    }
+    Ok(())
+}
+
 /// Checks that a tid is a version-1 UUID.
 pub fn check_tid(tid: Uuid) -> Result<()> {
     if tid.get_version_num() != 1 || tid.get_variant() != uuid::Variant::RFC4122 {
@@ -167,10 +189,15 @@ pub fn ticks_at(at: std::time::SystemTime) -> u64 {
 pub fn tid_time(tid: Uuid) -> std::time::SystemTime {
     let ticks = tid_ticks(tid);
     let epoch = std::time::UNIX_EPOCH;
+    // Whole seconds and the rest: 2^60 ticks in nanoseconds do not fit in a u64.
+    let span = |t: u64| {
+        std::time::Duration::from_secs(t / TICKS_PER_SEC as u64)
+            + std::time::Duration::from_nanos(t % TICKS_PER_SEC as u64 * 100)
+    };
     if ticks >= TICKS_TO_UNIX {
-        epoch + std::time::Duration::from_nanos((ticks - TICKS_TO_UNIX) * 100)
+        epoch + span(ticks - TICKS_TO_UNIX)
     } else {
-        epoch - std::time::Duration::from_nanos((TICKS_TO_UNIX - ticks) * 100)
+        epoch - span(TICKS_TO_UNIX - ticks)
     }
 }
 
@@ -244,13 +271,16 @@ impl TidMaker {
         let floor = after.map_or(0, |t| tid_ticks(t).saturating_add(1));
         let mut prev = self.last_ticks.load(AtomicOrdering::SeqCst);
         loop {
-            let ticks = base.max(prev.saturating_add(1)).max(floor);
+            let next = base.max(prev.saturating_add(1));
+            let ticks = next.max(floor);
             if ticks > MAX_TICKS {
                 return None;
             }
+            // A tid past the clock (`after`'s) never moves the clock: the next tid of another
+            // revision is the clock's again.
             match self.last_ticks.compare_exchange(
                 prev,
-                ticks,
+                next,
                 AtomicOrdering::SeqCst,
                 AtomicOrdering::SeqCst,
             ) {
@@ -293,6 +323,33 @@ mod tests {
             "a v4 uuid"
         );
         assert!(parse_tid("not a uuid").is_err());
+    }
+
+    #[test]
+    fn a_tid_past_the_clock_never_moves_the_clock_and_tid_times_cover_the_whole_range() {
+        let maker = TidMaker::new();
+        let now = 1_700_000_000 * TICKS_PER_SEC;
+        let far = tid_at(32_503_680_000, 1, *b"future"); // the year 3000
+        let after = maker.make_after(now, Some(far)).unwrap();
+        assert_eq!(cmp_tid(far, after), Ordering::Less);
+        // The next tid of another revision is the clock's, not the year 3000's.
+        let next = maker.make_after(now, None).unwrap();
+        assert_eq!(tid_unix_secs(next), 1_700_000_000);
+        // The last tid a version-1 UUID carries: no tid after it, and the maker still works.
+        let last = uuid::Builder::from_gregorian_timestamp(MAX_TICKS, 0, b"abcdef").into_uuid();
+        assert!(maker.make_after(now, Some(last)).is_err());
+        assert!(maker.make_after(now, None).is_ok());
+        // Its time is in the year 5236, not an overflow.
+        let secs = tid_time(last)
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        assert_eq!(secs, (MAX_TICKS - TICKS_TO_UNIX) / TICKS_PER_SEC as u64);
+        // A put's own tid: up to an hour ahead of the store's clock.
+        let ahead = |secs: i64| maker.make_after(now + secs * TICKS_PER_SEC, None).unwrap();
+        check_put_tid(ahead(MAX_TID_AHEAD_SECS - 1), now).unwrap();
+        let err = check_put_tid(ahead(2 * MAX_TID_AHEAD_SECS), now).unwrap_err();
+        assert!(err.to_string().contains("7200 s past"), "{err}");
     }
 
     #[test]

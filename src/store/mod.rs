@@ -17,6 +17,7 @@
 pub mod check;
 pub mod config;
 pub(crate) mod containers;
+mod copy;
 pub mod dump;
 pub mod generation;
 pub mod import;
@@ -49,6 +50,7 @@ use crate::vfs::Vfs;
 
 pub use config::Config;
 use containers::{container_base, container_options, Containers};
+pub use copy::{CopyCursor, CopyItem, CopyPage};
 pub use dump::{DumpReader, DumpRender, DumpTitle};
 pub use key::{TidMaker, TitleKey};
 pub use options::{StoreOptions, RECORD_CACHE_BYTES};
@@ -501,7 +503,7 @@ impl Store {
         let now = ticks.div_euclid(crate::clock::TICKS_PER_SEC);
         key::check_now(now)?;
         if let Some(t) = put.tid {
-            key::check_tid(t)?;
+            key::check_put_tid(t, ticks)?;
         }
         let name = title.name();
         // Read for an update: the record's rewrite below reuses this lookup of its name.

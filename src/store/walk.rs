@@ -41,6 +41,39 @@ impl TitleCursor {
         self.done = true;
     }
 
+    /// The cursor as text, for a caller that walks a store over several requests: `NEXT.END`
+    /// in hex (`-` for a position not taken yet), or `done`.
+    pub fn token(&self) -> String {
+        if self.done {
+            return "done".to_string();
+        }
+        let hex = |p: Option<u64>| p.map_or_else(|| "-".to_string(), |p| format!("{p:x}"));
+        format!("{}.{}", hex(self.next), hex(self.end))
+    }
+
+    /// The cursor [`TitleCursor::token`] wrote; `None` for any other text. A position that is
+    /// not an entry boundary of the same store makes the walk fail (the records are untrusted
+    /// bytes), never read elsewhere.
+    pub fn from_token(text: &str) -> Option<TitleCursor> {
+        if text == "done" {
+            return Some(TitleCursor {
+                done: true,
+                ..TitleCursor::default()
+            });
+        }
+        let (next, end) = text.split_once('.')?;
+        let pos = |t: &str| match t {
+            "-" => Some(None),
+            t if t.len() <= 16 => u64::from_str_radix(t, 16).ok().map(Some),
+            _ => None,
+        };
+        Some(TitleCursor {
+            next: pos(next)?,
+            end: pos(end)?,
+            done: false,
+        })
+    }
+
     /// (bytes of the meta datafile walked, bytes the pass walks), for progress reports.
     pub fn progress(&self) -> (u64, u64) {
         let end = self.end.unwrap_or(0);

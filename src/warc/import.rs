@@ -81,6 +81,14 @@ pub struct ImportReport {
     pub seconds: f64,
 }
 
+/// The bytes of `files` (those that can be asked), for a progress display.
+pub(crate) fn files_size(files: &[PathBuf]) -> u64 {
+    files
+        .iter()
+        .map(|f| std::fs::metadata(f).map_or(0, |m| m.len()))
+        .sum()
+}
+
 /// Imports `files` into `store`. `refused` is told of each refused record, `damaged` of each
 /// damaged one skipped; `progress(file bytes read, file bytes in all)` after every record.
 pub fn import(
@@ -92,10 +100,7 @@ pub fn import(
     mut progress: impl FnMut(u64, u64),
 ) -> Result<ImportReport> {
     let started = Instant::now();
-    let total: u64 = files
-        .iter()
-        .map(|f| std::fs::metadata(f).map_or(0, |m| m.len()))
-        .sum();
+    let total = files_size(files);
     let max = store.config().max_value;
     let mut report = ImportReport::default();
     let mut pending = 0usize;

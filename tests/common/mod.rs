@@ -16,6 +16,18 @@ pub mod require;
 pub mod server;
 pub mod spy;
 
+/// A read-only handle on the store at `dir` whose clock stands at `now`.
+pub fn open_read_only_at(dir: &Path, now: i64) -> Store {
+    Store::open(
+        dir,
+        &wink::store::StoreOptions {
+            clock: std::sync::Arc::new(wink::clock::ManualClock::new(now)),
+            ..wink::store::StoreOptions::read_only()
+        },
+    )
+    .unwrap()
+}
+
 pub fn contains(hay: &[u8], needle: &[u8]) -> bool {
     hay.windows(needle.len()).any(|w| w == needle)
 }

@@ -49,6 +49,23 @@ impl Out {
     }
 }
 
+/// Prints a run's summary, one `FIELD<TAB>VALUE` line each: `fields`, then `seconds` and
+/// `mb_per_s` (`bytes` over the seconds).
+pub fn summary(fields: &[(&str, u64)], bytes: u64, seconds: f64) -> Result<()> {
+    let rate = if seconds > 0.0 {
+        bytes as f64 / 1e6 / seconds
+    } else {
+        0.0
+    };
+    let mut out = Out::new();
+    for (field, value) in fields {
+        out.line(&format!("{field}\t{value}"))?;
+    }
+    out.line(&format!("seconds\t{seconds:.3}"))?;
+    out.line(&format!("mb_per_s\t{rate:.1}"))?;
+    out.finish()
+}
+
 fn stdout_error(e: io::Error) -> Error {
     Error::io(Path::new("<stdout>"), None, e)
 }

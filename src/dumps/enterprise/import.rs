@@ -189,10 +189,7 @@ pub fn import(
     listener: &mut dyn Listener,
 ) -> Result<ImportReport> {
     let started = Instant::now();
-    let total: u64 = files
-        .iter()
-        .map(|f| std::fs::metadata(f).map_or(0, |m| m.len()))
-        .sum();
+    let total = crate::warc::import::files_size(files);
     let max_value = store.config().max_value;
     let max_line = opts
         .max_line

@@ -10,7 +10,6 @@ use wink::dumps::enterprise::import::{
 use wink::{Error, Result};
 
 use super::Writing;
-use crate::show::Out;
 use crate::Status;
 
 /// Lines reported one by one, of each kind; past this many, only counted.
@@ -92,28 +91,21 @@ pub fn run(
 }
 
 fn summary(r: &ImportReport) -> Result<()> {
-    let rate = if r.seconds > 0.0 {
-        r.bytes as f64 / 1e6 / r.seconds
-    } else {
-        0.0
-    };
-    let mut out = Out::new();
-    for (field, value) in [
-        ("files", r.files.to_string()),
-        ("members", r.members.to_string()),
-        ("lines", r.lines.to_string()),
-        ("articles", r.articles.to_string()),
-        ("stored", r.stored.to_string()),
-        ("unchanged", r.unchanged.to_string()),
-        ("refused", r.refused.to_string()),
-        ("bad", r.bad.to_string()),
-        ("reshaped", r.reshaped.to_string()),
-        ("bytes", r.bytes.to_string()),
-        ("file_bytes", r.file_bytes.to_string()),
-        ("seconds", format!("{:.3}", r.seconds)),
-        ("mb_per_s", format!("{rate:.1}")),
-    ] {
-        out.line(&format!("{field}\t{value}"))?;
-    }
-    out.finish()
+    crate::show::summary(
+        &[
+            ("files", r.files),
+            ("members", r.members),
+            ("lines", r.lines),
+            ("articles", r.articles),
+            ("stored", r.stored),
+            ("unchanged", r.unchanged),
+            ("refused", r.refused),
+            ("bad", r.bad),
+            ("reshaped", r.reshaped),
+            ("bytes", r.bytes),
+            ("file_bytes", r.file_bytes),
+        ],
+        r.bytes,
+        r.seconds,
+    )
 }

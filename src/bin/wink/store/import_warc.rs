@@ -7,7 +7,6 @@ use wink::warc::import::{import, ImportOptions, ImportReport};
 use wink::{Error, Result};
 
 use super::Writing;
-use crate::show::Out;
 use crate::Status;
 
 /// Refused records shown one by one; past this many, only counted.
@@ -66,26 +65,19 @@ pub fn run(
 }
 
 fn summary(r: &ImportReport) -> Result<()> {
-    let rate = if r.seconds > 0.0 {
-        r.file_bytes as f64 / 1e6 / r.seconds
-    } else {
-        0.0
-    };
-    let mut out = Out::new();
-    for (field, value) in [
-        ("files", r.files.to_string()),
-        ("records", r.records.to_string()),
-        ("renders", r.renders.to_string()),
-        ("revisits", r.revisits.to_string()),
-        ("passed_over", r.passed_over.to_string()),
-        ("refused", r.refused.to_string()),
-        ("damaged", r.damaged.to_string()),
-        ("bytes", r.bytes.to_string()),
-        ("file_bytes", r.file_bytes.to_string()),
-        ("seconds", format!("{:.3}", r.seconds)),
-        ("mb_per_s", format!("{rate:.1}")),
-    ] {
-        out.line(&format!("{field}\t{value}"))?;
-    }
-    out.finish()
+    crate::show::summary(
+        &[
+            ("files", r.files),
+            ("records", r.records),
+            ("renders", r.renders),
+            ("revisits", r.revisits),
+            ("passed_over", r.passed_over),
+            ("refused", r.refused),
+            ("damaged", r.damaged),
+            ("bytes", r.bytes),
+            ("file_bytes", r.file_bytes),
+        ],
+        r.file_bytes,
+        r.seconds,
+    )
 }

@@ -3,6 +3,7 @@ level, one gzip member per record, one resource record per render with the URI, 
 type `wink export` gives it (digests computed by each writer).
 
     python writers.py warcio|fastwarc CORPUS OUT.warc.gz LEVEL
+    python writers.py warcio CORPUS OUT.warc plain       # warcio without gzip
 """
 import sys
 import zlib
@@ -34,7 +35,7 @@ def warcio(corpus, out, level):
 
     warcwriter.GzippingWrapper = Gzipping
     with open(out, "wb") as f:
-        w = warcwriter.WARCWriter(f, gzip=True, warc_version="1.1")
+        w = warcwriter.WARCWriter(f, gzip=level is not None, warc_version="1.1")
         for uri, date, body in renders(corpus):
             rec = w.create_warc_record(uri, "resource", payload=BytesIO(body), length=len(body),
                                        warc_content_type="text/html; charset=utf-8",
@@ -60,4 +61,5 @@ def fastwarc(corpus, out, level):
 
 
 if __name__ == "__main__":
-    {"warcio": warcio, "fastwarc": fastwarc}[sys.argv[1]](sys.argv[2], sys.argv[3], int(sys.argv[4]))
+    level = None if sys.argv[4] == "plain" else int(sys.argv[4])
+    {"warcio": warcio, "fastwarc": fastwarc}[sys.argv[1]](sys.argv[2], sys.argv[3], level)

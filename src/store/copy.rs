@@ -1,0 +1,258 @@
+//! A copy of a store's titles, page by page, for a reader in another process: what a store holds
+//! of the titles a caller keeps (every readable render in both tiers, with its bytes, and every
+//! take-down), in bounded pages, each ending at a [`CopyCursor`] that the next page starts from.
+//!
+//! A cluster node that must take over a partition whose history the stream no longer holds reads
+//! one this way from a snapshot of an owner's store (docs/CLUSTER.md § A node lost for good): a
+//! snapshot never changes, so the cursor's positions stay valid between pages. On a live store a
+//! title rewritten during the walk moves past the pass's end and is not copied (see [`walk`]).
+//!
+//! [`walk`]: super::walk
+
+use uuid::Uuid;
+
+use crate::error::Result;
+
+use super::dump::split_name;
+use super::{Store, TitleCursor};
+
+/// What a copy holds of one title: a take-down, or one readable render.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CopyItem {
+    /// A take-down of revision `rev`, or of the whole title when `None`.
+    TakeDown {
+        /// The title's domain.
+        domain: String,
+        /// The title within its domain.
+        title: String,
+        /// The revision taken down; `None`: the whole title.
+        rev: Option<u64>,
+    },
+    /// A readable render and its value.
+    Render {
+        /// The title's domain.
+        domain: String,
+        /// The title within its domain.
+        title: String,
+        /// Revision number.
+        rev: u64,
+        /// Render id.
+        tid: Uuid,
+        /// Content type, as put.
+        content_type: String,
+        /// When it arrived, seconds since the epoch: the time its retention counts from.
+        arrival: i64,
+        /// The render's bytes.
+        value: Vec<u8>,
+    },
+}
+
+/// Where a copy stands: the title being copied and how many of its renders were copied.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CopyCursor {
+    titles: TitleCursor,
+    skip: usize,
+}
+
+impl CopyCursor {
+    /// The start of a copy.
+    pub fn new() -> CopyCursor {
+        CopyCursor::default()
+    }
+
+    /// The cursor as text (`TITLES/SKIP`), for a reader that asks for pages over HTTP.
+    pub fn token(&self) -> String {
+        format!("{}/{:x}", self.titles.token(), self.skip)
+    }
+
+    /// The cursor [`CopyCursor::token`] wrote; `None` for any other text.
+    pub fn from_token(text: &str) -> Option<CopyCursor> {
+        let (titles, skip) = text.rsplit_once('/')?;
+        if skip.len() > 16 {
+            return None;
+        }
+        Some(CopyCursor {
+            titles: TitleCursor::from_token(titles)?,
+            skip: usize::from_str_radix(skip, 16).ok()?,
+        })
+    }
+}
+
+/// One page of a copy.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CopyPage {
+    /// A title's take-downs come before its renders; titles in the records' file order.
+    pub items: Vec<CopyItem>,
+    /// Where the next page starts; `None` when the copy is complete.
+    pub next: Option<CopyCursor>,
+}
+
+impl Store {
+    /// The next page of a copy of the titles `keep` accepts (by domain and title), from `from`:
+    /// items until their values add up to `budget` bytes (at least one render when one is left,
+    /// so a page holds at most `budget` plus one value).
+    pub fn copy_page(
+        &self,
+        from: &CopyCursor,
+        budget: u64,
+        keep: impl Fn(&str, &str) -> bool,
+    ) -> Result<CopyPage> {
+        let mut at = from.clone();
+        let mut page = CopyPage::default();
+        let mut bytes = 0u64;
+        // A page ends only after a render: a title's take-downs travel with its first render.
+        let mut rendered = false;
+        let mut reader = self.dump_reader()?;
+        loop {
+            let mut after = at.titles.clone();
+            let walk = self.walk_titles(&mut after, 1)?;
+            if let Some((domain, title)) = walk.titles.first().and_then(|(n, _)| split_name(n)) {
+                if keep(domain, title) {
+                    if at.skip == 0 {
+                        page.items.extend(self.take_downs_of(domain, title)?);
+                    }
+                    if let Some(t) = self.dump_title(domain, title)? {
+                        for (i, r) in t.renders.iter().enumerate().skip(at.skip) {
+                            if bytes >= budget && rendered {
+                                at.skip = i;
+                                page.next = Some(at);
+                                reader.finish()?;
+                                return Ok(page);
+                            }
+                            let value = reader.read(&t, r)?;
+                            bytes += value.len() as u64;
+                            rendered = true;
+                            page.items.push(CopyItem::Render {
+                                domain: t.domain.clone(),
+                                title: t.title.clone(),
+                                rev: r.rev,
+                                tid: r.tid,
+                                content_type: r.content_type.clone(),
+                                arrival: r.arrival,
+                                value,
+                            });
+                        }
+                    }
+                }
+            }
+            walk.finish(&mut after);
+            at = CopyCursor {
+                titles: after,
+                skip: 0,
+            };
+            if at.titles.is_done() {
+                reader.finish()?;
+                return Ok(page);
+            }
+            if bytes >= budget {
+                page.next = Some(at);
+                reader.finish()?;
+                return Ok(page);
+            }
+        }
+    }
+
+    /// A title's take-downs, as copy items: the whole title's first.
+    fn take_downs_of(&self, domain: &str, title: &str) -> Result<Vec<CopyItem>> {
+        let name = super::record_name(domain, title);
+        let Some(rec) = self.load_fresh(&name)? else {
+            return Ok(Vec::new());
+        };
+        let item = |rev| CopyItem::TakeDown {
+            domain: domain.to_string(),
+            title: title.to_string(),
+            rev,
+        };
+        let whole = rec.title_down.then(|| item(None));
+        Ok(whole
+            .into_iter()
+            .chain(rec.revs_down.iter().map(|r| item(Some(*r))))
+            .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{Config, Put, StoreOptions};
+
+    fn put(s: &mut Store, title: &str, rev: u64, value: &[u8]) {
+        s.put_committed(&Put {
+            domain: "d.org",
+            title,
+            rev,
+            tid: None,
+            content_type: "text/html",
+            value,
+            historical: false,
+        })
+        .unwrap();
+    }
+
+    /// Every page, through the cursor's text as a remote reader would carry it.
+    fn copy_all(s: &Store, budget: u64, keep: impl Fn(&str, &str) -> bool) -> Vec<CopyItem> {
+        let mut items = Vec::new();
+        let mut at = CopyCursor::new();
+        loop {
+            let page = s.copy_page(&at, budget, &keep).unwrap();
+            items.extend(page.items);
+            match page.next {
+                Some(next) => at = CopyCursor::from_token(&next.token()).unwrap(),
+                None => return items,
+            }
+        }
+    }
+
+    #[test]
+    fn a_copy_holds_every_render_and_take_down_of_the_kept_titles_whatever_the_page_size() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s");
+        Store::init(&path, &Config::default(), &StoreOptions::writer()).unwrap();
+        let mut s = Store::open(&path, &StoreOptions::writer()).unwrap();
+        for t in 0..20u64 {
+            for rev in 1..=3 {
+                put(
+                    &mut s,
+                    &format!("T{t}"),
+                    rev,
+                    format!("<p>{t} {rev}</p>").as_bytes(),
+                );
+            }
+        }
+        s.take_down("d.org", "T3", Some(2)).unwrap();
+        s.take_down("d.org", "T4", None).unwrap();
+        let keep = |_: &str, t: &str| t != "T5";
+        let whole = copy_all(&s, u64::MAX, keep);
+        for budget in [0, 1, 40] {
+            assert_eq!(copy_all(&s, budget, keep), whole, "budget {budget}");
+        }
+        let renders = whole
+            .iter()
+            .filter(|i| matches!(i, CopyItem::Render { .. }))
+            .count();
+        // 19 titles kept, one of them down whole, one revision of another down.
+        assert_eq!(renders, 18 * 3 - 1);
+        assert!(whole.contains(&CopyItem::TakeDown {
+            domain: "d.org".into(),
+            title: "T4".into(),
+            rev: None
+        }));
+        assert!(whole.contains(&CopyItem::TakeDown {
+            domain: "d.org".into(),
+            title: "T3".into(),
+            rev: Some(2)
+        }));
+        let value = whole.iter().find_map(|i| match i {
+            CopyItem::Render {
+                title,
+                rev: 2,
+                value,
+                ..
+            } if title == "T7" => Some(value.clone()),
+            _ => None,
+        });
+        assert_eq!(value.as_deref(), Some(b"<p>7 2</p>".as_slice()));
+        assert!(CopyCursor::from_token("x/1").is_none());
+        assert!(CopyCursor::from_token("1.2/zz").is_none());
+    }
+}
