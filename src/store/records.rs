@@ -15,7 +15,7 @@ use crate::vfs::Vfs;
 
 use super::recent::RecentRecords;
 use super::record::TitleRecord;
-use super::shared::SharedRecords;
+use super::shared::{ReadStart, SharedRecords};
 use super::view::{read_located, Views};
 
 /// The title records of a store (see the module doc).
@@ -28,6 +28,11 @@ pub(crate) struct TitleRecords {
     /// The committed records the writer of this process shares with its read-only handles
     /// (the writer publishes to it; a read-only handle reads and fills it).
     shared: Option<Arc<SharedRecords>>,
+    /// The shared records' epoch noted just before this read-only handle's view of the meta
+    /// files was last refreshed (`None` before the first refresh: the epoch at the open is not
+    /// known). A record read through the view is shared only while the epoch is still this one:
+    /// a view older than a publication reads records that commit replaced.
+    view_start: Option<ReadStart>,
     /// A read-only handle's newer views of the records.
     pub(super) views: Views,
     /// The writer's handle: its view is always current.
@@ -36,6 +41,22 @@ pub(crate) struct TitleRecords {
     pub(super) vfs: Arc<dyn Vfs>,
     pub(super) dir: PathBuf,
     pub(super) clock: Arc<dyn Clock>,
+}
+
+/// What a read-only handle shares with the writer open in this process: found, and its epoch
+/// noted, before the handle's meta filesys is opened ([`ReaderShare::before_open`]).
+pub(super) struct ReaderShare {
+    shared: Arc<SharedRecords>,
+    start: ReadStart,
+}
+
+impl ReaderShare {
+    /// The writer's shared records for a read-only handle of `dir` about to open its view.
+    pub(super) fn before_open(dir: &std::path::Path) -> Option<ReaderShare> {
+        let shared = SharedRecords::find(dir)?;
+        let start = shared.read_start();
+        Some(ReaderShare { shared, start })
+    }
 }
 
 impl TitleRecords {
@@ -48,15 +69,18 @@ impl TitleRecords {
         vfs: Arc<dyn Vfs>,
         dir: PathBuf,
         clock: Arc<dyn Clock>,
+        share: Option<ReaderShare>,
     ) -> Self {
-        let shared = match writable {
-            true => SharedRecords::register(&dir, cache_bytes),
-            false => SharedRecords::find(&dir),
+        let (shared, view_start) = match (writable, share) {
+            (true, _) => (SharedRecords::register(&dir, cache_bytes), None),
+            (false, Some(ReaderShare { shared, start })) => (Some(shared), Some(start)),
+            (false, None) => (None, None),
         };
         TitleRecords {
             fs,
             recent: RecentRecords::new(if writable { cache_bytes } else { 0 }),
             shared,
+            view_start,
             views: Views::default(),
             writable,
             vfs,
@@ -107,7 +131,9 @@ impl TitleRecords {
             let rec = TitleRecord::decode(&bytes, name, meta.data().path(), inode.0)?;
             return Ok(Some(rec));
         }
-        let start = shared.map(|s| s.read_start());
+        // Only a read through this handle's own view, noted at its refresh (a fresh view is
+        // read only when retrying, which shares nothing).
+        let start = shared.and(self.view_start);
         let Some((rec, inode, bytes)) = read_located(meta, name, staleness)? else {
             return Ok(None);
         };
@@ -200,8 +226,11 @@ impl TitleRecords {
 
     /// Moves a read-only handle's view to the latest commit.
     pub(super) fn refresh(&mut self) -> Result<()> {
+        self.view_start = None;
+        let start = self.shared.as_ref().map(|s| s.read_start());
         self.fs.refresh()?;
         self.views.clear();
+        self.view_start = start;
         Ok(())
     }
 }
