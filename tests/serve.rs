@@ -7,7 +7,7 @@ mod common;
 use std::collections::BTreeSet;
 use std::sync::{Arc, Barrier};
 
-use common::server::{agent, call, create_bucket, files, get, put, Answer, Server, D};
+use common::server::{agent, call, create_bucket, files, get, metric, put, Answer, Server, D};
 
 fn etag_of(a: &Answer) -> String {
     a.header("etag").expect("an ETag").to_string()
@@ -796,13 +796,7 @@ fn reads_fall_through_to_the_archive_that_maintenance_fills() {
         200
     );
     get(&ag, &s.p("a", "/T/1")).problem(404, "not_found");
-    let fallbacks = || {
-        let text = String::from_utf8(get(&agent(), &s.url("/metrics")).body).unwrap();
-        text.lines()
-            .find_map(|l| l.strip_prefix("wink_writer_fallback_reads_total "))
-            .and_then(|v| v.parse::<u64>().ok())
-            .unwrap()
-    };
+    let fallbacks = || metric(&s, "wink_writer_fallback_reads_total");
     let before = fallbacks();
     assert!(before >= 3, "{before}");
     // Misses of titles the archive holds nothing of — never stored, or only hot — are

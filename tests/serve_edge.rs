@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::server::{agent, call, create_bucket, get, put, Server};
+use common::server::{agent, call, create_bucket, get, metric, put, Server};
 use wink::store::key;
 
 const HTML: &str = "text/html; charset=utf-8";
@@ -253,15 +253,6 @@ fn every_answer_says_how_to_cache_it_and_reads_honour_if_match() {
 }
 
 /// The value of a metric line `name VALUE` in `/metrics`, as a whole number.
-fn metric(s: &Server, name: &str) -> u64 {
-    let text = String::from_utf8(get(&agent(), &s.url("/metrics")).body).unwrap();
-    text.lines()
-        .find_map(|l| l.strip_prefix(&format!("{name} ")))
-        .and_then(|v| v.parse::<f64>().ok())
-        .map(|v| v.ceil() as u64)
-        .unwrap_or_else(|| panic!("{name} in /metrics"))
-}
-
 #[test]
 fn request_bodies_are_charged_for_the_bytes_they_hold() {
     use std::io::Write as _;

@@ -249,6 +249,16 @@ pub fn create_bucket(server: &Server, name: &str, settings: &str) {
     assert_eq!(a.status, 201, "{}", String::from_utf8_lossy(&a.body));
 }
 
+/// A metric's value (an unlabelled sample) from the server's `/metrics`, rounded up.
+pub fn metric(s: &Server, name: &str) -> u64 {
+    let text = String::from_utf8(get(&agent(), &s.url("/metrics")).body).unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{name} ")))
+        .and_then(|v| v.parse::<f64>().ok())
+        .map(|v| v.ceil() as u64)
+        .unwrap_or_else(|| panic!("{name} in /metrics"))
+}
+
 /// Every file under `dir` with its bytes.
 pub fn files(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
     let mut out = BTreeMap::new();
