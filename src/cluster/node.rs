@@ -89,7 +89,7 @@ impl std::fmt::Debug for Node {
 }
 
 fn nats_err(what: &str, e: impl std::fmt::Display) -> Error {
-    Error::invalid(format!("cluster: {what}: {e}"))
+    Error::unavailable(format!("cluster: {what}: {e}"))
 }
 
 /// Connects to NATS (retrying while none answers) and notes connection changes in `up`.
@@ -973,10 +973,45 @@ pub(super) async fn on_writer<T: Send + 'static>(
         let _ = tx.send(f(s));
     }));
     if !bucket.submit(Job::Exclusive(work)) {
-        return Err(Error::invalid(format!("bucket {} is closing", bucket.name)));
+        return Err(Error::unavailable(format!(
+            "bucket {} is closing",
+            bucket.name
+        )));
     }
     rx.await
-        .map_err(|_| Error::invalid(format!("bucket {} is closing", bucket.name)))?
+        .map_err(|_| Error::unavailable(format!("bucket {} is closing", bucket.name)))?
+}
+
+/// Why an apply session ended before its consumer did.
+#[derive(Debug)]
+pub(super) enum SessionEnd {
+    /// A store failed under the apply: what its bucket holds is known only once a restart's
+    /// open has recovered it, so the process stops (exit status 3).
+    StoreFailed(String),
+    /// Anything else (NATS, the stream, a peer, a map change): a new session tries again.
+    Retry(String),
+}
+
+impl SessionEnd {
+    /// A store's failure.
+    pub(super) fn store(e: Error) -> SessionEnd {
+        SessionEnd::StoreFailed(e.to_string())
+    }
+}
+
+impl From<String> for SessionEnd {
+    fn from(why: String) -> SessionEnd {
+        SessionEnd::Retry(why)
+    }
+}
+
+impl std::fmt::Display for SessionEnd {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SessionEnd::StoreFailed(why) => write!(f, "a store failed: {why}"),
+            SessionEnd::Retry(why) => f.write_str(why),
+        }
+    }
 }
 
 /// The apply loop: sessions of one ordered consumer each, restarted when the map changes this
@@ -984,9 +1019,9 @@ pub(super) async fn on_writer<T: Send + 'static>(
 async fn apply_loop(node: Arc<Node>, reg: Arc<Registry>) {
     loop {
         if let Err(e) = apply_session(&node, &reg).await {
-            if e.contains("stopping") {
+            if let SessionEnd::StoreFailed(e) = &e {
                 // Written at once: the exit below would drop what the log's thread holds.
-                eprintln!("wink cluster {}: apply: {e}", node.name);
+                eprintln!("wink cluster {}: apply: stopping: {e}", node.name);
                 // The store failed mid-batch: the process must restart (the open recovers it).
                 std::process::exit(3);
             }
@@ -1094,7 +1129,7 @@ async fn diverge(
     buckets: &[Arc<crate::service::registry::Bucket>],
     why: &str,
     first: u64,
-) -> std::result::Result<(), String> {
+) -> std::result::Result<(), SessionEnd> {
     tracing::error!(
         node = %node.name,
         "NOT VOUCHING for its partitions: {why}; replaying the stream from sequence {first}; \
@@ -1105,7 +1140,7 @@ async fn diverge(
         let to = first.saturating_sub(1);
         on_writer(b, move |s| apply::diverge(s, &why, to))
             .await
-            .map_err(|e| format!("stopping: {e}"))?;
+            .map_err(SessionEnd::store)?;
     }
     *lock(&node.diverged) = Some(why.to_string());
     Ok(())
@@ -1136,7 +1171,10 @@ pub async fn replay(node: &Arc<Node>, reg: &Registry) -> std::result::Result<u64
     Ok(first)
 }
 
-async fn apply_session(node: &Arc<Node>, reg: &Arc<Registry>) -> std::result::Result<(), String> {
+async fn apply_session(
+    node: &Arc<Node>,
+    reg: &Arc<Registry>,
+) -> std::result::Result<(), SessionEnd> {
     let generation = node.map_generation.load(Ordering::SeqCst);
     let owned = node.map().owned_by(&node.name);
     let buckets = reg.buckets();
@@ -1194,12 +1232,13 @@ async fn apply_session(node: &Arc<Node>, reg: &Arc<Registry>) -> std::result::Re
         return match super::seed::take_over(node, reg, &owned, first, last).await {
             // The next session starts where the copies stand.
             Ok(()) => Ok(()),
-            Err(e) => {
+            Err(SessionEnd::Retry(e)) => {
                 let why = format!("{why}: {e}");
                 *lock(&node.behind) = Some(why.clone());
                 tokio::time::sleep(Duration::from_secs(5)).await;
-                Err(why)
+                Err(SessionEnd::Retry(why))
             }
+            Err(stop) => Err(stop),
         };
     }
     *lock(&node.behind) = None;
@@ -1235,7 +1274,7 @@ async fn apply_session(node: &Arc<Node>, reg: &Arc<Registry>) -> std::result::Re
                 // A stream that cannot be asked now is asked again at the next check.
                 if let Ok(Some((why, first))) = confirmed_divergence(&mut stream, m).await {
                     diverge(node, &buckets, &why, first).await?;
-                    return Err(why);
+                    return Err(why.into());
                 }
             }
         }
@@ -1247,14 +1286,14 @@ async fn apply_session(node: &Arc<Node>, reg: &Arc<Registry>) -> std::result::Re
         while batch.len() < BATCH_MESSAGES && bytes < BATCH_BYTES {
             let next = match tokio::time::timeout(wait, messages.next()).await {
                 Err(_) => break,
-                Ok(None) => return Err("the consumer ended".into()),
-                Ok(Some(Err(e))) => return Err(format!("the consumer: {e}")),
+                Ok(None) => return Err(SessionEnd::Retry("the consumer ended".into())),
+                Ok(Some(Err(e))) => return Err(format!("the consumer: {e}").into()),
                 Ok(Some(Ok(m))) => m,
             };
             wait = Duration::from_millis(2);
             let seq = match next.info() {
                 Ok(i) => i.stream_sequence,
-                Err(e) => return Err(format!("a message without stream info: {e}")),
+                Err(e) => return Err(format!("a message without stream info: {e}").into()),
             };
             last_seq = Some(seq);
             let m = Mark::of(&created, seq, next.subject.as_str(), &next.payload);
@@ -1293,7 +1332,7 @@ async fn apply_session(node: &Arc<Node>, reg: &Arc<Registry>) -> std::result::Re
                             apply::apply_batch(s, &[], Some((at, &parts)), m.as_ref())
                         })
                         .await
-                        .map_err(|e| format!("stopping: {e}"))?;
+                        .map_err(SessionEnd::store)?;
                     }
                 }
                 last_advance = Instant::now();
@@ -1320,7 +1359,7 @@ async fn apply_session(node: &Arc<Node>, reg: &Arc<Registry>) -> std::result::Re
                 apply::apply_batch(s, &msgs, Some((through, &parts)), m.as_ref())
             })
             .await
-            .map_err(|e| format!("stopping: bucket {name}: {e}"))?;
+            .map_err(|e| SessionEnd::StoreFailed(format!("bucket {name}: {e}")))?;
             for r in report.refused {
                 tracing::warn!(node = %node.name, "bucket {name}: refused {r}");
             }
