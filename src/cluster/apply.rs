@@ -88,6 +88,8 @@ pub enum Outcome {
     TakenDown,
     /// A put refused for another reason, the same on every replica.
     Refused { why: String },
+    /// A put whose conditions (`If-Match`, `If-None-Match`) did not hold when it was applied.
+    PreconditionFailed { why: String },
     /// A take-down, and the renders it removed.
     Removed { removed: usize },
     /// A lift, and whether there was a take-down to lift.
@@ -207,9 +209,26 @@ pub fn apply_batch(
         let c = &m.change;
         let rev = c.kind.of_rev(c.rev);
         let outcome = match c.kind {
-            Kind::Put => StampedClock::with(c.arrival, || {
-                store.put_uncommitted(&c.as_put()).map(|_| Outcome::Stored)
-            }),
+            Kind::Put => {
+                let named = c.names_render.then_some(c.tid);
+                match c
+                    .conditions
+                    .check(store, &c.domain, &c.title, c.rev, named)?
+                {
+                    // Checked at the same point of the log on every replica: the same answer.
+                    Err(why) => {
+                        report.refused.push(format!("{}: {why}", m.seq));
+                        report
+                            .outcomes
+                            .push((m.seq, Outcome::PreconditionFailed { why }));
+                        record.applied.insert(m.partition, m.seq);
+                        continue;
+                    }
+                    Ok(()) => StampedClock::with(c.arrival, || {
+                        store.put_uncommitted(&c.as_put()).map(|_| Outcome::Stored)
+                    }),
+                }
+            }
             // These commit themselves: the record written first rides in their commit.
             Kind::TakeDown | Kind::Lift | Kind::TakeDownTitle | Kind::LiftTitle => {
                 record.applied.insert(m.partition, m.seq);

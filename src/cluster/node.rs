@@ -409,7 +409,10 @@ impl Node {
     ) -> std::result::Result<(Published, Outcome), ServiceError> {
         let sent = self.publish(bucket, change, false).await?;
         let outcome = self.settle(&sent).await?;
-        let refused = matches!(outcome, Outcome::TakenDown | Outcome::Refused { .. });
+        let refused = matches!(
+            outcome,
+            Outcome::TakenDown | Outcome::Refused { .. } | Outcome::PreconditionFailed { .. }
+        );
         if sent.duplicate && change.kind == Kind::Put && refused {
             let again = self.publish(bucket, change, true).await?;
             let outcome = self.settle(&again).await?;
@@ -602,20 +605,44 @@ impl Node {
     /// The message of a write received here: stamped with its arrival, with a tid made here when
     /// the request has none.
     fn message_of(&self, w: Write) -> Change {
-        let (kind, rev, tid, content_type, value) = match w.change {
+        let (kind, rev, tid, content_type, value, conditions) = match w.change {
             service::Change::Put {
                 rev,
                 tid,
                 content_type,
                 value,
-            } => (Kind::Put, Some(rev), tid, content_type, value.to_vec()),
-            service::Change::TakeDown { rev } => (Kind::TakeDown, rev, None, String::new(), vec![]),
-            service::Change::Lift { rev } => (Kind::Lift, rev, None, String::new(), vec![]),
+                conditions,
+            } => (
+                Kind::Put,
+                Some(rev),
+                tid,
+                content_type,
+                value.to_vec(),
+                conditions,
+            ),
+            service::Change::TakeDown { rev } => (
+                Kind::TakeDown,
+                rev,
+                None,
+                String::new(),
+                vec![],
+                Default::default(),
+            ),
+            service::Change::Lift { rev } => (
+                Kind::Lift,
+                rev,
+                None,
+                String::new(),
+                vec![],
+                Default::default(),
+            ),
         };
         Change {
             content_type,
             value,
             arrival: w.arrival,
+            names_render: tid.is_some(),
+            conditions,
             ..self.change(kind, &w.domain, &w.title, rev, tid)
         }
     }
@@ -644,6 +671,8 @@ impl Node {
             title: title.to_string(),
             content_type: String::new(),
             value: Vec::new(),
+            conditions: Default::default(),
+            names_render: false,
         }
     }
 
@@ -1407,6 +1436,9 @@ impl Writes for Node {
                     }))
                 }
                 Outcome::Refused { why } => return Err(ServiceError::Refused(Refusal::Rule(why))),
+                Outcome::PreconditionFailed { why } => {
+                    return Err(ServiceError::Refused(Refusal::Precondition(why)))
+                }
             };
             Ok(Receipt {
                 done,

@@ -216,6 +216,8 @@ fn change_of(item: CopyItem) -> Change {
             title,
             content_type,
             value,
+            conditions: Default::default(),
+            names_render: false,
         },
         CopyItem::TakeDown { domain, title, rev } => Change {
             kind: if rev.is_some() {
@@ -230,6 +232,8 @@ fn change_of(item: CopyItem) -> Change {
             title,
             content_type: String::new(),
             value: Vec::new(),
+            conditions: Default::default(),
+            names_render: false,
         },
     }
 }

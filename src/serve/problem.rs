@@ -138,6 +138,7 @@ impl Problem {
                 ))
             }
             ServiceError::Refused(Refusal::TooLarge(why)) => Problem::too_large(why),
+            ServiceError::Refused(Refusal::Precondition(why)) => Problem::precondition_failed(why),
             ServiceError::Refused(Refusal::Rule(why)) | ServiceError::Invalid(why) => {
                 Problem::bad_request(why)
             }

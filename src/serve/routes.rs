@@ -41,7 +41,8 @@ use super::metrics::{Metrics, Route};
 use super::problem::Problem;
 use crate::service::registry::{Bucket, CreateError, Created, ReadError, Registry};
 use crate::service::spec::{describe, valid_bucket_name, BucketSpec};
-use crate::service::{Change, Done, ReadGate, Receipt, ServiceError, Write, Writes};
+use crate::service::{Change, Done, Preconditions, ReadGate, Receipt, ServiceError, Tags};
+use crate::service::{Write, Writes};
 use crate::store::{key, Got, RenderCursor, State, Store, TitlePosition};
 
 /// A listing's page size when the request does not say.
@@ -890,6 +891,7 @@ async fn put_render(
             tid,
             content_type,
             value: body.bytes.clone(),
+            conditions: preconditions(&parts.headers),
         },
         arrival: crate::clock::Clock::now(&crate::clock::SystemClock),
     };
@@ -920,6 +922,41 @@ async fn put_render(
     a.headers_mut().insert(ETAG, etag(rev, tid));
     with_seq(&mut a, receipt.seq);
     Ok(a)
+}
+
+/// A put's `If-Match` and `If-None-Match`, for the writer to check (RFC 9110 § 13.1.1-2):
+/// `If-Match` compares strongly (a `W/` tag never matches), `If-None-Match` weakly; a tag that
+/// is no render's (`"REV/TID"`) matches nothing.
+fn preconditions(headers: &HeaderMap) -> Preconditions {
+    let tags = |name: HeaderName, weak: bool| -> Option<Tags> {
+        let mut values = headers.get_all(name).iter().peekable();
+        values.peek()?;
+        let mut list = Vec::new();
+        for v in values {
+            for t in v.as_bytes().split(|b| *b == b',') {
+                let t = t.trim_ascii();
+                if t == b"*" {
+                    return Some(Tags::Any);
+                }
+                let t = match t.strip_prefix(b"W/") {
+                    Some(_) if !weak => continue,
+                    Some(t) => t,
+                    None => t,
+                };
+                let parsed = std::str::from_utf8(t)
+                    .ok()
+                    .and_then(|t| t.strip_prefix('"')?.strip_suffix('"'))
+                    .and_then(|t| t.split_once('/'))
+                    .and_then(|(r, i)| Some((r.parse::<u64>().ok()?, i.parse::<Uuid>().ok()?)));
+                list.extend(parsed);
+            }
+        }
+        Some(Tags::List(list))
+    };
+    Preconditions {
+        if_match: tags(IF_MATCH, false),
+        if_none_match: tags(IF_NONE_MATCH, true),
+    }
 }
 
 /// A receipt of another kind than the write's (a bug): 500.

@@ -16,6 +16,7 @@ use bytes::Bytes;
 use tokio::sync::oneshot;
 use uuid::Uuid;
 
+use super::conditions::Preconditions;
 use super::histogram::{Histogram, BATCH};
 use crate::error::{Error, Result};
 use crate::store::{Put, Store};
@@ -34,6 +35,8 @@ pub enum PutError {
     Store(Error),
     /// The commit that was to make it durable failed (shared by the batch's puts).
     Commit(Arc<Error>),
+    /// Its conditions do not hold: why.
+    Precondition(String),
 }
 
 /// A render to store.
@@ -45,6 +48,8 @@ pub struct PutJob {
     pub tid: Option<Uuid>,
     pub content_type: String,
     pub value: Bytes,
+    /// Checked against the store when the put is applied, in queue order.
+    pub conditions: Preconditions,
 }
 
 /// What the bucket's writer thread is asked to do.
@@ -160,6 +165,20 @@ fn commit_puts(store: &Mutex<Store>, puts: Vec<(PutJob, PutReply)>, stats: &Comm
     };
     let mut done: Vec<(PutReply, std::result::Result<Uuid, PutError>)> = Vec::new();
     for (put, reply) in puts {
+        match put
+            .conditions
+            .check(&s, &put.domain, &put.title, put.rev, put.tid)
+        {
+            Ok(Ok(())) => {}
+            Ok(Err(why)) => {
+                done.push((reply, Err(PutError::Precondition(why))));
+                continue;
+            }
+            Err(e) => {
+                done.push((reply, Err(PutError::Store(e))));
+                continue;
+            }
+        }
         let result = s.put_uncommitted(&Put {
             domain: &put.domain,
             title: &put.title,

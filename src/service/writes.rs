@@ -12,6 +12,7 @@ use tokio::sync::oneshot;
 use uuid::Uuid;
 
 use super::commit::{Job, PutError, PutJob};
+use super::conditions::Preconditions;
 use super::error::{Refusal, ServiceError};
 use super::registry::Registry;
 
@@ -44,6 +45,8 @@ pub enum Change {
         content_type: String,
         /// Its bytes.
         value: Bytes,
+        /// What the store must hold for the put to be made (`If-Match`, `If-None-Match`).
+        conditions: Preconditions,
     },
     /// Takes down a revision, or (`None`) the whole title.
     TakeDown {
@@ -120,6 +123,7 @@ impl Writes for LocalWrites {
                     tid,
                     content_type,
                     value,
+                    conditions,
                 } => {
                     let (reply, rx) = oneshot::channel();
                     let job = PutJob {
@@ -129,6 +133,7 @@ impl Writes for LocalWrites {
                         tid,
                         content_type,
                         value,
+                        conditions,
                     };
                     if !b.submit(Job::Put(job, reply)) {
                         return Err(ServiceError::closing());
@@ -144,6 +149,9 @@ impl Writes for LocalWrites {
                         }
                         Err(PutError::Store(e)) => return Err(ServiceError::from_store(e)),
                         Err(PutError::Commit(e)) => return Err(ServiceError::Store(e)),
+                        Err(PutError::Precondition(why)) => {
+                            return Err(ServiceError::Refused(Refusal::Precondition(why)))
+                        }
                     }
                 }
                 Change::TakeDown { rev } => {
