@@ -39,6 +39,8 @@ pub mod dumps;
 #[cfg(feature = "server")]
 #[doc(hidden)]
 pub mod serve;
+#[cfg(feature = "server")]
+mod service;
 #[cfg(feature = "warc")]
 #[doc(hidden)]
 pub mod warc;

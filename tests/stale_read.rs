@@ -248,6 +248,8 @@ fn stress_readers_beside_a_writer_rewriting_records_see_no_corruption() {
     }
     let done = Arc::new(AtomicBool::new(false));
     let reads = Arc::new(AtomicU64::new(0));
+    // The revision of each title whose put has returned: a read begun after must see it.
+    let committed: Arc<[AtomicU64; 3]> = Arc::new(Default::default());
     // Two threads share one long-lived handle; a third has its own.
     let shared = Arc::new(Store::open(dir.path(), &StoreOptions::read_only()).unwrap());
     let own = Arc::new(Store::open(dir.path(), &StoreOptions::read_only()).unwrap());
@@ -255,14 +257,19 @@ fn stress_readers_beside_a_writer_rewriting_records_see_no_corruption() {
         .into_iter()
         .enumerate()
         .map(|(n, store)| {
-            let (done, reads) = (done.clone(), reads.clone());
+            let (done, reads, committed) = (done.clone(), reads.clone(), committed.clone());
             std::thread::spawn(move || {
                 let mut i = n;
                 while !done.load(Ordering::SeqCst) {
                     i += 1;
                     let t = TITLES[i % TITLES.len()];
+                    let acked = committed[i % TITLES.len()].load(Ordering::SeqCst);
                     let got = match i % 3 {
-                        0 => store.get_latest(D, t).map(|g| vec![g.expect("title")]),
+                        0 => store.get_latest(D, t).map(|g| {
+                            let g = g.expect("title");
+                            assert!(g.rev >= acked, "reader {n}, {t}: {} after {acked}", g.rev);
+                            vec![g]
+                        }),
                         1 => store.list(D, t, Page::default()).and_then(|l| {
                             let newest = &l[0];
                             Ok(vec![store
@@ -282,6 +289,7 @@ fn stress_readers_beside_a_writer_rewriting_records_see_no_corruption() {
     for rev in 1..=PUTS {
         let t = TITLES[rev as usize % TITLES.len()];
         w.put(D, t, rev, None, HTML, &value(t, rev)).unwrap();
+        committed[rev as usize % TITLES.len()].store(rev, Ordering::SeqCst);
     }
     done.store(true, Ordering::SeqCst);
     for r in readers {
@@ -302,4 +310,76 @@ fn stress_readers_beside_a_writer_rewriting_records_see_no_corruption() {
         shared.renewals(),
         own.renewals()
     );
+}
+
+/// Reads of `meta.*` files through a read-only handle, counted.
+fn counting_reader(dir: &Path) -> (Store, Arc<AtomicU64>) {
+    let reads = Arc::new(AtomicU64::new(0));
+    let vfs = SpyVfs {
+        watched: Box::new(|path| {
+            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            name.starts_with("meta.")
+        }),
+        watch: {
+            let reads = reads.clone();
+            Arc::new(move |access, _, _| {
+                if access == Access::Read {
+                    reads.fetch_add(1, Ordering::SeqCst);
+                }
+            })
+        },
+    };
+    let opts = StoreOptions {
+        vfs: Arc::new(vfs),
+        ..StoreOptions::read_only()
+    };
+    (Store::open(dir, &opts).unwrap(), reads)
+}
+
+#[test]
+fn read_only_handles_beside_the_writer_share_its_committed_records_and_no_older_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut w = writer(dir.path());
+    w.put(D, "T", 1, None, HTML, &value("T", 1)).unwrap();
+    let (reader, meta_reads) = counting_reader(dir.path());
+    let (other, _) = counting_reader(dir.path());
+    let latest = |s: &Store| s.get_latest(D, "T").unwrap().map(|g| (g.rev, g.value));
+    assert_eq!(latest(&reader), Some((1, value("T", 1))));
+    let before = meta_reads.load(Ordering::SeqCst);
+    assert!(before > 0, "the first read reads the record from the files");
+    // A warm read, on this handle or another, reads no meta file: only the value.
+    assert_eq!(latest(&reader), Some((1, value("T", 1))));
+    assert_eq!(latest(&other), Some((1, value("T", 1))));
+    assert_eq!(meta_reads.load(Ordering::SeqCst), before);
+    // An uncommitted rewrite is not seen, and the kept record is not used meanwhile.
+    w.put_uncommitted(&wink::store::Put {
+        domain: D,
+        title: "T",
+        rev: 2,
+        tid: None,
+        content_type: HTML,
+        value: &value("T", 2),
+        historical: false,
+    })
+    .unwrap();
+    assert_eq!(latest(&reader), Some((1, value("T", 1))));
+    assert!(meta_reads.load(Ordering::SeqCst) > before);
+    w.commit().unwrap();
+    // The commit is seen at once, and kept again for the next read.
+    assert_eq!(latest(&reader), Some((2, value("T", 2))));
+    let after = meta_reads.load(Ordering::SeqCst);
+    assert_eq!(latest(&other), Some((2, value("T", 2))));
+    assert_eq!(meta_reads.load(Ordering::SeqCst), after);
+    // A take-down removes the kept record too.
+    w.take_down(D, "T", None).unwrap();
+    assert_eq!(latest(&reader), None);
+    assert_eq!(latest(&other), None);
+    // Once the writer is gone, another process may write: the handles read the files again.
+    w.lift(D, "T", None).unwrap();
+    w.put(D, "T", 3, None, HTML, &value("T", 3)).unwrap();
+    assert_eq!(latest(&reader), Some((3, value("T", 3))));
+    drop(w);
+    let gone = meta_reads.load(Ordering::SeqCst);
+    assert_eq!(latest(&reader), Some((3, value("T", 3))));
+    assert!(meta_reads.load(Ordering::SeqCst) > gone);
 }

@@ -199,7 +199,7 @@ async fn request(
         None => (rest, "/"),
     };
     let work = async {
-        let mut send = node::http1_connect(authority).await?;
+        let mut send = crate::serve::forward::http1_connect(authority).await?;
         let mut req = hyper::Request::builder()
             .method(method)
             .uri(path)
@@ -281,7 +281,7 @@ fn titles_of(
             p.is_dir()
                 && p.file_name()
                     .and_then(|n| n.to_str())
-                    .is_some_and(crate::serve::spec::valid_bucket_name)
+                    .is_some_and(crate::service::spec::valid_bucket_name)
         })
         .collect();
     dirs.sort();

@@ -145,7 +145,7 @@ impl ClusterConfig {
             return Err(format!("nats_monitor: {m:?} must start with http://"));
         }
         for b in self.buckets.keys() {
-            if !crate::serve::spec::valid_bucket_name(b) {
+            if !crate::service::spec::valid_bucket_name(b) {
                 return Err(format!("bucket name {b:?}: [a-z0-9][a-z0-9._-]{{0,63}}"));
             }
         }

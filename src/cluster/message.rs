@@ -85,7 +85,7 @@ pub fn subject(bucket: &str, partition: u32) -> String {
 pub fn parse_subject(subject: &str) -> Option<(&str, u32)> {
     let rest = subject.strip_prefix("wink.")?;
     let (bucket, part) = rest.rsplit_once('.')?;
-    if !crate::serve::spec::valid_bucket_name(bucket) {
+    if !crate::service::spec::valid_bucket_name(bucket) {
         return None;
     }
     Some((bucket, part.parse().ok()?))

@@ -20,6 +20,7 @@ pub mod config;
 pub mod message;
 pub mod node;
 pub mod placement;
+pub mod routes;
 pub mod seed;
 
 pub use config::ClusterConfig;

@@ -11,7 +11,7 @@ use async_nats::jetstream::{self, consumer, kv, stream};
 use bytes::Bytes;
 use futures_util::StreamExt as _;
 use http_body_util::{BodyExt as _, Full};
-use hyper::{Request, Response, StatusCode};
+use hyper::{Request, StatusCode};
 use tokio::sync::watch;
 use uuid::Uuid;
 
@@ -21,9 +21,12 @@ use super::message::{self, Change, Kind};
 use super::placement::{self, Map};
 use crate::clock::Clock as _;
 use crate::error::{Error, Result};
-use crate::serve::commit::{ExclusiveWork, Job};
+use crate::serve::forward::{http1_connect, MIN_SEQ};
 use crate::serve::problem::Problem;
-use crate::serve::routes::App;
+use crate::service::commit::{ExclusiveWork, Job};
+use crate::service::registry::Registry;
+use crate::service::{self, Done, Peer, Pending, ReadGate, Receipt, Refusal, ServiceError};
+use crate::service::{Write, Writes};
 
 /// How long a publish is retried (leader elections take ~5 s) before the answer is 503. With
 /// [`APPLY_PATIENCE`], a write's whole deadline; the router's server timeout sits just above.
@@ -34,29 +37,18 @@ const APPLY_PATIENCE: Duration = Duration::from_secs(5);
 const OUTCOMES_KEPT: usize = 100_000;
 /// How often the apply loop checks that the stream still holds the last message it scanned.
 const STREAM_CHECK: Duration = Duration::from_secs(1);
-/// How long a forwarded read waits for one owner: two owners tried in turn stay under the
-/// router's 20 s server timeout, so a frozen owner costs a retry at the next, not a 504.
-const FORWARD_PATIENCE: Duration = Duration::from_secs(8);
 /// How long a read with `x-wink-min-seq` waits for the apply loop.
 const MIN_SEQ_WAIT: Duration = Duration::from_secs(10);
 /// Messages one apply batch takes at most, and their bytes.
 const BATCH_MESSAGES: usize = 1024;
 const BATCH_BYTES: usize = 64 << 20;
-/// The largest answer a forwarded read relays.
-const MAX_FORWARDED: usize = 512 << 20;
-/// Header of a forwarded request: its receiver answers it itself, never forwards it again.
-pub const FORWARDED: &str = "x-wink-forwarded";
-/// Header of a read that waits for the apply loop to pass a stream sequence.
-pub const MIN_SEQ: &str = "x-wink-min-seq";
-/// Header of a write's answer: its stream sequence.
-pub const SEQ: &str = "x-wink-seq";
-
-type Answer = Response<Full<Bytes>>;
 
 /// The node.
 pub struct Node {
     pub cfg: ClusterConfig,
     pub name: String,
+    /// The token this node's requests to other nodes carry (the server's own).
+    auth: crate::serve::Auth,
     js: jetstream::Context,
     client: async_nats::Client,
     map: RwLock<(Map, u64)>,
@@ -251,7 +243,11 @@ pub struct NodeStatus {
 impl Node {
     /// Connects, makes the stream and buckets when missing, reads the map, creates the declared
     /// buckets, and starts the lease, map and apply tasks on the current runtime.
-    pub async fn start(cfg: ClusterConfig, app: Arc<App>) -> Result<Arc<Node>> {
+    pub async fn start(
+        cfg: ClusterConfig,
+        reg: Arc<Registry>,
+        auth: crate::serve::Auth,
+    ) -> Result<Arc<Node>> {
         let up = Arc::new(AtomicBool::new(false));
         let client = connect(&cfg, up.clone()).await?;
         let js = context(client.clone());
@@ -269,9 +265,9 @@ impl Node {
         };
         for (bucket, spec) in &cfg.buckets {
             let text = serde_json::to_vec(spec).unwrap_or_default();
-            let spec = crate::serve::spec::BucketSpec::parse(&text)
+            let spec = crate::service::spec::BucketSpec::parse(&text)
                 .map_err(|e| Error::invalid(format!("cluster bucket {bucket}: {e}")))?;
-            match tokio::task::block_in_place(|| app.registry.create(bucket, &spec)) {
+            match tokio::task::block_in_place(|| reg.create(bucket, &spec)) {
                 Ok(_) => {}
                 Err(e) => {
                     return Err(Error::invalid(format!(
@@ -291,6 +287,7 @@ impl Node {
         let names = cfg.nodes.iter().map(|n| n.name.clone()).collect();
         let node = Arc::new(Node {
             name: cfg.name.clone(),
+            auth,
             cfg,
             js,
             client,
@@ -316,7 +313,7 @@ impl Node {
         tokio::spawn(watch_nats_sync(node.clone()));
         tokio::spawn(watch_map(node.clone()));
         tokio::spawn(replace_lost(node.clone()));
-        tokio::spawn(apply_loop(node.clone(), app));
+        tokio::spawn(apply_loop(node.clone(), reg));
         Ok(node)
     }
 
@@ -405,11 +402,11 @@ impl Node {
     /// A put that JetStream took for a duplicate of one the store refused (taken down at the
     /// time) is asked for again as a message of its own: a single node would take it now if the
     /// take-down has been lifted since, and a put applied again changes nothing.
-    pub async fn write(
+    async fn write_change(
         &self,
         bucket: &str,
         change: &Change,
-    ) -> std::result::Result<(Published, Outcome), Problem> {
+    ) -> std::result::Result<(Published, Outcome), ServiceError> {
         let sent = self.publish(bucket, change, false).await?;
         let outcome = self.settle(&sent).await?;
         let refused = matches!(outcome, Outcome::TakenDown | Outcome::Refused { .. });
@@ -425,7 +422,7 @@ impl Node {
     /// applied it in a durable commit, this node included: the write's answer. 503 when no owner
     /// has within [`APPLY_PATIENCE`]: the write is in the stream and will be applied, but
     /// nothing is promised yet.
-    async fn settle(&self, sent: &Published) -> std::result::Result<Outcome, Problem> {
+    async fn settle(&self, sent: &Published) -> std::result::Result<Outcome, ServiceError> {
         use futures_util::future::FutureExt as _;
         let Published {
             seq,
@@ -450,7 +447,7 @@ impl Node {
             }
         }
         let late = || {
-            Problem::unavailable(
+            ServiceError::unavailable(
                 format!(
                     "the write is in the stream at sequence {seq}, but no owner of partition \
                      {partition} ({}) applied it within {}s: it is not acknowledged (it may \
@@ -473,6 +470,11 @@ impl Node {
             Ok(Ok((outcome, _))) => Ok(outcome),
             _ => Err(late()),
         }
+    }
+
+    /// The `Authorization` of this node's requests to other nodes.
+    pub fn bearer(&self) -> Option<hyper::header::HeaderValue> {
+        self.auth.bearer()
     }
 
     /// How long an owner waits for its apply loop when asked for an outcome.
@@ -506,7 +508,7 @@ impl Node {
         bucket: &str,
         change: &Change,
         again: bool,
-    ) -> std::result::Result<Published, Problem> {
+    ) -> std::result::Result<Published, ServiceError> {
         let partition = message::partition_of(&change.domain, &change.title, self.cfg.partitions);
         let subject = message::subject(bucket, partition);
         let mut id = message::message_id(bucket, change);
@@ -520,14 +522,14 @@ impl Node {
         let size = body.len() + id.len() + 64;
         let limit = self.client.server_info().max_payload;
         if limit > 0 && size > limit {
-            return Err(Problem::too_large(format!(
+            return Err(ServiceError::Refused(Refusal::TooLarge(format!(
                 "a render of {} bytes makes a message of {size} bytes, over the cluster's \
                  message limit of {limit} (NATS max_payload)",
                 change.value.len()
-            )));
+            ))));
         }
         if let Some(why) = self.writes_refused() {
-            return Err(Problem::unavailable(
+            return Err(ServiceError::unavailable(
                 format!("node {} refuses writes: {why}", self.name),
                 5,
             ));
@@ -537,7 +539,7 @@ impl Node {
         let mut last_error = String::new();
         while started.elapsed() < PUBLISH_PATIENCE {
             if !self.nats_up.load(Ordering::SeqCst) {
-                return Err(Problem::unavailable(
+                return Err(ServiceError::unavailable(
                     format!(
                         "node {} has no connection to NATS: writes are refused",
                         self.name
@@ -587,7 +589,7 @@ impl Node {
             tokio::time::sleep(pause).await;
             pause = (pause * 2).min(Duration::from_secs(1));
         }
-        Err(Problem::unavailable(
+        Err(ServiceError::unavailable(
             format!(
                 "JetStream did not acknowledge the write within {}s ({last_error}); it may or \
                  may not be stored: retry it with the same tid",
@@ -597,8 +599,29 @@ impl Node {
         ))
     }
 
-    /// A change made from a request received here: stamped with this node's clock, with a tid
-    /// made here when the request has none. A put's content type and value are set after.
+    /// The message of a write received here: stamped with its arrival, with a tid made here when
+    /// the request has none.
+    fn message_of(&self, w: Write) -> Change {
+        let (kind, rev, tid, content_type, value) = match w.change {
+            service::Change::Put {
+                rev,
+                tid,
+                content_type,
+                value,
+            } => (Kind::Put, Some(rev), tid, content_type, value.to_vec()),
+            service::Change::TakeDown { rev } => (Kind::TakeDown, rev, None, String::new(), vec![]),
+            service::Change::Lift { rev } => (Kind::Lift, rev, None, String::new(), vec![]),
+        };
+        Change {
+            content_type,
+            value,
+            arrival: w.arrival,
+            ..self.change(kind, &w.domain, &w.title, rev, tid)
+        }
+    }
+
+    /// A change made here: stamped with this node's clock, with a tid made here when it has
+    /// none. A put's content type and value are set after.
     pub fn change(
         &self,
         kind: Kind,
@@ -624,67 +647,6 @@ impl Node {
         }
     }
 
-    /// Before a read of a title: `Some(answer)` when it is forwarded to an owner, or when the
-    /// wait for `x-wink-min-seq` ran out; `None` to answer from this node's store.
-    pub async fn before_read(
-        &self,
-        domain: &str,
-        title: &str,
-        parts: &hyper::http::request::Parts,
-    ) -> std::result::Result<Option<Answer>, Problem> {
-        let min_seq = match parts.headers.get(MIN_SEQ) {
-            Some(v) => Some(
-                v.to_str()
-                    .ok()
-                    .and_then(|s| s.trim().parse::<u64>().ok())
-                    .ok_or_else(|| Problem::bad_request(format!("{MIN_SEQ}: a sequence number")))?,
-            ),
-            None => None,
-        };
-        let partition = message::partition_of(domain, title, self.cfg.partitions);
-        let owners: Vec<String> = read(&self.map).0.owners(partition).to_vec();
-        let forwarded = parts.headers.contains_key(FORWARDED);
-        let mine = owners.contains(&self.name);
-        let status = self.status();
-        let vouched = mine && status.ready && status.behind.is_none() && status.diverged.is_none();
-        if !vouched && !forwarded {
-            if let Some(a) = self.forward(&owners, parts).await {
-                return Ok(Some(a));
-            }
-        }
-        if let Some(why) = status.behind.as_ref().or(status.diverged.as_ref()) {
-            return Err(Problem::unavailable(
-                format!(
-                    "node {} cannot answer for partition {partition}: {why}",
-                    self.name
-                ),
-                10,
-            ));
-        }
-        if !mine && !forwarded {
-            return Err(Problem::unavailable(
-                format!(
-                    "no owner of partition {partition} ({}) answers",
-                    owners.join(", ")
-                ),
-                2,
-            ));
-        }
-        if let Some(min) = min_seq {
-            if !self.wait_scanned(min).await {
-                return Err(Problem::unavailable(
-                    format!(
-                        "node {} has applied the stream up to {}, not yet {min} ({MIN_SEQ})",
-                        self.name,
-                        *self.scanned.borrow()
-                    ),
-                    1,
-                ));
-            }
-        }
-        Ok(None)
-    }
-
     /// Waits (bounded) until the apply loop has passed `seq`.
     pub async fn wait_scanned(&self, seq: u64) -> bool {
         let mut rx = self.scanned.subscribe();
@@ -693,35 +655,13 @@ impl Node {
             .is_ok_and(|r| r.is_ok())
     }
 
-    /// Relays `parts` (a GET or HEAD) to the first owner that answers, live leases first.
-    async fn forward(
-        &self,
-        owners: &[String],
-        parts: &hyper::http::request::Parts,
-    ) -> Option<Answer> {
-        let live = read(&self.live).clone();
-        let mut order: Vec<&String> = owners.iter().filter(|n| **n != self.name).collect();
-        order.sort_by_key(|n| !live.contains(n));
-        for name in order {
-            let Some(url) = self.url_of(name) else {
-                continue;
-            };
-            match forward_to(&url, parts).await {
-                Ok(mut a) => {
-                    if let Ok(v) = hyper::header::HeaderValue::from_str(name) {
-                        a.headers_mut().insert("x-wink-forwarded-to", v);
-                    }
-                    return Some(a);
-                }
-                Err(e) => tracing::warn!(node = %self.name, "forwarding to {name}: {e}"),
-            }
-        }
-        None
-    }
-
     /// Commits a snapshot of `bucket` into `ROOT/.snapshots/`; answers its directory.
-    pub async fn snapshot(&self, app: &App, bucket: &str) -> std::result::Result<String, Problem> {
-        let (_, dir) = super::seed::snapshot_into(app, bucket, ".snapshots").await?;
+    pub async fn snapshot(
+        &self,
+        reg: &Registry,
+        bucket: &str,
+    ) -> std::result::Result<String, Problem> {
+        let (_, dir) = super::seed::snapshot_into(reg, bucket, ".snapshots").await?;
         Ok(dir.display().to_string())
     }
 
@@ -729,67 +669,6 @@ impl Node {
     pub(super) fn live(&self) -> Vec<String> {
         read(&self.live).clone()
     }
-}
-
-/// An HTTP/1 connection to `authority` (`HOST:PORT`), its driver spawned: what a node sends
-/// another node or `wink cluster` sends a node goes through one of these.
-pub(crate) async fn http1_connect(
-    authority: &str,
-) -> std::result::Result<hyper::client::conn::http1::SendRequest<Full<Bytes>>, String> {
-    let stream = tokio::net::TcpStream::connect(authority.to_string())
-        .await
-        .map_err(|e| e.to_string())?;
-    let (send, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
-        .await
-        .map_err(|e| e.to_string())?;
-    tokio::spawn(conn);
-    Ok(send)
-}
-
-/// One GET or HEAD to `base`, answered whole.
-async fn forward_to(
-    base: &str,
-    parts: &hyper::http::request::Parts,
-) -> std::result::Result<Answer, String> {
-    let authority = base
-        .strip_prefix("http://")
-        .unwrap_or(base)
-        .trim_end_matches('/');
-    let mut send = tokio::time::timeout(Duration::from_secs(2), http1_connect(authority))
-        .await
-        .map_err(|_| "connect timed out".to_string())??;
-    let path = parts
-        .uri
-        .path_and_query()
-        .map_or("/", |p| p.as_str())
-        .to_string();
-    let mut req = Request::builder().method(parts.method.clone()).uri(path);
-    for (k, v) in &parts.headers {
-        if k != hyper::header::HOST && k != hyper::header::CONNECTION {
-            req = req.header(k, v);
-        }
-    }
-    let req = req
-        .header(hyper::header::HOST, authority)
-        .header(FORWARDED, "1")
-        .body(Full::new(Bytes::new()))
-        .map_err(|e| e.to_string())?;
-    let answer = tokio::time::timeout(FORWARD_PATIENCE, send.send_request(req))
-        .await
-        .map_err(|_| format!("no answer within {}s", FORWARD_PATIENCE.as_secs()))?
-        .map_err(|e| e.to_string())?;
-    let (head, body) = answer.into_parts();
-    let body = http_body_util::Limited::new(body, MAX_FORWARDED)
-        .collect()
-        .await
-        .map_err(|e| e.to_string())?
-        .to_bytes();
-    let mut a = Response::from_parts(head, Full::new(body));
-    a.headers_mut().remove(hyper::header::TRANSFER_ENCODING);
-    if a.status() == StatusCode::SERVICE_UNAVAILABLE {
-        return Err("the owner answered 503".into());
-    }
-    Ok(a)
 }
 
 /// One GET to a node, its body whole (at most 1 MiB), within `deadline`.
@@ -1086,7 +965,7 @@ async fn watch_map(node: Arc<Node>) {
 
 /// Runs `f` on a bucket's writer thread, in its queue order.
 pub(super) async fn on_writer<T: Send + 'static>(
-    bucket: &crate::serve::registry::Bucket,
+    bucket: &crate::service::registry::Bucket,
     f: impl FnOnce(&mut crate::store::Store) -> Result<T> + Send + 'static,
 ) -> Result<T> {
     let (tx, rx) = tokio::sync::oneshot::channel();
@@ -1102,9 +981,9 @@ pub(super) async fn on_writer<T: Send + 'static>(
 
 /// The apply loop: sessions of one ordered consumer each, restarted when the map changes this
 /// node's partitions or the consumer fails.
-async fn apply_loop(node: Arc<Node>, app: Arc<App>) {
+async fn apply_loop(node: Arc<Node>, reg: Arc<Registry>) {
     loop {
-        if let Err(e) = apply_session(&node, &app).await {
+        if let Err(e) = apply_session(&node, &reg).await {
             if e.contains("stopping") {
                 // Written at once: the exit below would drop what the log's thread holds.
                 eprintln!("wink cluster {}: apply: {e}", node.name);
@@ -1212,7 +1091,7 @@ async fn check_mark(
 /// everything the stream holds (idempotent), so that no message the stream holds is skipped.
 async fn diverge(
     node: &Node,
-    buckets: &[Arc<crate::serve::registry::Bucket>],
+    buckets: &[Arc<crate::service::registry::Bucket>],
     why: &str,
     first: u64,
 ) -> std::result::Result<(), String> {
@@ -1234,7 +1113,7 @@ async fn diverge(
 
 /// A replay asked for by an operator (`wink cluster replay`): every bucket's records rewound to
 /// the stream's first sequence and their divergence cleared; a new apply session starts.
-pub async fn replay(node: &Arc<Node>, app: &App) -> std::result::Result<u64, String> {
+pub async fn replay(node: &Arc<Node>, reg: &Registry) -> std::result::Result<u64, String> {
     let mut stream = node
         .js
         .get_stream(placement::STREAM)
@@ -1246,7 +1125,7 @@ pub async fn replay(node: &Arc<Node>, app: &App) -> std::result::Result<u64, Str
         .map_err(|e| format!("the stream's info: {e}"))?
         .state
         .first_sequence;
-    for b in app.registry.buckets() {
+    for b in reg.buckets() {
         on_writer(&b, move |s| apply::replay_from(s, first))
             .await
             .map_err(|e| e.to_string())?;
@@ -1257,10 +1136,10 @@ pub async fn replay(node: &Arc<Node>, app: &App) -> std::result::Result<u64, Str
     Ok(first)
 }
 
-async fn apply_session(node: &Arc<Node>, app: &Arc<App>) -> std::result::Result<(), String> {
+async fn apply_session(node: &Arc<Node>, reg: &Arc<Registry>) -> std::result::Result<(), String> {
     let generation = node.map_generation.load(Ordering::SeqCst);
     let owned = node.map().owned_by(&node.name);
-    let buckets = app.registry.buckets();
+    let buckets = reg.buckets();
     let mut stream = node
         .js
         .get_stream(placement::STREAM)
@@ -1312,7 +1191,7 @@ async fn apply_session(node: &Arc<Node>, app: &Arc<App>) -> std::result::Result<
              copying the partitions from another owner"
         );
         *lock(&node.behind) = Some(why.clone());
-        return match super::seed::take_over(node, app, &owned, first, last).await {
+        return match super::seed::take_over(node, reg, &owned, first, last).await {
             // The next session starts where the copies stand.
             Ok(()) => Ok(()),
             Err(e) => {
@@ -1427,7 +1306,7 @@ async fn apply_session(node: &Arc<Node>, app: &Arc<App>) -> std::result::Result<
         }
         let mut outcomes = Vec::new();
         for (name, msgs) in per_bucket {
-            let Ok(Some(b)) = app.registry.bucket(&name) else {
+            let Ok(Some(b)) = reg.bucket(&name) else {
                 tracing::warn!(
                     node = %node.name,
                     "{} messages of undeclared bucket {name} skipped",
@@ -1463,3 +1342,127 @@ async fn apply_session(node: &Arc<Node>, app: &Arc<App>) -> std::result::Result<
 
 /// 100-ns ticks from the Gregorian epoch of version-1 UUIDs (1582-10-15) to the Unix epoch.
 const TICKS_TO_UNIX: u64 = 0x01B2_1DD2_1381_4000;
+
+/// A cluster's writes: published to the log, acknowledged once an owner of the title's
+/// partition has applied them in a durable commit (docs/CLUSTER.md § What a 201 means).
+impl Writes for Node {
+    fn write(&self, w: Write) -> Pending<'_, Receipt> {
+        Box::pin(async move {
+            let bucket = w.bucket.clone();
+            let (domain, title) = (w.domain.clone(), w.title.clone());
+            let change = self.message_of(w);
+            let (sent, outcome) = self.write_change(&bucket, &change).await?;
+            let rev = change.kind.of_rev(change.rev);
+            let done = match outcome {
+                Outcome::Stored => Done::Stored {
+                    rev: change.rev,
+                    tid: change.tid,
+                },
+                Outcome::Removed { removed } => Done::Removed(removed),
+                Outcome::Lifted { lifted } => Done::Lifted(lifted),
+                Outcome::TakenDown => {
+                    return Err(ServiceError::Refused(Refusal::TakenDown {
+                        domain,
+                        title,
+                        rev: rev.unwrap_or(change.rev),
+                    }))
+                }
+                Outcome::Refused { why } => return Err(ServiceError::Refused(Refusal::Rule(why))),
+            };
+            Ok(Receipt {
+                done,
+                seq: Some(sent.seq),
+            })
+        })
+    }
+}
+
+/// A cluster's reads: a node answers for the partitions it owns once it has caught up on them;
+/// other reads go to an owner first (live leases first); a read that names a log sequence
+/// (`x-wink-min-seq`) waits until this node has applied it (docs/CLUSTER.md § Reads).
+impl ReadGate for Node {
+    fn admit(&self, bucket: &str, domain: &str) -> std::result::Result<(), ServiceError> {
+        if domain == message::RESERVED_DOMAIN {
+            return Err(ServiceError::Invalid(format!(
+                "domain {domain} is reserved for the cluster's own records"
+            )));
+        }
+        if !self.cfg.buckets.contains_key(bucket) {
+            return Err(ServiceError::NotFound(format!(
+                "no bucket {bucket} in this cluster (a cluster's buckets are declared in its \
+                 configuration)"
+            )));
+        }
+        Ok(())
+    }
+
+    fn peers(&self, domain: &str, title: &str, forwarded: bool) -> Vec<Peer> {
+        let partition = message::partition_of(domain, title, self.cfg.partitions);
+        let owners: Vec<String> = read(&self.map).0.owners(partition).to_vec();
+        let status = self.status();
+        let vouched = owners.contains(&self.name)
+            && status.ready
+            && status.behind.is_none()
+            && status.diverged.is_none();
+        if vouched || forwarded {
+            return Vec::new();
+        }
+        let live = read(&self.live).clone();
+        let mut order: Vec<&String> = owners.iter().filter(|n| **n != self.name).collect();
+        order.sort_by_key(|n| !live.contains(n));
+        order
+            .into_iter()
+            .filter_map(|name| {
+                Some(Peer {
+                    name: name.clone(),
+                    url: self.url_of(name)?,
+                })
+            })
+            .collect()
+    }
+
+    fn ready(
+        &self,
+        domain: &str,
+        title: &str,
+        min_seq: Option<u64>,
+        forwarded: bool,
+    ) -> Pending<'_, ()> {
+        let partition = message::partition_of(domain, title, self.cfg.partitions);
+        Box::pin(async move {
+            let owners: Vec<String> = read(&self.map).0.owners(partition).to_vec();
+            let status = self.status();
+            if let Some(why) = status.behind.as_ref().or(status.diverged.as_ref()) {
+                return Err(ServiceError::unavailable(
+                    format!(
+                        "node {} cannot answer for partition {partition}: {why}",
+                        self.name
+                    ),
+                    10,
+                ));
+            }
+            if !owners.contains(&self.name) && !forwarded {
+                return Err(ServiceError::unavailable(
+                    format!(
+                        "no owner of partition {partition} ({}) answers",
+                        owners.join(", ")
+                    ),
+                    2,
+                ));
+            }
+            if let Some(min) = min_seq {
+                if !self.wait_scanned(min).await {
+                    return Err(ServiceError::unavailable(
+                        format!(
+                            "node {} has applied the stream up to {}, not yet {min} ({MIN_SEQ})",
+                            self.name,
+                            *self.scanned.borrow()
+                        ),
+                        1,
+                    ));
+                }
+            }
+            Ok(())
+        })
+    }
+}

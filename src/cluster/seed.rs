@@ -23,9 +23,9 @@ use hyper::{Method, StatusCode};
 use super::apply;
 use super::message::{partition_of, Change, Kind, RESERVED_DOMAIN};
 use super::node::{ask, on_writer, Node};
-use crate::serve::commit::{ExclusiveWork, Job};
 use crate::serve::problem::Problem;
-use crate::serve::routes::App;
+use crate::service::commit::{ExclusiveWork, Job};
+use crate::service::registry::Registry;
 use crate::store::{CopyCursor, CopyItem, Store, StoreOptions};
 
 /// Where a node keeps the snapshots it gives copies from, beside its buckets.
@@ -51,11 +51,11 @@ pub struct CopyStarted {
 
 /// Commits a snapshot of `bucket` into `ROOT/SUB/BUCKET.NANOS`; answers its name and directory.
 pub(super) async fn snapshot_into(
-    app: &App,
+    reg: &Registry,
     bucket: &str,
     sub: &str,
 ) -> Result<(String, PathBuf), Problem> {
-    let b = match app.registry.bucket(bucket) {
+    let b = match reg.bucket(bucket) {
         Ok(Some(b)) => b,
         _ => return Err(Problem::not_found(format!("no bucket {bucket}"))),
     };
@@ -84,13 +84,13 @@ pub(super) async fn snapshot_into(
 
 /// Where the copies of `bucket` are made: `ROOT/.copies`, beside the buckets (`None`: no such
 /// bucket open).
-fn copies_root(app: &App, bucket: &str) -> Option<PathBuf> {
-    let b = app.registry.bucket(bucket).ok()??;
+fn copies_root(reg: &Registry, bucket: &str) -> Option<PathBuf> {
+    let b = reg.bucket(bucket).ok()??;
     b.dir.parent().map(|p| p.join(COPIES))
 }
 
 /// The directory of copy `id` of `bucket`: `Err` 404 unless it is one this node made.
-fn copy_dir(app: &App, bucket: &str, id: &str) -> Result<PathBuf, Problem> {
+fn copy_dir(reg: &Registry, bucket: &str, id: &str) -> Result<PathBuf, Problem> {
     let missing = || Problem::not_found(format!("no copy {id} of bucket {bucket}"));
     let nanos = id
         .strip_prefix(bucket)
@@ -99,7 +99,7 @@ fn copy_dir(app: &App, bucket: &str, id: &str) -> Result<PathBuf, Problem> {
     if nanos.is_empty() || nanos.len() > 39 || !nanos.bytes().all(|b| b.is_ascii_digit()) {
         return Err(missing());
     }
-    let dir = copies_root(app, bucket)
+    let dir = copies_root(reg, bucket)
         .ok_or_else(|| Problem::not_found(format!("no bucket {bucket}")))?
         .join(id);
     if !dir.join("store").is_file() {
@@ -110,8 +110,8 @@ fn copy_dir(app: &App, bucket: &str, id: &str) -> Result<PathBuf, Problem> {
 
 /// Removes the copies older than [`COPY_KEPT`] (a taker that stopped halfway never drops its
 /// own).
-fn sweep_copies(app: &App, bucket: &str) {
-    let Some(root) = copies_root(app, bucket) else {
+fn sweep_copies(reg: &Registry, bucket: &str) {
+    let Some(root) = copies_root(reg, bucket) else {
         return;
     };
     let Ok(entries) = std::fs::read_dir(&root) else {
@@ -131,7 +131,7 @@ fn sweep_copies(app: &App, bucket: &str) {
 
 /// `POST /_cluster/copy/BUCKET`: a snapshot to copy from, and how far each partition is applied
 /// in it. Refused (503) by a node that does not vouch for its partitions.
-pub async fn start_copy(node: &Node, app: &App, bucket: &str) -> Result<CopyStarted, Problem> {
+pub async fn start_copy(node: &Node, reg: &Registry, bucket: &str) -> Result<CopyStarted, Problem> {
     let s = node.status();
     if let Some(why) = s.behind.as_ref().or(s.diverged.as_ref()) {
         return Err(Problem::unavailable(
@@ -139,8 +139,8 @@ pub async fn start_copy(node: &Node, app: &App, bucket: &str) -> Result<CopyStar
             5,
         ));
     }
-    sweep_copies(app, bucket);
-    let (copy, dir) = snapshot_into(app, bucket, COPIES).await?;
+    sweep_copies(reg, bucket);
+    let (copy, dir) = snapshot_into(reg, bucket, COPIES).await?;
     let record = tokio::task::spawn_blocking(move || {
         let store = Store::open(&dir, &StoreOptions::read_only())?;
         apply::read_record(&store)
@@ -158,13 +158,13 @@ pub async fn start_copy(node: &Node, app: &App, bucket: &str) -> Result<CopyStar
 /// copy `id`, as frames (a big-endian u32 length, then a [`Change`]), and the next cursor.
 pub async fn copy_page(
     node: &Node,
-    app: &App,
+    reg: &Registry,
     bucket: &str,
     id: &str,
     partition: u32,
     cursor: Option<&str>,
 ) -> Result<(Vec<u8>, Option<String>), Problem> {
-    let dir = copy_dir(app, bucket, id)?;
+    let dir = copy_dir(reg, bucket, id)?;
     let from = match cursor {
         None => CopyCursor::new(),
         Some(c) => CopyCursor::from_token(c)
@@ -190,8 +190,8 @@ pub async fn copy_page(
 }
 
 /// `DELETE /_cluster/copy/BUCKET/ID`: the copy is no longer needed.
-pub fn end_copy(app: &App, bucket: &str, id: &str) -> Result<(), Problem> {
-    let dir = copy_dir(app, bucket, id)?;
+pub fn end_copy(reg: &Registry, bucket: &str, id: &str) -> Result<(), Problem> {
+    let dir = copy_dir(reg, bucket, id)?;
     std::fs::remove_dir_all(&dir)
         .map_err(|e| Problem::from_store(&crate::error::Error::io(&dir, None, e)))
 }
@@ -261,14 +261,14 @@ pub fn parse_page(body: &[u8]) -> Result<Vec<Change>, String> {
 /// `Err` names the partitions no owner could give.
 pub(super) async fn take_over(
     node: &Arc<Node>,
-    app: &Arc<App>,
+    reg: &Arc<Registry>,
     owned: &[u32],
     first: u64,
     last: u64,
 ) -> Result<(), String> {
     let map = node.map();
     let live = node.live();
-    for b in app.registry.buckets() {
+    for b in reg.buckets() {
         let applied = on_writer(&b, |s| apply::read_applied(s))
             .await
             .map_err(|e| e.to_string())?;
@@ -299,7 +299,7 @@ pub(super) async fn take_over(
             if theirs.is_empty() {
                 continue;
             }
-            match copy_from(node, app, &b, &giver, &theirs, first).await {
+            match copy_from(node, &b, &giver, &theirs, first).await {
                 Ok(done) => left.retain(|p| !done.contains(p)),
                 Err(e) => {
                     tracing::warn!(node = %node.name, "bucket {}: a copy from {giver}: {e}", b.name)
@@ -321,8 +321,7 @@ pub(super) async fn take_over(
 /// the giver itself cannot replay from `first` is left).
 async fn copy_from(
     node: &Node,
-    app: &App,
-    b: &Arc<crate::serve::registry::Bucket>,
+    b: &Arc<crate::service::registry::Bucket>,
     giver: &str,
     partitions: &[u32],
     first: u64,
@@ -330,7 +329,7 @@ async fn copy_from(
     let base = node
         .url_of(giver)
         .ok_or_else(|| format!("no URL for node {giver}"))?;
-    let bearer = app.auth.bearer();
+    let bearer = node.bearer();
     let (status, _, body) = ask(
         &base,
         Method::POST,

@@ -8,6 +8,8 @@ use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+pub use crate::service::Histogram;
+
 /// What a request was, for the counters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Route {
@@ -88,63 +90,6 @@ const LATENCY: [f64; 16] = [
     5.0, 10.0,
 ];
 
-/// Upper bounds of the group-commit batch-size histogram, puts.
-pub const BATCH: [f64; 12] = [
-    1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0, 4096.0,
-];
-
-/// A histogram of fixed bounds: counts per bound (not cumulative until rendered) and a sum.
-#[derive(Debug)]
-pub struct Histogram {
-    bounds: &'static [f64],
-    counts: Vec<AtomicU64>,
-    /// The sum, in millionths of the unit.
-    sum_micros: AtomicU64,
-}
-
-impl Histogram {
-    pub fn new(bounds: &'static [f64]) -> Histogram {
-        Histogram {
-            bounds,
-            counts: (0..=bounds.len()).map(|_| AtomicU64::new(0)).collect(),
-            sum_micros: AtomicU64::new(0),
-        }
-    }
-
-    pub fn observe(&self, value: f64) {
-        let slot = self
-            .bounds
-            .iter()
-            .position(|b| value <= *b)
-            .unwrap_or(self.bounds.len());
-        self.counts[slot].fetch_add(1, Ordering::Relaxed);
-        self.sum_micros
-            .fetch_add((value * 1e6) as u64, Ordering::Relaxed);
-    }
-
-    /// Observations so far.
-    pub fn count(&self) -> u64 {
-        self.counts.iter().map(|c| c.load(Ordering::Relaxed)).sum()
-    }
-
-    /// Writes the `_bucket`, `_sum` and `_count` lines of `name` with `labels` (`k="v",` or "").
-    pub fn render(&self, out: &mut String, name: &str, labels: &str) {
-        let mut cumulative = 0;
-        for (i, c) in self.counts.iter().enumerate() {
-            cumulative += c.load(Ordering::Relaxed);
-            let le = match self.bounds.get(i) {
-                Some(b) => format!("{b}"),
-                None => "+Inf".into(),
-            };
-            let _ = writeln!(out, "{name}_bucket{{{labels}le=\"{le}\"}} {cumulative}");
-        }
-        let sum = self.sum_micros.load(Ordering::Relaxed) as f64 / 1e6;
-        let bare = labels.trim_end_matches(',');
-        let _ = writeln!(out, "{name}_sum{{{bare}}} {sum}");
-        let _ = writeln!(out, "{name}_count{{{bare}}} {cumulative}");
-    }
-}
-
 /// The service-wide counters.
 #[derive(Debug)]
 pub struct Metrics {
@@ -155,8 +100,6 @@ pub struct Metrics {
     pub connections_open: AtomicU64,
     pub connections_refused: AtomicU64,
     pub inflight_refused: AtomicU64,
-    pub read_handle_refreshes: AtomicU64,
-    pub writer_fallbacks: AtomicU64,
 }
 
 impl Default for Metrics {
@@ -174,8 +117,6 @@ impl Default for Metrics {
             connections_open: AtomicU64::new(0),
             connections_refused: AtomicU64::new(0),
             inflight_refused: AtomicU64::new(0),
-            read_handle_refreshes: AtomicU64::new(0),
-            writer_fallbacks: AtomicU64::new(0),
         }
     }
 }
@@ -220,7 +161,7 @@ impl Metrics {
                 h.render(out, "wink_http_request_duration_seconds", &labels);
             }
         }
-        let counters: [(&str, &str, &AtomicU64); 6] = [
+        let counters: [(&str, &str, &AtomicU64); 4] = [
             (
                 "wink_http_request_bytes_total",
                 "Request body bytes read.",
@@ -240,17 +181,6 @@ impl Metrics {
                 "wink_http_inflight_refused_total",
                 "Requests answered 503 because the in-flight body bytes were at their limit.",
                 &self.inflight_refused,
-            ),
-            (
-                "wink_read_handle_refreshes_total",
-                "Read handles brought up to a newer commit before a read.",
-                &self.read_handle_refreshes,
-            ),
-            (
-                "wink_writer_fallback_reads_total",
-                "Reads answered through a bucket's writer (archive tier, listings of archived \
-                    titles).",
-                &self.writer_fallbacks,
             ),
         ];
         for (name, help, v) in counters {
@@ -345,24 +275,6 @@ pub fn render_process(out: &mut String) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn histograms_are_cumulative_with_sum_and_count() {
-        let h = Histogram::new(&BATCH);
-        for v in [1.0, 3.0, 3.0, 5000.0] {
-            h.observe(v);
-        }
-        let mut out = String::new();
-        h.render(&mut out, "x", "bucket=\"b\",");
-        assert!(out.contains("x_bucket{bucket=\"b\",le=\"1\"} 1\n"), "{out}");
-        assert!(out.contains("x_bucket{bucket=\"b\",le=\"4\"} 3\n"), "{out}");
-        assert!(
-            out.contains("x_bucket{bucket=\"b\",le=\"+Inf\"} 4\n"),
-            "{out}"
-        );
-        assert!(out.contains("x_sum{bucket=\"b\"} 5007\n"), "{out}");
-        assert!(out.contains("x_count{bucket=\"b\"} 4\n"), "{out}");
-    }
 
     #[test]
     fn requests_count_by_route_and_status() {

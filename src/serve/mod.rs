@@ -20,17 +20,15 @@
 //! default features off compiles none of it.
 
 pub mod auth;
-pub mod commit;
 pub mod connections;
 pub mod cursor;
+pub mod forward;
 pub mod limits;
 pub mod log;
 pub mod metrics;
 pub mod problem;
-pub mod registry;
 pub mod routes;
 pub mod shutdown;
-pub mod spec;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -134,24 +132,14 @@ pub fn run(opts: ServeOptions, ready: impl FnOnce(SocketAddr)) -> Result<()> {
     let _root_lock = WriterLock::acquire(&lock_path, false)?;
     let _logs = log::start(opts.log_format, &opts.access_log)?;
 
-    let metrics = Arc::new(metrics::Metrics::default());
-    let registry = registry::Registry::open(
+    let registry = Arc::new(crate::service::registry::Registry::open(
         &opts.root,
         opts.maintenance.clone(),
         opts.max_buckets,
-        metrics.clone(),
-    )?;
+    )?);
     let mut opts = opts;
     opts.max_connections = fit_descriptors(&opts, registry.buckets().len())?;
-    let app = Arc::new(routes::App {
-        registry,
-        metrics,
-        auth: opts.auth.clone(),
-        limits: limits::BodyLimits::new(opts.max_body, opts.max_inflight, opts.body_timeout),
-        cursors: cursor::CursorKey::load_or_create(&opts.root)?,
-        #[cfg(feature = "cluster")]
-        cluster: std::sync::OnceLock::new(),
-    });
+    let cursors = cursor::CursorKey::load_or_create(&opts.root)?;
     let listener =
         std::net::TcpListener::bind(opts.listen).map_err(|e| Error::io(&opts.root, None, e))?;
     listener
@@ -161,7 +149,7 @@ pub fn run(opts: ServeOptions, ready: impl FnOnce(SocketAddr)) -> Result<()> {
         .local_addr()
         .map_err(|e| Error::io(&opts.root, None, e))?;
 
-    let stats = start_stats(app.clone(), opts.stat_interval);
+    let stats = start_stats(registry.clone(), opts.stat_interval);
     let mut rt = tokio::runtime::Builder::new_multi_thread();
     if opts.threads > 0 {
         rt.worker_threads(opts.threads);
@@ -178,13 +166,29 @@ pub fn run(opts: ServeOptions, ready: impl FnOnce(SocketAddr)) -> Result<()> {
         drain_timeout: opts.drain_timeout,
     };
     let served = rt.block_on(async {
+        let mut writes: Arc<dyn crate::service::Writes> =
+            Arc::new(crate::service::LocalWrites::new(registry.clone()));
+        let mut gate: Arc<dyn crate::service::ReadGate> = Arc::new(crate::service::LocalGate);
+        let mut extension: Option<Arc<dyn routes::Extension>> = None;
         #[cfg(feature = "cluster")]
         if let Some(cfg) = opts.cluster.clone() {
-            let node = crate::cluster::node::Node::start(cfg, app.clone())
+            let node = crate::cluster::node::Node::start(cfg, registry.clone(), opts.auth.clone())
                 .await
                 .map_err(std::io::Error::other)?;
-            let _ = app.cluster.set(node);
+            writes = node.clone();
+            gate = node.clone();
+            extension = Some(Arc::new(crate::cluster::routes::ClusterRoutes::new(node)));
         }
+        let app = Arc::new(routes::App {
+            registry: registry.clone(),
+            writes,
+            metrics: Arc::new(metrics::Metrics::default()),
+            auth: opts.auth.clone(),
+            limits: limits::BodyLimits::new(opts.max_body, opts.max_inflight, opts.body_timeout),
+            cursors,
+            gate,
+            extension,
+        });
         let listener = tokio::net::TcpListener::from_std(listener)?;
         let (tx, rx) = tokio::sync::oneshot::channel();
         // Signal handlers are in place before the server says it is up.
@@ -204,7 +208,7 @@ pub fn run(opts: ServeOptions, ready: impl FnOnce(SocketAddr)) -> Result<()> {
     // The workers' read handles go with their threads.
     rt.shutdown_timeout(Duration::from_secs(5));
     stats.stop();
-    app.registry.close();
+    registry.close();
     served.map_err(|e| Error::io(&opts.root, None, e))
 }
 
@@ -271,7 +275,7 @@ struct Stats {
 /// How often buckets that could not be opened are tried again.
 const RETRY_EVERY: Duration = Duration::from_secs(2);
 
-fn start_stats(app: Arc<routes::App>, interval: Duration) -> Stats {
+fn start_stats(registry: Arc<crate::service::registry::Registry>, interval: Duration) -> Stats {
     let stop = Arc::new((std::sync::Mutex::new(false), std::sync::Condvar::new()));
     let flag = stop.clone();
     let thread = std::thread::Builder::new()
@@ -283,15 +287,15 @@ fn start_stats(app: Arc<routes::App>, interval: Duration) -> Stats {
             loop {
                 // Buckets that could not be opened are tried again at every tick; new buckets
                 // get their figures at the first tick after they are made.
-                for name in app.registry.retry_failed() {
+                for name in registry.retry_failed() {
                     tracing::warn!(bucket = %name, "the bucket opened, and serves");
                 }
-                log_maintenance_errors(&app.registry, &mut errors_seen);
+                log_maintenance_errors(&registry, &mut errors_seen);
                 if refreshed.is_none_or(|t| t.elapsed() >= interval) {
-                    app.registry.refresh_stats(&mut handles);
+                    registry.refresh_stats(&mut handles);
                     refreshed = Some(std::time::Instant::now());
                 } else {
-                    app.registry.refresh_missing_stats(&mut handles);
+                    registry.refresh_missing_stats(&mut handles);
                 }
                 let (lock, cv) = &*flag;
                 let guard = lock.lock().unwrap_or_else(|p| p.into_inner());
@@ -309,7 +313,10 @@ fn start_stats(app: Arc<routes::App>, interval: Duration) -> Stats {
 
 /// Writes to the error log each maintenance error met since the last look (the last of them,
 /// and how many there were).
-fn log_maintenance_errors(registry: &registry::Registry, seen: &mut HashMap<String, u64>) {
+fn log_maintenance_errors(
+    registry: &crate::service::registry::Registry,
+    seen: &mut HashMap<String, u64>,
+) {
     for b in registry.buckets() {
         let Some(status) = b.maintenance() else {
             continue;

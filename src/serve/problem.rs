@@ -9,6 +9,7 @@ use hyper::{Method, Response, StatusCode};
 use serde::Serialize;
 
 use crate::error::Error;
+use crate::service::{Refusal, ServiceError};
 
 /// Where the problem types live (RESTBase's error type URIs).
 const TYPE_BASE: &str = "https://mediawiki.org/wiki/HyperSwitch/errors/";
@@ -118,6 +119,33 @@ impl Problem {
         }
     }
 
+    /// The service's refusal or failure as an answer: each kind has its status here, and only
+    /// here.
+    pub fn from_service(e: ServiceError) -> Problem {
+        match e {
+            ServiceError::Refused(Refusal::TakenDown { domain, title, rev }) => {
+                Problem::conflict(format!(
+                    "{domain}/{title} revision {rev} is taken down; lift it (POST …/_lift) to \
+                     store it again"
+                ))
+            }
+            ServiceError::Refused(Refusal::TooLarge(why)) => Problem::too_large(why),
+            ServiceError::Refused(Refusal::Rule(why)) | ServiceError::Invalid(why) => {
+                Problem::bad_request(why)
+            }
+            ServiceError::NotFound(what) => Problem::not_found(what),
+            ServiceError::Unavailable(u) => Problem {
+                retry_after: Some(u.retry_after),
+                log: u.log,
+                ..Problem::new(StatusCode::SERVICE_UNAVAILABLE, u.why)
+            },
+            ServiceError::Store(e) => Problem::from_store(&e),
+            ServiceError::Internal(why) => {
+                Problem::server_side(StatusCode::INTERNAL_SERVER_ERROR, "an internal error", why)
+            }
+        }
+    }
+
     /// The problem type's last path segment and its title.
     fn kind(&self) -> (&'static str, &'static str) {
         match self.status {
@@ -181,6 +209,12 @@ impl Problem {
             h.insert(ALLOW, HeaderValue::from_static(allow));
         }
         resp
+    }
+}
+
+impl From<ServiceError> for Problem {
+    fn from(e: ServiceError) -> Problem {
+        Problem::from_service(e)
     }
 }
 

@@ -33,16 +33,15 @@ use hyper::header::{
 use hyper::{HeaderMap, Method, Request, Response, StatusCode};
 use percent_encoding::percent_decode_str;
 use serde::Serialize;
-use tokio::sync::oneshot;
 use uuid::Uuid;
 
 use super::auth::Auth;
-use super::commit::{Job, PutError, PutJob};
 use super::limits::BodyLimits;
 use super::metrics::{Metrics, Route};
 use super::problem::Problem;
-use super::registry::{Bucket, CreateError, Created, ReadError, Registry};
-use super::spec::{describe, valid_bucket_name, BucketSpec};
+use crate::service::registry::{Bucket, CreateError, Created, ReadError, Registry};
+use crate::service::spec::{describe, valid_bucket_name, BucketSpec};
+use crate::service::{Change, Done, ReadGate, Receipt, ServiceError, Write, Writes};
 use crate::store::{key, Got, RenderCursor, State, Store, TitlePosition};
 
 /// A listing's page size when the request does not say.
@@ -54,18 +53,36 @@ const MAX_SETTINGS: usize = 64 << 10;
 
 /// What every request handler shares.
 pub struct App {
-    pub registry: Registry,
+    pub registry: Arc<Registry>,
+    /// Where writes go: this node's group commit, or the cluster's log.
+    pub writes: Arc<dyn Writes>,
     pub metrics: Arc<Metrics>,
     pub auth: Auth,
     pub limits: BodyLimits,
     /// Seals the listings' cursors (see [`super::cursor`]).
     pub cursors: super::cursor::CursorKey,
-    /// The cluster node this server is part of (`wink serve --cluster`), once it has started.
-    #[cfg(feature = "cluster")]
-    pub cluster: std::sync::OnceLock<Arc<crate::cluster::node::Node>>,
+    /// Where reads are answered: here, or (in a cluster) by another node, or after a wait.
+    pub gate: Arc<dyn ReadGate>,
+    /// Routes of a layer above the API, answered before it (a cluster node's `/_cluster`).
+    pub extension: Option<Arc<dyn Extension>>,
 }
 
-type Answer = Response<Full<Bytes>>;
+/// Routes of a layer above the API (a cluster node's own), answered before the API's.
+pub trait Extension: Send + Sync {
+    /// The answer to `req` when its path is one of these routes; `None` otherwise.
+    fn answer<'a>(
+        &'a self,
+        app: &'a App,
+        req: &'a hyper::http::request::Parts,
+    ) -> Option<Pending<'a>>;
+}
+
+/// An answer being made.
+pub type Pending<'a> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<Answer>> + Send + 'a>>;
+
+/// An answer: head and a whole body.
+pub type Answer = Response<Full<Bytes>>;
 type Result<T> = std::result::Result<T, Problem>;
 
 /// The bucket and domain a request is about.
@@ -246,6 +263,57 @@ fn head_within_limits(req: &hyper::http::request::Parts) -> Result<()> {
     Ok(())
 }
 
+/// What the read gate says before the API answers: a request about a bucket or domain the
+/// service does not take is refused; a read of a title this node does not answer for is relayed
+/// to the first peer that answers it, or held until this node may answer. `None`: answer here.
+async fn gate(
+    app: &App,
+    target: &Target,
+    req: &hyper::http::request::Parts,
+) -> Result<Option<Answer>> {
+    let (place, title) = match target {
+        Target::Health | Target::Metrics => return Ok(None),
+        Target::Bucket(p) | Target::Titles(p) | Target::Lift(p, _, _) => (p, None),
+        Target::Title(p, t)
+        | Target::Renders(p, t)
+        | Target::Revision(p, t, _)
+        | Target::Render(p, t, _, _) => (p, Some(t)),
+    };
+    app.gate.admit(&place.bucket, &place.domain)?;
+    let read = req.method == Method::GET || req.method == Method::HEAD;
+    let Some(title) = title.filter(|_| read) else {
+        return Ok(None);
+    };
+    let forwarded = req.headers.contains_key(super::forward::FORWARDED);
+    for peer in app.gate.peers(&place.domain, title, forwarded) {
+        match super::forward::forward_to(&peer.url, req).await {
+            Ok(mut a) => {
+                if let Ok(v) = HeaderValue::from_str(&peer.name) {
+                    a.headers_mut()
+                        .insert(HeaderName::from_static(super::forward::FORWARDED_TO), v);
+                }
+                return Ok(Some(a));
+            }
+            Err(e) => tracing::warn!(peer = %peer.name, "forwarding a read: {e}"),
+        }
+    }
+    let min_seq = match req.headers.get(super::forward::MIN_SEQ) {
+        Some(v) => Some(
+            v.to_str()
+                .ok()
+                .and_then(|s| s.trim().parse::<u64>().ok())
+                .ok_or_else(|| {
+                    Problem::bad_request(format!("{}: a sequence number", super::forward::MIN_SEQ))
+                })?,
+        ),
+        None => None,
+    };
+    app.gate
+        .ready(&place.domain, title, min_seq, forwarded)
+        .await?;
+    Ok(None)
+}
+
 /// The body of the request, for the one route that reads it.
 fn take_body(body: &mut Option<Incoming>) -> Result<Incoming> {
     body.take()
@@ -259,13 +327,15 @@ async fn answer(
     route: &mut Route,
 ) -> Result<Answer> {
     head_within_limits(req)?;
-    #[cfg(feature = "cluster")]
-    if let Some(node) = app.cluster.get() {
-        if let Some(a) = cluster_gate(app, node, req).await? {
-            return Ok(a);
+    if let Some(routes) = &app.extension {
+        if let Some(answer) = routes.answer(app, req) {
+            return answer.await;
         }
     }
     let target = parse_path(req.uri.path())?;
+    if let Some(a) = gate(app, &target, req).await? {
+        return Ok(a);
+    }
     let query: Vec<(String, String)> = req
         .uri
         .query()
@@ -476,7 +546,7 @@ fn strip(e: crate::Error) -> String {
     }
 }
 
-fn json(status: StatusCode, body: &impl Serialize) -> Answer {
+pub fn json(status: StatusCode, body: &impl Serialize) -> Answer {
     // Values of plain fields and strings: serializing cannot fail.
     let bytes = serde_json::to_vec(body).unwrap_or_default();
     let mut a = Response::new(Full::new(Bytes::from(bytes)));
@@ -488,11 +558,7 @@ fn json(status: StatusCode, body: &impl Serialize) -> Answer {
 
 /// The open bucket a request names: 404 when there is none, 503 when it could not be opened.
 fn bucket(app: &App, place: &Place) -> Result<Arc<Bucket>> {
-    match app.registry.bucket(&place.bucket) {
-        Ok(Some(b)) => Ok(b),
-        Ok(None) => Err(no_bucket(&place.bucket)),
-        Err(why) => Err(unreadable(&place.bucket, &why)),
-    }
+    Ok(app.registry.open_bucket(&place.bucket)?)
 }
 
 fn no_bucket(name: &str) -> Problem {
@@ -531,7 +597,7 @@ fn through_writer<T>(
     b: &Bucket,
     f: impl FnOnce(&Store) -> crate::Result<T>,
 ) -> crate::Result<T> {
-    app.metrics
+    app.registry
         .writer_fallbacks
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     tokio::task::block_in_place(|| b.with_writer(f))
@@ -815,139 +881,110 @@ async fn put_render(
             "a render needs a body; this request has none",
         ));
     }
-    #[cfg(feature = "cluster")]
-    if let Some(node) = app.cluster.get() {
-        let mut change = node.change(
-            crate::cluster::message::Kind::Put,
-            &place.domain,
-            &title,
-            Some(rev),
-            tid,
-        );
-        change.content_type = content_type;
-        change.value = body.bytes.to_vec();
-        drop(body);
-        let (sent, outcome) = node.write(&place.bucket, &change).await?;
-        let seq = sent.seq;
-        use crate::cluster::apply::Outcome;
-        return match outcome {
-            Outcome::Stored => Ok(cluster_created(rev, change.tid, seq)),
-            Outcome::TakenDown => Err(Problem::conflict(format!(
-                "{}/{title} revision {rev} is taken down; lift it (POST …/_lift) to store it \
-                 again",
-                place.domain
-            ))),
-            Outcome::Refused { why } => Err(Problem::bad_request(why)),
-            other => Err(Problem::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                format!("the put at sequence {seq} was applied as {other:?}"),
-            )),
-        };
-    }
-    let (tx, rx) = oneshot::channel();
-    let job = PutJob {
+    let write = Write {
+        bucket: place.bucket,
         domain: place.domain,
         title,
-        rev,
-        tid,
-        content_type,
-        value: body.bytes.clone(),
+        change: Change::Put {
+            rev,
+            tid,
+            content_type,
+            value: body.bytes.clone(),
+        },
+        arrival: crate::clock::Clock::now(&crate::clock::SystemClock),
     };
-    let (domain, title) = (job.domain.clone(), job.title.clone());
-    if !b.submit(Job::Put(job, tx)) {
-        return Err(closing());
-    }
-    let result = rx.await.map_err(|_| closing())?;
+    let written = app.writes.write(write).await;
+    // The body's bytes count against the in-flight budget until the write is answered.
     drop(body);
-    match result {
-        Ok(tid) => {
-            #[derive(Serialize)]
-            struct Created {
-                message: &'static str,
-                rev: u64,
-                tid: String,
-            }
-            let mut a = json(
-                StatusCode::CREATED,
-                &Created {
-                    message: "Created.",
-                    rev,
-                    tid: tid.to_string(),
-                },
-            );
-            a.headers_mut().insert(ETAG, etag(rev, tid));
-            Ok(a)
-        }
-        Err(PutError::TakenDown) => Err(Problem::conflict(format!(
-            "{domain}/{title} revision {rev} is taken down; lift it (POST …/_lift) to store it \
-                again"
-        ))),
-        Err(PutError::Store(e)) => Err(Problem::from_store(&e)),
-        Err(PutError::Commit(e)) => Err(Problem::from_store(&e)),
+    let receipt = written?;
+    let Done::Stored { rev, tid } = receipt.done else {
+        return Err(unexpected(&receipt));
+    };
+    #[derive(Serialize)]
+    struct Created {
+        message: &'static str,
+        rev: u64,
+        tid: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        seq: Option<u64>,
+    }
+    let mut a = json(
+        StatusCode::CREATED,
+        &Created {
+            message: "Created.",
+            rev,
+            tid: tid.to_string(),
+            seq: receipt.seq,
+        },
+    );
+    a.headers_mut().insert(ETAG, etag(rev, tid));
+    with_seq(&mut a, receipt.seq);
+    Ok(a)
+}
+
+/// A receipt of another kind than the write's (a bug): 500.
+fn unexpected(receipt: &Receipt) -> Problem {
+    Problem::from_service(ServiceError::Internal(format!(
+        "a write was answered {receipt:?}"
+    )))
+}
+
+/// The cluster log's sequence of a write, in the header clients pass back as `x-wink-min-seq`
+/// to read their own writes.
+fn with_seq(a: &mut Answer, seq: Option<u64>) {
+    if let Some(seq) = seq {
+        a.headers_mut()
+            .insert(HeaderName::from_static(SEQ), HeaderValue::from(seq));
     }
 }
 
-fn closing() -> Problem {
-    Problem::unavailable("the server is shutting down", 5)
-}
+/// The header of a write's sequence in a cluster's log.
+pub const SEQ: &str = "x-wink-seq";
 
 async fn take_down(app: &App, place: Place, title: String, rev: Option<u64>) -> Result<Answer> {
-    let b = bucket(app, &place)?;
-    #[cfg(feature = "cluster")]
-    if let Some(node) = app.cluster.get() {
-        let kind = crate::cluster::message::Kind::TakeDown;
-        return cluster_change(node, kind, &place, &title, rev, "Taken down.").await;
-    }
-    let (reply, rx) = oneshot::channel();
-    let job = Job::TakeDown {
-        domain: place.domain,
-        title,
-        rev,
-        reply,
+    let receipt = change(app, place, title, Change::TakeDown { rev }).await?;
+    let Done::Removed(removed) = receipt.done else {
+        return Err(unexpected(&receipt));
     };
-    if !b.submit(job) {
-        return Err(closing());
-    }
-    let removed = rx
-        .await
-        .map_err(|_| closing())?
-        .map_err(|e| Problem::from_store(&e))?;
-    Ok(json(
-        StatusCode::OK,
-        &serde_json::json!({ "message": "Taken down.", "removed": removed }),
-    ))
+    let body = serde_json::json!({ "message": "Taken down.", "removed": removed });
+    Ok(changed(body, receipt.seq))
 }
 
 async fn lift(app: &App, place: Place, title: String, rev: Option<u64>) -> Result<Answer> {
-    let b = bucket(app, &place)?;
-    #[cfg(feature = "cluster")]
-    if let Some(node) = app.cluster.get() {
-        let kind = crate::cluster::message::Kind::Lift;
-        return cluster_change(node, kind, &place, &title, rev, "Lifted.").await;
-    }
-    let (reply, rx) = oneshot::channel();
-    let job = Job::Lift {
-        domain: place.domain,
-        title,
-        rev,
-        reply,
+    let receipt = change(app, place, title, Change::Lift { rev }).await?;
+    let Done::Lifted(lifted) = receipt.done else {
+        return Err(unexpected(&receipt));
     };
-    if !b.submit(job) {
-        return Err(closing());
-    }
-    let lifted = rx
-        .await
-        .map_err(|_| closing())?
-        .map_err(|e| Problem::from_store(&e))?;
     let message = if lifted {
         "Lifted."
     } else {
         "Nothing to lift."
     };
-    Ok(json(
-        StatusCode::OK,
-        &serde_json::json!({ "message": message, "lifted": lifted }),
-    ))
+    let body = serde_json::json!({ "message": message, "lifted": lifted });
+    Ok(changed(body, receipt.seq))
+}
+
+/// A take-down's or lift's 200, with the cluster log's sequence when there is one.
+fn changed(mut body: serde_json::Value, seq: Option<u64>) -> Answer {
+    if let Some(seq) = seq {
+        body["seq"] = seq.into();
+    }
+    let mut a = json(StatusCode::OK, &body);
+    with_seq(&mut a, seq);
+    a
+}
+
+/// A take-down or lift, through the node's writes.
+async fn change(app: &App, place: Place, title: String, change: Change) -> Result<Receipt> {
+    bucket(app, &place)?;
+    let write = Write {
+        bucket: place.bucket,
+        domain: place.domain,
+        title,
+        change,
+        arrival: crate::clock::Clock::now(&crate::clock::SystemClock),
+    };
+    Ok(app.writes.write(write).await?)
 }
 
 /// `PUT P`: creates the bucket, or checks the settings given against the bucket's.
@@ -997,235 +1034,6 @@ async fn create_bucket(
         )),
         Err(CreateError::Store(e)) => Err(Problem::from_store(&e)),
     }
-}
-
-/// A cluster's 201 for a write: JetStream holds it at stream sequence `seq`.
-#[cfg(feature = "cluster")]
-fn cluster_created(rev: u64, tid: Uuid, seq: u64) -> Answer {
-    let mut a = json(
-        StatusCode::CREATED,
-        &serde_json::json!({
-            "message": "Created.", "rev": rev, "tid": tid.to_string(), "seq": seq
-        }),
-    );
-    a.headers_mut().insert(ETAG, etag(rev, tid));
-    a.headers_mut()
-        .insert(crate::cluster::node::SEQ, HeaderValue::from(seq));
-    a
-}
-
-/// A take-down or lift in a cluster: published, and answered as a single node answers once an
-/// owner has applied it in a durable commit.
-#[cfg(feature = "cluster")]
-async fn cluster_change(
-    node: &crate::cluster::node::Node,
-    kind: crate::cluster::message::Kind,
-    place: &Place,
-    title: &str,
-    rev: Option<u64>,
-    message: &str,
-) -> Result<Answer> {
-    use crate::cluster::apply::Outcome;
-    let change = node.change(kind, &place.domain, title, rev, None);
-    let (sent, outcome) = node.write(&place.bucket, &change).await?;
-    let seq = sent.seq;
-    let body = match outcome {
-        Outcome::Removed { removed } => {
-            serde_json::json!({ "message": message, "removed": removed, "seq": seq })
-        }
-        Outcome::Lifted { lifted } => serde_json::json!({
-            "message": if lifted { message } else { "Nothing to lift." },
-            "lifted": lifted,
-            "seq": seq
-        }),
-        Outcome::Refused { why } => return Err(Problem::bad_request(why)),
-        other => {
-            return Err(Problem::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                format!("the change at sequence {seq} was applied as {other:?}"),
-            ))
-        }
-    };
-    let mut a = json(StatusCode::OK, &body);
-    a.headers_mut()
-        .insert(crate::cluster::node::SEQ, HeaderValue::from(seq));
-    Ok(a)
-}
-
-/// `/_cluster/copy/BUCKET[/ID[/PARTITION]]`: copies of this node's stores that another owner
-/// takes a partition over from (docs/CLUSTER.md § A node lost for good). With the token only.
-#[cfg(feature = "cluster")]
-async fn cluster_copy(
-    app: &App,
-    node: &Arc<crate::cluster::node::Node>,
-    req: &hyper::http::request::Parts,
-    rest: &str,
-) -> Result<Answer> {
-    use crate::cluster::seed;
-    app.auth.check(&req.headers)?;
-    let parts: Vec<&str> = rest.split('/').collect();
-    if !valid_bucket_name(parts[0]) {
-        return Err(Problem::bad_request(format!("bucket name {:?}", parts[0])));
-    }
-    match (&req.method, parts.as_slice()) {
-        (&Method::POST, [bucket]) => {
-            let started = seed::start_copy(node, app, bucket).await?;
-            Ok(json(StatusCode::OK, &started))
-        }
-        (&Method::DELETE, [bucket, id]) => {
-            seed::end_copy(app, bucket, id)?;
-            Ok(json(
-                StatusCode::OK,
-                &serde_json::json!({ "message": "Copy dropped." }),
-            ))
-        }
-        (&Method::GET, [bucket, id, partition]) => {
-            let partition: u32 = partition
-                .parse()
-                .map_err(|_| Problem::bad_request("/_cluster/copy/BUCKET/ID/PARTITION"))?;
-            let cursor: Option<String> = req.uri.query().and_then(|q| {
-                form_urlencoded::parse(q.as_bytes())
-                    .find(|(k, _)| k == "cursor")
-                    .map(|(_, v)| v.into_owned())
-            });
-            let (body, next) =
-                seed::copy_page(node, app, bucket, id, partition, cursor.as_deref()).await?;
-            let mut a = Response::new(Full::new(Bytes::from(body)));
-            a.headers_mut().insert(
-                CONTENT_TYPE,
-                HeaderValue::from_static("application/octet-stream"),
-            );
-            if let Some(next) = next.and_then(|n| HeaderValue::from_str(&n).ok()) {
-                a.headers_mut().insert(seed::NEXT, next);
-            }
-            Ok(a)
-        }
-        (_, [_]) => Err(Problem::method_not_allowed("POST")),
-        (_, [_, _]) => Err(Problem::method_not_allowed("DELETE")),
-        (_, [_, _, _]) => Err(Problem::method_not_allowed("GET")),
-        _ => Err(Problem::not_found(format!("no route {}", req.uri.path()))),
-    }
-}
-
-/// What a cluster node does before the single node's routes: its own `/_cluster` routes, the
-/// reserved domain refused, buckets only as declared, reads forwarded to an owner or held until
-/// `x-wink-min-seq` is applied. `None`: the route answers as on a single node.
-#[cfg(feature = "cluster")]
-async fn cluster_gate(
-    app: &App,
-    node: &Arc<crate::cluster::node::Node>,
-    req: &hyper::http::request::Parts,
-) -> Result<Option<Answer>> {
-    let path = req.uri.path();
-    if path == "/_cluster" {
-        if req.method != Method::GET {
-            return Err(Problem::method_not_allowed("GET"));
-        }
-        return Ok(Some(json(StatusCode::OK, &node.status())));
-    }
-    if let Some(seq) = path.strip_prefix("/_cluster/outcome/") {
-        if req.method != Method::GET {
-            return Err(Problem::method_not_allowed("GET"));
-        }
-        let seq: u64 = seq
-            .parse()
-            .map_err(|_| Problem::bad_request("/_cluster/outcome/SEQUENCE"))?;
-        let query: Vec<(String, String)> = req
-            .uri
-            .query()
-            .map(|q| form_urlencoded::parse(q.as_bytes()).into_owned().collect())
-            .unwrap_or_default();
-        let param = |name: &str| query.iter().find(|(k, _)| k == name).map(|(_, v)| v);
-        let (Some(partition), Some(crc)) = (
-            param("partition").and_then(|p| p.parse::<u32>().ok()),
-            param("crc").and_then(|c| u32::from_str_radix(c, 16).ok()),
-        ) else {
-            return Err(Problem::bad_request("?partition=P&crc=HEX"));
-        };
-        if !node.map().owned_by(&node.name).contains(&partition) {
-            return Err(Problem::unavailable(
-                format!("node {} does not own partition {partition}", node.name),
-                1,
-            ));
-        }
-        return match node.local_outcome(seq, crc, node.apply_patience()).await {
-            Some(o) => Ok(Some(json(StatusCode::OK, &o))),
-            None => Err(Problem::unavailable(
-                format!(
-                    "node {} has no outcome of sequence {seq} (not applied in time)",
-                    node.name
-                ),
-                1,
-            )),
-        };
-    }
-    if path == "/_cluster/replay" {
-        if req.method != Method::POST {
-            return Err(Problem::method_not_allowed("POST"));
-        }
-        app.auth.check(&req.headers)?;
-        let from = crate::cluster::node::replay(node, app)
-            .await
-            .map_err(|e| Problem::unavailable(format!("replay: {e}"), 2))?;
-        return Ok(Some(json(
-            StatusCode::OK,
-            &serde_json::json!({ "message": "Replaying.", "from": from }),
-        )));
-    }
-    if let Some(rest) = path.strip_prefix("/_cluster/copy/") {
-        return cluster_copy(app, node, req, rest).await.map(Some);
-    }
-    if let Some(bucket) = path.strip_prefix("/_cluster/snapshot/") {
-        if req.method != Method::POST {
-            return Err(Problem::method_not_allowed("POST"));
-        }
-        app.auth.check(&req.headers)?;
-        if !valid_bucket_name(bucket) {
-            return Err(Problem::bad_request(format!("bucket name {bucket:?}")));
-        }
-        let dir = node.snapshot(app, bucket).await?;
-        return Ok(Some(json(
-            StatusCode::OK,
-            &serde_json::json!({ "snapshot": dir }),
-        )));
-    }
-    let Ok(target) = parse_path(path) else {
-        return Ok(None);
-    };
-    let place = match &target {
-        Target::Bucket(p)
-        | Target::Titles(p)
-        | Target::Title(p, _)
-        | Target::Renders(p, _)
-        | Target::Revision(p, _, _)
-        | Target::Render(p, _, _, _)
-        | Target::Lift(p, _, _) => p,
-        Target::Health | Target::Metrics => return Ok(None),
-    };
-    if place.domain == crate::cluster::message::RESERVED_DOMAIN {
-        return Err(Problem::bad_request(format!(
-            "domain {} is reserved for the cluster's own records",
-            place.domain
-        )));
-    }
-    if !node.cfg.buckets.contains_key(&place.bucket) {
-        return Err(Problem::not_found(format!(
-            "no bucket {} in this cluster (a cluster's buckets are declared in its configuration)",
-            place.bucket
-        )));
-    }
-    let read = req.method == Method::GET || req.method == Method::HEAD;
-    let title = match &target {
-        Target::Title(_, t)
-        | Target::Renders(_, t)
-        | Target::Revision(_, t, _)
-        | Target::Render(_, t, _, _) => t,
-        _ => return Ok(None),
-    };
-    if !read {
-        return Ok(None);
-    }
-    node.before_read(&place.domain, title, req).await
 }
 
 #[cfg(test)]

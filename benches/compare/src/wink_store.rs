@@ -13,6 +13,9 @@ use crate::workload::{PutBuf, CONTENT_TYPE};
 
 pub struct Wink {
     store: Store,
+    /// With `WINK_BENCH_READ_HANDLE=read-only`: gets go through a read-only handle opened beside
+    /// the writer, as `wink serve` reads.
+    reader: Option<Store>,
     /// Wall seconds spent in `Store::commit` and commits made (reported on drop when
     /// `WINK_BENCH_COMMIT_TIMES=1`, to split a load's time between puts and commits).
     commit_secs: f64,
@@ -32,6 +35,13 @@ impl Drop for Wink {
     }
 }
 
+impl Wink {
+    /// The handle gets go through.
+    fn reading(&self) -> &Store {
+        self.reader.as_ref().unwrap_or(&self.store)
+    }
+}
+
 impl Contender for Wink {
     fn create(dir: &Path) -> Res<Self> {
         let cfg = Config {
@@ -47,8 +57,15 @@ impl Contender for Wink {
     }
 
     fn open(dir: &Path) -> Res<Self> {
+        let store = Store::open(dir, &StoreOptions::writer())?;
+        let read_only = std::env::var("WINK_BENCH_READ_HANDLE").is_ok_and(|v| v == "read-only");
+        let reader = match read_only {
+            true => Some(Store::open(dir, &StoreOptions::read_only())?),
+            false => None,
+        };
         Ok(Wink {
-            store: Store::open(dir, &StoreOptions::writer())?,
+            store,
+            reader,
             commit_secs: 0.0,
             commits: 0,
         })
@@ -76,7 +93,7 @@ impl Contender for Wink {
     }
 
     fn get_latest(&self, domain: &str, title: &str, seen: Seen<'_>) -> Res<bool> {
-        Ok(match self.store.get_latest(domain, title)? {
+        Ok(match self.reading().get_latest(domain, title)? {
             Some(got) => {
                 seen(got.rev, got.tid, &got.value);
                 true
@@ -93,7 +110,7 @@ impl Contender for Wink {
         tid: Uuid,
         seen: Seen<'_>,
     ) -> Res<bool> {
-        Ok(match self.store.get_render(domain, title, rev, tid)? {
+        Ok(match self.reading().get_render(domain, title, rev, tid)? {
             Some(got) => {
                 seen(got.rev, got.tid, &got.value);
                 true

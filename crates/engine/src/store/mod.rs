@@ -29,6 +29,7 @@ pub mod quarantine;
 mod recent;
 pub mod record;
 pub(crate) mod records;
+mod shared;
 mod stat;
 pub mod tiers;
 pub(crate) mod view;
@@ -302,6 +303,10 @@ impl Store {
             },
             e => e,
         };
+        // Noted before the view is opened: what the view reads is at least that epoch's state.
+        let share = (!opts.writable)
+            .then(|| records::ReaderShare::before_open(dir))
+            .flatten();
         let meta = open_meta(vfs.clone(), dir, &fs_open).map_err(in_use)?;
         let generation = generation::Generation::read(vfs.as_ref(), dir)?;
         let archive = match cfg.archive {
@@ -332,6 +337,7 @@ impl Store {
             vfs.clone(),
             dir.to_path_buf(),
             opts.clock.clone(),
+            share,
         );
         let mut store = Store {
             vfs,

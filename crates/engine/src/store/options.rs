@@ -17,8 +17,9 @@ pub struct StoreOptions {
     /// The filesystem the store's files are opened through.
     pub vfs: Arc<dyn Vfs>,
     /// Bytes of title records a writer's handle keeps from its reads, so that a warm read is
-    /// one pread (the value's); 0 keeps none; a read-only handle keeps none either way.
-    /// Default [`RECORD_CACHE_BYTES`].
+    /// one pread (the value's), and as much again of committed records for the read-only handles
+    /// opened beside it in the same process; 0 keeps none. A read-only handle's own setting is
+    /// not used. Default [`RECORD_CACHE_BYTES`].
     pub record_cache_bytes: usize,
 }
 

@@ -14,7 +14,8 @@
 //! the cache (or forgets the title, or everything, when a write fails), so the cache is the
 //! truth. A read-only handle sees another process's commits only by reading the meta files
 //! through its view (an index cell it holds from its open can name an inode a commit has since
-//! deleted, which only reading the inode shows): a cache there would save one pread of three.
+//! deleted, which only reading the inode shows). Read-only handles opened beside the writer in
+//! the same process share another cache, of committed records only ([`super::shared`]).
 //! Newer inodes are further on in the datafile; the cache never replaces an entry with one
 //! read from an earlier inode.
 

@@ -15,6 +15,7 @@ use crate::vfs::Vfs;
 
 use super::recent::RecentRecords;
 use super::record::TitleRecord;
+use super::shared::{ReadStart, SharedRecords};
 use super::view::{read_located, Views};
 
 /// The title records of a store (see the module doc).
@@ -24,6 +25,14 @@ pub(crate) struct TitleRecords {
     pub(super) fs: Filesys,
     /// The writer's records read lately (none on a read-only handle).
     recent: RecentRecords,
+    /// The committed records the writer of this process shares with its read-only handles
+    /// (the writer publishes to it; a read-only handle reads and fills it).
+    shared: Option<Arc<SharedRecords>>,
+    /// The shared records' epoch noted just before this read-only handle's view of the meta
+    /// files was last refreshed (`None` before the first refresh: the epoch at the open is not
+    /// known). A record read through the view is shared only while the epoch is still this one:
+    /// a view older than a publication reads records that commit replaced.
+    view_start: Option<ReadStart>,
     /// A read-only handle's newer views of the records.
     pub(super) views: Views,
     /// The writer's handle: its view is always current.
@@ -32,6 +41,22 @@ pub(crate) struct TitleRecords {
     pub(super) vfs: Arc<dyn Vfs>,
     pub(super) dir: PathBuf,
     pub(super) clock: Arc<dyn Clock>,
+}
+
+/// What a read-only handle shares with the writer open in this process: found, and its epoch
+/// noted, before the handle's meta filesys is opened ([`ReaderShare::before_open`]).
+pub(super) struct ReaderShare {
+    shared: Arc<SharedRecords>,
+    start: ReadStart,
+}
+
+impl ReaderShare {
+    /// The writer's shared records for a read-only handle of `dir` about to open its view.
+    pub(super) fn before_open(dir: &std::path::Path) -> Option<ReaderShare> {
+        let shared = SharedRecords::find(dir)?;
+        let start = shared.read_start();
+        Some(ReaderShare { shared, start })
+    }
 }
 
 impl TitleRecords {
@@ -44,10 +69,18 @@ impl TitleRecords {
         vfs: Arc<dyn Vfs>,
         dir: PathBuf,
         clock: Arc<dyn Clock>,
+        share: Option<ReaderShare>,
     ) -> Self {
+        let (shared, view_start) = match (writable, share) {
+            (true, _) => (SharedRecords::register(&dir, cache_bytes), None),
+            (false, Some(ReaderShare { shared, start })) => (Some(shared), Some(start)),
+            (false, None) => (None, None),
+        };
         TitleRecords {
             fs,
             recent: RecentRecords::new(if writable { cache_bytes } else { 0 }),
+            shared,
+            view_start,
             views: Views::default(),
             writable,
             vfs,
@@ -65,6 +98,9 @@ impl TitleRecords {
     /// are forgotten, since what is written here does not pass through them.
     pub(crate) fn fs_mut(&mut self) -> &mut Filesys {
         self.recent.clear();
+        if let Some(shared) = &self.shared {
+            shared.all_pending();
+        }
         &mut self.fs
     }
 
@@ -81,10 +117,30 @@ impl TitleRecords {
             let rec = TitleRecord::decode(&bytes, name, meta.data().path(), inode.0)?;
             return Ok(Some(rec));
         }
+        let shared = match &self.shared {
+            Some(s) if !self.writable && super::view::retrying() => {
+                // A read again after a stale one goes to the files: what was kept of the title
+                // may be what led to the stale read.
+                s.forget(name);
+                None
+            }
+            Some(s) if !self.writable => Some(s),
+            _ => None,
+        };
+        if let Some((inode, bytes)) = shared.and_then(|s| s.get(name)) {
+            let rec = TitleRecord::decode(&bytes, name, meta.data().path(), inode.0)?;
+            return Ok(Some(rec));
+        }
+        // Only a read through this handle's own view, noted at its refresh (a fresh view is
+        // read only when retrying, which shares nothing).
+        let start = shared.and(self.view_start);
         let Some((rec, inode, bytes)) = read_located(meta, name, staleness)? else {
             return Ok(None);
         };
         self.recent.insert(name, inode, &bytes);
+        if let (Some(s), Some(start)) = (shared, start) {
+            s.insert(start, name, inode, &bytes);
+        }
         Ok(Some(rec))
     }
 
@@ -104,10 +160,14 @@ impl TitleRecords {
         version: Option<filesys::Version>,
         sync_values: impl FnOnce() -> Result<()>,
     ) -> Result<()> {
+        if let Some(shared) = &self.shared {
+            shared.pending(name);
+        }
         let written = self.write_unkept(name, rec, version, sync_values);
         if written.is_err() {
             // What the filesys holds of the title now is not known here.
             self.recent.forget(name);
+            self.disable_shared();
         }
         written
     }
@@ -142,8 +202,10 @@ impl TitleRecords {
     /// (the records' held writes are applied). A failure forgets the records read lately.
     pub(super) fn commit_end(&mut self) -> Result<()> {
         let committed = self.fs.commit_end();
-        if committed.is_err() {
-            self.recent.clear();
+        match (&committed, &self.shared) {
+            (Err(_), _) => self.forget_all(),
+            (Ok(()), Some(shared)) => shared.published(),
+            (Ok(()), None) => {}
         }
         committed
     }
@@ -151,13 +213,32 @@ impl TitleRecords {
     /// Forgets the records read lately (a commit of the values failed).
     pub(super) fn forget_all(&mut self) {
         self.recent.clear();
+        self.disable_shared();
+    }
+
+    /// What the files hold is no longer known to the writer: read-only handles stop using the
+    /// records it shared.
+    fn disable_shared(&self) {
+        if let (true, Some(shared)) = (self.writable, &self.shared) {
+            shared.disable();
+        }
     }
 
     /// Moves a read-only handle's view to the latest commit.
     pub(super) fn refresh(&mut self) -> Result<()> {
+        self.view_start = None;
+        let start = self.shared.as_ref().map(|s| s.read_start());
         self.fs.refresh()?;
         self.views.clear();
+        self.view_start = start;
         Ok(())
+    }
+}
+
+impl Drop for TitleRecords {
+    fn drop(&mut self) {
+        // Before the meta filesys (and the store's lock) goes: another writer may follow.
+        self.disable_shared();
     }
 }
 

@@ -14,7 +14,7 @@
 //! reads as the writer does: what is still wrong across fresh views is reported as the damage or
 //! the miss it is, never as staleness that would not go away.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
@@ -118,6 +118,33 @@ pub(crate) fn read_renewing<T>(
     )
 }
 
+thread_local! {
+    /// This thread reads again after a stale read ([`retry_stale`]).
+    static RETRYING: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Whether this thread is reading again after a stale read: such a read bypasses the records
+/// kept in memory.
+pub(super) fn retrying() -> bool {
+    RETRYING.with(|r| r.get())
+}
+
+/// Ends [`retrying`] with the read that began it, however it ends (retries do not nest: a read
+/// runs no other).
+struct Retrying(bool);
+
+impl Retrying {
+    fn begin() -> Self {
+        Retrying(RETRYING.with(|r| r.replace(false)))
+    }
+}
+
+impl Drop for Retrying {
+    fn drop(&mut self) {
+        RETRYING.with(|r| r.set(self.0));
+    }
+}
+
 /// Runs `read` reporting staleness; while it finds its view stale, `renew`s the view and runs
 /// it again, up to [`ATTEMPTS`] times (a second stale read in a row means another commit landed
 /// during the read: each further one waits a little longer), then once more reading as the
@@ -126,7 +153,11 @@ fn retry_stale<T>(
     read: impl Fn(Staleness) -> Result<T>,
     renew: impl Fn() -> Result<()>,
 ) -> Result<T> {
+    let _retrying = Retrying::begin();
     for attempt in 0..ATTEMPTS {
+        if attempt > 0 {
+            RETRYING.with(|r| r.set(true));
+        }
         match read(Staleness::Report) {
             Err(e) if is_stale(&e) => {
                 if attempt > 0 {

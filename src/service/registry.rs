@@ -34,11 +34,12 @@ use std::time::{Duration, Instant, SystemTime};
 use serde_json::{json, Value};
 
 use super::commit::{self, CommitStats, Job};
-use super::metrics::Metrics;
+use super::error::{ServiceError, Unavailable};
 use super::spec::{valid_bucket_name, BucketSpec};
 use crate::error::{Error, Result};
 use crate::maintenance::background::{Maintenance, MaintenanceOptions};
 use crate::store::{Config, Store, StoreOptions, StoreStat};
+use std::sync::atomic::AtomicU64;
 
 /// The last whole-store count of a bucket.
 #[derive(Clone, Debug)]
@@ -181,7 +182,10 @@ pub struct Registry {
     maintenance: Option<MaintenanceOptions>,
     /// Buckets held at most: a creation past it is refused.
     max_buckets: usize,
-    metrics: Arc<Metrics>,
+    /// Read handles brought up to a newer commit before a read.
+    pub read_handle_refreshes: AtomicU64,
+    /// Reads answered through a bucket's writer (the archive tier, listings of archived titles).
+    pub writer_fallbacks: AtomicU64,
 }
 
 /// What a bucket's `PUT` did.
@@ -198,7 +202,6 @@ impl Registry {
         root: &Path,
         maintenance: Option<MaintenanceOptions>,
         max_buckets: usize,
-        metrics: Arc<Metrics>,
     ) -> Result<Registry> {
         crate::vfs::Vfs::create_dir_all(&crate::vfs::RealFs, root)?;
         let reg = Registry {
@@ -208,7 +211,8 @@ impl Registry {
             creating: Mutex::new(()),
             maintenance,
             max_buckets,
-            metrics,
+            read_handle_refreshes: AtomicU64::new(0),
+            writer_fallbacks: AtomicU64::new(0),
         };
         let entries = std::fs::read_dir(root).map_err(|e| Error::io(root, None, e))?;
         let mut names = Vec::new();
@@ -261,6 +265,21 @@ impl Registry {
         }
     }
 
+    /// The open bucket `name`, or why it cannot be used: not there, or not opened (yet).
+    pub fn open_bucket(&self, name: &str) -> std::result::Result<Arc<Bucket>, ServiceError> {
+        match self.bucket(name) {
+            Ok(Some(b)) => Ok(b),
+            Ok(None) => Err(ServiceError::NotFound(format!(
+                "no bucket {name} (create it with PUT)"
+            ))),
+            Err(why) => Err(ServiceError::Unavailable(Unavailable {
+                why: format!("bucket {name} could not be opened (tried again every few seconds)"),
+                retry_after: 10,
+                log: Some(format!("bucket {name}: {why}")),
+            })),
+        }
+    }
+
     /// Buckets that could not be opened, with why.
     pub fn failed(&self) -> BTreeMap<String, String> {
         lock(&self.failed).clone()
@@ -301,9 +320,7 @@ impl Registry {
             if reader.seen < now {
                 reader.store.refresh().map_err(ReadError::Store)?;
                 reader.seen = now;
-                self.metrics
-                    .read_handle_refreshes
-                    .fetch_add(1, Ordering::Relaxed);
+                self.read_handle_refreshes.fetch_add(1, Ordering::Relaxed);
             }
             f(&reader.bucket, &reader.store)
                 .map(Some)
@@ -622,6 +639,23 @@ impl Registry {
                 let v = [m.rounds, m.errors, m.compacted, m.archived.revisions][i];
                 let _ = writeln!(out, "{name}{{bucket=\"{}\"}} {v}", b.name);
             }
+        }
+        let reads = [
+            (
+                "wink_read_handle_refreshes_total",
+                "Read handles brought up to a newer commit before a read.",
+                &self.read_handle_refreshes,
+            ),
+            (
+                "wink_writer_fallback_reads_total",
+                "Reads answered through a bucket's writer (archive tier, listings of archived \
+                    titles).",
+                &self.writer_fallbacks,
+            ),
+        ];
+        for (name, help, v) in reads {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
+            let _ = writeln!(out, "{name} {}", v.load(Ordering::Relaxed));
         }
         let failed = self.failed();
         let _ = writeln!(

@@ -16,7 +16,7 @@ use bytes::Bytes;
 use tokio::sync::oneshot;
 use uuid::Uuid;
 
-use super::metrics::{Histogram, BATCH};
+use super::histogram::{Histogram, BATCH};
 use crate::error::{Error, Result};
 use crate::store::{Put, Store};
 

@@ -1,0 +1,192 @@
+//! A cluster node's own routes, beside the API: `/_cluster` (the node's status),
+//! `/_cluster/outcome/SEQ` (what applying a message did), `/_cluster/replay`,
+//! `/_cluster/snapshot/BUCKET` and `/_cluster/copy/…` (docs/CLUSTER.md). The HTTP front mounts
+//! them as an [`Extension`]; it does not know what they are.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::header::{HeaderValue, CONTENT_TYPE};
+use hyper::{Method, Response, StatusCode};
+
+use super::node::Node;
+use super::seed;
+use crate::serve::problem::Problem;
+use crate::serve::routes::{json, Answer, App, Extension, Pending};
+use crate::service::spec::valid_bucket_name;
+
+type Result<T> = std::result::Result<T, Problem>;
+
+/// The routes of `node`.
+pub struct ClusterRoutes {
+    node: Arc<Node>,
+}
+
+impl ClusterRoutes {
+    /// The `/_cluster` routes of `node`.
+    pub fn new(node: Arc<Node>) -> ClusterRoutes {
+        ClusterRoutes { node }
+    }
+}
+
+impl Extension for ClusterRoutes {
+    fn answer<'a>(
+        &'a self,
+        app: &'a App,
+        req: &'a hyper::http::request::Parts,
+    ) -> Option<Pending<'a>> {
+        let path = req.uri.path();
+        if path != "/_cluster" && !path.starts_with("/_cluster/") {
+            return None;
+        }
+        Some(Box::pin(async move {
+            match cluster_route(app, &self.node, req).await? {
+                Some(a) => Ok(a),
+                None => Err(Problem::not_found(format!("no route {}", req.uri.path()))),
+            }
+        }))
+    }
+}
+
+/// `/_cluster/copy/BUCKET[/ID[/PARTITION]]`: copies of this node's stores that another owner
+/// takes a partition over from (docs/CLUSTER.md § A node lost for good). With the token only.
+async fn cluster_copy(
+    app: &App,
+    node: &Arc<Node>,
+    req: &hyper::http::request::Parts,
+    rest: &str,
+) -> Result<Answer> {
+    app.auth.check(&req.headers)?;
+    let parts: Vec<&str> = rest.split('/').collect();
+    if !valid_bucket_name(parts[0]) {
+        return Err(Problem::bad_request(format!("bucket name {:?}", parts[0])));
+    }
+    match (&req.method, parts.as_slice()) {
+        (&Method::POST, [bucket]) => {
+            let started = seed::start_copy(node, &app.registry, bucket).await?;
+            Ok(json(StatusCode::OK, &started))
+        }
+        (&Method::DELETE, [bucket, id]) => {
+            seed::end_copy(&app.registry, bucket, id)?;
+            Ok(json(
+                StatusCode::OK,
+                &serde_json::json!({ "message": "Copy dropped." }),
+            ))
+        }
+        (&Method::GET, [bucket, id, partition]) => {
+            let partition: u32 = partition
+                .parse()
+                .map_err(|_| Problem::bad_request("/_cluster/copy/BUCKET/ID/PARTITION"))?;
+            let cursor: Option<String> = req.uri.query().and_then(|q| {
+                form_urlencoded::parse(q.as_bytes())
+                    .find(|(k, _)| k == "cursor")
+                    .map(|(_, v)| v.into_owned())
+            });
+            let (body, next) = seed::copy_page(
+                node,
+                &app.registry,
+                bucket,
+                id,
+                partition,
+                cursor.as_deref(),
+            )
+            .await?;
+            let mut a = Response::new(Full::new(Bytes::from(body)));
+            a.headers_mut().insert(
+                CONTENT_TYPE,
+                HeaderValue::from_static("application/octet-stream"),
+            );
+            if let Some(next) = next.and_then(|n| HeaderValue::from_str(&n).ok()) {
+                a.headers_mut().insert(seed::NEXT, next);
+            }
+            Ok(a)
+        }
+        (_, [_]) => Err(Problem::method_not_allowed("POST")),
+        (_, [_, _]) => Err(Problem::method_not_allowed("DELETE")),
+        (_, [_, _, _]) => Err(Problem::method_not_allowed("GET")),
+        _ => Err(Problem::not_found(format!("no route {}", req.uri.path()))),
+    }
+}
+
+/// A node's own `/_cluster` routes; `None` for any other path.
+async fn cluster_route(
+    app: &App,
+    node: &Arc<Node>,
+    req: &hyper::http::request::Parts,
+) -> Result<Option<Answer>> {
+    let path = req.uri.path();
+    if path == "/_cluster" {
+        if req.method != Method::GET {
+            return Err(Problem::method_not_allowed("GET"));
+        }
+        return Ok(Some(json(StatusCode::OK, &node.status())));
+    }
+    if let Some(seq) = path.strip_prefix("/_cluster/outcome/") {
+        if req.method != Method::GET {
+            return Err(Problem::method_not_allowed("GET"));
+        }
+        let seq: u64 = seq
+            .parse()
+            .map_err(|_| Problem::bad_request("/_cluster/outcome/SEQUENCE"))?;
+        let query: Vec<(String, String)> = req
+            .uri
+            .query()
+            .map(|q| form_urlencoded::parse(q.as_bytes()).into_owned().collect())
+            .unwrap_or_default();
+        let param = |name: &str| query.iter().find(|(k, _)| k == name).map(|(_, v)| v);
+        let (Some(partition), Some(crc)) = (
+            param("partition").and_then(|p| p.parse::<u32>().ok()),
+            param("crc").and_then(|c| u32::from_str_radix(c, 16).ok()),
+        ) else {
+            return Err(Problem::bad_request("?partition=P&crc=HEX"));
+        };
+        if !node.map().owned_by(&node.name).contains(&partition) {
+            return Err(Problem::unavailable(
+                format!("node {} does not own partition {partition}", node.name),
+                1,
+            ));
+        }
+        return match node.local_outcome(seq, crc, node.apply_patience()).await {
+            Some(o) => Ok(Some(json(StatusCode::OK, &o))),
+            None => Err(Problem::unavailable(
+                format!(
+                    "node {} has no outcome of sequence {seq} (not applied in time)",
+                    node.name
+                ),
+                1,
+            )),
+        };
+    }
+    if path == "/_cluster/replay" {
+        if req.method != Method::POST {
+            return Err(Problem::method_not_allowed("POST"));
+        }
+        app.auth.check(&req.headers)?;
+        let from = super::node::replay(node, &app.registry)
+            .await
+            .map_err(|e| Problem::unavailable(format!("replay: {e}"), 2))?;
+        return Ok(Some(json(
+            StatusCode::OK,
+            &serde_json::json!({ "message": "Replaying.", "from": from }),
+        )));
+    }
+    if let Some(rest) = path.strip_prefix("/_cluster/copy/") {
+        return cluster_copy(app, node, req, rest).await.map(Some);
+    }
+    if let Some(bucket) = path.strip_prefix("/_cluster/snapshot/") {
+        if req.method != Method::POST {
+            return Err(Problem::method_not_allowed("POST"));
+        }
+        app.auth.check(&req.headers)?;
+        if !valid_bucket_name(bucket) {
+            return Err(Problem::bad_request(format!("bucket name {bucket:?}")));
+        }
+        let dir = node.snapshot(&app.registry, bucket).await?;
+        return Ok(Some(json(
+            StatusCode::OK,
+            &serde_json::json!({ "snapshot": dir }),
+        )));
+    }
+    Ok(None)
+}

@@ -1,0 +1,26 @@
+//! The service core: what `wink serve` does with a data root, whatever the protocol in front.
+//!
+//! | module | what |
+//! |---|---|
+//! | [`registry`] | the buckets of a root, opened once, with their read handles and counts |
+//! | [`commit`] | group commit: one writer thread per bucket makes batches of writes durable |
+//! | [`spec`] | a bucket's settings as clients give them (RESTBase's bucket bodies included) |
+//! | [`writes`] | where writes go: [`Writes`], on this node ([`LocalWrites`]) or a cluster's |
+//! | [`gate`] | where a read is answered: here ([`LocalGate`]), by another node, or after a wait |
+//! | [`error`] | why a request was not done ([`ServiceError`]), typed to the edge |
+//! | [`histogram`] | fixed-bound histograms of the commits' batches and times |
+//!
+//! It knows no HTTP: the HTTP front (`serve`) and the cluster sit on it, never the reverse.
+
+pub mod commit;
+pub mod error;
+pub mod gate;
+pub mod histogram;
+pub mod registry;
+pub mod spec;
+pub mod writes;
+
+pub use error::{Refusal, ServiceError};
+pub use gate::{LocalGate, Peer, ReadGate};
+pub use histogram::Histogram;
+pub use writes::{Change, Done, LocalWrites, Pending, Receipt, Write, Writes};
