@@ -127,6 +127,13 @@ fn warc_record_corpus() {
     replay_target("warc_record", wink::warc::fuzz::warc_record);
 }
 
+/// Its seeds are a put, a conditional put and a take-down of a whole title as the cluster
+/// frames them, written by `cargo test --lib message -- --ignored write_fuzz_seeds`.
+#[test]
+fn cluster_message_corpus() {
+    replay_target("cluster_message", wink::cluster::message::fuzz);
+}
+
 // ---- seeds -------------------------------------------------------------------------------
 
 fn clock() -> Arc<ManualClock> {
