@@ -86,6 +86,10 @@ impl Vfs for RealFs {
     }
 }
 
+/// Retries of a lock found held, and the pause between them: 100 ms in all.
+const LOCK_RETRIES: u32 = 20;
+const LOCK_RETRY_MS: u64 = 5;
+
 /// An exclusive advisory lock (flock) on a file, held until dropped.
 #[derive(Debug)]
 pub struct WriterLock {
@@ -103,6 +107,10 @@ impl WriterLock {
         if !wait {
             op |= libc::LOCK_NB;
         }
+        // A lock this process gave up a moment ago may still be held by a child forked in
+        // between (the descriptor lives on in the child until its exec): a few short retries
+        // tell that apart from another writer, which holds its lock for as long as it runs.
+        let mut retries = LOCK_RETRIES;
         loop {
             // SAFETY: flock takes a valid open descriptor and an operation code; no memory is
             // shared with the kernel.
@@ -113,6 +121,10 @@ impl WriterLock {
             let err = std::io::Error::last_os_error();
             match err.raw_os_error() {
                 Some(libc::EINTR) => continue,
+                Some(libc::EWOULDBLOCK) if retries > 0 => {
+                    retries -= 1;
+                    std::thread::sleep(std::time::Duration::from_millis(LOCK_RETRY_MS));
+                }
                 Some(libc::EWOULDBLOCK) => {
                     return Err(Error::InUse {
                         path: path.to_path_buf(),
