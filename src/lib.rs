@@ -26,16 +26,16 @@
 //! `wink_engine`, or this one with `default-features = false`; neither compiles clap,
 //! indicatif, tokio, hyper or async-nats.
 //!
-//! The modules of the HTTP service and the cluster are public for the `wink` binary, the tests
-//! and the benchmarks, and hidden from the documentation.
+//! [`serve`] offers the `wink` binary the HTTP service's start ([`serve::run`]) and options; the
+//! service core under it (buckets, group commit, writes, the read gate) is private to this
+//! crate. [`cluster`] offers the cluster's configuration, its administration (`wink cluster`)
+//! and the stream's messages and their apply, which the tests drive directly.
 
 #![warn(missing_docs)]
 
 #[cfg(feature = "cluster")]
-#[doc(hidden)]
 pub mod cluster;
 #[cfg(feature = "server")]
-#[doc(hidden)]
 pub mod serve;
 #[cfg(feature = "server")]
 mod service;

@@ -32,7 +32,9 @@ use crate::store::{Store, StoreOptions};
 /// A node in `cluster.json`.
 #[derive(Clone, Debug, Deserialize)]
 pub struct NodeRun {
+    /// Its name in the configuration.
     pub name: String,
+    /// Its base URL.
     pub url: String,
     /// Its data root: one store directory per bucket.
     pub data: PathBuf,
@@ -41,8 +43,11 @@ pub struct NodeRun {
 /// `cluster.json`.
 #[derive(Clone, Debug, Deserialize)]
 pub struct ClusterRun {
+    /// The router's (HAProxy's) base URL.
     pub router: String,
+    /// The cluster's configuration file.
     pub config: PathBuf,
+    /// The nodes started.
     pub nodes: Vec<NodeRun>,
     /// The token file every node was started with (`cluster/up --token-file`).
     #[serde(default)]
@@ -50,6 +55,7 @@ pub struct ClusterRun {
 }
 
 impl ClusterRun {
+    /// Reads `cluster.json` at `path` and the configuration it names.
     pub fn read(path: &Path) -> Result<(ClusterRun, ClusterConfig)> {
         let text = std::fs::read(path).map_err(|e| Error::io(path, None, e))?;
         let run: ClusterRun = serde_json::from_slice(&text)
@@ -63,7 +69,9 @@ impl ClusterRun {
 /// token that changes on the nodes need.
 #[derive(Debug)]
 pub struct Admin {
+    /// What `cluster.json` says was started.
     pub run: ClusterRun,
+    /// The cluster's configuration.
     pub cfg: ClusterConfig,
     auth: Auth,
 }

@@ -22,6 +22,7 @@ const WHOLE_TITLE: u64 = u64::MAX;
 /// What a message asks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
+    /// A render to store.
     Put,
     /// A take-down of one revision.
     TakeDown,
@@ -56,14 +57,21 @@ impl Kind {
 /// A change, decoded.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Change {
+    /// What it asks.
     pub kind: Kind,
     /// Seconds since the epoch, by the clock of the node that received the request.
     pub arrival: i64,
+    /// The revision (0 for a whole title's take-down or lift).
     pub rev: u64,
+    /// The render's tid (a put), or the change's own id.
     pub tid: Uuid,
+    /// The title's domain.
     pub domain: String,
+    /// The title.
     pub title: String,
+    /// A put's content type.
     pub content_type: String,
+    /// A put's bytes.
     pub value: Vec<u8>,
     /// A put's conditions (`If-Match`, `If-None-Match`), checked by every replica when it
     /// applies the message.
@@ -165,6 +173,7 @@ impl Change {
         1 + list(&self.conditions.if_match) + list(&self.conditions.if_none_match)
     }
 
+    /// The message's body (framing version 2, or 3 for a put with conditions).
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(self.overhead() + self.value.len());
         let conditional = !self.conditions.is_empty();

@@ -29,7 +29,7 @@ use std::sync::atomic::Ordering;
 use std::sync::mpsc::{self, Sender};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::SystemTime;
 
 use serde_json::{json, Value};
 
@@ -45,7 +45,6 @@ use std::sync::atomic::AtomicU64;
 #[derive(Clone, Debug)]
 pub struct StatSnapshot {
     pub at: SystemTime,
-    pub took: Duration,
     pub stat: std::result::Result<StoreStat, String>,
 }
 
@@ -411,7 +410,6 @@ impl Registry {
         which: impl Fn(&Bucket) -> bool,
     ) {
         for b in self.buckets().into_iter().filter(|b| which(b)) {
-            let started = Instant::now();
             let stat = match handles.get_mut(&b.name) {
                 Some(s) => s.refresh(),
                 None => Store::open(&b.dir, &StoreOptions::read_only())
@@ -424,7 +422,6 @@ impl Registry {
             .map_err(|e| e.to_string());
             *lock(&b.stat) = Some(StatSnapshot {
                 at: SystemTime::now(),
-                took: started.elapsed(),
                 stat,
             });
         }
