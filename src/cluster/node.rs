@@ -1,6 +1,8 @@
 //! A running cluster node (`wink serve --cluster FILE`): the NATS connection, the publisher of
-//! changes, the apply loop, leases, the placement map, read forwarding and read-your-writes
-//! waits. The HTTP routes stay `src/serve/routes.rs`'s; they call in here (docs/CLUSTER.md).
+//! changes, the apply loop, leases, the placement map, and which node answers a read. To the
+//! service core it is the `Writes` (a write is published, and answered once an owner applied
+//! it) and the `ReadGate` (admit, peers to forward to, read-your-writes waits); the HTTP front
+//! calls it only through those (docs/CLUSTER.md).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
