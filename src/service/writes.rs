@@ -14,7 +14,7 @@ use uuid::Uuid;
 use super::commit::{Job, PutError, PutJob};
 use super::conditions::Preconditions;
 use super::error::{Refusal, ServiceError};
-use super::registry::Registry;
+use super::registry::{Bucket, Registry};
 
 /// A change to one title of a bucket, as received.
 #[derive(Debug, Clone)]
@@ -125,7 +125,6 @@ impl Writes for LocalWrites {
                     value,
                     conditions,
                 } => {
-                    let (reply, rx) = oneshot::channel();
                     let job = PutJob {
                         domain: domain.clone(),
                         title: title.clone(),
@@ -135,10 +134,7 @@ impl Writes for LocalWrites {
                         value,
                         conditions,
                     };
-                    if !b.submit(Job::Put(job, reply)) {
-                        return Err(ServiceError::closing());
-                    }
-                    match rx.await.map_err(|_| ServiceError::closing())? {
+                    match on_writer(&b, |reply| Job::Put(job, reply)).await? {
                         Ok(tid) => Done::Stored { rev, tid },
                         Err(PutError::TakenDown) => {
                             return Err(ServiceError::Refused(Refusal::TakenDown {
@@ -155,35 +151,38 @@ impl Writes for LocalWrites {
                     }
                 }
                 Change::TakeDown { rev } => {
-                    let (reply, rx) = oneshot::channel();
-                    let job = Job::TakeDown {
+                    let removed = on_writer(&b, |reply| Job::TakeDown {
                         domain,
                         title,
                         rev,
                         reply,
-                    };
-                    if !b.submit(job) {
-                        return Err(ServiceError::closing());
-                    }
-                    let removed = rx.await.map_err(|_| ServiceError::closing())?;
-                    Done::Removed(removed.map_err(ServiceError::from_store)?)
+                    });
+                    Done::Removed(removed.await?.map_err(ServiceError::from_store)?)
                 }
                 Change::Lift { rev } => {
-                    let (reply, rx) = oneshot::channel();
-                    let job = Job::Lift {
+                    let lifted = on_writer(&b, |reply| Job::Lift {
                         domain,
                         title,
                         rev,
                         reply,
-                    };
-                    if !b.submit(job) {
-                        return Err(ServiceError::closing());
-                    }
-                    let lifted = rx.await.map_err(|_| ServiceError::closing())?;
-                    Done::Lifted(lifted.map_err(ServiceError::from_store)?)
+                    });
+                    Done::Lifted(lifted.await?.map_err(ServiceError::from_store)?)
                 }
             };
             Ok(Receipt { done, seq: None })
         })
     }
+}
+
+/// Hands the job `make` builds around its answer's sender to the bucket's writer thread, and
+/// waits for the answer; a bucket that closes first is unavailable.
+async fn on_writer<T>(
+    b: &Bucket,
+    make: impl FnOnce(oneshot::Sender<T>) -> Job,
+) -> Result<T, ServiceError> {
+    let (reply, rx) = oneshot::channel();
+    if !b.submit(make(reply)) {
+        return Err(ServiceError::closing());
+    }
+    rx.await.map_err(|_| ServiceError::closing())
 }
