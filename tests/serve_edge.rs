@@ -798,3 +798,36 @@ fn conditional_puts_are_checked_by_the_writer() {
     );
     assert_eq!(get(&ag, &url).body, won[0].1.as_bytes());
 }
+
+/// A render sent in a content coding is refused (415) before its body is read, and nothing is
+/// stored: kept as it came, it would be served later as if it were the content type itself.
+#[test]
+fn a_render_in_a_content_coding_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Server::start(&dir.path().join("root"), &[]);
+    let ag = agent();
+    create_bucket(&s, "b", "{}");
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    std::io::Write::write_all(&mut gz, b"<p>x</p>").unwrap();
+    let gz = gz.finish().unwrap();
+    for coding in ["gzip", "identity, gzip", "br"] {
+        call(
+            &ag,
+            "PUT",
+            &s.p("b", "/T/1"),
+            &[("Content-Type", HTML), ("Content-Encoding", coding)],
+            Some(&gz),
+        )
+        .problem(415, "unsupported_media_type");
+    }
+    assert_eq!(get(&ag, &s.p("b", "/T/1")).status, 404);
+    let plain = call(
+        &ag,
+        "PUT",
+        &s.p("b", "/T/1"),
+        &[("Content-Type", HTML), ("Content-Encoding", "identity")],
+        Some(b"<p>x</p>"),
+    );
+    assert_eq!(plain.status, 201);
+    assert_eq!(get(&ag, &s.p("b", "/T/1")).body, b"<p>x</p>");
+}

@@ -844,6 +844,29 @@ fn content_type(headers: &HeaderMap) -> Result<String> {
     Ok(text.to_string())
 }
 
+/// 415 for a body in a content coding: a render is stored with its content type only, so bytes
+/// kept in a coding would be served later as if they were the type itself.
+fn identity_only(headers: &HeaderMap) -> Result<()> {
+    for v in headers.get_all(hyper::header::CONTENT_ENCODING) {
+        let coded = v
+            .as_bytes()
+            .split(|b| *b == b',')
+            .map(<[u8]>::trim_ascii)
+            .any(|c| !c.is_empty() && !c.eq_ignore_ascii_case(b"identity"));
+        if coded {
+            return Err(Problem::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                format!(
+                    "Content-Encoding: {}: a render is stored as its content type says, without \
+                     a content coding; send it decoded",
+                    String::from_utf8_lossy(v.as_bytes())
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 async fn put_render(
     app: &App,
     place: Place,
@@ -856,6 +879,7 @@ async fn put_render(
     app.auth.check(&parts.headers)?;
     let b = bucket(app, &place)?;
     let content_type = content_type(&parts.headers)?;
+    identity_only(&parts.headers)?;
     // A client's own tid may run a little ahead of this server's clock, not far.
     if let Some(t) = tid {
         key::check_put_tid(
