@@ -606,76 +606,61 @@ impl Node {
 
     /// The message of a write received here: stamped with its arrival, with a tid made here when
     /// the request has none.
-    fn message_of(&self, w: Write) -> Change {
-        let (kind, rev, tid, content_type, value, conditions) = match w.change {
+    fn message_of(
+        &self,
+        domain: String,
+        title: String,
+        change: service::Change,
+        arrival: i64,
+    ) -> Change {
+        let mut c = Change {
+            kind: Kind::Put,
+            arrival,
+            rev: 0,
+            tid: Uuid::nil(),
+            domain,
+            title,
+            content_type: String::new(),
+            value: Vec::new(),
+            conditions: Default::default(),
+            names_render: false,
+        };
+        let tid = match change {
             service::Change::Put {
                 rev,
                 tid,
                 content_type,
                 value,
                 conditions,
-            } => (
-                Kind::Put,
-                Some(rev),
-                tid,
-                content_type,
-                value.to_vec(),
-                conditions,
-            ),
-            service::Change::TakeDown { rev } => (
-                Kind::TakeDown,
-                rev,
-                None,
-                String::new(),
-                vec![],
-                Default::default(),
-            ),
-            service::Change::Lift { rev } => (
-                Kind::Lift,
-                rev,
-                None,
-                String::new(),
-                vec![],
-                Default::default(),
-            ),
+            } => {
+                c.rev = rev;
+                c.content_type = content_type;
+                c.value = value.to_vec();
+                c.conditions = conditions;
+                c.names_render = tid.is_some();
+                tid
+            }
+            service::Change::TakeDown { rev } => {
+                c.kind = if rev.is_some() {
+                    Kind::TakeDown
+                } else {
+                    Kind::TakeDownTitle
+                };
+                c.rev = rev.unwrap_or(0);
+                None
+            }
+            service::Change::Lift { rev } => {
+                c.kind = if rev.is_some() {
+                    Kind::Lift
+                } else {
+                    Kind::LiftTitle
+                };
+                c.rev = rev.unwrap_or(0);
+                None
+            }
         };
-        Change {
-            content_type,
-            value,
-            arrival: w.arrival,
-            names_render: tid.is_some(),
-            conditions,
-            ..self.change(kind, &w.domain, &w.title, rev, tid)
-        }
-    }
-
-    /// A change made here: stamped with this node's clock, with a tid made here when it has
-    /// none. A put's content type and value are set after.
-    pub fn change(
-        &self,
-        kind: Kind,
-        domain: &str,
-        title: &str,
-        rev: Option<u64>,
-        tid: Option<Uuid>,
-    ) -> Change {
-        let kind = match (kind, rev) {
-            (Kind::TakeDown, None) => Kind::TakeDownTitle,
-            (Kind::Lift, None) => Kind::LiftTitle,
-            (k, _) => k,
-        };
-        Change {
-            kind,
-            arrival: crate::clock::SystemClock.now(),
-            rev: rev.unwrap_or(0),
-            tid: tid.unwrap_or_else(|| self.make_tid()),
-            domain: domain.to_string(),
-            title: title.to_string(),
-            content_type: String::new(),
-            value: Vec::new(),
-            conditions: Default::default(),
-            names_render: false,
-        }
+        c.tid = tid.unwrap_or_else(|| self.make_tid());
+        c
     }
 
     /// Waits (bounded) until the apply loop has passed `seq`.
@@ -1418,11 +1403,15 @@ const TICKS_TO_UNIX: u64 = 0x01B2_1DD2_1381_4000;
 impl Writes for Node {
     fn write(&self, w: Write) -> Pending<'_, Receipt> {
         Box::pin(async move {
-            let bucket = w.bucket.clone();
-            let (domain, title) = (w.domain.clone(), w.title.clone());
-            let change = self.message_of(w);
+            let Write {
+                bucket,
+                domain,
+                title,
+                change,
+                arrival,
+            } = w;
+            let change = self.message_of(domain, title, change, arrival);
             let (sent, outcome) = self.write_change(&bucket, &change).await?;
-            let rev = change.kind.of_rev(change.rev);
             let done = match outcome {
                 Outcome::Stored => Done::Stored {
                     rev: change.rev,
@@ -1430,11 +1419,12 @@ impl Writes for Node {
                 },
                 Outcome::Removed { removed } => Done::Removed(removed),
                 Outcome::Lifted { lifted } => Done::Lifted(lifted),
+                // Only a put is refused as taken down.
                 Outcome::TakenDown => {
                     return Err(ServiceError::Refused(Refusal::TakenDown {
-                        domain,
-                        title,
-                        rev: rev.unwrap_or(change.rev),
+                        domain: change.domain,
+                        title: change.title,
+                        rev: change.rev,
                     }))
                 }
                 Outcome::Refused { why } => return Err(ServiceError::Refused(Refusal::Rule(why))),
