@@ -39,7 +39,7 @@ use super::auth::Auth;
 use super::limits::BodyLimits;
 use super::metrics::{Metrics, Route};
 use super::problem::Problem;
-use crate::service::registry::{Bucket, CreateError, Created, ReadError, Registry};
+use crate::service::registry::{self, Bucket, CreateError, Created, ReadError, Registry};
 use crate::service::spec::{describe, valid_bucket_name, BucketSpec};
 use crate::service::{Change, Done, Preconditions, ReadGate, Receipt, ServiceError, Tags};
 use crate::service::{Write, Writes};
@@ -562,21 +562,6 @@ fn bucket(app: &App, place: &Place) -> Result<Arc<Bucket>> {
     Ok(app.registry.open_bucket(&place.bucket)?)
 }
 
-fn no_bucket(name: &str) -> Problem {
-    Problem::not_found(format!("no bucket {name} (create it with PUT)"))
-}
-
-fn unreadable(name: &str, why: &str) -> Problem {
-    Problem {
-        retry_after: Some(10),
-        ..Problem::server_side(
-            StatusCode::SERVICE_UNAVAILABLE,
-            &format!("bucket {name} could not be opened (tried again every few seconds)"),
-            format!("bucket {name}: {why}"),
-        )
-    }
-}
-
 /// Runs a read on this worker's handle of the bucket (see the registry): 404 for no bucket.
 fn read<T>(
     app: &App,
@@ -585,8 +570,8 @@ fn read<T>(
 ) -> Result<T> {
     match app.registry.read(&place.bucket, f) {
         Ok(Some(v)) => Ok(v),
-        Ok(None) => Err(no_bucket(&place.bucket)),
-        Err(ReadError::Failed(why)) => Err(unreadable(&place.bucket, &why)),
+        Ok(None) => Err(registry::missing(&place.bucket).into()),
+        Err(ReadError::Failed(why)) => Err(registry::unopened(&place.bucket, &why).into()),
         Err(ReadError::Store(e)) => Err(Problem::from_store(&e)),
     }
 }
@@ -658,21 +643,37 @@ fn etag(rev: u64, tid: Uuid) -> HeaderValue {
     HeaderValue::from_str(&format!("\"{rev}/{tid}\"")).unwrap_or(HeaderValue::from_static("\"\""))
 }
 
+/// The render an entity tag names: the inverse of [`etag`]; `None` for any other tag.
+fn parse_etag(tag: &[u8]) -> Option<(u64, Uuid)> {
+    let (rev, tid) = std::str::from_utf8(tag)
+        .ok()?
+        .strip_prefix('"')?
+        .strip_suffix('"')?
+        .split_once('/')?;
+    Some((rev.parse().ok()?, tid.parse().ok()?))
+}
+
 /// Whether header `name` (`If-Match` or `If-None-Match`) lists `tag` or is `*`: by weak
 /// comparison when `weak`, else strong (a `W/` tag never matches; RFC 9110 § 8.8.3.2).
 fn tag_listed(headers: &HeaderMap, name: HeaderName, tag: &HeaderValue, weak: bool) -> bool {
     let tag = tag.as_bytes();
-    headers.get_all(name).iter().any(|v| {
-        v.as_bytes().split(|b| *b == b',').any(|t| {
+    entity_tags(headers, name).any(|(w, t)| (weak || !w) && (t == b"*" || t == tag))
+}
+
+/// The entity tags header `name` lists (`If-Match`, `If-None-Match`), each with whether it is
+/// weak (`W/`, dropped) and its quotes kept; `*` is listed as it is.
+fn entity_tags(headers: &HeaderMap, name: HeaderName) -> impl Iterator<Item = (bool, &[u8])> {
+    headers
+        .get_all(name)
+        .into_iter()
+        .flat_map(|v| v.as_bytes().split(|b| *b == b','))
+        .map(|t| {
             let t = t.trim_ascii();
-            let t = match t.strip_prefix(b"W/") {
-                Some(_) if !weak => return false,
-                Some(rest) => rest,
-                None => t,
-            };
-            t == b"*" || t == tag
+            match t.strip_prefix(b"W/") {
+                Some(rest) => (true, rest),
+                None => (false, t),
+            }
         })
-    })
 }
 
 fn render_answer(got: Got, head: bool, headers: &HeaderMap) -> Answer {
@@ -953,27 +954,15 @@ async fn put_render(
 /// is no render's (`"REV/TID"`) matches nothing.
 fn preconditions(headers: &HeaderMap) -> Preconditions {
     let tags = |name: HeaderName, weak: bool| -> Option<Tags> {
-        let mut values = headers.get_all(name).iter().peekable();
-        values.peek()?;
+        if !headers.contains_key(&name) {
+            return None;
+        }
         let mut list = Vec::new();
-        for v in values {
-            for t in v.as_bytes().split(|b| *b == b',') {
-                let t = t.trim_ascii();
-                if t == b"*" {
-                    return Some(Tags::Any);
-                }
-                let t = match t.strip_prefix(b"W/") {
-                    Some(_) if !weak => continue,
-                    Some(t) => t,
-                    None => t,
-                };
-                let parsed = std::str::from_utf8(t)
-                    .ok()
-                    .and_then(|t| t.strip_prefix('"')?.strip_suffix('"'))
-                    .and_then(|t| t.split_once('/'))
-                    .and_then(|(r, i)| Some((r.parse::<u64>().ok()?, i.parse::<Uuid>().ok()?)));
-                list.extend(parsed);
+        for (_, t) in entity_tags(headers, name).filter(|(w, _)| weak || !w) {
+            if t == b"*" {
+                return Some(Tags::Any);
             }
+            list.extend(parse_etag(t));
         }
         Some(Tags::List(list))
     };
@@ -1088,7 +1077,7 @@ async fn create_bucket(
         )),
         Err(CreateError::Invalid(e)) => Err(Problem::bad_request(strip(e))),
         Err(CreateError::Differs(what)) => Err(Problem::conflict(what)),
-        Err(CreateError::Failed(why)) => Err(unreadable(&place.bucket, &why)),
+        Err(CreateError::Failed(why)) => Err(registry::unopened(&place.bucket, &why).into()),
         Err(CreateError::Full(max)) => Err(Problem::new(
             StatusCode::INSUFFICIENT_STORAGE,
             format!("this server holds as many buckets as it may ({max}, --max-buckets)"),

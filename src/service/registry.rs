@@ -167,6 +167,20 @@ struct Reader {
     seen: u64,
 }
 
+/// No bucket `name`.
+pub fn missing(name: &str) -> ServiceError {
+    ServiceError::NotFound(format!("no bucket {name} (create it with PUT)"))
+}
+
+/// Bucket `name` exists but could not be opened, for `why` (what the error log gets).
+pub fn unopened(name: &str, why: &str) -> ServiceError {
+    ServiceError::Unavailable(Unavailable {
+        why: format!("bucket {name} could not be opened (tried again every few seconds)"),
+        retry_after: 10,
+        log: Some(format!("bucket {name}: {why}")),
+    })
+}
+
 thread_local! {
     static READERS: RefCell<HashMap<String, Reader>> = RefCell::new(HashMap::new());
 }
@@ -268,14 +282,8 @@ impl Registry {
     pub fn open_bucket(&self, name: &str) -> std::result::Result<Arc<Bucket>, ServiceError> {
         match self.bucket(name) {
             Ok(Some(b)) => Ok(b),
-            Ok(None) => Err(ServiceError::NotFound(format!(
-                "no bucket {name} (create it with PUT)"
-            ))),
-            Err(why) => Err(ServiceError::Unavailable(Unavailable {
-                why: format!("bucket {name} could not be opened (tried again every few seconds)"),
-                retry_after: 10,
-                log: Some(format!("bucket {name}: {why}")),
-            })),
+            Ok(None) => Err(missing(name)),
+            Err(why) => Err(unopened(name, &why)),
         }
     }
 
@@ -650,10 +658,7 @@ impl Registry {
                 &self.writer_fallbacks,
             ),
         ];
-        for (name, help, v) in reads {
-            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
-            let _ = writeln!(out, "{name} {}", v.load(Ordering::Relaxed));
-        }
+        super::histogram::render_counters(out, &reads);
         let failed = self.failed();
         let _ = writeln!(
             out,
