@@ -10,6 +10,7 @@
 
 use std::io::Write;
 
+use wink::store::Which;
 use wink::{Config, Store, StoreOptions};
 
 fn mark(name: &str) {
@@ -34,9 +35,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         )?;
     }
     // Warm: the title's record and value were just read once.
-    store.get_latest("en.wikipedia.org", "Main_Page")?;
+    store.get("en.wikipedia.org", "Main_Page", Which::Latest)?;
     mark("get_latest");
-    let got = store.get_latest("en.wikipedia.org", "Main_Page")?;
+    let got = store.get("en.wikipedia.org", "Main_Page", Which::Latest)?;
     mark("put");
     store.put(
         "en.wikipedia.org",

@@ -11,6 +11,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use wink::clock::ManualClock;
+use wink::store::Which;
 use wink::store::{Config, Put, Store, StoreOptions};
 use wink_harness::sim::{CrashMode, SimDisk};
 
@@ -55,7 +56,7 @@ fn state(store: &Store) -> State {
         .iter()
         .map(|t| {
             let got = store
-                .get_latest(DOMAIN, t)
+                .get(DOMAIN, t, Which::Latest)
                 .unwrap_or_else(|e| panic!("reading {t}: {e}"));
             (*t, got.map(|g| g.value))
         })
@@ -243,8 +244,19 @@ fn check_sees_a_commit_whose_in_place_writes_were_lost() {
     assert!(report.problems.is_empty(), "{:?}", report.problems);
     let store = Store::open(&dir, &StoreOptions::read_only()).unwrap();
     assert_eq!(
-        store.get_latest(DOMAIN, "A").unwrap().unwrap().value,
+        store
+            .get(DOMAIN, "A", Which::Latest)
+            .unwrap()
+            .unwrap()
+            .value,
         second
     );
-    assert_eq!(store.get_rev(DOMAIN, "A", 1).unwrap().unwrap().value, first);
+    assert_eq!(
+        store
+            .get(DOMAIN, "A", Which::Rev(1))
+            .unwrap()
+            .unwrap()
+            .value,
+        first
+    );
 }

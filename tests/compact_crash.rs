@@ -47,6 +47,7 @@ use wink::maintenance::compact::{Action, CompactOptions};
 use wink::store::check::check_store;
 use wink::store::generation::Generation;
 use wink::store::record::TitleRecord;
+use wink::store::Which;
 use wink::store::{
     Config, Got, Listed, Page, Policy, Renders, Revisions, Store, StoreOptions, CURCONT,
 };
@@ -150,7 +151,7 @@ fn build(dir: &Path) -> Vec<(String, u64)> {
     let mut down = Vec::new();
     for i in 0..TITLES {
         let t = title(i);
-        let latest = s.get_latest(D, &t).unwrap().map(|g| g.rev);
+        let latest = s.get(D, &t, Which::Latest).unwrap().map(|g| g.rev);
         let target = match (i % 9, latest) {
             (4, Some(rev)) => Some(rev),
             (6, Some(rev)) => s
@@ -185,11 +186,13 @@ fn view(s: &Store) -> BTreeMap<String, View> {
         let list = s.list(D, &t, Page::default()).unwrap();
         let renders = list
             .iter()
-            .map(|l| s.get_render(D, &t, l.rev, l.tid).unwrap())
+            .map(|l| s.get(D, &t, Which::Render(l.rev, l.tid)).unwrap())
             .collect();
         let v = View {
-            latest: s.get_latest(D, &t).unwrap(),
-            revs: (1..=EPOCHS).map(|r| s.get_rev(D, &t, r).unwrap()).collect(),
+            latest: s.get(D, &t, Which::Latest).unwrap(),
+            revs: (1..=EPOCHS)
+                .map(|r| s.get(D, &t, Which::Rev(r)).unwrap())
+                .collect(),
             list,
             renders,
         };
@@ -221,7 +224,10 @@ fn template() -> Template {
         "only {readable} readable renders"
     );
     for (t, rev) in &down {
-        assert!(s.get_rev(D, t, *rev).unwrap().is_none(), "{t} {rev}");
+        assert!(
+            s.get(D, t, Which::Rev(*rev)).unwrap().is_none(),
+            "{t} {rev}"
+        );
     }
     let plan = s.plan_compaction(&CompactOptions::default()).unwrap();
     let acts = |a: Action| plan.containers.iter().filter(|c| c.action == a).count();
@@ -311,7 +317,7 @@ fn verify(t: &Template, dir: &Path, s: &Store, done: bool) -> Result<(), String>
         }
     }
     for (name, rev) in &t.down {
-        if s.get_rev(D, name, *rev).unwrap().is_some() {
+        if s.get(D, name, Which::Rev(*rev)).unwrap().is_some() {
             return Err(format!("taken-down {name} revision {rev} reads back"));
         }
     }

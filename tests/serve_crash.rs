@@ -163,11 +163,10 @@ fn sigterm_finishes_requests_releases_locks_and_exits_0() {
     assert!(!acked.is_empty());
     for (c, n, tid) in &acked {
         let got = store
-            .get_render(
+            .get(
                 common::server::D,
                 &format!("T{c}"),
-                *n,
-                tid.parse().unwrap(),
+                wink::Which::Render(*n, tid.parse().unwrap()),
             )
             .unwrap()
             .expect("an acknowledged put");

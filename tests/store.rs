@@ -5,6 +5,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use wink::clock::{Clock, ManualClock};
+use wink::store::Which;
 use wink::store::{Config, Page, Policy, Renders, Revisions, State, Store, StoreOptions, TidMaker};
 use wink::Error;
 
@@ -52,17 +53,20 @@ fn precedence_by_revision_then_tid_not_write_order() {
         .unwrap();
     s.put(D, "Page", 8, None, HTML, b"rev 8, arrived last")
         .unwrap();
-    let latest = s.get_latest(D, "Page").unwrap().unwrap();
+    let latest = s.get(D, "Page", Which::Latest).unwrap().unwrap();
     assert_eq!(
         (latest.rev, latest.value.as_slice(), latest.state),
         (9, &b"rev 9"[..], State::Current)
     );
     assert_eq!(
-        s.get_rev(D, "Page", 7).unwrap().unwrap().value,
+        s.get(D, "Page", Which::Rev(7)).unwrap().unwrap().value,
         b"rev 7 new render"
     );
     assert_eq!(
-        s.get_render(D, "Page", 7, old).unwrap().unwrap().value,
+        s.get(D, "Page", Which::Render(7, old))
+            .unwrap()
+            .unwrap()
+            .value,
         b"rev 7 old render"
     );
     let listed: Vec<(u64, State)> = s
@@ -97,10 +101,13 @@ fn precedence_by_revision_then_tid_not_write_order() {
     // Writing the same (revision, tid) again replaces the value.
     s.put(D, "Page", 7, Some(old), HTML, b"rewritten").unwrap();
     assert_eq!(
-        s.get_render(D, "Page", 7, old).unwrap().unwrap().value,
+        s.get(D, "Page", Which::Render(7, old))
+            .unwrap()
+            .unwrap()
+            .value,
         b"rewritten"
     );
-    assert!(s.get_latest(D, "Other").unwrap().is_none());
+    assert!(s.get(D, "Other", Which::Latest).unwrap().is_none());
 }
 
 #[test]
@@ -121,26 +128,26 @@ fn retention_deadlines_are_exact_whether_or_not_culling_ran() {
     s.put(D, "T", 1, None, HTML, b"1b").unwrap(); // pushes 1a out at t+5
     clock.advance(9);
     assert!(
-        s.get_render(D, "T", 1, r1a).unwrap().is_some(),
+        s.get(D, "T", Which::Render(1, r1a)).unwrap().is_some(),
         "within its grace"
     );
     clock.advance(1);
     assert!(
-        s.get_render(D, "T", 1, r1a).unwrap().is_none(),
+        s.get(D, "T", Which::Render(1, r1a)).unwrap().is_none(),
         "grace over: 10 s after it was pushed out"
     );
     s.put(D, "T", 2, None, HTML, b"2").unwrap(); // supersedes revision 1 now
     let superseded_at = clock.now();
     clock.set(superseded_at + 99);
-    assert_eq!(s.get_rev(D, "T", 1).unwrap().unwrap().value, b"1b");
+    assert_eq!(s.get(D, "T", Which::Rev(1)).unwrap().unwrap().value, b"1b");
     clock.set(superseded_at + 100);
     assert!(
-        s.get_rev(D, "T", 1).unwrap().is_none(),
+        s.get(D, "T", Which::Rev(1)).unwrap().is_none(),
         "recent window over"
     );
     clock.advance(1_000_000);
     assert_eq!(
-        s.get_latest(D, "T").unwrap().unwrap().value,
+        s.get(D, "T", Which::Latest).unwrap().unwrap().value,
         b"2",
         "the current revision never expires"
     );
@@ -150,13 +157,13 @@ fn retention_deadlines_are_exact_whether_or_not_culling_ran() {
         Err(Error::Invalid(_))
     ));
     s.put_historical(D, "T", 1, None, HTML, b"h1").unwrap();
-    let got = s.get_rev(D, "T", 1).unwrap().unwrap();
+    let got = s.get(D, "T", Which::Rev(1)).unwrap().unwrap();
     assert_eq!(
         (got.value.as_slice(), got.state),
         (&b"h1"[..], State::Historical)
     );
     clock.advance(50);
-    assert!(s.get_rev(D, "T", 1).unwrap().is_none());
+    assert!(s.get(D, "T", Which::Rev(1)).unwrap().is_none());
 }
 
 #[test]
@@ -169,7 +176,7 @@ fn take_down_persists_and_refuses_puts_until_lifted() {
     s.put(D, "T", 2, None, HTML, b"two").unwrap();
     assert_eq!(s.take_down(D, "T", Some(2)).unwrap(), 1);
     assert_eq!(
-        s.get_latest(D, "T").unwrap().unwrap().value,
+        s.get(D, "T", Which::Latest).unwrap().unwrap().value,
         b"one",
         "the newest revision still retained"
     );
@@ -177,11 +184,11 @@ fn take_down_persists_and_refuses_puts_until_lifted() {
     assert!(err.to_string().contains("taken down"), "{err}");
     drop(s);
     let mut s = open(dir.path(), &clock, Policy::default());
-    assert!(s.get_rev(D, "T", 2).unwrap().is_none());
+    assert!(s.get(D, "T", Which::Rev(2)).unwrap().is_none());
     assert!(s.lift(D, "T", Some(2)).unwrap());
     s.put(D, "T", 2, None, HTML, b"two again").unwrap();
     s.take_down(D, "T", None).unwrap();
-    assert!(s.get_latest(D, "T").unwrap().is_none());
+    assert!(s.get(D, "T", Which::Latest).unwrap().is_none());
     assert!(s.put(D, "T", 5, None, HTML, b"x").is_err());
     assert!(s.list(D, "T", Page::default()).unwrap().is_empty());
 }
@@ -200,7 +207,7 @@ fn damaged_values_are_reported_never_returned() {
     damaged[at] ^= 0x20;
     std::fs::write(&data, damaged).unwrap();
     let s = Store::open(dir.path(), &StoreOptions::read_only()).unwrap();
-    let err = s.get_latest(D, "T").unwrap_err();
+    let err = s.get(D, "T", Which::Latest).unwrap_err();
     assert!(matches!(err, Error::Corrupt { .. }), "{err}");
     assert_eq!(err.exit_code(), 3);
     let text = err.to_string();
@@ -244,7 +251,11 @@ fn batches_reopen_and_one_writer() {
     )
     .unwrap();
     assert_eq!(
-        reader.get_latest(D, "Title 3").unwrap().unwrap().value,
+        reader
+            .get(D, "Title 3", Which::Latest)
+            .unwrap()
+            .unwrap()
+            .value,
         b"value 183"
     );
     let st = reader.stat().unwrap();
@@ -252,7 +263,7 @@ fn batches_reopen_and_one_writer() {
     drop(s);
     let s = open(dir.path(), &clock, Policy::default());
     assert_eq!(
-        s.get_latest(D, "Title 19").unwrap().unwrap().value,
+        s.get(D, "Title 19", Which::Latest).unwrap().unwrap().value,
         b"value 199"
     );
 }
@@ -319,7 +330,10 @@ fn containers_roll_over_at_their_size_limit() {
     assert!(sealed < 2 << 20, "sealed container is {sealed} bytes");
     for i in 0..30u64 {
         assert_eq!(
-            s.get_latest(D, &format!("T{i}")).unwrap().unwrap().value,
+            s.get(D, &format!("T{i}"), Which::Latest)
+                .unwrap()
+                .unwrap()
+                .value,
             value
         );
     }
@@ -345,5 +359,5 @@ fn a_put_refuses_a_clock_the_store_cannot_stamp() {
     assert_eq!(s.commits(), commits, "nothing was committed");
     clock.set(wink::store::key::MAX_NOW);
     s.put(D, "T", 2, None, HTML, b"two").unwrap();
-    assert_eq!(s.get_latest(D, "T").unwrap().unwrap().value, b"two");
+    assert_eq!(s.get(D, "T", Which::Latest).unwrap().unwrap().value, b"two");
 }

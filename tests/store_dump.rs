@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use wink::clock::ManualClock;
 use wink::store::policy::ArchivePolicy;
+use wink::store::Which;
 use wink::store::{
     Config, Page, Policy, Renders, Revisions, State, Store, StoreOptions, TitleCursor,
 };
@@ -109,7 +110,10 @@ fn a_dump_is_every_listed_render_with_what_reads_return() {
         let dumped_keys: Vec<_> = renders.iter().map(|r| (r.0, r.1, r.2)).collect();
         assert_eq!(dumped_keys, keys, "{domain}/{title}");
         for (rev, tid, state, value) in renders {
-            let got = s.get_render(domain, title, *rev, *tid).unwrap().unwrap();
+            let got = s
+                .get(domain, title, Which::Render(*rev, *tid))
+                .unwrap()
+                .unwrap();
             assert_eq!((&got.value, got.state), (value, *state));
             archived += usize::from(*state == State::Archived);
         }

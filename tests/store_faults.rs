@@ -24,6 +24,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use wink::clock::ManualClock;
+use wink::store::Which;
 use wink::store::{Config, Policy, Put, Renders, Revisions, Store, StoreOptions};
 use wink::Error;
 use wink_harness::sim::{CrashMode, SimDisk};
@@ -82,7 +83,7 @@ struct Ledger {
 impl Ledger {
     fn verify(&self, s: &Store) {
         for ((title, rev), v) in &self.committed {
-            let got = s.get_rev(D, title, *rev).unwrap();
+            let got = s.get(D, title, Which::Rev(*rev)).unwrap();
             assert_eq!(
                 got.map(|g| g.value).as_ref(),
                 Some(v),
@@ -90,7 +91,7 @@ impl Ledger {
             );
         }
         for ((title, rev), v) in &self.failed {
-            if let Some(got) = s.get_rev(D, title, *rev).unwrap() {
+            if let Some(got) = s.get(D, title, Which::Rev(*rev)).unwrap() {
                 assert_eq!(&got.value, v, "failed put of {title} revision {rev}");
             }
         }
@@ -349,10 +350,10 @@ fn a_file_size_limit_mid_put_is_a_clean_error_and_loses_nothing() {
         assert!(message.contains(&path), "{message}");
         let mut s = Store::open(dir.path(), &StoreOptions::writer()).unwrap();
         for i in std::iter::once(0).chain(committed.iter().copied()) {
-            let got = s.get_rev(D, &fsize_title(i), i).unwrap();
+            let got = s.get(D, &fsize_title(i), Which::Rev(i)).unwrap();
             assert_eq!(got.map(|g| g.value), Some(fsize_value(i)), "revision {i}");
         }
-        if let Some(got) = s.get_rev(D, &fsize_title(failed), failed).unwrap() {
+        if let Some(got) = s.get(D, &fsize_title(failed), Which::Rev(failed)).unwrap() {
             assert_eq!(got.value, fsize_value(failed), "the failed put");
         }
         // Without the limit, the store takes puts again.
@@ -362,14 +363,17 @@ fn a_file_size_limit_mid_put_is_a_clean_error_and_loses_nothing() {
         drop(s);
         let s = Store::open(dir.path(), &StoreOptions::read_only()).unwrap();
         assert_eq!(
-            s.get_rev(D, &fsize_title(next), next)
+            s.get(D, &fsize_title(next), Which::Rev(next))
                 .unwrap()
                 .unwrap()
                 .value,
             v
         );
         assert_eq!(
-            s.get_latest(D, &fsize_title(next)).unwrap().unwrap().rev,
+            s.get(D, &fsize_title(next), Which::Latest)
+                .unwrap()
+                .unwrap()
+                .rev,
             next
         );
     }
@@ -389,7 +393,10 @@ fn a_second_writer_is_refused_or_waits_for_the_first_to_close() {
     assert!(err.to_string().contains("in use"), "{err}");
     // Readers are not kept out.
     let reader = Store::open(dir.path(), &StoreOptions::read_only()).unwrap();
-    assert_eq!(reader.get_latest(D, "T").unwrap().unwrap().value, b"one");
+    assert_eq!(
+        reader.get(D, "T", Which::Latest).unwrap().unwrap().value,
+        b"one"
+    );
     let closed = Arc::new(AtomicBool::new(false));
     let closer = {
         let closed = closed.clone();
@@ -410,7 +417,10 @@ fn a_second_writer_is_refused_or_waits_for_the_first_to_close() {
         "the second writer got in before the first closed"
     );
     closer.join().unwrap();
-    assert_eq!(second.get_latest(D, "T").unwrap().unwrap().value, b"two");
+    assert_eq!(
+        second.get(D, "T", Which::Latest).unwrap().unwrap().value,
+        b"two"
+    );
     second.put(D, "T", 3, None, HTML, b"three").unwrap();
 }
 
@@ -454,7 +464,7 @@ fn a_writers_open_reports_the_bytes_a_crash_left_in_the_current_container() {
         s.recovery()
     );
     assert_eq!(
-        s.get_latest(D, "Kept").unwrap().unwrap().value,
+        s.get(D, "Kept", Which::Latest).unwrap().unwrap().value,
         value(1, 5000)
     );
     s.put(D, "Next", 1, None, HTML, &value(2, 100)).unwrap();
@@ -462,7 +472,7 @@ fn a_writers_open_reports_the_bytes_a_crash_left_in_the_current_container() {
     let s = Store::open(dir.path(), &StoreOptions::writer()).unwrap();
     assert!(s.recovery().is_empty(), "{:?}", s.recovery());
     assert_eq!(
-        s.get_latest(D, "Next").unwrap().unwrap().value,
+        s.get(D, "Next", Which::Latest).unwrap().unwrap().value,
         value(2, 100)
     );
 }

@@ -34,6 +34,7 @@ use std::sync::Arc;
 use proptest::prelude::*;
 use uuid::Uuid;
 use wink::clock::{Clock, ManualClock};
+use wink::store::Which;
 use wink::store::{
     Config, Page, Policy, Put, Renders, Revisions, State, Store, StoreOptions, TidMaker,
 };
@@ -61,12 +62,16 @@ fn store_snapshot(s: &Store) -> Snapshot {
             let list = s.list(DOMAIN, title, Page::default()).unwrap();
             let renders = list
                 .iter()
-                .map(|l| s.get_render(DOMAIN, title, l.rev, l.tid).unwrap().unwrap())
+                .map(|l| {
+                    s.get(DOMAIN, title, Which::Render(l.rev, l.tid))
+                        .unwrap()
+                        .unwrap()
+                })
                 .collect();
             TitleView {
-                latest: s.get_latest(DOMAIN, title).unwrap(),
+                latest: s.get(DOMAIN, title, Which::Latest).unwrap(),
                 by_rev: (0..REVS)
-                    .map(|v| s.get_rev(DOMAIN, title, v).unwrap())
+                    .map(|v| s.get(DOMAIN, title, Which::Rev(v)).unwrap())
                     .collect(),
                 list,
                 renders,
@@ -526,20 +531,20 @@ impl Harness {
         let s = self.store.as_ref().expect("open");
         match r {
             Read::Latest(t) => {
-                let got = s.get_latest(DOMAIN, TITLES[t]).unwrap();
+                let got = s.get(DOMAIN, TITLES[t], Which::Latest).unwrap();
                 keep_agreeing(&mut self.worlds, &r, |w| {
                     w.cur.find(t, now, |_| true) == got
                 });
             }
             Read::Rev(t, v) => {
-                let got = s.get_rev(DOMAIN, TITLES[t], v).unwrap();
+                let got = s.get(DOMAIN, TITLES[t], Which::Rev(v)).unwrap();
                 keep_agreeing(&mut self.worlds, &r, |w| {
                     w.cur.find(t, now, |x| x.rev == v) == got
                 });
             }
             Read::Render(t, v, i) => {
                 let tid = self.tids[i];
-                let got = s.get_render(DOMAIN, TITLES[t], v, tid).unwrap();
+                let got = s.get(DOMAIN, TITLES[t], Which::Render(v, tid)).unwrap();
                 keep_agreeing(&mut self.worlds, &r, |w| {
                     w.cur.find(t, now, |x| x.rev == v && x.tid == tid) == got
                 });
@@ -775,7 +780,7 @@ fn a_batch_crossing_an_index_growth_leaves_no_record_without_its_value() {
     let s = Store::open(Path::new(DIR), &opts).unwrap();
     let mut present = 0;
     for i in 0..1000u32 {
-        if let Some(got) = s.get_latest(DOMAIN, &format!("T{i}")).unwrap() {
+        if let Some(got) = s.get(DOMAIN, &format!("T{i}"), Which::Latest).unwrap() {
             assert_eq!(got.value, value(i));
             present += 1;
         }
@@ -821,7 +826,7 @@ fn culling_changes_no_answer() {
         for _ in 0..4 {
             clock.advance(10);
             let latest = s
-                .get_latest(DOMAIN, "A")
+                .get(DOMAIN, "A", Which::Latest)
                 .unwrap()
                 .map(|g| (g.rev, g.state, g.value));
             seen.push(latest);

@@ -9,6 +9,7 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use wink::clock::ManualClock;
 use wink::store::key::tid_at;
+use wink::store::Which;
 use wink::store::{Config, Policy, Renders, Revisions, Store, StoreOptions};
 
 const D: &str = "en.wikipedia.org";
@@ -47,7 +48,11 @@ fn as_of_is_the_newest_render_whose_tid_is_not_later() {
     s.put(D, "T", 10, Some(tid_at(100, 0, [1; 6])), HTML, b"r10a")
         .unwrap();
     let at = |secs: u64| UNIX_EPOCH + Duration::from_secs(secs);
-    let value = |s: &Store, secs| s.get_as_of(D, "T", at(secs)).unwrap().map(|g| g.value);
+    let value = |s: &Store, secs| {
+        s.get(D, "T", Which::AsOf(at(secs)))
+            .unwrap()
+            .map(|g| g.value)
+    };
     assert_eq!(value(&s, 99), None, "nothing existed yet");
     assert_eq!(
         value(&s, 100).as_deref(),
@@ -84,10 +89,13 @@ fn as_of_does_not_find_what_retention_dropped() {
     clock.set(2_000);
     s.put(D, "T", 2, None, HTML, b"two").unwrap();
     let at_1500 = UNIX_EPOCH + Duration::from_secs(1_500);
-    assert_eq!(s.get_as_of(D, "T", at_1500).unwrap().unwrap().value, b"one");
+    assert_eq!(
+        s.get(D, "T", Which::AsOf(at_1500)).unwrap().unwrap().value,
+        b"one"
+    );
     clock.set(2_100);
     assert_eq!(
-        s.get_as_of(D, "T", at_1500).unwrap(),
+        s.get(D, "T", Which::AsOf(at_1500)).unwrap(),
         None,
         "revision 1 has expired"
     );

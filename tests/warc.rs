@@ -15,6 +15,7 @@ use common::cli::{s, wink_at, Run};
 use common::require;
 use wink::clock::ManualClock;
 use wink::store::policy::ArchivePolicy;
+use wink::store::Which;
 use wink::store::{Config, Page, Policy, Renders, Revisions, State, Store, StoreOptions};
 
 /// The clock of every store and command here.
@@ -104,7 +105,10 @@ fn reads(st: &Store, titles: &[(&str, &str)]) -> Reads {
     let mut out = Reads::new();
     for (domain, title) in titles {
         for l in st.list(domain, title, Page::default()).unwrap() {
-            let got = st.get_render(domain, title, l.rev, l.tid).unwrap().unwrap();
+            let got = st
+                .get(domain, title, Which::Render(l.rev, l.tid))
+                .unwrap()
+                .unwrap();
             let key = (
                 domain.to_string(),
                 title.to_string(),
@@ -711,7 +715,7 @@ with open(sys.argv[1], 'wb') as f:
     );
     for l in &renders {
         let got = st
-            .get_render("example.com", "page?b=2", l.rev, l.tid)
+            .get("example.com", "page?b=2", Which::Render(l.rev, l.tid))
             .unwrap()
             .unwrap();
         assert_eq!(
@@ -719,7 +723,10 @@ with open(sys.argv[1], 'wb') as f:
             (&b"<html>zipped page</html>"[..], "text/html")
         );
     }
-    let json = st.get_latest("example.com", "data.json").unwrap().unwrap();
+    let json = st
+        .get("example.com", "data.json", Which::Latest)
+        .unwrap()
+        .unwrap();
     assert_eq!(
         (json.value.as_slice(), json.rev),
         (&b"{\"a\": 1}"[..], 20240502000000)

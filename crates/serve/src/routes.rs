@@ -21,7 +21,7 @@
 
 use std::convert::Infallible;
 use std::sync::Arc;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Instant, UNIX_EPOCH};
 
 use bytes::Bytes;
 use http_body_util::Full;
@@ -39,6 +39,7 @@ use super::auth::Auth;
 use super::limits::BodyLimits;
 use super::metrics::{Metrics, Route};
 use super::problem::Problem;
+use wink_engine::store::Which;
 use wink_engine::store::{key, Got, RenderCursor, State, Store, TitlePosition};
 use wink_service::registry::{self, Bucket, CreateError, Created, ReadError, Registry};
 use wink_service::spec::{describe, valid_bucket_name, BucketSpec};
@@ -105,15 +106,6 @@ enum Target {
     Revision(Place, String, u64),
     Render(Place, String, u64, Uuid),
     Lift(Place, String, Option<u64>),
-}
-
-/// Which render a read asks for.
-#[derive(Clone, Copy)]
-enum Which {
-    Latest,
-    AsOf(SystemTime),
-    Revision(u64),
-    Render(u64, Uuid),
 }
 
 /// Answers one request (never an error: problems are answers too), counts it and logs it.
@@ -423,14 +415,7 @@ async fn answer(
         (Target::Revision(place, title, rev), &Method::GET | &Method::HEAD) => {
             *route = Route::Revision;
             no_as_of(param("as_of"))?;
-            read_render(
-                app,
-                &place,
-                &title,
-                Which::Revision(rev),
-                head,
-                &req.headers,
-            )
+            read_render(app, &place, &title, Which::Rev(rev), head, &req.headers)
         }
         (Target::Render(place, title, rev, tid), &Method::GET | &Method::HEAD) => {
             *route = Route::Render;
@@ -601,12 +586,7 @@ fn read_render(
     headers: &HeaderMap,
 ) -> Result<Answer> {
     let domain = place.domain.as_str();
-    let get = move |s: &Store| match which {
-        Which::Latest => s.get_latest(domain, title),
-        Which::AsOf(at) => s.get_as_of(domain, title, at),
-        Which::Revision(rev) => s.get_rev(domain, title, rev),
-        Which::Render(rev, tid) => s.get_render(domain, title, rev, tid),
-    };
+    let get = move |s: &Store| s.get(domain, title, which);
     let got = read(app, place, |b, s| {
         let got = get(s)?;
         let hot = got.as_ref().is_some_and(|g| g.state != State::Archived);
@@ -622,7 +602,7 @@ fn read_render(
         let what = match which {
             Which::Latest => "any revision".to_string(),
             Which::AsOf(_) => "any revision at that time".to_string(),
-            Which::Revision(rev) => format!("revision {rev}"),
+            Which::Rev(rev) => format!("revision {rev}"),
             Which::Render(rev, tid) => format!("revision {rev} tid {tid}"),
         };
         return Err(Problem::not_found(format!(
