@@ -10,6 +10,7 @@
 
 use std::io::Write;
 
+use wink::store::Put;
 use wink::store::Which;
 use wink::{Config, Store, StoreOptions};
 
@@ -25,28 +26,26 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut store = Store::open(dir.path(), &opts)?;
     let value = vec![b'x'; 8 << 10];
     for rev in 1..=10 {
-        store.put(
+        store.put(&Put::new(
             "en.wikipedia.org",
             "Main_Page",
             rev,
-            None,
             "text/html",
             &value,
-        )?;
+        ))?;
     }
     // Warm: the title's record and value were just read once.
     store.get("en.wikipedia.org", "Main_Page", Which::Latest)?;
     mark("get_latest");
     let got = store.get("en.wikipedia.org", "Main_Page", Which::Latest)?;
     mark("put");
-    store.put(
+    store.put(&Put::new(
         "en.wikipedia.org",
         "Main_Page",
         11,
-        None,
         "text/html",
         &value,
-    )?;
+    ))?;
     mark("end");
     assert_eq!(got.map(|g| g.rev), Some(10));
     Ok(())

@@ -14,7 +14,7 @@
 //! let opts = StoreOptions::writer();
 //! Store::init(dir.path(), &Config::default(), &opts)?;
 //! let mut store = Store::open(dir.path(), &opts)?;
-//! let tid = store.put("en.wikipedia.org", "Main_Page", 1, None, "text/html", b"<p>one</p>")?;
+//! let tid = store.put(&Put::new("en.wikipedia.org", "Main_Page", 1, "text/html", b"<p>one</p>"))?;
 //! let got = store.get("en.wikipedia.org", "Main_Page", Which::Render(1, tid))?.expect("kept");
 //! assert_eq!(got.value, b"<p>one</p>");
 //! # Ok::<(), Box<dyn std::error::Error>>(())

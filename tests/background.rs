@@ -172,7 +172,7 @@ fn twin_run(cfg: &Config, seed: u64, late: bool) -> u64 {
                     value: &v,
                     historical: rng.below(8) == 0,
                 };
-                let (ra, rb) = (a.put_committed(&put), b.put_committed(&put));
+                let (ra, rb) = (a.put(&put), b.put(&put));
                 assert_eq!(ra.is_ok(), rb.is_ok(), "step {step}: {ra:?} / {rb:?}");
                 universe.push((t, rev, tid));
             }
@@ -502,7 +502,7 @@ fn background_maintenance_beside_writers_and_readers_loses_nothing_and_reclaims_
                 let tid = store
                     .lock()
                     .unwrap()
-                    .put(D, &title(t), rev, None, HTML, &v)
+                    .put(&Put::new(D, &title(t), rev, HTML, &v))
                     .unwrap();
                 writes
                     .entry(t)
@@ -593,10 +593,10 @@ fn background_maintenance_beside_writers_and_readers_loses_nothing_and_reclaims_
     }
     // The take-downs hold: their puts are still refused.
     assert!(store
-        .put(D, &title(DOWN_TITLE), 9, None, HTML, b"x")
+        .put(&Put::new(D, &title(DOWN_TITLE), 9, HTML, b"x"))
         .is_err());
     assert!(store
-        .put(D, &title(DOWN_REV.0), DOWN_REV.1, None, HTML, b"x")
+        .put(&Put::new(D, &title(DOWN_REV.0), DOWN_REV.1, HTML, b"x"))
         .is_err());
     let stat_after = store.stat().unwrap();
     let written: u64 = writes

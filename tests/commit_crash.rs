@@ -85,14 +85,13 @@ fn base(clock: &ManualClock) -> SimDisk {
     Store::init(Path::new(DIR), &Config::default(), &opts).unwrap();
     let mut s = Store::open(Path::new(DIR), &opts).unwrap();
     for (i, t) in TITLES[..3].iter().enumerate() {
-        s.put(
+        s.put(&Put::new(
             DOMAIN,
             t,
             1,
-            None,
             "text/html",
             &value(t, 1, 1000 + 2_000_000 * (i % 2)),
-        )
+        ))
         .unwrap();
     }
     drop(s);
@@ -215,7 +214,7 @@ fn check_sees_a_commit_whose_in_place_writes_were_lost() {
     let first = value("A", 1, 300);
     let mut store = Store::open(&dir, &opts).unwrap();
     store
-        .put(DOMAIN, "A", 1, None, "text/html", &first)
+        .put(&Put::new(DOMAIN, "A", 1, "text/html", &first))
         .unwrap();
     drop(store);
     let data = dir.join("c000001.data");
@@ -228,7 +227,7 @@ fn check_sees_a_commit_whose_in_place_writes_were_lost() {
     let second = value("A", 2, 500);
     let mut store = Store::open(&dir, &opts).unwrap();
     store
-        .put(DOMAIN, "A", 2, None, "text/html", &second)
+        .put(&Put::new(DOMAIN, "A", 2, "text/html", &second))
         .unwrap();
     // The process dies before its clean close, and the cut loses the container's in-place
     // writes (its superblock, its index's cells): the journal and the appended value stay.

@@ -17,6 +17,7 @@ use wink::clock::ManualClock;
 use wink::maintenance::compact::{Action, CompactOptions, CompactReport, Reason};
 use wink::storage::residency;
 use wink::store::policy::ArchivePolicy;
+use wink::store::Put;
 use wink::store::Which;
 use wink::store::{Config, Store, StoreOptions};
 
@@ -187,7 +188,10 @@ fn compaction_drops_dead_values_by_reason_and_keeps_every_readable_one() {
         .find(|l| l.rev == 1)
         .unwrap();
     store
-        .put(D, &title(0), 1, Some(first.tid), HTML, &again)
+        .put(&Put {
+            tid: Some(first.tid),
+            ..Put::new(D, &title(0), 1, HTML, &again)
+        })
         .unwrap();
     store.take_down(D, &title(1), Some(5)).unwrap();
     clock.advance(TTL + 60);
@@ -251,9 +255,9 @@ fn a_take_down_then_compaction_leaves_no_byte_of_the_revision_in_any_file() {
     let mut secret = value(99, 7, 0, 4000);
     secret.extend_from_slice(MARKER);
     secret.extend(value(99, 7, 1, 4000));
-    store.put(D, "Secret", 7, None, HTML, &secret).unwrap();
+    store.put(&Put::new(D, "Secret", 7, HTML, &secret)).unwrap();
     store
-        .put(D, "Secret", 8, None, HTML, b"<p>fine</p>")
+        .put(&Put::new(D, "Secret", 8, HTML, b"<p>fine</p>"))
         .unwrap();
     assert!(store_files(dir.path()).iter().any(|p| holds(p, MARKER)));
     let before = readable(&store, 30);
@@ -357,7 +361,7 @@ fn online_compaction_beside_puts_and_reads_loses_no_write() {
             while !worker.is_finished() {
                 let t = rev as usize % 80;
                 let v = value(t, rev, 0, 2000);
-                let tid = store.put(D, &title(t), rev, None, HTML, &v).unwrap();
+                let tid = store.put(&Put::new(D, &title(t), rev, HTML, &v)).unwrap();
                 expected.retain(|k, _| k.0 != t);
                 expected.insert((t, rev, tid), v);
                 let got = store.get(D, &title(t), Which::Latest).unwrap().unwrap();
@@ -500,7 +504,7 @@ fn a_take_down_of_an_archived_revision_is_rewritten_out_of_the_archive() {
             v.extend_from_slice(MARKER);
             v.extend(value(7, rev, 1, 3000));
         }
-        let tid = store.put(D, "Archived", rev, None, HTML, &v).unwrap();
+        let tid = store.put(&Put::new(D, "Archived", rev, HTML, &v)).unwrap();
         revs.push((rev, tid, v));
         clock.advance(TTL + 1);
     }
@@ -626,7 +630,7 @@ fn a_survey_beside_a_writer_reads_rewritten_records_again() {
     // Every title's record is rewritten after the reader's view was taken.
     for t in 0..30 {
         store
-            .put(D, &title(t), 500, None, HTML, &value(t, 500, 0, 100))
+            .put(&Put::new(D, &title(t), 500, HTML, &value(t, 500, 0, 100)))
             .unwrap();
     }
     let plan = reader
@@ -649,7 +653,7 @@ fn a_survey_beside_a_writer_reads_rewritten_records_again() {
         .unwrap();
     for t in 0..30 {
         store
-            .put(D, &title(t), 501, None, HTML, &value(t, 501, 0, 100))
+            .put(&Put::new(D, &title(t), 501, HTML, &value(t, 501, 0, 100)))
             .unwrap();
     }
     let built = job.run();

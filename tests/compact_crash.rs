@@ -47,6 +47,7 @@ use wink::maintenance::compact::{Action, CompactOptions};
 use wink::store::check::check_store;
 use wink::store::generation::Generation;
 use wink::store::record::TitleRecord;
+use wink::store::Put;
 use wink::store::Which;
 use wink::store::{
     Config, Got, Listed, Page, Policy, Renders, Revisions, Store, StoreOptions, CURCONT,
@@ -133,17 +134,22 @@ fn build(dir: &Path) -> Vec<(String, u64)> {
         let rev = e + 1;
         for i in (0..TITLES).filter(|i| has_rev(*i, e)) {
             let t = title(i);
-            let tid = s.put(D, &t, rev, None, HTML, &value(i, rev, 0)).unwrap();
+            let tid = s
+                .put(&Put::new(D, &t, rev, HTML, &value(i, rev, 0)))
+                .unwrap();
             if i % 4 == 1 {
                 // The same (revision, tid) again, other bytes: the first copy is replaced.
-                s.put(D, &t, rev, Some(tid), HTML, &value(i, rev, 1))
-                    .unwrap();
+                s.put(&Put {
+                    tid: Some(tid),
+                    ..Put::new(D, &t, rev, HTML, &value(i, rev, 1))
+                })
+                .unwrap();
             }
         }
         clock.advance(5);
         for i in (0..TITLES).filter(|i| i % 5 == 2 && has_rev(*i, e)) {
             // A new render pushes the first out.
-            s.put(D, &title(i), rev, None, HTML, &value(i, rev, 2))
+            s.put(&Put::new(D, &title(i), rev, HTML, &value(i, rev, 2)))
                 .unwrap();
         }
     }

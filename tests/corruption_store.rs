@@ -26,6 +26,7 @@ use std::sync::Arc;
 use uuid::Uuid;
 use wink::clock::ManualClock;
 use wink::store::policy::ArchivePolicy;
+use wink::store::Put;
 use wink::store::Which;
 use wink::store::{Config, Page, Store, StoreOptions};
 
@@ -96,7 +97,8 @@ fn build(dir: &Path) -> ManualClock {
                 continue;
             }
             clock.advance(1);
-            s.put(D, &title(i), rev, None, HTML, &page(i, rev)).unwrap();
+            s.put(&Put::new(D, &title(i), rev, HTML, &page(i, rev)))
+                .unwrap();
         }
     }
     clock.advance(1000);

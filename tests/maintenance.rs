@@ -18,6 +18,7 @@ use wink::clock::ManualClock;
 use wink::maintenance::scrub::Tier;
 use wink::storage::residency;
 use wink::store::policy::ArchivePolicy;
+use wink::store::Put;
 use wink::store::Which;
 use wink::store::{Config, Policy, Revisions, Store, StoreOptions};
 
@@ -95,7 +96,7 @@ fn populate(dir: &Path, titles: usize, len: usize) -> BTreeMap<(usize, u64), Uui
         let mut store = open(dir, now);
         for t in 0..titles {
             let tid = store
-                .put(D, &name(t), rev, None, HTML, &value(t, rev, len))
+                .put(&Put::new(D, &name(t), rev, HTML, &value(t, rev, len)))
                 .unwrap();
             tids.insert((t, rev), tid);
         }
@@ -291,14 +292,16 @@ fn snapshot_copies_a_live_store_that_opens_on_its_own() {
 
     // A put to the original afterwards is not in the copy, which takes writes of its own.
     let mut store = open(&dir, LATER);
-    store.put(D, &name(0), 3, None, HTML, b"after").unwrap();
+    store
+        .put(&Put::new(D, &name(0), 3, HTML, b"after"))
+        .unwrap();
     drop(store);
     let mut copy = open(&dest, LATER);
     assert_eq!(
         copy.get(D, &name(0), Which::Latest).unwrap().unwrap().rev,
         2
     );
-    copy.put(D, &name(0), 4, None, HTML, b"in the copy")
+    copy.put(&Put::new(D, &name(0), 4, HTML, b"in the copy"))
         .unwrap();
     drop(copy);
     let store = Store::open(&dir, &opts(LATER, false)).unwrap();

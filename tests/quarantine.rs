@@ -14,6 +14,7 @@ use wink::clock::ManualClock;
 use wink::maintenance::scrub::ScrubOptions;
 use wink::store::check::check_store;
 use wink::store::quarantine;
+use wink::store::Put;
 use wink::store::Which;
 use wink::store::{Config, Page, Policy, Renders, Revisions, Store, StoreOptions};
 use wink::Error;
@@ -62,7 +63,8 @@ fn store(dir: &Path, clock: &Arc<ManualClock>) {
     Store::init(dir, &cfg, &opts(clock, true)).unwrap();
     let mut s = Store::open(dir, &opts(clock, true)).unwrap();
     for i in 0..TITLES {
-        s.put(D, &title(i), 1, None, HTML, &value(i, 1)).unwrap();
+        s.put(&Put::new(D, &title(i), 1, HTML, &value(i, 1)))
+            .unwrap();
     }
 }
 

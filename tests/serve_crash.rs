@@ -173,7 +173,13 @@ fn sigterm_finishes_requests_releases_locks_and_exits_0() {
         assert!(got.value == render(*c, *n));
     }
     store
-        .put(common::server::D, "after", 1, None, "text/plain", b"x")
+        .put(&wink::Put::new(
+            common::server::D,
+            "after",
+            1,
+            "text/plain",
+            b"x",
+        ))
         .unwrap();
     drop(store);
     // And the server starts again on the same root.

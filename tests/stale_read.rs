@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex};
 
 use wink::filesys::{Filesys, FsOptions, OpenOptions, Staleness};
 use wink::format::kvseq::KvSeq;
+use wink::store::Put;
 use wink::store::Which;
 use wink::store::{Page, Policy, Renders, Revisions, Store, StoreOptions};
 use wink::Error;
@@ -65,7 +66,8 @@ fn racing_reader(dir: &Path, writer: Store, title: &str) -> (Store, Arc<AtomicBo
         let (writer, fired, title) = (writer.clone(), fired.clone(), title.to_string());
         Box::new(move || {
             let mut w = writer.lock().unwrap();
-            w.put(D, &title, 2, None, HTML, &value(&title, 2)).unwrap();
+            w.put(&Put::new(D, &title, 2, HTML, &value(&title, 2)))
+                .unwrap();
             fired.store(true, Ordering::SeqCst);
         })
     };
@@ -125,7 +127,7 @@ fn a_record_rewritten_between_lookup_and_read_is_read_again_not_reported_corrupt
     for (what, read) in reads {
         let dir = tempfile::tempdir().unwrap();
         let mut w = writer(dir.path());
-        w.put(D, "T", 1, None, HTML, &value("T", 1)).unwrap();
+        w.put(&Put::new(D, "T", 1, HTML, &value("T", 1))).unwrap();
         let (reader, fired) = racing_reader(dir.path(), w, "T");
         let got = read(&reader);
         assert!(
@@ -143,10 +145,13 @@ fn a_record_rewritten_between_lookup_and_read_is_read_again_not_reported_corrupt
 fn a_read_only_handle_finds_titles_written_after_its_open() {
     let dir = tempfile::tempdir().unwrap();
     let mut w = writer(dir.path());
-    w.put(D, "Old", 1, None, HTML, &value("Old", 1)).unwrap();
+    w.put(&Put::new(D, "Old", 1, HTML, &value("Old", 1)))
+        .unwrap();
     let reader = Store::open(dir.path(), &StoreOptions::read_only()).unwrap();
-    w.put(D, "Old", 2, None, HTML, &value("Old", 2)).unwrap();
-    w.put(D, "New", 5, None, HTML, &value("New", 5)).unwrap();
+    w.put(&Put::new(D, "Old", 2, HTML, &value("Old", 2)))
+        .unwrap();
+    w.put(&Put::new(D, "New", 5, HTML, &value("New", 5)))
+        .unwrap();
     let old = reader
         .get(D, "Old", Which::Latest)
         .unwrap()
@@ -193,8 +198,8 @@ fn plant_deleted_data_entry(base: &Path, name: &[u8]) {
 fn a_deleted_data_entry_under_a_live_inode_is_still_corruption() {
     let dir = tempfile::tempdir().unwrap();
     let mut w = writer(dir.path());
-    w.put(D, "T", 1, None, HTML, &value("T", 1)).unwrap();
-    w.put(D, "U", 1, None, HTML, &value("U", 1)).unwrap();
+    w.put(&Put::new(D, "T", 1, HTML, &value("T", 1))).unwrap();
+    w.put(&Put::new(D, "U", 1, HTML, &value("U", 1))).unwrap();
     drop(w);
     plant_deleted_data_entry(&dir.path().join("meta"), format!("{D}/T").as_bytes());
     // The writer reached it through its own index: damage.
@@ -254,7 +259,7 @@ fn stress_readers_beside_a_writer_rewriting_records_see_no_corruption() {
     let dir = tempfile::tempdir().unwrap();
     let mut w = writer(dir.path());
     for t in TITLES {
-        w.put(D, t, 0, None, HTML, &value(t, 0)).unwrap();
+        w.put(&Put::new(D, t, 0, HTML, &value(t, 0))).unwrap();
     }
     let done = Arc::new(AtomicBool::new(false));
     let reads = Arc::new(AtomicU64::new(0));
@@ -300,7 +305,7 @@ fn stress_readers_beside_a_writer_rewriting_records_see_no_corruption() {
         .collect();
     for rev in 1..=PUTS {
         let t = TITLES[rev as usize % TITLES.len()];
-        w.put(D, t, rev, None, HTML, &value(t, rev)).unwrap();
+        w.put(&Put::new(D, t, rev, HTML, &value(t, rev))).unwrap();
         committed[rev as usize % TITLES.len()].store(rev, Ordering::SeqCst);
     }
     done.store(true, Ordering::SeqCst);
@@ -352,7 +357,7 @@ fn counting_reader(dir: &Path) -> (Store, Arc<AtomicU64>) {
 fn read_only_handles_beside_the_writer_share_its_committed_records_and_no_older_one() {
     let dir = tempfile::tempdir().unwrap();
     let mut w = writer(dir.path());
-    w.put(D, "T", 1, None, HTML, &value("T", 1)).unwrap();
+    w.put(&Put::new(D, "T", 1, HTML, &value("T", 1))).unwrap();
     let (reader, meta_reads) = counting_reader(dir.path());
     let (other, _) = counting_reader(dir.path());
     let latest = |s: &Store| {
@@ -392,7 +397,7 @@ fn read_only_handles_beside_the_writer_share_its_committed_records_and_no_older_
     assert_eq!(latest(&other), None);
     // Once the writer is gone, another process may write: the handles read the files again.
     w.lift(D, "T", None).unwrap();
-    w.put(D, "T", 3, None, HTML, &value("T", 3)).unwrap();
+    w.put(&Put::new(D, "T", 3, HTML, &value("T", 3))).unwrap();
     assert_eq!(latest(&reader), Some((3, value("T", 3))));
     drop(w);
     let gone = meta_reads.load(Ordering::SeqCst);

@@ -5,6 +5,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use wink::clock::{Clock, ManualClock};
+use wink::store::Put;
 use wink::store::Which;
 use wink::store::{Config, Page, Policy, Renders, Revisions, State, Store, StoreOptions, TidMaker};
 use wink::Error;
@@ -46,12 +47,18 @@ fn precedence_by_revision_then_tid_not_write_order() {
     );
     let tids = TidMaker::new();
     let (old, new) = (tids.make(100), tids.make(200));
-    s.put(D, "Page", 7, Some(new), HTML, b"rev 7 new render")
-        .unwrap();
-    s.put(D, "Page", 9, None, HTML, b"rev 9").unwrap();
-    s.put(D, "Page", 7, Some(old), HTML, b"rev 7 old render")
-        .unwrap();
-    s.put(D, "Page", 8, None, HTML, b"rev 8, arrived last")
+    s.put(&Put {
+        tid: Some(new),
+        ..Put::new(D, "Page", 7, HTML, b"rev 7 new render")
+    })
+    .unwrap();
+    s.put(&Put::new(D, "Page", 9, HTML, b"rev 9")).unwrap();
+    s.put(&Put {
+        tid: Some(old),
+        ..Put::new(D, "Page", 7, HTML, b"rev 7 old render")
+    })
+    .unwrap();
+    s.put(&Put::new(D, "Page", 8, HTML, b"rev 8, arrived last"))
         .unwrap();
     let latest = s.get(D, "Page", Which::Latest).unwrap().unwrap();
     assert_eq!(
@@ -99,7 +106,11 @@ fn precedence_by_revision_then_tid_not_write_order() {
         .collect();
     assert_eq!(page, [8, 7]);
     // Writing the same (revision, tid) again replaces the value.
-    s.put(D, "Page", 7, Some(old), HTML, b"rewritten").unwrap();
+    s.put(&Put {
+        tid: Some(old),
+        ..Put::new(D, "Page", 7, HTML, b"rewritten")
+    })
+    .unwrap();
     assert_eq!(
         s.get(D, "Page", Which::Render(7, old))
             .unwrap()
@@ -123,9 +134,9 @@ fn retention_deadlines_are_exact_whether_or_not_culling_ran() {
         historical_ttl: 50,
     };
     let mut s = open(dir.path(), &clock, policy);
-    let r1a = s.put(D, "T", 1, None, HTML, b"1a").unwrap();
+    let r1a = s.put(&Put::new(D, "T", 1, HTML, b"1a")).unwrap();
     clock.advance(5);
-    s.put(D, "T", 1, None, HTML, b"1b").unwrap(); // pushes 1a out at t+5
+    s.put(&Put::new(D, "T", 1, HTML, b"1b")).unwrap(); // pushes 1a out at t+5
     clock.advance(9);
     assert!(
         s.get(D, "T", Which::Render(1, r1a)).unwrap().is_some(),
@@ -136,7 +147,7 @@ fn retention_deadlines_are_exact_whether_or_not_culling_ran() {
         s.get(D, "T", Which::Render(1, r1a)).unwrap().is_none(),
         "grace over: 10 s after it was pushed out"
     );
-    s.put(D, "T", 2, None, HTML, b"2").unwrap(); // supersedes revision 1 now
+    s.put(&Put::new(D, "T", 2, HTML, b"2")).unwrap(); // supersedes revision 1 now
     let superseded_at = clock.now();
     clock.set(superseded_at + 99);
     assert_eq!(s.get(D, "T", Which::Rev(1)).unwrap().unwrap().value, b"1b");
@@ -153,10 +164,17 @@ fn retention_deadlines_are_exact_whether_or_not_culling_ran() {
     );
     // Historical: refused above the current revision, readable for its TTL.
     assert!(matches!(
-        s.put_historical(D, "T", 3, None, HTML, b"h3"),
+        s.put(&Put {
+            historical: true,
+            ..Put::new(D, "T", 3, HTML, b"h3")
+        }),
         Err(Error::Invalid(_))
     ));
-    s.put_historical(D, "T", 1, None, HTML, b"h1").unwrap();
+    s.put(&Put {
+        historical: true,
+        ..Put::new(D, "T", 1, HTML, b"h1")
+    })
+    .unwrap();
     let got = s.get(D, "T", Which::Rev(1)).unwrap().unwrap();
     assert_eq!(
         (got.value.as_slice(), got.state),
@@ -171,25 +189,25 @@ fn take_down_persists_and_refuses_puts_until_lifted() {
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::new(1_000_000);
     let mut s = open(dir.path(), &clock, Policy::default());
-    s.put(D, "T", 1, None, HTML, b"one").unwrap();
+    s.put(&Put::new(D, "T", 1, HTML, b"one")).unwrap();
     clock.advance(1);
-    s.put(D, "T", 2, None, HTML, b"two").unwrap();
+    s.put(&Put::new(D, "T", 2, HTML, b"two")).unwrap();
     assert_eq!(s.take_down(D, "T", Some(2)).unwrap(), 1);
     assert_eq!(
         s.get(D, "T", Which::Latest).unwrap().unwrap().value,
         b"one",
         "the newest revision still retained"
     );
-    let err = s.put(D, "T", 2, None, HTML, b"again").unwrap_err();
+    let err = s.put(&Put::new(D, "T", 2, HTML, b"again")).unwrap_err();
     assert!(err.to_string().contains("taken down"), "{err}");
     drop(s);
     let mut s = open(dir.path(), &clock, Policy::default());
     assert!(s.get(D, "T", Which::Rev(2)).unwrap().is_none());
     assert!(s.lift(D, "T", Some(2)).unwrap());
-    s.put(D, "T", 2, None, HTML, b"two again").unwrap();
+    s.put(&Put::new(D, "T", 2, HTML, b"two again")).unwrap();
     s.take_down(D, "T", None).unwrap();
     assert!(s.get(D, "T", Which::Latest).unwrap().is_none());
-    assert!(s.put(D, "T", 5, None, HTML, b"x").is_err());
+    assert!(s.put(&Put::new(D, "T", 5, HTML, b"x")).is_err());
     assert!(s.list(D, "T", Page::default()).unwrap().is_empty());
 }
 
@@ -198,7 +216,8 @@ fn damaged_values_are_reported_never_returned() {
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::new(1_000_000);
     let mut s = open(dir.path(), &clock, Policy::default());
-    s.put(D, "T", 1, None, HTML, b"precious content").unwrap();
+    s.put(&Put::new(D, "T", 1, HTML, b"precious content"))
+        .unwrap();
     drop(s);
     let data = dir.path().join("c000001.data");
     let bytes = std::fs::read(&data).unwrap();
@@ -277,7 +296,7 @@ fn bad_input_is_refused_and_changes_nothing() {
     for (domain, title) in [("", "T"), ("a/b", "T"), (D, ""), (D, &"t".repeat(1025)[..])] {
         assert!(
             matches!(
-                s.put(domain, title, 1, None, HTML, b"x"),
+                s.put(&Put::new(domain, title, 1, HTML, b"x")),
                 Err(Error::Invalid(_))
             ),
             "{domain:?} {title:?}"
@@ -285,16 +304,19 @@ fn bad_input_is_refused_and_changes_nothing() {
     }
     let v4 = uuid::Uuid::from_u128(0x6ba7b810_9dad_41d1_80b4_00c04fd430c8);
     assert!(matches!(
-        s.put(D, "T", 1, Some(v4), HTML, b"x"),
+        s.put(&Put {
+            tid: Some(v4),
+            ..Put::new(D, "T", 1, HTML, b"x")
+        }),
         Err(Error::Invalid(_))
     ));
     assert!(matches!(
-        s.put(D, "T", 1, None, "", b"x"),
+        s.put(&Put::new(D, "T", 1, "", b"x")),
         Err(Error::Invalid(_))
     ));
     let big = vec![0u8; (64 << 20) + 1];
     assert!(matches!(
-        s.put(D, "T", 1, None, HTML, &big),
+        s.put(&Put::new(D, "T", 1, HTML, &big)),
         Err(Error::Invalid(_))
     ));
     assert_eq!(std::fs::read(dir.path().join("meta.data")).unwrap(), before);
@@ -320,7 +342,8 @@ fn containers_roll_over_at_their_size_limit() {
     let mut s = Store::open(dir.path(), &opts).unwrap();
     let value = vec![7u8; 100 << 10];
     for i in 0..30u64 {
-        s.put(D, &format!("T{i}"), 1, None, HTML, &value).unwrap();
+        s.put(&Put::new(D, &format!("T{i}"), 1, HTML, &value))
+            .unwrap();
     }
     assert!(s.stat().unwrap().containers >= 3);
     // A sealed container gives back its preallocated room (16 MiB steps).
@@ -348,16 +371,16 @@ fn a_put_refuses_a_clock_the_store_cannot_stamp() {
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::new(1_000_000);
     let mut s = open(dir.path(), &clock, Policy::default());
-    s.put(D, "T", 1, None, HTML, b"one").unwrap();
+    s.put(&Put::new(D, "T", 1, HTML, b"one")).unwrap();
     let commits = s.commits();
     for now in [-1, i64::MIN, wink::store::key::MAX_NOW + 1] {
         clock.set(now);
-        let err = s.put(D, "T", 2, None, HTML, b"two").unwrap_err();
+        let err = s.put(&Put::new(D, "T", 2, HTML, b"two")).unwrap_err();
         assert!(matches!(err, Error::Invalid(_)), "{err}");
         assert!(err.to_string().contains("the clock reads"), "{err}");
     }
     assert_eq!(s.commits(), commits, "nothing was committed");
     clock.set(wink::store::key::MAX_NOW);
-    s.put(D, "T", 2, None, HTML, b"two").unwrap();
+    s.put(&Put::new(D, "T", 2, HTML, b"two")).unwrap();
     assert_eq!(s.get(D, "T", Which::Latest).unwrap().unwrap().value, b"two");
 }

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use wink::clock::ManualClock;
 use wink::store::policy::ArchivePolicy;
+use wink::store::Put;
 use wink::store::Which;
 use wink::store::{Config, Page, Policy, Renders, Revisions, State, Store, StoreOptions};
 
@@ -56,7 +57,7 @@ fn revisions_leaving_the_hot_tier_are_archived_and_stay_readable() {
         for render in 0..2 {
             clock.advance(5);
             tids.push(
-                s.put(D, "Page", rev, None, HTML, &page(rev, render))
+                s.put(&Put::new(D, "Page", rev, HTML, &page(rev, render)))
                     .unwrap(),
             );
         }
@@ -127,7 +128,8 @@ fn first_policy_keeps_the_first_render_and_no_archive_keeps_hot_semantics() {
     for rev in 1..=3u64 {
         for render in 0..3 {
             clock.advance(5);
-            s.put(D, "T", rev, None, HTML, &page(rev, render)).unwrap();
+            s.put(&Put::new(D, "T", rev, HTML, &page(rev, render)))
+                .unwrap();
         }
     }
     clock.advance(1000);
@@ -138,9 +140,9 @@ fn first_policy_keeps_the_first_render_and_no_archive_keeps_hot_semantics() {
     );
     let plain = tempfile::tempdir().unwrap();
     let mut p = store(plain.path(), &clock, None);
-    p.put(D, "T", 1, None, HTML, b"one").unwrap();
+    p.put(&Put::new(D, "T", 1, HTML, b"one")).unwrap();
     clock.advance(5);
-    p.put(D, "T", 2, None, HTML, b"two").unwrap();
+    p.put(&Put::new(D, "T", 2, HTML, b"two")).unwrap();
     clock.advance(100);
     assert!(
         p.get(D, "T", Which::Rev(1)).unwrap().is_none(),
@@ -156,11 +158,11 @@ fn archiving_a_candidate_never_brings_back_a_render_past_its_deadline() {
     let mut s = store(dir.path(), &clock, Some(ArchivePolicy::Newest));
     // Revision 1 rendered twice, revision 2 soon after: no put comes once render 0's grace
     // has passed, so no put culls it; its record still lists it when revision 1 is archived.
-    let old = s.put(D, "Page", 1, None, HTML, &page(1, 0)).unwrap();
+    let old = s.put(&Put::new(D, "Page", 1, HTML, &page(1, 0))).unwrap();
     clock.advance(5);
-    let newest = s.put(D, "Page", 1, None, HTML, &page(1, 1)).unwrap();
+    let newest = s.put(&Put::new(D, "Page", 1, HTML, &page(1, 1))).unwrap();
     clock.advance(5);
-    s.put(D, "Page", 2, None, HTML, &page(2, 0)).unwrap();
+    s.put(&Put::new(D, "Page", 2, HTML, &page(2, 0))).unwrap();
     clock.advance(1000);
     assert!(s.get(D, "Page", Which::Render(1, old)).unwrap().is_none());
 

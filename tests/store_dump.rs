@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use wink::clock::ManualClock;
 use wink::store::policy::ArchivePolicy;
+use wink::store::Put;
 use wink::store::Which;
 use wink::store::{
     Config, Page, Policy, Renders, Revisions, State, Store, StoreOptions, TitleCursor,
@@ -51,8 +52,14 @@ fn filled(dir: &std::path::Path, clock: &ManualClock) -> Store {
         for rev in 1..=5u64 {
             for render in 0..2 {
                 clock.advance(3);
-                s.put(domain, &title, rev, None, HTML, &page(&title, rev, render))
-                    .unwrap();
+                s.put(&Put::new(
+                    domain,
+                    &title,
+                    rev,
+                    HTML,
+                    &page(&title, rev, render),
+                ))
+                .unwrap();
             }
         }
     }
@@ -60,11 +67,14 @@ fn filled(dir: &std::path::Path, clock: &ManualClock) -> Store {
     s.archive_due(|_, _| {}).unwrap();
     for t in 0..12 {
         let (domain, title) = (["a.org", "b.org"][t % 2], format!("T/{t}"));
-        s.put(domain, &title, 6, None, HTML, &page(&title, 6, 0))
+        s.put(&Put::new(domain, &title, 6, HTML, &page(&title, 6, 0)))
             .unwrap();
     }
-    s.put_historical("a.org", "T/0", 2, None, HTML, b"regenerated")
-        .unwrap();
+    s.put(&Put {
+        historical: true,
+        ..Put::new("a.org", "T/0", 2, HTML, b"regenerated")
+    })
+    .unwrap();
     s.take_down("b.org", "T/1", Some(3)).unwrap();
     s
 }
@@ -162,7 +172,8 @@ fn a_damaged_value_is_an_error_naming_its_file_and_offset() {
     };
     Store::init(dir.path(), &Config::default(), &opts).unwrap();
     let mut s = Store::open(dir.path(), &opts).unwrap();
-    s.put("d", "t", 1, None, HTML, b"precious bytes").unwrap();
+    s.put(&Put::new("d", "t", 1, HTML, b"precious bytes"))
+        .unwrap();
     drop(s);
     let data = dir.path().join("c000001.data");
     let mut bytes = std::fs::read(&data).unwrap();

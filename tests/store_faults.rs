@@ -152,7 +152,7 @@ fn fill(
         } else {
             let key = (format!("T{}", i % 900), i);
             let v = value(i, 7000 + (i as usize * 37) % 5000);
-            match s.put(D, &key.0, i, None, HTML, &v) {
+            match s.put(&Put::new(D, &key.0, i, HTML, &v)) {
                 Ok(_) => {
                     ledger.committed.insert(key, v);
                 }
@@ -227,7 +227,7 @@ fn put_freely(s: &mut Store, ledger: &mut Ledger, from: u64) {
     for i in from..from + 20 {
         let key = (format!("after{}", i % 7), i);
         let v = value(i, 5000);
-        s.put(D, &key.0, i, None, HTML, &v).unwrap();
+        s.put(&Put::new(D, &key.0, i, HTML, &v)).unwrap();
         ledger.committed.insert(key, v);
     }
 }
@@ -270,7 +270,7 @@ fn fsize_writer(spec: &str) {
         assert_eq!(libc::setrlimit(libc::RLIMIT_FSIZE, &rl), 0);
     }
     for i in 1..10_000 {
-        match s.put(D, &fsize_title(i), i, None, HTML, &fsize_value(i)) {
+        match s.put(&Put::new(D, &fsize_title(i), i, HTML, &fsize_value(i))) {
             Ok(_) => println!("committed {i}"),
             Err(e) => {
                 println!("error {i}: {e}");
@@ -340,7 +340,7 @@ fn a_file_size_limit_mid_put_is_a_clean_error_and_loses_nothing() {
         Store::init(dir.path(), &cfg, &StoreOptions::writer()).unwrap();
         let mut s = Store::open(dir.path(), &StoreOptions::writer()).unwrap();
         // The container preallocates its first 16 MiB here, without the limit.
-        s.put(D, &fsize_title(0), 0, None, HTML, &fsize_value(0))
+        s.put(&Put::new(D, &fsize_title(0), 0, HTML, &fsize_value(0)))
             .unwrap();
         drop(s);
         let (committed, failed, message) = run_fsize_child(dir.path(), limit);
@@ -359,7 +359,8 @@ fn a_file_size_limit_mid_put_is_a_clean_error_and_loses_nothing() {
         // Without the limit, the store takes puts again.
         let next = failed + 1;
         let v = fsize_value(next);
-        s.put(D, &fsize_title(next), next, None, HTML, &v).unwrap();
+        s.put(&Put::new(D, &fsize_title(next), next, HTML, &v))
+            .unwrap();
         drop(s);
         let s = Store::open(dir.path(), &StoreOptions::read_only()).unwrap();
         assert_eq!(
@@ -386,7 +387,7 @@ fn a_second_writer_is_refused_or_waits_for_the_first_to_close() {
     let dir = tempfile::tempdir().unwrap();
     Store::init(dir.path(), &keep_all(), &StoreOptions::writer()).unwrap();
     let mut first = Store::open(dir.path(), &StoreOptions::writer()).unwrap();
-    first.put(D, "T", 1, None, HTML, b"one").unwrap();
+    first.put(&Put::new(D, "T", 1, HTML, b"one")).unwrap();
     let err = Store::open(dir.path(), &StoreOptions::writer()).unwrap_err();
     assert!(matches!(err, Error::InUse { .. }), "{err}");
     assert_eq!(err.exit_code(), 4);
@@ -402,7 +403,7 @@ fn a_second_writer_is_refused_or_waits_for_the_first_to_close() {
         let closed = closed.clone();
         std::thread::spawn(move || {
             std::thread::sleep(Duration::from_millis(300));
-            first.put(D, "T", 2, None, HTML, b"two").unwrap();
+            first.put(&Put::new(D, "T", 2, HTML, b"two")).unwrap();
             closed.store(true, Ordering::SeqCst);
             drop(first);
         })
@@ -421,7 +422,7 @@ fn a_second_writer_is_refused_or_waits_for_the_first_to_close() {
         second.get(D, "T", Which::Latest).unwrap().unwrap().value,
         b"two"
     );
-    second.put(D, "T", 3, None, HTML, b"three").unwrap();
+    second.put(&Put::new(D, "T", 3, HTML, b"three")).unwrap();
 }
 
 /// What a crash in the middle of a put leaves — the value's bytes appended to the current
@@ -433,7 +434,8 @@ fn a_writers_open_reports_the_bytes_a_crash_left_in_the_current_container() {
     let dir = tempfile::tempdir().unwrap();
     Store::init(dir.path(), &keep_all(), &StoreOptions::writer()).unwrap();
     let mut s = Store::open(dir.path(), &StoreOptions::writer()).unwrap();
-    s.put(D, "Kept", 1, None, HTML, &value(1, 5000)).unwrap();
+    s.put(&Put::new(D, "Kept", 1, HTML, &value(1, 5000)))
+        .unwrap();
     assert!(s.recovery().is_empty(), "{:?}", s.recovery());
     drop(s);
     let data = dir.path().join("c000001.data");
@@ -467,7 +469,8 @@ fn a_writers_open_reports_the_bytes_a_crash_left_in_the_current_container() {
         s.get(D, "Kept", Which::Latest).unwrap().unwrap().value,
         value(1, 5000)
     );
-    s.put(D, "Next", 1, None, HTML, &value(2, 100)).unwrap();
+    s.put(&Put::new(D, "Next", 1, HTML, &value(2, 100)))
+        .unwrap();
     drop(s);
     let s = Store::open(dir.path(), &StoreOptions::writer()).unwrap();
     assert!(s.recovery().is_empty(), "{:?}", s.recovery());

@@ -15,6 +15,7 @@ use common::cli::{s, wink_at, Run};
 use common::require;
 use wink::clock::ManualClock;
 use wink::store::policy::ArchivePolicy;
+use wink::store::Put;
 use wink::store::Which;
 use wink::store::{Config, Page, Policy, Renders, Revisions, State, Store, StoreOptions};
 
@@ -69,25 +70,33 @@ fn generated(dir: &Path) -> Store {
         let domain = ["en.wikipedia.org", "de.wikipedia.org"][i % 2];
         for rev in 1..=5u64 {
             clock.advance(7);
-            st.put(domain, title, rev, None, HTML, &page(title, rev, 0))
+            st.put(&Put::new(domain, title, rev, HTML, &page(title, rev, 0)))
                 .unwrap();
             clock.advance(7);
             // The second render of odd revisions repeats the first's bytes.
             let render = if rev % 2 == 1 { 0 } else { 1 };
-            st.put(domain, title, rev, None, HTML, &page(title, rev, render))
-                .unwrap();
+            st.put(&Put::new(
+                domain,
+                title,
+                rev,
+                HTML,
+                &page(title, rev, render),
+            ))
+            .unwrap();
         }
     }
     clock.advance(2000);
     st.archive_due(|_, _| {}).unwrap();
-    st.put_historical(
-        "en.wikipedia.org",
-        "Main_Page",
-        2,
-        None,
-        "text/html",
-        b"<p>regen</p>",
-    )
+    st.put(&Put {
+        historical: true,
+        ..Put::new(
+            "en.wikipedia.org",
+            "Main_Page",
+            2,
+            "text/html",
+            b"<p>regen</p>",
+        )
+    })
     .unwrap();
     st.take_down("de.wikipedia.org", "AC/DC (band)", Some(3))
         .unwrap();

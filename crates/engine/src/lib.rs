@@ -13,7 +13,7 @@
 //! let mut store = Store::open(dir.path(), &opts)?;
 //!
 //! // One put, durable (fsynced) when it returns; the tid is made from the clock.
-//! let tid = store.put("en.wikipedia.org", "Main_Page", 1, None, "text/html", b"<p>one</p>")?;
+//! let tid = store.put(&Put::new("en.wikipedia.org", "Main_Page", 1, "text/html", b"<p>one</p>"))?;
 //!
 //! // Many puts, durable together at the batch's commit (group commit).
 //! let mut batch = store.batch();

@@ -110,6 +110,28 @@ pub struct Put<'a> {
     pub historical: bool,
 }
 
+impl<'a> Put<'a> {
+    /// A put of `value` as revision `rev` of a title, with a tid from the store's clock; set
+    /// `tid` or `historical` with struct update syntax (`Put { tid, ..Put::new(...) }`).
+    pub fn new(
+        domain: &'a str,
+        title: &'a str,
+        rev: u64,
+        content_type: &'a str,
+        value: &'a [u8],
+    ) -> Put<'a> {
+        Put {
+            domain,
+            title,
+            rev,
+            tid: None,
+            content_type,
+            value,
+            historical: false,
+        }
+    }
+}
+
 /// Which render of a title a read asks for ([`Store::get`]). Renders are ordered by revision,
 /// then by tid.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -450,50 +472,9 @@ impl Store {
 
     // ---- writes ----------------------------------------------------------------------------
 
-    /// Stores a render and commits it; returns its tid.
-    pub fn put(
-        &mut self,
-        domain: &str,
-        title: &str,
-        rev: u64,
-        tid: Option<Uuid>,
-        content_type: &str,
-        value: &[u8],
-    ) -> Result<Uuid> {
-        self.put_committed(&Put {
-            domain,
-            title,
-            rev,
-            tid,
-            content_type,
-            value,
-            historical: false,
-        })
-    }
-
-    /// Stores a historical render (an old revision regenerated on request) and commits it.
-    pub fn put_historical(
-        &mut self,
-        domain: &str,
-        title: &str,
-        rev: u64,
-        tid: Option<Uuid>,
-        content_type: &str,
-        value: &[u8],
-    ) -> Result<Uuid> {
-        self.put_committed(&Put {
-            domain,
-            title,
-            rev,
-            tid,
-            content_type,
-            value,
-            historical: true,
-        })
-    }
-
-    /// One put, committed.
-    pub fn put_committed(&mut self, put: &Put<'_>) -> Result<Uuid> {
+    /// Stores a render and commits it; returns its tid. (Many puts, one commit:
+    /// [`Store::batch`].)
+    pub fn put(&mut self, put: &Put<'_>) -> Result<Uuid> {
         let tid = self.put_uncommitted(put)?;
         self.commit()?;
         Ok(tid)
