@@ -35,6 +35,7 @@ fn put(seq: u64, partition: u32, title: &str, rev: u64, tick: u16, body: &str) -
             domain: D.into(),
             title: title.into(),
             content_type: "text/html".into(),
+            labels: Default::default(),
             value: body.as_bytes().to_vec(),
             conditions: Default::default(),
             names_render: false,

@@ -86,6 +86,7 @@ fn put_batch(
                 rev,
                 tid: None,
                 content_type: HTML,
+                labels: &wink::store::Labels::NONE,
                 value: &v,
                 historical: false,
             })

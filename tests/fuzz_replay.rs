@@ -361,6 +361,7 @@ fn inode_seeds() -> Vec<(String, Vec<u8>)> {
 fn title_record_seeds() -> Vec<(String, Vec<u8>)> {
     let policy = Policy::default();
     let render = |rev: u64, secs: u64, historical: bool, content_type: &str| Render {
+        labels: wink::store::Labels::NONE,
         rev,
         tid: uuid::Uuid::from_fields(secs as u32, 0x1000, 0x11ef, &[0x80, 1, 2, 3, 4, 5, 6, 7]),
         content_type: content_type.into(),
@@ -439,6 +440,7 @@ fn archive_map_seeds() -> Vec<(String, Vec<u8>)> {
                 rev: (run * 4 + i) as u64,
                 tid: [3; 16],
                 content_type: "text/html",
+                labels: &wink::store::Labels::NONE,
                 value: v,
             })
             .collect();
@@ -498,6 +500,7 @@ fn archive_map_seeds_of(format: u8) -> Vec<(String, Vec<u8>)> {
                     rev: (run * 4 + i) as u64,
                     tid: [3; 16],
                     content_type: "text/html",
+                    labels: &wink::store::Labels::NONE,
                     value: v,
                 })
                 .collect();
@@ -510,6 +513,7 @@ fn archive_map_seeds_of(format: u8) -> Vec<(String, Vec<u8>)> {
         rev: 2,
         tid: [3; 16],
         content_type: "text/plain",
+        labels: &wink::store::Labels::NONE,
         value: b"rewritten",
     };
     archive.add(b"seed/Two", &[rewritten]).expect("archived");

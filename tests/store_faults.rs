@@ -121,6 +121,7 @@ fn fill(
                     rev: i,
                     tid: None,
                     content_type: HTML,
+                    labels: &wink::store::Labels::NONE,
                     value: &v,
                     historical: false,
                 };

@@ -19,7 +19,7 @@ use uuid::Uuid;
 use super::conditions::Preconditions;
 use super::histogram::{Histogram, BATCH};
 use crate::error::{Error, Result};
-use crate::store::{Put, Store};
+use crate::store::{Labels, Put, Store};
 
 /// Puts one commit takes at most.
 const MAX_BATCH_PUTS: usize = 4096;
@@ -47,6 +47,7 @@ pub struct PutJob {
     pub rev: u64,
     pub tid: Option<Uuid>,
     pub content_type: String,
+    pub labels: Labels,
     pub value: Bytes,
     /// Checked against the store when the put is applied, in queue order.
     pub conditions: Preconditions,
@@ -185,6 +186,7 @@ fn commit_puts(store: &Mutex<Store>, puts: Vec<(PutJob, PutReply)>, stats: &Comm
             rev: put.rev,
             tid: put.tid,
             content_type: &put.content_type,
+            labels: &put.labels,
             value: &put.value,
             historical: false,
         });
@@ -289,6 +291,7 @@ mod tests {
             rev: 1,
             tid: None,
             content_type: "text/html".into(),
+            labels: Labels::NONE,
             value: Bytes::from_static(body),
             conditions,
         };

@@ -7,6 +7,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
+use crate::store::Labels;
 use bytes::Bytes;
 use tokio::sync::oneshot;
 use uuid::Uuid;
@@ -43,6 +44,8 @@ pub enum Change {
         tid: Option<Uuid>,
         /// Its content type.
         content_type: String,
+        /// Its content encoding and language.
+        labels: Labels,
         /// Its bytes.
         value: Bytes,
         /// What the store must hold for the put to be made (`If-Match`, `If-None-Match`).
@@ -122,6 +125,7 @@ impl Writes for LocalWrites {
                     rev,
                     tid,
                     content_type,
+                    labels,
                     value,
                     conditions,
                 } => {
@@ -131,6 +135,7 @@ impl Writes for LocalWrites {
                         rev,
                         tid,
                         content_type,
+                        labels,
                         value,
                         conditions,
                     };

@@ -582,6 +582,7 @@ pub fn title_record(data: &[u8]) {
             rev,
             tid: template.map_or(uuid::Uuid::nil(), |r| r.tid),
             content_type: "text/html".into(),
+            labels: wink_engine::store::Labels::NONE,
             location: Location {
                 container: 1,
                 offset: pick(3),

@@ -383,6 +383,7 @@ fn put_record(store: &mut Store, r: &mut Record, max: u64) -> std::result::Resul
         rev: target.key.rev,
         tid: Some(target.tid),
         content_type: &content_type,
+        labels: &wink_engine::store::Labels::NONE,
         value: &payload.value,
         historical: target.historical,
     };
