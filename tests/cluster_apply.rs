@@ -8,7 +8,7 @@ use std::path::Path;
 
 use wink::cluster::apply::{apply_batch, read_applied, Message};
 use wink::cluster::message::{Change, Kind, RESERVED_DOMAIN};
-use wink::store::{key, Config, Page, Store, StoreOptions};
+use wink::store::{key, Config, Labels, Page, Store, StoreOptions};
 
 const D: &str = "en.wikipedia.org";
 
@@ -209,4 +209,31 @@ fn arrival_times_come_from_the_message() {
     apply_batch(&mut recent, &fresh, None, None).unwrap();
     assert_eq!(recent.list(D, "A", Page::default()).unwrap().len(), 3);
     assert_eq!(a.list(D, "A", Page::default()).unwrap().len(), 1);
+}
+
+/// A put's labels travel in its message (framing version 4, through its bytes as the stream
+/// carries them) and every owner that applies it stores them; a message without labels leaves
+/// none.
+#[test]
+fn every_owner_stores_the_labels_a_message_carries() {
+    let labelled = |seq, title: &str| {
+        let mut m = put(seq, 0, title, 3, seq as u16, "<p>gz</p>");
+        m.change.labels = Labels {
+            encoding: Some("gzip".into()),
+            language: Some("de".into()),
+        };
+        // As the stream carries it.
+        m.change = Change::decode(&m.change.encode()).unwrap();
+        m
+    };
+    let msgs = vec![labelled(1, "L"), put(2, 0, "P", 1, 2, "plain")];
+    for _ in 0..2 {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = store(dir.path());
+        apply_batch(&mut s, &msgs, None, None).unwrap();
+        let got = s.get_latest(D, "L").unwrap().unwrap();
+        assert_eq!(got.labels, msgs[0].change.labels);
+        assert_eq!(got.labels.encoding.as_deref(), Some("gzip"));
+        assert_eq!(s.get_latest(D, "P").unwrap().unwrap().labels, Labels::NONE);
+    }
 }

@@ -470,13 +470,83 @@ mod tests {
             value: Vec::new(),
             ..change()
         };
+        let labelled = Change {
+            labels: gzip_de(),
+            ..conditional.clone()
+        };
         for (name, c) in [
             ("seed-put", change()),
             ("seed-conditional", conditional),
             ("seed-take-down-title", take_down),
+            ("seed-labels", labelled),
         ] {
             std::fs::write(dir.join(name), c.encode()).unwrap();
         }
+    }
+
+    fn gzip_de() -> Labels {
+        Labels {
+            encoding: Some("gzip".into()),
+            language: Some("de".into()),
+        }
+    }
+
+    #[test]
+    fn a_put_with_labels_round_trips_as_version_4() {
+        let tid = crate::store::key::tid_at(1_700_000_000, 9, [2; 6]);
+        let only_language = Labels {
+            encoding: None,
+            language: Some("en-GB, fr".into()),
+        };
+        for (labels, conditions) in [
+            (gzip_de(), Preconditions::default()),
+            (only_language, Preconditions::default()),
+            (
+                gzip_de(),
+                Preconditions {
+                    if_match: Some(Tags::List(vec![(42, tid)])),
+                    if_none_match: Some(Tags::Any),
+                },
+            ),
+        ] {
+            let c = Change {
+                labels,
+                conditions,
+                ..change()
+            };
+            let bytes = c.encode();
+            assert_eq!(bytes[0], VERSION_LABELS);
+            assert_eq!(bytes.len(), c.overhead() + c.value.len());
+            let back = Change::decode(&bytes).unwrap();
+            assert_eq!(back, c);
+            assert_eq!(back.as_put().labels, &c.labels);
+            for cut in 0..c.overhead() {
+                assert!(Change::decode(&bytes[..cut]).is_err(), "cut at {cut}");
+            }
+        }
+        // Version 4 is version 3 (or 2) with the labels inserted: what an older node reads of
+        // every message without labels is unchanged.
+        let plain = change().encode();
+        let mut v4 = plain[..plain.len() - change().value.len()].to_vec();
+        v4[0] = VERSION_LABELS;
+        v4.extend_from_slice(&[0, 0, 0, 0, 0]);
+        v4.extend_from_slice(&change().value);
+        assert_eq!(Change::decode(&v4).unwrap(), change());
+        // A label longer than any the store takes is refused.
+        let mut long = v4.clone();
+        let at = plain.len() - change().value.len();
+        long.splice(at..at + 2, [0x08, 0x00].into_iter().chain([b'x'; 2048]));
+        assert!(Change::decode(&long).unwrap_err().contains("too long"));
+    }
+
+    #[test]
+    fn other_labels_under_the_same_rev_and_tid_are_another_message() {
+        let a = change();
+        let b = Change {
+            labels: gzip_de(),
+            ..change()
+        };
+        assert_ne!(message_id("html", &a), message_id("html", &b));
     }
 
     #[test]
@@ -571,6 +641,7 @@ mod tests {
                     if_match: Some(Tags::List(vec![(42, tid), (7, tid)])),
                     if_none_match: Some(Tags::List(vec![(1, tid)])),
                 },
+                labels: if cut % 2 == 0 { gzip_de() } else { Labels::NONE },
                 ..change()
             }
             .encode();
