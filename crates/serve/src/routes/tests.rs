@@ -119,6 +119,6 @@ proptest! {
         prop_assert!(limited.map_or_else(|p| p.status == 400, |n| (1..=MAX_LIMIT).contains(&n)));
         let _ = text.parse::<TitlePosition>();
         let _ = text.parse::<RenderCursor>();
-        let _ = crate::clock::parse_instant(&text);
+        let _ = wink_engine::clock::parse_instant(&text);
     }
 }

@@ -7,10 +7,10 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use crate::store::Labels;
 use bytes::Bytes;
 use tokio::sync::oneshot;
 use uuid::Uuid;
+use wink_engine::store::Labels;
 
 use super::commit::{Job, PutError, PutJob};
 use super::conditions::Preconditions;

@@ -18,9 +18,9 @@ use std::collections::BTreeMap;
 use uuid::Uuid;
 
 use super::message::{Change, Kind, RESERVED_DOMAIN};
-use crate::clock::StampedClock;
-use crate::error::{Error, Result};
-use crate::store::{key, Put, Store};
+use wink_engine::clock::StampedClock;
+use wink_engine::store::{key, Put, Store};
+use wink_engine::{Error, Result};
 
 /// The record's title, revision and tid.
 const APPLIED_TITLE: &str = "applied";
@@ -199,7 +199,7 @@ pub fn write_record(store: &mut Store, record: &Record) -> Result<()> {
         rev: APPLIED_REV,
         tid: Some(applied_tid()),
         content_type: "text/plain",
-        labels: &crate::store::Labels::NONE,
+        labels: &wink_engine::store::Labels::NONE,
         value: text.as_bytes(),
         historical: false,
     })?;
