@@ -127,6 +127,22 @@ struct PutOp {
     historical: bool,
 }
 
+impl PutOp {
+    /// The store's put of this operation, with its tid, labels and value made.
+    fn put<'a>(&self, tid: Option<Uuid>, labels: &'a Labels, value: &'a [u8]) -> Put<'a> {
+        Put {
+            domain: DOMAIN,
+            title: TITLES[self.title],
+            rev: self.rev,
+            tid,
+            content_type: TYPES[self.ct],
+            labels,
+            value,
+            historical: self.historical,
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 enum Read {
     Latest(usize),
@@ -579,16 +595,8 @@ impl Harness {
                 let tid = p.tid.map(|i| self.tids[i]);
                 let store = self.store.as_mut().expect("open");
                 let commits = store.commits();
-                let result = store.put(&Put {
-                    domain: DOMAIN,
-                    title: TITLES[p.title],
-                    rev: p.rev,
-                    tid,
-                    content_type: TYPES[p.ct],
-                    labels: &labels(p.ct),
-                    value: &value,
-                    historical: p.historical,
-                });
+                let labels = labels(p.ct);
+                let result = store.put(&p.put(tid, &labels, &value));
                 let (result, used) = put_answer(result);
                 let call = Call {
                     what: op,
@@ -647,16 +655,8 @@ impl Harness {
             let value = p.value.bytes();
             let tid = p.tid.map(|i| self.tids[i]);
             let commits = batch.store().commits();
-            let result = batch.put(&Put {
-                domain: DOMAIN,
-                title: TITLES[p.title],
-                rev: p.rev,
-                tid,
-                content_type: TYPES[p.ct],
-                labels: &labels(p.ct),
-                value: &value,
-                historical: p.historical,
-            });
+            let labels = labels(p.ct);
+            let result = batch.put(&p.put(tid, &labels, &value));
             let (result, used) = put_answer(result);
             accepted += usize::from(matches!(result, Ok(Answer::Put(Ok(())))));
             let call = Call {
