@@ -19,11 +19,13 @@ import contextlib
 import fcntl
 import json
 import os
+import random
 import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 
@@ -64,17 +66,87 @@ def read_token(path):
 
 _given = set()
 
+# Ports handed to clusters, one file per port naming the cluster's directory, shared by every
+# cluster/up on this machine (tests start several at once). A port stays reserved while its
+# directory exists, so a stopped server's port is not handed to another cluster meanwhile.
+PORTS = os.path.join(tempfile.gettempdir(), "wink-cluster-ports")
 
-def free_port():
-    """A port nothing listens on now, never one this run handed out before: the kernel may give
-    a port it just gave again once its socket is closed, and two servers would then race."""
-    while True:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        if port not in _given:
+
+def ephemeral_range():
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            lo, hi = (int(x) for x in f.read().split())
+            return lo, hi
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
+def reserve(port, d):
+    """Reserves `port` for the cluster in `d`; false if another cluster holds it."""
+    os.makedirs(PORTS, exist_ok=True)
+    path = os.path.join(PORTS, str(port))
+    for _ in range(3):
+        try:
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            try:
+                with open(path) as f:
+                    owner = f.read()
+            except OSError:
+                continue
+            # An empty file is one being written: held.
+            if not owner or os.path.isdir(owner):
+                return False
+            # Its cluster's directory is gone: reclaim it. One renamer wins; the others retry.
+            try:
+                os.rename(path, f"{path}.stale.{os.getpid()}")
+                os.unlink(f"{path}.stale.{os.getpid()}")
+            except OSError:
+                pass
+            continue
+        with os.fdopen(fd, "w") as f:
+            f.write(d)
+        return True
+    return False
+
+
+def release_ports(d):
+    try:
+        names = os.listdir(PORTS)
+    except OSError:
+        return
+    for name in names:
+        path = os.path.join(PORTS, name)
+        try:
+            with open(path) as f:
+                if f.read() != d:
+                    continue
+            os.unlink(path)
+        except OSError:
+            pass
+
+
+def free_port(d):
+    """A port for the cluster in `d` that nothing listens on now, outside the kernel's
+    ephemeral range and reserved machine-wide. Outside the range, because a port the kernel
+    may hand out (to a socket bound to port 0, or to an outgoing connection) can be taken
+    between this check and the server's bind, or while a stopped server is down; reserved, so
+    two clusters started at once never pick the same one."""
+    lo, hi = ephemeral_range()
+    low, high = (10000, lo - 1) if lo > 12000 else (hi + 1, 65535)
+    for _ in range(10000):
+        port = random.randint(low, high)
+        if port in _given:
+            continue
+        try:
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        if reserve(port, d):
             _given.add(port)
             return port
+    die(f"no free port in {low}..{high}")
 
 
 def wink_binary():
@@ -307,12 +379,13 @@ def up_locked(d, args):
     nats_bin = install()
     wink = wink_binary()
     nats_count = 3
-    ports = {k: [free_port() for _ in range(nats_count)] for k in ("client", "route", "monitor")}
-    state = {"router": f"http://127.0.0.1:{free_port()}",
+    ports = {k: [free_port(d) for _ in range(nats_count)]
+             for k in ("client", "route", "monitor")}
+    state = {"router": f"http://127.0.0.1:{free_port(d)}",
              "config": os.path.join(d, "config.json"), "token_file": token_file,
              "nats_bin": nats_bin, "wink": wink, "nodes": [], "nats": []}
     # A name of its own: a route that reaches another cluster on this machine (a port taken
-    # between free_port() and the server's bind) is refused, not merged.
+    # between free_port(d) and the server's bind) is refused, not merged.
     cluster_name = f"wink-{os.getpid()}-{ports['route'][0]}"
     for i in range(1, nats_count + 1):
         state["nats"].append(nats_conf(d, i, ports, nats_count, cluster_name,
@@ -327,7 +400,7 @@ def up_locked(d, args):
         wait_for(n["name"], lambda n=n: http_status(n["monitor"] + "/healthz") == 200, 180, n)
     names = [f"n{i}" for i in range(1, args.nodes + 1)]
     for name in names:
-        state["nodes"].append(node_entry(d, name, free_port(), state["config"], token_file))
+        state["nodes"].append(node_entry(d, name, free_port(d), state["config"], token_file))
     config = {"nats": [n["url"] for n in state["nats"]],
               "nats_monitor": [n["monitor"] for n in state["nats"]],
               "unsafe_acks_without_nats_fsync": args.unsafe_nats_sync,
@@ -439,7 +512,7 @@ def add(d, state, name):
     if any(n["name"] == name for n in state["nodes"]):
         die(f"node {name} exists")
     token_file = state.get("token_file")
-    entry = node_entry(d, name, free_port(), state["config"], token_file)
+    entry = node_entry(d, name, free_port(d), state["config"], token_file)
     # Start from a live peer's snapshot of each bucket: its records say where replay starts.
     with open(state["config"]) as f:
         config = json.load(f)
@@ -535,6 +608,7 @@ def down(args):
                     e["pid"] = None
             save(d, state)
             os.replace(os.path.join(d, "cluster.json"), os.path.join(d, "cluster.down.json"))
+        release_ports(d)
         if left:
             die(f"processes {left} outlived SIGKILL")
 
