@@ -488,6 +488,41 @@ fn decode(segment: &str, what: &str) -> Result<String> {
         .map_err(|_| Problem::bad_request(format!("the {what} is not valid UTF-8")))
 }
 
+// The rules for each of a path's segments, in one place: a path is split into segments first
+// (raw, as they arrived), then each is decoded and checked here.
+
+/// The domain and bucket segments: decoded, the domain checked, the bucket name valid.
+fn place(domain: &str, bucket: &str) -> Result<Place> {
+    let domain = decode(domain, "domain")?;
+    key::check_domain(&domain).map_err(|e| Problem::bad_request(strip(e)))?;
+    let bucket = decode(bucket, "bucket name")?;
+    if !valid_bucket_name(&bucket) {
+        return Err(Problem::bad_request(format!(
+            "bucket name {bucket:?}: [a-z0-9][a-z0-9._-]{{0,63}}"
+        )));
+    }
+    Ok(Place { domain, bucket })
+}
+
+/// A title segment: decoded (its `/` arrives as `%2F`) and checked.
+fn title(segment: &str) -> Result<String> {
+    let t = decode(segment, "title")?;
+    key::check_title(&t).map_err(|e| Problem::bad_request(strip(e)))?;
+    Ok(t)
+}
+
+/// A revision segment: digits, never decoded.
+fn rev(segment: &str) -> Result<u64> {
+    key::parse_rev(segment)
+        .map_err(|e| Problem::bad_request(format!("invalid revision: {}", strip(e))))
+}
+
+/// A tid segment: decoded, then a time-UUID.
+fn tid(segment: &str) -> Result<Uuid> {
+    key::parse_tid(&decode(segment, "tid")?)
+        .map_err(|e| Problem::bad_request(format!("invalid tid: {}", strip(e))))
+}
+
 fn parse_path(path: &str) -> Result<Target> {
     let not_found = || Problem::not_found(format!("no resource at {path}"));
     let segments: Vec<&str> = path
@@ -503,28 +538,7 @@ fn parse_path(path: &str) -> Result<Target> {
     let [domain, "sys", "key_rev_value", bucket, rest @ ..] = segments.as_slice() else {
         return Err(not_found());
     };
-    let domain = decode(domain, "domain")?;
-    key::check_domain(&domain).map_err(|e| Problem::bad_request(strip(e)))?;
-    let bucket = decode(bucket, "bucket name")?;
-    if !valid_bucket_name(&bucket) {
-        return Err(Problem::bad_request(format!(
-            "bucket name {bucket:?}: [a-z0-9][a-z0-9._-]{{0,63}}"
-        )));
-    }
-    let place = Place { domain, bucket };
-    let title = |s: &str| -> Result<String> {
-        let t = decode(s, "title")?;
-        key::check_title(&t).map_err(|e| Problem::bad_request(strip(e)))?;
-        Ok(t)
-    };
-    let rev = |s: &str| {
-        key::parse_rev(s)
-            .map_err(|e| Problem::bad_request(format!("invalid revision: {}", strip(e))))
-    };
-    let tid = |s: &str| {
-        key::parse_tid(&decode(s, "tid")?)
-            .map_err(|e| Problem::bad_request(format!("invalid tid: {}", strip(e))))
-    };
+    let place = place(domain, bucket)?;
     Ok(match rest {
         [] => Target::Bucket(place),
         [""] => Target::Titles(place),
