@@ -21,8 +21,8 @@ pub struct Problem {
     pub detail: String,
     /// Seconds to wait before trying again (503).
     pub retry_after: Option<u32>,
-    /// The methods a route takes (405).
-    pub allow: Option<&'static str>,
+    /// The methods a route takes (405): owned, as a router computes it.
+    pub allow: Option<String>,
     /// A failure of the server's own, as the error log records it (with its files and
     /// offsets): the client's `detail` says only what kind it was, never a path.
     pub log: Option<String>,
@@ -75,14 +75,14 @@ impl Problem {
         }
     }
 
-    pub fn method_not_allowed(allow: &'static str) -> Problem {
-        Problem {
-            allow: Some(allow),
-            ..Problem::new(
-                StatusCode::METHOD_NOT_ALLOWED,
-                format!("this resource takes {allow}"),
-            )
-        }
+    pub fn method_not_allowed(allow: impl Into<String>) -> Problem {
+        let allow = allow.into();
+        let mut p = Problem::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            format!("this resource takes {allow}"),
+        );
+        p.allow = Some(allow);
+        p
     }
 
     /// The store's error for a request: what the client got wrong is 4xx; a full disk is 507,
@@ -205,8 +205,13 @@ impl Problem {
         if self.status == StatusCode::UNAUTHORIZED {
             h.insert(WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         }
-        if let Some(allow) = self.allow {
-            h.insert(ALLOW, HeaderValue::from_static(allow));
+        // A list of method names: always a valid header value.
+        if let Some(v) = self
+            .allow
+            .as_deref()
+            .and_then(|a| HeaderValue::from_str(a).ok())
+        {
+            h.insert(ALLOW, v);
         }
         resp
     }
