@@ -218,8 +218,9 @@ enum Cache {
 }
 
 /// One-revision reads of random revisions as the store reads them (the title's entry found in
-/// its map, then the revision): (p50, p99) in ms.
-fn reads(a: &Archive, titles: &[Title], reads: usize, cache: Cache) -> (f64, f64) {
+/// its map, then the revision): (p50, p99) in ms, and of the raw bytes each decoded in MB (not
+/// noisy).
+fn reads(a: &Archive, titles: &[Title], reads: usize, cache: Cache) -> ((f64, f64), (f64, f64)) {
     let all: Vec<(&Title, usize)> = titles
         .iter()
         .flat_map(|t| (0..t.revs.len()).map(move |i| (t, i)))
@@ -227,10 +228,12 @@ fn reads(a: &Archive, titles: &[Title], reads: usize, cache: Cache) -> (f64, f64
     let data = a.filesys().data().storage();
     let len = data.len().unwrap();
     let mut ms = Vec::with_capacity(reads);
+    let mut decoded = Vec::with_capacity(reads);
     let passes = if cache == Cache::Warm { 2 } else { 1 };
     for pass in 0..passes {
         let mut rng = Rng::new(42);
         ms.clear();
+        decoded.clear();
         for _ in 0..reads {
             let (t, i) = all[rng.below(all.len() as u64) as usize];
             if cache != Cache::Warm {
@@ -239,6 +242,7 @@ fn reads(a: &Archive, titles: &[Title], reads: usize, cache: Cache) -> (f64, f64
             if cache == Cache::Cold {
                 data.drop_cache(0, len).unwrap();
             }
+            let bytes = a.decompressed_bytes();
             let start = Instant::now();
             let e = a
                 .with_entries(&t.key, |es| {
@@ -249,13 +253,16 @@ fn reads(a: &Archive, titles: &[Title], reads: usize, cache: Cache) -> (f64, f64
                 .unwrap();
             let v = a.read(&t.key, &e).unwrap();
             ms.push(start.elapsed().as_secs_f64() * 1e3);
+            decoded.push((a.decompressed_bytes() - bytes) as f64 / 1e6);
             if pass + 1 == passes {
                 assert_eq!(v, t.revs[i].1);
             }
         }
     }
     ms.sort_by(f64::total_cmp);
-    (percentile(&ms, 0.5), percentile(&ms, 0.99))
+    decoded.sort_by(f64::total_cmp);
+    let p = |v: &[f64]| (percentile(v, 0.5), percentile(v, 0.99));
+    (p(&ms), p(&decoded))
 }
 
 fn read_line(a: &Archive, titles: &[Title], n: usize) -> String {
@@ -265,8 +272,11 @@ fn read_line(a: &Archive, titles: &[Title], n: usize) -> String {
         ("warm", Cache::Warm),
         ("cold", Cache::Cold),
     ] {
-        let (p50, p99) = reads(a, titles, n, cache);
+        let ((p50, p99), (d50, d99)) = reads(a, titles, n, cache);
         out.push_str(&format!("  {label} p50 {p50:.2} p99 {p99:.2} ms"));
+        if cache == Cache::Cold {
+            out.push_str(&format!(" (decoded p50 {d50:.2} p99 {d99:.2} MB)"));
+        }
     }
     out
 }

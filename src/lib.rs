@@ -3,8 +3,9 @@
 //! The engine (the storage seam, the formats, the filesys, the render store, the archive and
 //! maintenance) is the crate `wink_engine`; this package re-exports its modules and names, so
 //! that `wink::Store` and `wink::store::...` are the engine's, and adds what is built on it: the
-//! HTTP service (feature `server`), the cluster (feature `cluster`), WARC export and import
-//! (feature `warc`), dumps (feature `dumps`) and the `wink` binary (feature `cli`).
+//! HTTP service (feature `server`), the cluster (feature `cluster`) and the `wink` binary
+//! (feature `cli`). WARC export and import (feature `warc`) and the dumps on it (feature `dumps`:
+//! Enterprise HTML snapshots, WACZ) are the crate `wink_warc`, re-exported as [`warc`].
 //!
 //! ```
 //! use wink::{Config, Put, Store, StoreOptions};
@@ -25,28 +26,25 @@
 //! `wink_engine`, or this one with `default-features = false`; neither compiles clap,
 //! indicatif, tokio, hyper or async-nats.
 //!
-//! The modules of the HTTP service, the cluster, WARC and dumps are public for the `wink`
-//! binary, the tests and the benchmarks, and hidden from the documentation.
+//! [`serve`] offers the `wink` binary the HTTP service's start ([`serve::run`]) and options; the
+//! service core under it (buckets, group commit, writes, the read gate) is private to this
+//! crate. [`cluster`] offers the cluster's configuration, its administration (`wink cluster`)
+//! and the stream's messages and their apply, which the tests drive directly.
 
 #![warn(missing_docs)]
 
 #[cfg(feature = "cluster")]
-#[doc(hidden)]
 pub mod cluster;
-#[cfg(feature = "dumps")]
-#[doc(hidden)]
-pub mod dumps;
 #[cfg(feature = "server")]
-#[doc(hidden)]
 pub mod serve;
 #[cfg(feature = "server")]
 mod service;
+/// WARC export and import, and the dumps on it: the crate `wink_warc`.
 #[cfg(feature = "warc")]
-#[doc(hidden)]
-pub mod warc;
+pub use wink_warc as warc;
 
-// The engine's error type, under the path the service, the cluster and WARC import it by.
-#[cfg(any(feature = "server", feature = "warc"))]
+// The engine's error type, under the path the service and the cluster import it by.
+#[cfg(feature = "server")]
 mod error {
     pub use wink_engine::{Error, Result};
 }

@@ -36,6 +36,8 @@ fn put(seq: u64, partition: u32, title: &str, rev: u64, tick: u16, body: &str) -
             title: title.into(),
             content_type: "text/html".into(),
             value: body.as_bytes().to_vec(),
+            conditions: Default::default(),
+            names_render: false,
         },
     }
 }

@@ -672,9 +672,7 @@ fn successive_snapshots_of_the_shared_corpus_are_kept_and_given_back() {
             .map(|(doc, revs)| {
                 let (rev, ts) = revs[revs.len() * m / 3 - 1];
                 let html = std::fs::read(corpus.join(doc).join(format!("{rev:04}.html"))).unwrap();
-                let date = wink::warc::date::Ticks::from_unix_secs(ts)
-                    .warc_date()
-                    .unwrap();
+                let date = wink::warc::Ticks::from_unix_secs(ts).warc_date().unwrap();
                 let date = format!("{}Z", &date[..19]);
                 let html = String::from_utf8(html).unwrap();
                 article(
@@ -914,7 +912,7 @@ fn pywb_replays_sampled_revisions_byte_exact_by_timestamp_and_uri() {
         let (ts, json) = rest.split_once(' ').unwrap();
         let v: Value = serde_json::from_str(json).unwrap();
         let url = v["url"].as_str().unwrap();
-        let key = wink::warc::mapping::parse_render_uri(url).unwrap();
+        let key = wink::warc::parse_render_uri(url).unwrap();
         if key.domain == "corpus" && i % 50 != 0 {
             continue;
         }

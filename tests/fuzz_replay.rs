@@ -124,7 +124,14 @@ fn archive_map_corpus() {
 /// hand: `wink export` of a store of a few renders, with a mode byte in front.
 #[test]
 fn warc_record_corpus() {
-    replay_target("warc_record", wink::warc::fuzz::warc_record);
+    replay_target("warc_record", wink::warc::fuzz_warc_record);
+}
+
+/// Its seeds are a put, a conditional put and a take-down of a whole title as the cluster
+/// frames them, written by `cargo test --lib message -- --ignored write_fuzz_seeds`.
+#[test]
+fn cluster_message_corpus() {
+    replay_target("cluster_message", wink::cluster::message::fuzz);
 }
 
 // ---- seeds -------------------------------------------------------------------------------

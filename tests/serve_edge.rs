@@ -721,3 +721,113 @@ fn heads_longer_than_the_api_needs_are_problems_too() {
     // The server goes on.
     assert_eq!(get(&ag, &s.url("/_health")).status, 200);
 }
+
+/// A put with `If-None-Match: *` or `If-Match`: checked by the bucket's writer against what it
+/// holds, so that of two clients racing to make a revision only one gets 201.
+#[test]
+fn conditional_puts_are_checked_by_the_writer() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Server::start(&dir.path().join("root"), &[]);
+    let ag = agent();
+    create_bucket(&s, "b", "{}");
+    let cput = |path: &str, name: &str, value: &str, body: &[u8]| {
+        call(
+            &ag,
+            "PUT",
+            &s.p("b", path),
+            &[("Content-Type", HTML), (name, value)],
+            Some(body),
+        )
+    };
+    // If-None-Match: * makes a revision only when it has no render.
+    let first = cput("/T/1", "If-None-Match", "*", b"first");
+    assert_eq!(first.status, 201);
+    let tag = first.header("etag").unwrap().to_string();
+    cput("/T/1", "If-None-Match", "*", b"second").problem(412, "precondition_failed");
+    assert_eq!(get(&ag, &s.p("b", "/T/1")).body, b"first");
+    // If-Match: the revision's newest render must carry the tag (strongly; `*`: exist).
+    cput(
+        "/T/1",
+        "If-Match",
+        "\"1/00000000-0000-1000-8000-000000000000\"",
+        b"x",
+    )
+    .problem(412, "precondition_failed");
+    cput("/T/1", "If-Match", &format!("W/{tag}"), b"x").problem(412, "precondition_failed");
+    cput("/T/2", "If-Match", "*", b"x").problem(412, "precondition_failed");
+    assert_eq!(get(&ag, &s.p("b", "/T/2")).status, 404);
+    let second = cput("/T/1", "If-Match", &tag, b"second");
+    assert_eq!(second.status, 201);
+    assert_ne!(second.header("etag").unwrap(), tag);
+    assert_eq!(get(&ag, &s.p("b", "/T/1")).body, b"second");
+    // The old tag no longer matches; a PUT naming a render is checked against that render.
+    cput("/T/1", "If-Match", &tag, b"third").problem(412, "precondition_failed");
+    let tid = tag.trim_matches('"').split_once('/').unwrap().1.to_string();
+    cput(&format!("/T/1/{tid}"), "If-None-Match", "*", b"again")
+        .problem(412, "precondition_failed");
+    assert_eq!(
+        cput(&format!("/T/1/{tid}"), "If-Match", &tag, b"again").status,
+        201
+    );
+    // Racing clients: one 201, every other one 412, and the winner's bytes are what is read.
+    let url = s.p("b", "/Race/1");
+    let answers: Vec<(u16, String)> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..8)
+            .map(|i| {
+                let url = url.clone();
+                scope.spawn(move || {
+                    let body = format!("client {i}");
+                    let a = call(
+                        &agent(),
+                        "PUT",
+                        &url,
+                        &[("Content-Type", HTML), ("If-None-Match", "*")],
+                        Some(body.as_bytes()),
+                    );
+                    (a.status, body)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let won: Vec<&(u16, String)> = answers.iter().filter(|(s, _)| *s == 201).collect();
+    assert_eq!(won.len(), 1, "{answers:?}");
+    assert!(
+        answers.iter().all(|(s, _)| *s == 201 || *s == 412),
+        "{answers:?}"
+    );
+    assert_eq!(get(&ag, &url).body, won[0].1.as_bytes());
+}
+
+/// A render sent in a content coding is refused (415) before its body is read, and nothing is
+/// stored: kept as it came, it would be served later as if it were the content type itself.
+#[test]
+fn a_render_in_a_content_coding_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Server::start(&dir.path().join("root"), &[]);
+    let ag = agent();
+    create_bucket(&s, "b", "{}");
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    std::io::Write::write_all(&mut gz, b"<p>x</p>").unwrap();
+    let gz = gz.finish().unwrap();
+    for coding in ["gzip", "identity, gzip", "br"] {
+        call(
+            &ag,
+            "PUT",
+            &s.p("b", "/T/1"),
+            &[("Content-Type", HTML), ("Content-Encoding", coding)],
+            Some(&gz),
+        )
+        .problem(415, "unsupported_media_type");
+    }
+    assert_eq!(get(&ag, &s.p("b", "/T/1")).status, 404);
+    let plain = call(
+        &ag,
+        "PUT",
+        &s.p("b", "/T/1"),
+        &[("Content-Type", HTML), ("Content-Encoding", "identity")],
+        Some(b"<p>x</p>"),
+    );
+    assert_eq!(plain.status, 201);
+    assert_eq!(get(&ag, &s.p("b", "/T/1")).body, b"<p>x</p>");
+}

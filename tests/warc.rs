@@ -610,7 +610,7 @@ fn each_kind_of_damage_names_file_offset_and_field() {
     let members: Vec<Vec<u8>> = ranges
         .iter()
         .map(|(a, b)| {
-            wink::warc::codec::Compression::Gzip
+            wink::warc::Compression::Gzip
                 .compress(&bytes[*a as usize..*b as usize], 6)
                 .unwrap()
         })

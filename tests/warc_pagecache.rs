@@ -11,8 +11,7 @@ use wink::clock::ManualClock;
 use wink::storage::{residency, PageMap};
 use wink::store::policy::ArchivePolicy;
 use wink::store::{Config, Store, StoreOptions};
-use wink::warc::codec::Compression;
-use wink::warc::export::{export, ExportOptions};
+use wink::warc::{export_warc, Compression, ExportOptions};
 
 const NOW: i64 = 1_700_000_000;
 
@@ -139,7 +138,7 @@ fn a_full_export_leaves_at_most_one_percent_of_what_it_read_in_the_page_cache() 
     let out = root.path().join("dump.warc");
     let mut eo = ExportOptions::new(&out).unwrap();
     eo.compression = Compression::None;
-    let report = export(&st, &eo, |_| {}).unwrap();
+    let report = export_warc(&st, &eo, |_| {}).unwrap();
     assert_eq!(report.resources + report.revisits, 2048);
     let read = report.value_bytes;
     let after = resident(&files);

@@ -32,7 +32,9 @@ use crate::store::{Store, StoreOptions};
 /// A node in `cluster.json`.
 #[derive(Clone, Debug, Deserialize)]
 pub struct NodeRun {
+    /// Its name in the configuration.
     pub name: String,
+    /// Its base URL.
     pub url: String,
     /// Its data root: one store directory per bucket.
     pub data: PathBuf,
@@ -41,8 +43,11 @@ pub struct NodeRun {
 /// `cluster.json`.
 #[derive(Clone, Debug, Deserialize)]
 pub struct ClusterRun {
+    /// The router's (HAProxy's) base URL.
     pub router: String,
+    /// The cluster's configuration file.
     pub config: PathBuf,
+    /// The nodes started.
     pub nodes: Vec<NodeRun>,
     /// The token file every node was started with (`cluster/up --token-file`).
     #[serde(default)]
@@ -50,6 +55,7 @@ pub struct ClusterRun {
 }
 
 impl ClusterRun {
+    /// Reads `cluster.json` at `path` and the configuration it names.
     pub fn read(path: &Path) -> Result<(ClusterRun, ClusterConfig)> {
         let text = std::fs::read(path).map_err(|e| Error::io(path, None, e))?;
         let run: ClusterRun = serde_json::from_slice(&text)
@@ -63,7 +69,9 @@ impl ClusterRun {
 /// token that changes on the nodes need.
 #[derive(Debug)]
 pub struct Admin {
+    /// What `cluster.json` says was started.
     pub run: ClusterRun,
+    /// The cluster's configuration.
     pub cfg: ClusterConfig,
     auth: Auth,
 }
@@ -101,7 +109,7 @@ impl Admin {
     pub fn call(&self, method: Method, url: &str) -> Result<(u16, Bytes)> {
         runtime()?
             .block_on(self.request(method, url))
-            .map_err(|e| Error::invalid(format!("cluster: {url}: {e}")))
+            .map_err(|e| Error::unavailable(format!("cluster: {url}: {e}")))
     }
 }
 
@@ -146,30 +154,30 @@ async fn cluster_state_once(cfg: &ClusterConfig) -> Result<State> {
         node::connect(cfg, Arc::new(AtomicBool::new(false))),
     )
     .await
-    .map_err(|_| Error::invalid("cluster: no NATS server answered within 10 s"))??;
+    .map_err(|_| Error::unavailable("cluster: no NATS server answered within 10 s"))??;
     let js = node::context(client);
     let placement = js
         .get_key_value(placement::PLACEMENT_BUCKET)
         .await
-        .map_err(|e| Error::invalid(format!("cluster: the placement bucket: {e}")))?;
+        .map_err(|e| Error::unavailable(format!("cluster: the placement bucket: {e}")))?;
     let (map, revision) = node::read_map(&placement, cfg).await?;
     let mut stream = js
         .get_stream(placement::STREAM)
         .await
-        .map_err(|e| Error::invalid(format!("cluster: the stream: {e}")))?;
+        .map_err(|e| Error::unavailable(format!("cluster: the stream: {e}")))?;
     let info = stream
         .info()
         .await
-        .map_err(|e| Error::invalid(format!("cluster: the stream's info: {e}")))?;
+        .map_err(|e| Error::unavailable(format!("cluster: the stream's info: {e}")))?;
     let last = info.state.last_sequence;
     let leader = info.cluster.as_ref().and_then(|c| c.leader.clone());
     let lease_bucket = js
         .get_key_value(placement::LEASE_BUCKET)
         .await
-        .map_err(|e| Error::invalid(format!("cluster: the lease bucket: {e}")))?;
+        .map_err(|e| Error::unavailable(format!("cluster: the lease bucket: {e}")))?;
     let leases = node::all_leases(&lease_bucket)
         .await
-        .map_err(|e| Error::invalid(format!("cluster: the leases: {e}")))?
+        .map_err(|e| Error::unavailable(format!("cluster: the leases: {e}")))?
         .into_iter()
         .collect();
     Ok(State {
@@ -421,9 +429,10 @@ pub fn replay(admin: &Admin, name: &str) -> Result<u64> {
         .find(|n| n.name == name)
         .ok_or_else(|| Error::invalid(format!("no node {name} in cluster.json")))?;
     let url = format!("{}/_cluster/replay", node.url.trim_end_matches('/'));
-    let (status, body) = admin
-        .call(Method::POST, &url)
-        .map_err(|e| Error::invalid(format!("node {name}: {e}")))?;
+    let (status, body) = admin.call(Method::POST, &url).map_err(|e| match e {
+        Error::Unavailable(why) => Error::unavailable(format!("node {name}: {why}")),
+        e => e,
+    })?;
     if status != 200 {
         return Err(Error::invalid(format!(
             "node {name} answered {status}: {}",

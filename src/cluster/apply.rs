@@ -38,8 +38,11 @@ pub type Applied = BTreeMap<u32, u64>;
 /// are the same message.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Mark {
+    /// The stream's creation time.
     pub stream: String,
+    /// The message's sequence in it.
     pub seq: u64,
+    /// CRC-32 of its subject, a zero byte and its body.
     pub crc: u32,
 }
 
@@ -62,6 +65,7 @@ impl Mark {
 /// found its records out of step with the stream.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Record {
+    /// Partition → the last sequence applied to it.
     pub applied: Applied,
     /// The last message the node scanned (every owned partition is applied up to it). `None` in
     /// a record written before marks, or right after a replay was asked for.
@@ -73,8 +77,11 @@ pub struct Record {
 /// A message taken from the stream.
 #[derive(Clone, Debug)]
 pub struct Message {
+    /// Its stream sequence.
     pub seq: u64,
+    /// The partition of its key.
     pub partition: u32,
+    /// What it asks.
     pub change: Change,
 }
 
@@ -87,16 +94,31 @@ pub enum Outcome {
     /// A put refused because its revision (or title) is taken down.
     TakenDown,
     /// A put refused for another reason, the same on every replica.
-    Refused { why: String },
+    Refused {
+        /// The store's reason.
+        why: String,
+    },
+    /// A put whose conditions (`If-Match`, `If-None-Match`) did not hold when it was applied.
+    PreconditionFailed {
+        /// Which condition, and what the store held.
+        why: String,
+    },
     /// A take-down, and the renders it removed.
-    Removed { removed: usize },
+    Removed {
+        /// Renders removed.
+        removed: usize,
+    },
     /// A lift, and whether there was a take-down to lift.
-    Lifted { lifted: bool },
+    Lifted {
+        /// Whether there was one.
+        lifted: bool,
+    },
 }
 
 /// What a batch did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Report {
+    /// Messages applied by this batch.
     pub applied: usize,
     /// At or below the partition's recorded sequence: applied before.
     pub skipped: usize,
@@ -207,9 +229,26 @@ pub fn apply_batch(
         let c = &m.change;
         let rev = c.kind.of_rev(c.rev);
         let outcome = match c.kind {
-            Kind::Put => StampedClock::with(c.arrival, || {
-                store.put_uncommitted(&c.as_put()).map(|_| Outcome::Stored)
-            }),
+            Kind::Put => {
+                let named = c.names_render.then_some(c.tid);
+                match c
+                    .conditions
+                    .check(store, &c.domain, &c.title, c.rev, named)?
+                {
+                    // Checked at the same point of the log on every replica: the same answer.
+                    Err(why) => {
+                        report.refused.push(format!("{}: {why}", m.seq));
+                        report
+                            .outcomes
+                            .push((m.seq, Outcome::PreconditionFailed { why }));
+                        record.applied.insert(m.partition, m.seq);
+                        continue;
+                    }
+                    Ok(()) => StampedClock::with(c.arrival, || {
+                        store.put_uncommitted(&c.as_put()).map(|_| Outcome::Stored)
+                    }),
+                }
+            }
             // These commit themselves: the record written first rides in their commit.
             Kind::TakeDown | Kind::Lift | Kind::TakeDownTitle | Kind::LiftTitle => {
                 record.applied.insert(m.partition, m.seq);

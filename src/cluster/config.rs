@@ -39,9 +39,12 @@ pub struct ClusterConfig {
     /// and for benchmarks of the difference; never for data that matters.
     #[serde(default)]
     pub unsafe_acks_without_nats_fsync: bool,
+    /// The nodes: name and URL.
     pub nodes: Vec<NodeEntry>,
+    /// Partitions of the key space (P).
     #[serde(default = "default_partitions")]
     pub partitions: u32,
+    /// Owners of each partition (R).
     #[serde(default = "default_replicas")]
     pub replicas: u32,
     /// Bucket name → its settings (the JSON of `PUT P`), created by every node at start.

@@ -3,12 +3,13 @@
 //!
 //! | file | concept |
 //! |---|---|
-//! | [`config`] | the configuration file: nodes, NATS servers, P, R, declared buckets |
+//! | `config.rs` | the configuration file ([`ClusterConfig`]): nodes, NATS servers, P, R, buckets |
 //! | [`message`] | a change as a stream message: framing, subject, message id, partition of a key |
-//! | [`placement`] | the partition → owners map (compare-and-set in a KV bucket), leases |
+//! | `placement.rs` | the partition → owners map (compare-and-set in a KV bucket), leases |
 //! | [`apply`] | a batch of messages into a store, with the applied sequences, in one commit |
-//! | [`node`] | a running node: publishing, the apply loop, forwarding, read-your-writes |
-//! | [`seed`] | a partition the stream cannot replay, copied from another owner |
+//! | `node.rs` | a running node: publishing, the apply loop, forwarding, read-your-writes |
+//! | `seed.rs` | a partition the stream cannot replay, copied from another owner |
+//! | `routes.rs` | the node's own `/_cluster` routes, mounted on the HTTP front |
 //! | [`admin`] | `wink cluster status`, `verify`, `rebalance` |
 //!
 //! Compiled with the `cluster` feature (in the default features); an embedder that turns the
@@ -16,11 +17,11 @@
 
 pub mod admin;
 pub mod apply;
-pub mod config;
+mod config;
 pub mod message;
-pub mod node;
-pub mod placement;
-pub mod routes;
-pub mod seed;
+pub(crate) mod node;
+mod placement;
+pub(crate) mod routes;
+mod seed;
 
 pub use config::ClusterConfig;

@@ -1,6 +1,8 @@
 //! A running cluster node (`wink serve --cluster FILE`): the NATS connection, the publisher of
-//! changes, the apply loop, leases, the placement map, read forwarding and read-your-writes
-//! waits. The HTTP routes stay `src/serve/routes.rs`'s; they call in here (docs/CLUSTER.md).
+//! changes, the apply loop, leases, the placement map, and which node answers a read. To the
+//! service core it is the `Writes` (a write is published, and answered once an owner applied
+//! it) and the `ReadGate` (admit, peers to forward to, read-your-writes waits); the HTTP front
+//! calls it only through those (docs/CLUSTER.md).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -89,7 +91,7 @@ impl std::fmt::Debug for Node {
 }
 
 fn nats_err(what: &str, e: impl std::fmt::Display) -> Error {
-    Error::invalid(format!("cluster: {what}: {e}"))
+    Error::unavailable(format!("cluster: {what}: {e}"))
 }
 
 /// Connects to NATS (retrying while none answers) and notes connection changes in `up`.
@@ -409,7 +411,10 @@ impl Node {
     ) -> std::result::Result<(Published, Outcome), ServiceError> {
         let sent = self.publish(bucket, change, false).await?;
         let outcome = self.settle(&sent).await?;
-        let refused = matches!(outcome, Outcome::TakenDown | Outcome::Refused { .. });
+        let refused = matches!(
+            outcome,
+            Outcome::TakenDown | Outcome::Refused { .. } | Outcome::PreconditionFailed { .. }
+        );
         if sent.duplicate && change.kind == Kind::Put && refused {
             let again = self.publish(bucket, change, true).await?;
             let outcome = self.settle(&again).await?;
@@ -601,50 +606,61 @@ impl Node {
 
     /// The message of a write received here: stamped with its arrival, with a tid made here when
     /// the request has none.
-    fn message_of(&self, w: Write) -> Change {
-        let (kind, rev, tid, content_type, value) = match w.change {
+    fn message_of(
+        &self,
+        domain: String,
+        title: String,
+        change: service::Change,
+        arrival: i64,
+    ) -> Change {
+        let mut c = Change {
+            kind: Kind::Put,
+            arrival,
+            rev: 0,
+            tid: Uuid::nil(),
+            domain,
+            title,
+            content_type: String::new(),
+            value: Vec::new(),
+            conditions: Default::default(),
+            names_render: false,
+        };
+        let tid = match change {
             service::Change::Put {
                 rev,
                 tid,
                 content_type,
                 value,
-            } => (Kind::Put, Some(rev), tid, content_type, value.to_vec()),
-            service::Change::TakeDown { rev } => (Kind::TakeDown, rev, None, String::new(), vec![]),
-            service::Change::Lift { rev } => (Kind::Lift, rev, None, String::new(), vec![]),
+                conditions,
+            } => {
+                c.rev = rev;
+                c.content_type = content_type;
+                c.value = value.to_vec();
+                c.conditions = conditions;
+                c.names_render = tid.is_some();
+                tid
+            }
+            service::Change::TakeDown { rev } => {
+                c.kind = if rev.is_some() {
+                    Kind::TakeDown
+                } else {
+                    Kind::TakeDownTitle
+                };
+                c.rev = rev.unwrap_or(0);
+                None
+            }
+            service::Change::Lift { rev } => {
+                c.kind = if rev.is_some() {
+                    Kind::Lift
+                } else {
+                    Kind::LiftTitle
+                };
+                c.rev = rev.unwrap_or(0);
+                None
+            }
         };
-        Change {
-            content_type,
-            value,
-            arrival: w.arrival,
-            ..self.change(kind, &w.domain, &w.title, rev, tid)
-        }
-    }
-
-    /// A change made here: stamped with this node's clock, with a tid made here when it has
-    /// none. A put's content type and value are set after.
-    pub fn change(
-        &self,
-        kind: Kind,
-        domain: &str,
-        title: &str,
-        rev: Option<u64>,
-        tid: Option<Uuid>,
-    ) -> Change {
-        let kind = match (kind, rev) {
-            (Kind::TakeDown, None) => Kind::TakeDownTitle,
-            (Kind::Lift, None) => Kind::LiftTitle,
-            (k, _) => k,
-        };
-        Change {
-            kind,
-            arrival: crate::clock::SystemClock.now(),
-            rev: rev.unwrap_or(0),
-            tid: tid.unwrap_or_else(|| self.make_tid()),
-            domain: domain.to_string(),
-            title: title.to_string(),
-            content_type: String::new(),
-            value: Vec::new(),
-        }
+        c.tid = tid.unwrap_or_else(|| self.make_tid());
+        c
     }
 
     /// Waits (bounded) until the apply loop has passed `seq`.
@@ -973,10 +989,45 @@ pub(super) async fn on_writer<T: Send + 'static>(
         let _ = tx.send(f(s));
     }));
     if !bucket.submit(Job::Exclusive(work)) {
-        return Err(Error::invalid(format!("bucket {} is closing", bucket.name)));
+        return Err(Error::unavailable(format!(
+            "bucket {} is closing",
+            bucket.name
+        )));
     }
     rx.await
-        .map_err(|_| Error::invalid(format!("bucket {} is closing", bucket.name)))?
+        .map_err(|_| Error::unavailable(format!("bucket {} is closing", bucket.name)))?
+}
+
+/// Why an apply session ended before its consumer did.
+#[derive(Debug)]
+pub(super) enum SessionEnd {
+    /// A store failed under the apply: what its bucket holds is known only once a restart's
+    /// open has recovered it, so the process stops (exit status 3).
+    StoreFailed(String),
+    /// Anything else (NATS, the stream, a peer, a map change): a new session tries again.
+    Retry(String),
+}
+
+impl SessionEnd {
+    /// A store's failure.
+    pub(super) fn store(e: Error) -> SessionEnd {
+        SessionEnd::StoreFailed(e.to_string())
+    }
+}
+
+impl From<String> for SessionEnd {
+    fn from(why: String) -> SessionEnd {
+        SessionEnd::Retry(why)
+    }
+}
+
+impl std::fmt::Display for SessionEnd {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SessionEnd::StoreFailed(why) => write!(f, "a store failed: {why}"),
+            SessionEnd::Retry(why) => f.write_str(why),
+        }
+    }
 }
 
 /// The apply loop: sessions of one ordered consumer each, restarted when the map changes this
@@ -984,9 +1035,9 @@ pub(super) async fn on_writer<T: Send + 'static>(
 async fn apply_loop(node: Arc<Node>, reg: Arc<Registry>) {
     loop {
         if let Err(e) = apply_session(&node, &reg).await {
-            if e.contains("stopping") {
+            if let SessionEnd::StoreFailed(e) = &e {
                 // Written at once: the exit below would drop what the log's thread holds.
-                eprintln!("wink cluster {}: apply: {e}", node.name);
+                eprintln!("wink cluster {}: apply: stopping: {e}", node.name);
                 // The store failed mid-batch: the process must restart (the open recovers it).
                 std::process::exit(3);
             }
@@ -1094,7 +1145,7 @@ async fn diverge(
     buckets: &[Arc<crate::service::registry::Bucket>],
     why: &str,
     first: u64,
-) -> std::result::Result<(), String> {
+) -> std::result::Result<(), SessionEnd> {
     tracing::error!(
         node = %node.name,
         "NOT VOUCHING for its partitions: {why}; replaying the stream from sequence {first}; \
@@ -1105,7 +1156,7 @@ async fn diverge(
         let to = first.saturating_sub(1);
         on_writer(b, move |s| apply::diverge(s, &why, to))
             .await
-            .map_err(|e| format!("stopping: {e}"))?;
+            .map_err(SessionEnd::store)?;
     }
     *lock(&node.diverged) = Some(why.to_string());
     Ok(())
@@ -1136,7 +1187,10 @@ pub async fn replay(node: &Arc<Node>, reg: &Registry) -> std::result::Result<u64
     Ok(first)
 }
 
-async fn apply_session(node: &Arc<Node>, reg: &Arc<Registry>) -> std::result::Result<(), String> {
+async fn apply_session(
+    node: &Arc<Node>,
+    reg: &Arc<Registry>,
+) -> std::result::Result<(), SessionEnd> {
     let generation = node.map_generation.load(Ordering::SeqCst);
     let owned = node.map().owned_by(&node.name);
     let buckets = reg.buckets();
@@ -1194,12 +1248,13 @@ async fn apply_session(node: &Arc<Node>, reg: &Arc<Registry>) -> std::result::Re
         return match super::seed::take_over(node, reg, &owned, first, last).await {
             // The next session starts where the copies stand.
             Ok(()) => Ok(()),
-            Err(e) => {
+            Err(SessionEnd::Retry(e)) => {
                 let why = format!("{why}: {e}");
                 *lock(&node.behind) = Some(why.clone());
                 tokio::time::sleep(Duration::from_secs(5)).await;
-                Err(why)
+                Err(SessionEnd::Retry(why))
             }
+            Err(stop) => Err(stop),
         };
     }
     *lock(&node.behind) = None;
@@ -1235,7 +1290,7 @@ async fn apply_session(node: &Arc<Node>, reg: &Arc<Registry>) -> std::result::Re
                 // A stream that cannot be asked now is asked again at the next check.
                 if let Ok(Some((why, first))) = confirmed_divergence(&mut stream, m).await {
                     diverge(node, &buckets, &why, first).await?;
-                    return Err(why);
+                    return Err(why.into());
                 }
             }
         }
@@ -1247,14 +1302,14 @@ async fn apply_session(node: &Arc<Node>, reg: &Arc<Registry>) -> std::result::Re
         while batch.len() < BATCH_MESSAGES && bytes < BATCH_BYTES {
             let next = match tokio::time::timeout(wait, messages.next()).await {
                 Err(_) => break,
-                Ok(None) => return Err("the consumer ended".into()),
-                Ok(Some(Err(e))) => return Err(format!("the consumer: {e}")),
+                Ok(None) => return Err(SessionEnd::Retry("the consumer ended".into())),
+                Ok(Some(Err(e))) => return Err(format!("the consumer: {e}").into()),
                 Ok(Some(Ok(m))) => m,
             };
             wait = Duration::from_millis(2);
             let seq = match next.info() {
                 Ok(i) => i.stream_sequence,
-                Err(e) => return Err(format!("a message without stream info: {e}")),
+                Err(e) => return Err(format!("a message without stream info: {e}").into()),
             };
             last_seq = Some(seq);
             let m = Mark::of(&created, seq, next.subject.as_str(), &next.payload);
@@ -1293,7 +1348,7 @@ async fn apply_session(node: &Arc<Node>, reg: &Arc<Registry>) -> std::result::Re
                             apply::apply_batch(s, &[], Some((at, &parts)), m.as_ref())
                         })
                         .await
-                        .map_err(|e| format!("stopping: {e}"))?;
+                        .map_err(SessionEnd::store)?;
                     }
                 }
                 last_advance = Instant::now();
@@ -1320,7 +1375,7 @@ async fn apply_session(node: &Arc<Node>, reg: &Arc<Registry>) -> std::result::Re
                 apply::apply_batch(s, &msgs, Some((through, &parts)), m.as_ref())
             })
             .await
-            .map_err(|e| format!("stopping: bucket {name}: {e}"))?;
+            .map_err(|e| SessionEnd::StoreFailed(format!("bucket {name}: {e}")))?;
             for r in report.refused {
                 tracing::warn!(node = %node.name, "bucket {name}: refused {r}");
             }
@@ -1348,11 +1403,15 @@ const TICKS_TO_UNIX: u64 = 0x01B2_1DD2_1381_4000;
 impl Writes for Node {
     fn write(&self, w: Write) -> Pending<'_, Receipt> {
         Box::pin(async move {
-            let bucket = w.bucket.clone();
-            let (domain, title) = (w.domain.clone(), w.title.clone());
-            let change = self.message_of(w);
+            let Write {
+                bucket,
+                domain,
+                title,
+                change,
+                arrival,
+            } = w;
+            let change = self.message_of(domain, title, change, arrival);
             let (sent, outcome) = self.write_change(&bucket, &change).await?;
-            let rev = change.kind.of_rev(change.rev);
             let done = match outcome {
                 Outcome::Stored => Done::Stored {
                     rev: change.rev,
@@ -1360,14 +1419,18 @@ impl Writes for Node {
                 },
                 Outcome::Removed { removed } => Done::Removed(removed),
                 Outcome::Lifted { lifted } => Done::Lifted(lifted),
+                // Only a put is refused as taken down.
                 Outcome::TakenDown => {
                     return Err(ServiceError::Refused(Refusal::TakenDown {
-                        domain,
-                        title,
-                        rev: rev.unwrap_or(change.rev),
+                        domain: change.domain,
+                        title: change.title,
+                        rev: change.rev,
                     }))
                 }
                 Outcome::Refused { why } => return Err(ServiceError::Refused(Refusal::Rule(why))),
+                Outcome::PreconditionFailed { why } => {
+                    return Err(ServiceError::Refused(Refusal::Precondition(why)))
+                }
             };
             Ok(Receipt {
                 done,

@@ -22,7 +22,7 @@ use hyper::{Method, StatusCode};
 
 use super::apply;
 use super::message::{partition_of, Change, Kind, RESERVED_DOMAIN};
-use super::node::{ask, on_writer, Node};
+use super::node::{ask, on_writer, Node, SessionEnd};
 use crate::serve::problem::Problem;
 use crate::service::commit::{ExclusiveWork, Job};
 use crate::service::registry::Registry;
@@ -216,6 +216,8 @@ fn change_of(item: CopyItem) -> Change {
             title,
             content_type,
             value,
+            conditions: Default::default(),
+            names_render: false,
         },
         CopyItem::TakeDown { domain, title, rev } => Change {
             kind: if rev.is_some() {
@@ -230,6 +232,8 @@ fn change_of(item: CopyItem) -> Change {
             title,
             content_type: String::new(),
             value: Vec::new(),
+            conditions: Default::default(),
+            names_render: false,
         },
     }
 }
@@ -265,7 +269,7 @@ pub(super) async fn take_over(
     owned: &[u32],
     first: u64,
     last: u64,
-) -> Result<(), String> {
+) -> Result<(), SessionEnd> {
     let map = node.map();
     let live = node.live();
     for b in reg.buckets() {
@@ -301,17 +305,18 @@ pub(super) async fn take_over(
             }
             match copy_from(node, &b, &giver, &theirs, first).await {
                 Ok(done) => left.retain(|p| !done.contains(p)),
+                Err(stop @ SessionEnd::StoreFailed(_)) => return Err(stop),
                 Err(e) => {
                     tracing::warn!(node = %node.name, "bucket {}: a copy from {giver}: {e}", b.name)
                 }
             }
         }
         if !left.is_empty() {
-            return Err(format!(
+            return Err(SessionEnd::Retry(format!(
                 "bucket {}: partitions {left:?}: no other owner gave a copy that reaches the \
                  stream's first sequence {first}",
                 b.name
-            ));
+            )));
         }
     }
     Ok(())
@@ -325,7 +330,7 @@ async fn copy_from(
     giver: &str,
     partitions: &[u32],
     first: u64,
-) -> Result<Vec<u32>, String> {
+) -> Result<Vec<u32>, SessionEnd> {
     let base = node
         .url_of(giver)
         .ok_or_else(|| format!("no URL for node {giver}"))?;
@@ -340,10 +345,7 @@ async fn copy_from(
     )
     .await?;
     if status != StatusCode::OK {
-        return Err(format!(
-            "answered {status}: {}",
-            String::from_utf8_lossy(&body)
-        ));
+        return Err(format!("answered {status}: {}", String::from_utf8_lossy(&body)).into());
     }
     let started: CopyStarted =
         serde_json::from_slice(&body).map_err(|e| format!("the copy's answer: {e}"))?;
@@ -379,16 +381,16 @@ async fn copy_from(
                 )
                 .await?;
                 if status != StatusCode::OK {
-                    return Err(format!(
+                    return Err(SessionEnd::Retry(format!(
                         "page {pages} of partition {p}: answered {status}: {}",
                         String::from_utf8_lossy(&body)
-                    ));
+                    )));
                 }
                 let changes =
                     parse_page(&body).map_err(|e| format!("page {pages} of partition {p}: {e}"))?;
                 stored += on_writer(b, move |s| apply::apply_copy(s, &changes))
                     .await
-                    .map_err(|e| format!("stopping: {e}"))?;
+                    .map_err(SessionEnd::store)?;
                 pages += 1;
                 cursor = headers
                     .get(NEXT)
@@ -400,7 +402,7 @@ async fn copy_from(
             }
             on_writer(b, move |s| apply::seeded(s, p, seq))
                 .await
-                .map_err(|e| format!("stopping: {e}"))?;
+                .map_err(SessionEnd::store)?;
             tracing::info!(
                 node = %node.name,
                 "bucket {}: partition {p} copied from {giver} ({stored} renders, {pages} pages), \
@@ -410,7 +412,7 @@ async fn copy_from(
             );
             done.push(p);
         }
-        Ok(())
+        Ok::<(), SessionEnd>(())
     }
     .await;
     // The copy is dropped whatever happened; one left behind is swept an hour later.

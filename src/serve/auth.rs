@@ -54,6 +54,7 @@ impl Auth {
         })
     }
 
+    /// Whether a token is required.
     pub fn is_set(&self) -> bool {
         self.token.is_some()
     }

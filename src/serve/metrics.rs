@@ -183,10 +183,7 @@ impl Metrics {
                 &self.inflight_refused,
             ),
         ];
-        for (name, help, v) in counters {
-            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
-            let _ = writeln!(out, "{name} {}", v.load(Ordering::Relaxed));
-        }
+        crate::service::histogram::render_counters(out, &counters);
         let _ = writeln!(
             out,
             "# HELP wink_http_connections_open Connections open now.\n\

@@ -2,33 +2,38 @@
 //! root whose directories are buckets (render stores). The routes, errors and metrics, with
 //! examples, are in docs/HTTP.md; the decisions behind them too.
 //!
+//! The HTTP front, on the service core (`src/service/`: buckets, group commit, specs, writes,
+//! the read gate), which knows no HTTP. Its files, all private to the crate:
+//!
 //! | file | concept |
 //! |---|---|
-//! | [`routes`] | paths, methods, answers |
-//! | [`registry`] | the buckets: writer, group commit, maintenance, per-thread read handles |
-//! | [`commit`] | group commit: one commit for every put waiting, each answered after it |
-//! | [`problem`] | errors as `application/problem+json`, store errors as statuses |
-//! | [`spec`] | a bucket's settings from JSON (RESTBase's retention policy, Wink's fields) |
-//! | [`limits`] | body size, body time, in-flight body bytes |
-//! | [`connections`] | accepting, the connection bound, header timeout, draining |
-//! | [`auth`] | bearer token for changes; no open listener without one |
-//! | [`metrics`] | Prometheus counters and histograms |
-//! | [`log`] | the access log and the error log (`tracing`), request ids |
-//! | [`shutdown`] | SIGTERM and SIGINT |
+//! | `routes.rs` | paths, methods, answers; the read gate asked before reads |
+//! | `problem.rs` | errors as `application/problem+json`: the only place statuses are decided |
+//! | `limits.rs` | body size, body time, in-flight body bytes |
+//! | `connections.rs` | accepting, the connection bound, header and write deadlines, draining |
+//! | `auth.rs` | bearer token for changes; no open listener without one |
+//! | `cursor.rs` | listing cursors, sealed so that a forged one is refused |
+//! | `forward.rs` | reads relayed to a peer the gate names; node-to-node connections |
+//! | `metrics.rs` | Prometheus counters and histograms |
+//! | `log.rs` | the access log and the error log (`tracing`), request ids |
+//! | `shutdown.rs` | SIGTERM and SIGINT |
+//!
+//! What it offers the `wink` binary: [`run`] with its [`ServeOptions`], [`Auth`], [`AccessLog`]
+//! and [`LogFormat`].
 //!
 //! Compiled with the `server` feature (on by default); an embedder of the library that turns
 //! default features off compiles none of it.
 
-pub mod auth;
-pub mod connections;
-pub mod cursor;
-pub mod forward;
-pub mod limits;
-pub mod log;
-pub mod metrics;
-pub mod problem;
-pub mod routes;
-pub mod shutdown;
+pub(crate) mod auth;
+mod connections;
+mod cursor;
+pub(crate) mod forward;
+mod limits;
+mod log;
+mod metrics;
+pub(crate) mod problem;
+pub(crate) mod routes;
+mod shutdown;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -41,6 +46,7 @@ use crate::maintenance::background::MaintenanceOptions;
 use crate::vfs::WriterLock;
 
 pub use auth::Auth;
+pub use log::{AccessLog, LogFormat};
 
 /// The default address: loopback only.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7233";
@@ -50,6 +56,7 @@ pub const DEFAULT_LISTEN: &str = "127.0.0.1:7233";
 pub struct ServeOptions {
     /// The data root: one directory per bucket (created when missing).
     pub root: PathBuf,
+    /// The address to listen on ([`DEFAULT_LISTEN`]: loopback only).
     pub listen: SocketAddr,
     /// Worker threads (reads run on them); 0: one per core.
     pub threads: usize,
@@ -57,15 +64,19 @@ pub struct ServeOptions {
     pub max_body: u64,
     /// Request body bytes held across all requests at once.
     pub max_inflight: u64,
+    /// Connections served at once; past them a client gets 503.
     pub max_connections: usize,
     /// Buckets this server holds at most (a `PUT` of one more is 507).
     pub max_buckets: usize,
+    /// How long a request's head may take to arrive.
     pub header_timeout: Duration,
+    /// How long a request's body may make no progress.
     pub body_timeout: Duration,
     /// How long a write to a client may make no progress before the connection is cut.
     pub write_timeout: Duration,
     /// How long a stop waits for in-flight requests.
     pub drain_timeout: Duration,
+    /// The bearer token changes need.
     pub auth: Auth,
     /// Background maintenance of every bucket (`None`: off).
     pub maintenance: Option<MaintenanceOptions>,

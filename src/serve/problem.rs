@@ -108,6 +108,14 @@ impl Problem {
                     log,
                 )
             },
+            Error::Unavailable(why) => Problem {
+                retry_after: Some(2),
+                ..Problem::server_side(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "something the request needs is out of reach; retry shortly",
+                    why.clone(),
+                )
+            },
             Error::Corrupt { .. } => {
                 Problem::server_side(StatusCode::INTERNAL_SERVER_ERROR, "damaged data", log)
             }
@@ -130,6 +138,7 @@ impl Problem {
                 ))
             }
             ServiceError::Refused(Refusal::TooLarge(why)) => Problem::too_large(why),
+            ServiceError::Refused(Refusal::Precondition(why)) => Problem::precondition_failed(why),
             ServiceError::Refused(Refusal::Rule(why)) | ServiceError::Invalid(why) => {
                 Problem::bad_request(why)
             }

@@ -39,9 +39,10 @@ use super::auth::Auth;
 use super::limits::BodyLimits;
 use super::metrics::{Metrics, Route};
 use super::problem::Problem;
-use crate::service::registry::{Bucket, CreateError, Created, ReadError, Registry};
+use crate::service::registry::{self, Bucket, CreateError, Created, ReadError, Registry};
 use crate::service::spec::{describe, valid_bucket_name, BucketSpec};
-use crate::service::{Change, Done, ReadGate, Receipt, ServiceError, Write, Writes};
+use crate::service::{Change, Done, Preconditions, ReadGate, Receipt, ServiceError, Tags};
+use crate::service::{Write, Writes};
 use crate::store::{key, Got, RenderCursor, State, Store, TitlePosition};
 
 /// A listing's page size when the request does not say.
@@ -575,21 +576,6 @@ fn bucket(app: &App, place: &Place) -> Result<Arc<Bucket>> {
     Ok(app.registry.open_bucket(&place.bucket)?)
 }
 
-fn no_bucket(name: &str) -> Problem {
-    Problem::not_found(format!("no bucket {name} (create it with PUT)"))
-}
-
-fn unreadable(name: &str, why: &str) -> Problem {
-    Problem {
-        retry_after: Some(10),
-        ..Problem::server_side(
-            StatusCode::SERVICE_UNAVAILABLE,
-            &format!("bucket {name} could not be opened (tried again every few seconds)"),
-            format!("bucket {name}: {why}"),
-        )
-    }
-}
-
 /// Runs a read on this worker's handle of the bucket (see the registry): 404 for no bucket.
 fn read<T>(
     app: &App,
@@ -598,8 +584,8 @@ fn read<T>(
 ) -> Result<T> {
     match app.registry.read(&place.bucket, f) {
         Ok(Some(v)) => Ok(v),
-        Ok(None) => Err(no_bucket(&place.bucket)),
-        Err(ReadError::Failed(why)) => Err(unreadable(&place.bucket, &why)),
+        Ok(None) => Err(registry::missing(&place.bucket).into()),
+        Err(ReadError::Failed(why)) => Err(registry::unopened(&place.bucket, &why).into()),
         Err(ReadError::Store(e)) => Err(Problem::from_store(&e)),
     }
 }
@@ -671,21 +657,37 @@ fn etag(rev: u64, tid: Uuid) -> HeaderValue {
     HeaderValue::from_str(&format!("\"{rev}/{tid}\"")).unwrap_or(HeaderValue::from_static("\"\""))
 }
 
+/// The render an entity tag names: the inverse of [`etag`]; `None` for any other tag.
+fn parse_etag(tag: &[u8]) -> Option<(u64, Uuid)> {
+    let (rev, tid) = std::str::from_utf8(tag)
+        .ok()?
+        .strip_prefix('"')?
+        .strip_suffix('"')?
+        .split_once('/')?;
+    Some((rev.parse().ok()?, tid.parse().ok()?))
+}
+
 /// Whether header `name` (`If-Match` or `If-None-Match`) lists `tag` or is `*`: by weak
 /// comparison when `weak`, else strong (a `W/` tag never matches; RFC 9110 § 8.8.3.2).
 fn tag_listed(headers: &HeaderMap, name: HeaderName, tag: &HeaderValue, weak: bool) -> bool {
     let tag = tag.as_bytes();
-    headers.get_all(name).iter().any(|v| {
-        v.as_bytes().split(|b| *b == b',').any(|t| {
+    entity_tags(headers, name).any(|(w, t)| (weak || !w) && (t == b"*" || t == tag))
+}
+
+/// The entity tags header `name` lists (`If-Match`, `If-None-Match`), each with whether it is
+/// weak (`W/`, dropped) and its quotes kept; `*` is listed as it is.
+fn entity_tags(headers: &HeaderMap, name: HeaderName) -> impl Iterator<Item = (bool, &[u8])> {
+    headers
+        .get_all(name)
+        .into_iter()
+        .flat_map(|v| v.as_bytes().split(|b| *b == b','))
+        .map(|t| {
             let t = t.trim_ascii();
-            let t = match t.strip_prefix(b"W/") {
-                Some(_) if !weak => return false,
-                Some(rest) => rest,
-                None => t,
-            };
-            t == b"*" || t == tag
+            match t.strip_prefix(b"W/") {
+                Some(rest) => (true, rest),
+                None => (false, t),
+            }
         })
-    })
 }
 
 fn render_answer(got: Got, head: bool, headers: &HeaderMap) -> Answer {
@@ -857,6 +859,29 @@ fn content_type(headers: &HeaderMap) -> Result<String> {
     Ok(text.to_string())
 }
 
+/// 415 for a body in a content coding: a render is stored with its content type only, so bytes
+/// kept in a coding would be served later as if they were the type itself.
+fn identity_only(headers: &HeaderMap) -> Result<()> {
+    for v in headers.get_all(hyper::header::CONTENT_ENCODING) {
+        let coded = v
+            .as_bytes()
+            .split(|b| *b == b',')
+            .map(<[u8]>::trim_ascii)
+            .any(|c| !c.is_empty() && !c.eq_ignore_ascii_case(b"identity"));
+        if coded {
+            return Err(Problem::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                format!(
+                    "Content-Encoding: {}: a render is stored as its content type says, without \
+                     a content coding; send it decoded",
+                    String::from_utf8_lossy(v.as_bytes())
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 async fn put_render(
     app: &App,
     place: Place,
@@ -869,6 +894,7 @@ async fn put_render(
     app.auth.check(&parts.headers)?;
     let b = bucket(app, &place)?;
     let content_type = content_type(&parts.headers)?;
+    identity_only(&parts.headers)?;
     // A client's own tid may run a little ahead of this server's clock, not far.
     if let Some(t) = tid {
         key::check_put_tid(
@@ -904,6 +930,7 @@ async fn put_render(
             tid,
             content_type,
             value: body.bytes.clone(),
+            conditions: preconditions(&parts.headers),
         },
         arrival: crate::clock::Clock::now(&crate::clock::SystemClock),
     };
@@ -934,6 +961,29 @@ async fn put_render(
     a.headers_mut().insert(ETAG, etag(rev, tid));
     with_seq(&mut a, receipt.seq);
     Ok(a)
+}
+
+/// A put's `If-Match` and `If-None-Match`, for the writer to check (RFC 9110 § 13.1.1-2):
+/// `If-Match` compares strongly (a `W/` tag never matches), `If-None-Match` weakly; a tag that
+/// is no render's (`"REV/TID"`) matches nothing.
+fn preconditions(headers: &HeaderMap) -> Preconditions {
+    let tags = |name: HeaderName, weak: bool| -> Option<Tags> {
+        if !headers.contains_key(&name) {
+            return None;
+        }
+        let mut list = Vec::new();
+        for (_, t) in entity_tags(headers, name).filter(|(w, _)| weak || !w) {
+            if t == b"*" {
+                return Some(Tags::Any);
+            }
+            list.extend(parse_etag(t));
+        }
+        Some(Tags::List(list))
+    };
+    Preconditions {
+        if_match: tags(IF_MATCH, false),
+        if_none_match: tags(IF_NONE_MATCH, true),
+    }
 }
 
 /// A receipt of another kind than the write's (a bug): 500.
@@ -1041,7 +1091,7 @@ async fn create_bucket(
         )),
         Err(CreateError::Invalid(e)) => Err(Problem::bad_request(strip(e))),
         Err(CreateError::Differs(what)) => Err(Problem::conflict(what)),
-        Err(CreateError::Failed(why)) => Err(unreadable(&place.bucket, &why)),
+        Err(CreateError::Failed(why)) => Err(registry::unopened(&place.bucket, &why).into()),
         Err(CreateError::Full(max)) => Err(Problem::new(
             StatusCode::INSUFFICIENT_STORAGE,
             format!("this server holds as many buckets as it may ({max}, --max-buckets)"),

@@ -16,6 +16,7 @@ use bytes::Bytes;
 use tokio::sync::oneshot;
 use uuid::Uuid;
 
+use super::conditions::Preconditions;
 use super::histogram::{Histogram, BATCH};
 use crate::error::{Error, Result};
 use crate::store::{Put, Store};
@@ -34,6 +35,8 @@ pub enum PutError {
     Store(Error),
     /// The commit that was to make it durable failed (shared by the batch's puts).
     Commit(Arc<Error>),
+    /// Its conditions do not hold: why.
+    Precondition(String),
 }
 
 /// A render to store.
@@ -45,6 +48,8 @@ pub struct PutJob {
     pub tid: Option<Uuid>,
     pub content_type: String,
     pub value: Bytes,
+    /// Checked against the store when the put is applied, in queue order.
+    pub conditions: Preconditions,
 }
 
 /// What the bucket's writer thread is asked to do.
@@ -160,6 +165,20 @@ fn commit_puts(store: &Mutex<Store>, puts: Vec<(PutJob, PutReply)>, stats: &Comm
     };
     let mut done: Vec<(PutReply, std::result::Result<Uuid, PutError>)> = Vec::new();
     for (put, reply) in puts {
+        match put
+            .conditions
+            .check(&s, &put.domain, &put.title, put.rev, put.tid)
+        {
+            Ok(Ok(())) => {}
+            Ok(Err(why)) => {
+                done.push((reply, Err(PutError::Precondition(why))));
+                continue;
+            }
+            Err(e) => {
+                done.push((reply, Err(PutError::Store(e))));
+                continue;
+            }
+        }
         let result = s.put_uncommitted(&Put {
             domain: &put.domain,
             title: &put.title,
@@ -251,4 +270,53 @@ fn run_other(store: &Mutex<Store>, job: Job, stats: &CommitStats) {
 /// The error of a bucket whose writer panicked while holding the store (a bug, never input).
 fn poisoned() -> Error {
     Error::internal("the bucket's writer stopped after a panic; restart the server")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::service::{Preconditions, Tags};
+    use crate::store::{Config, StoreOptions};
+
+    /// A put's answer, as the requester waits for it.
+    type Answer = oneshot::Receiver<std::result::Result<Uuid, PutError>>;
+
+    fn put(body: &'static [u8], conditions: Preconditions) -> (PutJob, PutReply, Answer) {
+        let (tx, rx) = oneshot::channel();
+        let job = PutJob {
+            domain: "en.wikipedia.org".into(),
+            title: "T".into(),
+            rev: 1,
+            tid: None,
+            content_type: "text/html".into(),
+            value: Bytes::from_static(body),
+            conditions,
+        };
+        (job, tx, rx)
+    }
+
+    /// Two puts of one batch that both ask for a revision with no render: the second sees the
+    /// first (uncommitted, in the same batch) and is refused.
+    #[test]
+    fn conditions_see_the_puts_before_them_in_the_same_batch() {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = StoreOptions::writer();
+        Store::init(dir.path(), &Config::default(), &opts).unwrap();
+        let store = Mutex::new(Store::open(dir.path(), &opts).unwrap());
+        let absent = Preconditions {
+            if_match: None,
+            if_none_match: Some(Tags::Any),
+        };
+        let (a, a_tx, mut a_rx) = put(b"first", absent.clone());
+        let (b, b_tx, mut b_rx) = put(b"second", absent);
+        commit_puts(&store, vec![(a, a_tx), (b, b_tx)], &CommitStats::default());
+        let tid = a_rx.try_recv().unwrap().expect("the first is stored");
+        assert!(matches!(
+            b_rx.try_recv().unwrap(),
+            Err(PutError::Precondition(_))
+        ));
+        let s = store.lock().unwrap();
+        let got = s.get_rev("en.wikipedia.org", "T", 1).unwrap().unwrap();
+        assert_eq!((got.tid, got.value.as_slice()), (tid, &b"first"[..]));
+    }
 }

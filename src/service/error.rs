@@ -40,6 +40,8 @@ pub enum Refusal {
     TooLarge(String),
     /// Another rule of the store (a tid out of order, a value the bucket refuses), as it said.
     Rule(String),
+    /// A condition of the write (`If-Match`, `If-None-Match`) does not hold: why.
+    Precondition(String),
 }
 
 /// A refusal for now.
@@ -85,7 +87,9 @@ impl std::fmt::Display for ServiceError {
             ServiceError::Refused(Refusal::TakenDown { domain, title, rev }) => {
                 write!(f, "{domain}/{title} revision {rev} is taken down")
             }
-            ServiceError::Refused(Refusal::TooLarge(why) | Refusal::Rule(why)) => f.write_str(why),
+            ServiceError::Refused(
+                Refusal::TooLarge(why) | Refusal::Rule(why) | Refusal::Precondition(why),
+            ) => f.write_str(why),
             ServiceError::Unavailable(u) => f.write_str(&u.why),
             ServiceError::Invalid(why) | ServiceError::NotFound(why) => f.write_str(why),
             ServiceError::Store(e) => write!(f, "{e}"),

@@ -1,5 +1,5 @@
-//! Fixed-bound histograms, in Prometheus's text format: the service's latencies and the group
-//! commit's batches, counted with atomics so that observing takes no lock.
+//! Fixed-bound histograms and counters, in Prometheus's text format: the service's latencies
+//! and the group commit's batches, counted with atomics so that observing takes no lock.
 
 use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -60,6 +60,14 @@ impl Histogram {
         let bare = labels.trim_end_matches(',');
         let _ = writeln!(out, "{name}_sum{{{bare}}} {sum}");
         let _ = writeln!(out, "{name}_count{{{bare}}} {cumulative}");
+    }
+}
+
+/// Writes each `(name, help, value)` as a Prometheus counter with its HELP and TYPE lines.
+pub fn render_counters(out: &mut String, counters: &[(&str, &str, &AtomicU64)]) {
+    for (name, help, v) in counters {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
+        let _ = writeln!(out, "{name} {}", v.load(Ordering::Relaxed));
     }
 }
 

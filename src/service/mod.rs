@@ -7,12 +7,14 @@
 //! | [`spec`] | a bucket's settings as clients give them (RESTBase's bucket bodies included) |
 //! | [`writes`] | where writes go: [`Writes`], on this node ([`LocalWrites`]) or a cluster's |
 //! | [`gate`] | where a read is answered: here ([`LocalGate`]), by another node, or after a wait |
+//! | [`conditions`] | conditional puts (`If-Match`, `If-None-Match`), checked by the writer |
 //! | [`error`] | why a request was not done ([`ServiceError`]), typed to the edge |
 //! | [`histogram`] | fixed-bound histograms of the commits' batches and times |
 //!
 //! It knows no HTTP: the HTTP front (`serve`) and the cluster sit on it, never the reverse.
 
 pub mod commit;
+pub mod conditions;
 pub mod error;
 pub mod gate;
 pub mod histogram;
@@ -20,6 +22,7 @@ pub mod registry;
 pub mod spec;
 pub mod writes;
 
+pub use conditions::{Preconditions, Tags};
 pub use error::{Refusal, ServiceError};
 pub use gate::{LocalGate, Peer, ReadGate};
 pub use histogram::Histogram;

@@ -29,7 +29,7 @@ use std::sync::atomic::Ordering;
 use std::sync::mpsc::{self, Sender};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::SystemTime;
 
 use serde_json::{json, Value};
 
@@ -45,7 +45,6 @@ use std::sync::atomic::AtomicU64;
 #[derive(Clone, Debug)]
 pub struct StatSnapshot {
     pub at: SystemTime,
-    pub took: Duration,
     pub stat: std::result::Result<StoreStat, String>,
 }
 
@@ -168,6 +167,20 @@ struct Reader {
     seen: u64,
 }
 
+/// No bucket `name`.
+pub fn missing(name: &str) -> ServiceError {
+    ServiceError::NotFound(format!("no bucket {name} (create it with PUT)"))
+}
+
+/// Bucket `name` exists but could not be opened, for `why` (what the error log gets).
+pub fn unopened(name: &str, why: &str) -> ServiceError {
+    ServiceError::Unavailable(Unavailable {
+        why: format!("bucket {name} could not be opened (tried again every few seconds)"),
+        retry_after: 10,
+        log: Some(format!("bucket {name}: {why}")),
+    })
+}
+
 thread_local! {
     static READERS: RefCell<HashMap<String, Reader>> = RefCell::new(HashMap::new());
 }
@@ -269,14 +282,8 @@ impl Registry {
     pub fn open_bucket(&self, name: &str) -> std::result::Result<Arc<Bucket>, ServiceError> {
         match self.bucket(name) {
             Ok(Some(b)) => Ok(b),
-            Ok(None) => Err(ServiceError::NotFound(format!(
-                "no bucket {name} (create it with PUT)"
-            ))),
-            Err(why) => Err(ServiceError::Unavailable(Unavailable {
-                why: format!("bucket {name} could not be opened (tried again every few seconds)"),
-                retry_after: 10,
-                log: Some(format!("bucket {name}: {why}")),
-            })),
+            Ok(None) => Err(missing(name)),
+            Err(why) => Err(unopened(name, &why)),
         }
     }
 
@@ -411,7 +418,6 @@ impl Registry {
         which: impl Fn(&Bucket) -> bool,
     ) {
         for b in self.buckets().into_iter().filter(|b| which(b)) {
-            let started = Instant::now();
             let stat = match handles.get_mut(&b.name) {
                 Some(s) => s.refresh(),
                 None => Store::open(&b.dir, &StoreOptions::read_only())
@@ -424,7 +430,6 @@ impl Registry {
             .map_err(|e| e.to_string());
             *lock(&b.stat) = Some(StatSnapshot {
                 at: SystemTime::now(),
-                took: started.elapsed(),
                 stat,
             });
         }
@@ -653,10 +658,7 @@ impl Registry {
                 &self.writer_fallbacks,
             ),
         ];
-        for (name, help, v) in reads {
-            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
-            let _ = writeln!(out, "{name} {}", v.load(Ordering::Relaxed));
-        }
+        super::histogram::render_counters(out, &reads);
         let failed = self.failed();
         let _ = writeln!(
             out,

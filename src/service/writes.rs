@@ -12,8 +12,9 @@ use tokio::sync::oneshot;
 use uuid::Uuid;
 
 use super::commit::{Job, PutError, PutJob};
+use super::conditions::Preconditions;
 use super::error::{Refusal, ServiceError};
-use super::registry::Registry;
+use super::registry::{Bucket, Registry};
 
 /// A change to one title of a bucket, as received.
 #[derive(Debug, Clone)]
@@ -44,6 +45,8 @@ pub enum Change {
         content_type: String,
         /// Its bytes.
         value: Bytes,
+        /// What the store must hold for the put to be made (`If-Match`, `If-None-Match`).
+        conditions: Preconditions,
     },
     /// Takes down a revision, or (`None`) the whole title.
     TakeDown {
@@ -120,8 +123,8 @@ impl Writes for LocalWrites {
                     tid,
                     content_type,
                     value,
+                    conditions,
                 } => {
-                    let (reply, rx) = oneshot::channel();
                     let job = PutJob {
                         domain: domain.clone(),
                         title: title.clone(),
@@ -129,11 +132,9 @@ impl Writes for LocalWrites {
                         tid,
                         content_type,
                         value,
+                        conditions,
                     };
-                    if !b.submit(Job::Put(job, reply)) {
-                        return Err(ServiceError::closing());
-                    }
-                    match rx.await.map_err(|_| ServiceError::closing())? {
+                    match on_writer(&b, |reply| Job::Put(job, reply)).await? {
                         Ok(tid) => Done::Stored { rev, tid },
                         Err(PutError::TakenDown) => {
                             return Err(ServiceError::Refused(Refusal::TakenDown {
@@ -144,38 +145,44 @@ impl Writes for LocalWrites {
                         }
                         Err(PutError::Store(e)) => return Err(ServiceError::from_store(e)),
                         Err(PutError::Commit(e)) => return Err(ServiceError::Store(e)),
+                        Err(PutError::Precondition(why)) => {
+                            return Err(ServiceError::Refused(Refusal::Precondition(why)))
+                        }
                     }
                 }
                 Change::TakeDown { rev } => {
-                    let (reply, rx) = oneshot::channel();
-                    let job = Job::TakeDown {
+                    let removed = on_writer(&b, |reply| Job::TakeDown {
                         domain,
                         title,
                         rev,
                         reply,
-                    };
-                    if !b.submit(job) {
-                        return Err(ServiceError::closing());
-                    }
-                    let removed = rx.await.map_err(|_| ServiceError::closing())?;
-                    Done::Removed(removed.map_err(ServiceError::from_store)?)
+                    });
+                    Done::Removed(removed.await?.map_err(ServiceError::from_store)?)
                 }
                 Change::Lift { rev } => {
-                    let (reply, rx) = oneshot::channel();
-                    let job = Job::Lift {
+                    let lifted = on_writer(&b, |reply| Job::Lift {
                         domain,
                         title,
                         rev,
                         reply,
-                    };
-                    if !b.submit(job) {
-                        return Err(ServiceError::closing());
-                    }
-                    let lifted = rx.await.map_err(|_| ServiceError::closing())?;
-                    Done::Lifted(lifted.map_err(ServiceError::from_store)?)
+                    });
+                    Done::Lifted(lifted.await?.map_err(ServiceError::from_store)?)
                 }
             };
             Ok(Receipt { done, seq: None })
         })
     }
+}
+
+/// Hands the job `make` builds around its answer's sender to the bucket's writer thread, and
+/// waits for the answer; a bucket that closes first is unavailable.
+async fn on_writer<T>(
+    b: &Bucket,
+    make: impl FnOnce(oneshot::Sender<T>) -> Job,
+) -> Result<T, ServiceError> {
+    let (reply, rx) = oneshot::channel();
+    if !b.submit(make(reply)) {
+        return Err(ServiceError::closing());
+    }
+    rx.await.map_err(|_| ServiceError::closing())
 }

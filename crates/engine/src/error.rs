@@ -110,6 +110,12 @@ pub enum Error {
         what: String,
     },
 
+    /// Something the operation needs is out of reach now (a server, a peer, a log): nothing was
+    /// changed by this failure, and the same request may succeed later. The engine itself never
+    /// returns it; the layers above it that talk to other processes do.
+    #[error("unavailable: {0}")]
+    Unavailable(String),
+
     /// A bug in Wink (a thread of the engine panicked), never a fault of the input. What was
     /// being done may have stopped half way: a store's commits are all or nothing, and the next
     /// writer's open recovers as after a crash.
@@ -221,6 +227,11 @@ impl Error {
         }
     }
 
+    /// Out of reach now: see [`Error::Unavailable`].
+    pub fn unavailable(what: impl Into<String>) -> Self {
+        Error::Unavailable(what.into())
+    }
+
     /// A bug in Wink.
     pub fn internal(what: impl Into<String>) -> Self {
         Error::Internal(what.into())
@@ -243,7 +254,8 @@ impl Error {
     ///
     /// 1: not found; 2: invalid input (nothing changed); 3: data could not be read or written
     /// (corruption or I/O), or an internal error (a bug; not input's fault, so never 2); 4: in
-    /// use by another writer (or changed by it under a read-only read: retry).
+    /// use by another writer (or changed by it under a read-only read: retry); 5: unavailable (a
+    /// server or peer out of reach; nothing changed; retry later).
     pub fn exit_code(&self) -> i32 {
         match self {
             Error::NotFound(_) => 1,
@@ -254,6 +266,7 @@ impl Error {
             | Error::Unsupported { .. }
             | Error::Internal(_) => 3,
             Error::InUse { .. } | Error::Stale { .. } => 4,
+            Error::Unavailable(_) => 5,
         }
     }
 
@@ -313,6 +326,7 @@ impl Error {
                 what: what.clone(),
             },
             Error::Internal(what) => Error::Internal(what.clone()),
+            Error::Unavailable(what) => Error::Unavailable(what.clone()),
         }
     }
 

@@ -53,8 +53,9 @@
 //! - [`store`] and [`archive`]: the render store and the archive of superseded revisions;
 //! - [`maintenance`]: compaction, culling, archive runs, scrub, snapshots, the index rebuild.
 //!
-//! The HTTP service, the cluster, WARC and dumps are built on this crate by the `wink` package;
-//! the engine compiles none of tokio, hyper, clap, indicatif or async-nats. Every public item
+//! WARC and dumps are built on this crate by the crate `wink_warc`, the HTTP service and the
+//! cluster by the `wink` package; the engine compiles none of tokio, hyper, clap, indicatif or
+//! async-nats. Every public item
 //! is documented (`missing_docs` guards them). The modules' paths may change between versions;
 //! the names at the root are the interface.
 //!

@@ -115,14 +115,13 @@ pub fn run(args: &Args) -> Result<Status> {
 /// problems, and of files with one.
 #[cfg(feature = "warc")]
 fn check_warcs(files: &[PathBuf]) -> Result<(Vec<String>, usize, usize)> {
-    use wink::warc::check;
     let mut lines = Vec::new();
-    let summaries = check::check(files, |p| lines.push(p.to_string()))?;
+    let summaries = wink::warc::check_warc(files, |p| lines.push(p.to_string()))?;
     let problems = lines.len();
     let mut bad = 0;
     for s in &summaries {
         if s.problems == 0 {
-            lines.push(check::ok_line(s));
+            lines.push(s.ok_line());
         } else {
             bad += 1;
         }

@@ -27,6 +27,10 @@ use clap::{Parser, Subcommand};
 use wink::clock::{self, Clock, ManualClock};
 use wink::Error;
 
+/// mimalloc for the program (the library leaves the choice to its embedder): see Cargo.toml.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const AFTER_HELP: &str = "\
 Exit status: 0 success; 1 not found, or `check` or `scrub` found problems; 2 bad usage or invalid
 input (nothing changed); 3 data could not be read (corruption or I/O error); 4 in use by another

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use wink::maintenance::background::MaintenanceOptions;
-use wink::serve::log::{AccessLog, LogFormat};
+use wink::serve::{AccessLog, LogFormat};
 use wink::serve::{Auth, ServeOptions, DEFAULT_LISTEN};
 use wink::{Error, Result};
 

@@ -7,9 +7,7 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 use wink::store::key;
-use wink::warc::codec::Compression;
-use wink::warc::date::Ticks;
-use wink::warc::export::{self, ExportOptions, ExportReport, Filter};
+use wink::warc::{export_warc, Compression, ExportOptions, ExportReport, Filter, Ticks};
 use wink::{Error, Result};
 
 use crate::show::Out;
@@ -167,7 +165,7 @@ pub fn run(args: &Args) -> Result<Status> {
     let opts = options(args, args.output.as_deref())?;
     let store = super::open_reader(&args.dir)?;
     let bar = super::progress_bar(Some(0), "exporting {bar:40} {percent}% {msg}, eta {eta}");
-    let result = export::export(&store, &opts, |p| {
+    let result = export_warc(&store, &opts, |p| {
         bar.set_length(p.walked.1);
         bar.set_position(p.walked.0);
         bar.set_message(format!(
@@ -197,7 +195,7 @@ fn run_wacz(args: &Args, wacz: &std::path::Path) -> Result<Status> {
     let opts = options(args, Some(&placeholder))?;
     let store = super::open_reader(&args.dir)?;
     let bar = super::progress_bar(Some(0), "packaging {bar:40} {percent}% {msg}, eta {eta}");
-    let result = wink::dumps::wacz::export(&store, wacz, &opts, |p| {
+    let result = wink::warc::export_wacz(&store, wacz, &opts, |p| {
         bar.set_length(p.walked.1);
         bar.set_position(p.walked.0);
         bar.set_message(format!("{} renders", p.renders));

@@ -5,8 +5,8 @@
 use std::path::Path;
 
 use serde::Serialize;
-use wink::dumps::enterprise::export::{export, ExportOptions, ExportReport};
 use wink::store::key;
+use wink::warc::{export_enterprise, EnterpriseExportOptions, EnterpriseExportReport};
 use wink::{Error, Result};
 
 use super::export::Args;
@@ -17,7 +17,7 @@ pub fn run(dir: &Path, output: Option<&Path>, args: &Args) -> Result<Status> {
     let opts = options(output, args)?;
     let store = super::open_reader(dir)?;
     let bar = super::progress_bar(Some(0), "exporting {bar:40} {percent}% {msg}, eta {eta}");
-    let result = export(&store, &opts, |p| {
+    let result = export_enterprise(&store, &opts, |p| {
         bar.set_length(p.walked.1);
         bar.set_position(p.walked.0);
         bar.set_message(format!(
@@ -32,7 +32,7 @@ pub fn run(dir: &Path, output: Option<&Path>, args: &Args) -> Result<Status> {
     Ok(0)
 }
 
-fn options(output: Option<&Path>, args: &Args) -> Result<ExportOptions> {
+fn options(output: Option<&Path>, args: &Args) -> Result<EnterpriseExportOptions> {
     let Some(output) = output else {
         return Err(Error::invalid("--format enterprise -o NAME.json.tar.gz"));
     };
@@ -55,7 +55,7 @@ fn options(output: Option<&Path>, args: &Args) -> Result<ExportOptions> {
     if let Some(d) = &args.domain {
         key::check_domain(d)?;
     }
-    let mut opts = ExportOptions::new(output)?;
+    let mut opts = EnterpriseExportOptions::new(output)?;
     opts.domain = args.domain.clone();
     opts.as_of = args.as_of;
     if let Some(n) = args.member_bytes {
@@ -91,7 +91,7 @@ struct ReportJson {
     mb_per_s: f64,
 }
 
-fn summary(r: &ExportReport, json: bool) -> Result<()> {
+fn summary(r: &EnterpriseExportReport, json: bool) -> Result<()> {
     let rate = if r.seconds > 0.0 {
         r.html_bytes as f64 / 1e6 / r.seconds
     } else {

@@ -112,7 +112,7 @@ pub fn run(args: &Args) -> Result<Status> {
     super::expect_store(&args.dir)?;
     #[cfg(feature = "warc")]
     if !args.warc.is_empty() {
-        let opts = wink::warc::import::ImportOptions {
+        let opts = wink::warc::ImportOptions {
             batch: args.batch,
             skip_damaged: args.skip_damaged,
         };
@@ -120,7 +120,7 @@ pub fn run(args: &Args) -> Result<Status> {
     }
     #[cfg(feature = "dumps")]
     if !args.enterprise.is_empty() {
-        let opts = wink::dumps::enterprise::import::ImportOptions {
+        let opts = wink::warc::EnterpriseImportOptions {
             batch: args.batch,
             skip_bad: args.skip_bad,
             max_line: args.max_line_bytes,

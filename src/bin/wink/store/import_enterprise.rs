@@ -4,8 +4,9 @@
 use std::path::{Path, PathBuf};
 
 use indicatif::ProgressBar;
-use wink::dumps::enterprise::import::{
-    import, ImportOptions, ImportReport, Listener, Note, Progress,
+use wink::warc::{
+    import_enterprise, EnterpriseImportOptions, EnterpriseImportProgress, EnterpriseImportReport,
+    EnterpriseListener, EnterpriseNote,
 };
 use wink::Result;
 
@@ -21,7 +22,7 @@ struct Cli {
 }
 
 impl Cli {
-    fn say(&mut self, kind: usize, label: &str, note: &Note) {
+    fn say(&mut self, kind: usize, label: &str, note: &EnterpriseNote) {
         self.shown[kind] += 1;
         if self.shown[kind] <= SHOWN {
             let line = format!(
@@ -34,20 +35,20 @@ impl Cli {
     }
 }
 
-impl Listener for Cli {
-    fn bad(&mut self, note: &Note) {
+impl EnterpriseListener for Cli {
+    fn bad(&mut self, note: &EnterpriseNote) {
         self.say(0, "skipped bad line", note);
     }
 
-    fn refused(&mut self, note: &Note) {
+    fn refused(&mut self, note: &EnterpriseNote) {
         self.say(1, "refused", note);
     }
 
-    fn reshaped(&mut self, note: &Note) {
+    fn reshaped(&mut self, note: &EnterpriseNote) {
         self.say(2, "stored, but an export gives back another", note);
     }
 
-    fn progress(&mut self, p: &Progress) {
+    fn progress(&mut self, p: &EnterpriseImportProgress) {
         self.bar.set_length(p.file_bytes.1);
         self.bar.set_position(p.file_bytes.0);
         self.bar.set_message(format!("{} articles", p.articles));
@@ -57,7 +58,7 @@ impl Listener for Cli {
 pub fn run(
     dir: &Path,
     files: &[PathBuf],
-    opts: &ImportOptions,
+    opts: &EnterpriseImportOptions,
     writing: &Writing,
 ) -> Result<Status> {
     let (mut store, bar) = super::start_import(
@@ -70,7 +71,7 @@ pub fn run(
         bar: bar.clone(),
         shown: [0; 3],
     };
-    let result = import(&mut store, files, opts, &mut cli);
+    let result = import_enterprise(&mut store, files, opts, &mut cli);
     bar.finish_and_clear();
     let report = result?;
     for (n, what) in [
@@ -86,7 +87,7 @@ pub fn run(
     Ok(0)
 }
 
-fn summary(r: &ImportReport) -> Result<()> {
+fn summary(r: &EnterpriseImportReport) -> Result<()> {
     crate::show::summary(
         &[
             ("files", r.files),

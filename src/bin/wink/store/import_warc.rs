@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use wink::warc::import::{import, ImportOptions, ImportReport};
+use wink::warc::{import_warc, ImportOptions, ImportReport};
 use wink::Result;
 
 use super::Writing;
@@ -25,7 +25,7 @@ pub fn run(
         "{bar:40} {bytes}/{total_bytes} {binary_bytes_per_sec} eta {eta}",
     )?;
     let mut shown = 0u64;
-    let result = import(
+    let result = import_warc(
         &mut store,
         files,
         opts,

@@ -53,8 +53,10 @@ pub fn unit(map: &Map, n: usize) -> (usize, usize) {
     (head, last)
 }
 
-/// Raw bytes a read of frame `n` decodes within its title: every unit its path passes through,
-/// whole (a key that references another title's key decodes that key too: one revision more).
+/// Raw bytes a read of frame `n` decodes within its title, at most: every unit its path passes
+/// through, whole (a read stops decoding a unit after the last member it needs, so this bounds
+/// a read of any member; a key that references another title's key decodes that key too: one
+/// revision more).
 pub fn decode_cost(map: &Map, n: usize) -> u64 {
     let mut cost = 0;
     let mut done = usize::MAX;

@@ -6,7 +6,7 @@
 //! The decoder is one [`Decoder`] per reader, reused for every frame: creating a zstd context
 //! costs more than decoding a frame against a near-identical prefix.
 
-use zstd::zstd_safe::{self, DCtx, DParameter, FrameFormat};
+use zstd::zstd_safe::{self, DCtx, DParameter, FrameFormat, InBuffer, OutBuffer};
 
 use crate::archive::frame::compress_frame;
 
@@ -87,7 +87,65 @@ impl Decoder {
         }
         Ok(())
     }
+
+    /// The first `want` bytes of a frame of `raw` bytes against `prefix`, into `out` (cleared
+    /// first): a unit's members up to the one a read needs. The frame is decoded block by block
+    /// and the decoding stops at the block that reaches `want`, so what follows is neither
+    /// decoded nor checked (`out` may hold up to one block more than `want`). `want` = `raw`
+    /// decodes and checks the whole frame, as [`Decoder::decompress_into`].
+    pub fn decompress_start_into(
+        &mut self,
+        out: &mut Vec<u8>,
+        data: &[u8],
+        prefix: &[u8],
+        raw: u64,
+        want: u64,
+    ) -> Result<(), String> {
+        if want >= raw {
+            return self.decompress_into(out, data, prefix, raw);
+        }
+        let cap = usize::try_from(raw).map_err(|_| "raw length".to_string())?;
+        let want = want as usize;
+        out.clear();
+        out.reserve(cap);
+        // Output straight into `out` (no window buffer of the context's own, which would be as
+        // large as the frame's window), input handed over as zstd asks for it: one block per
+        // call, so the decoding stops within a block of `want`. A context of its own, because a
+        // prefix is borrowed for the context's life (the reused one takes it by argument).
+        let mut dctx = magicless_dctx()?;
+        dctx.set_parameter(DParameter::StableOutBuffer(true))
+            .map_err(name)?;
+        dctx.ref_prefix(prefix).map_err(name)?;
+        let mut output = OutBuffer::around(out);
+        // The first call: the frame header (at most 14 bytes, magicless) and a block header.
+        let mut end = data.len().min(FIRST_INPUT);
+        let mut pos = 0;
+        loop {
+            let mut input = InBuffer::around(&data[..end]);
+            input.set_pos(pos);
+            let hint = dctx
+                .decompress_stream(&mut output, &mut input)
+                .map_err(name)?;
+            pos = input.pos();
+            // A frame that ends before `want` fails the length check below.
+            if output.pos() >= want || hint == 0 {
+                break;
+            }
+            if pos == data.len() {
+                return Err(format!("the frame's bytes end {hint} bytes early"));
+            }
+            end = (pos + hint).min(data.len());
+        }
+        if out.len() < want {
+            return Err(format!("{} bytes, the map says {raw}", out.len()));
+        }
+        Ok(())
+    }
 }
+
+/// Input handed to zstd's first call of a partial decode: a magicless frame header (2–14
+/// bytes) and the first block's header (3).
+const FIRST_INPUT: usize = 17;
 
 #[cfg(test)]
 mod tests {
@@ -133,5 +191,41 @@ mod tests {
         odd.extend_from_slice(&a);
         let f = compress(&b, &odd, 3).unwrap();
         assert_eq!(dec.decompress(&f, &odd, b.len() as u64).unwrap(), b);
+    }
+
+    #[test]
+    fn the_start_of_a_frame_decodes_alone() {
+        // A unit of a key and eight near copies, each 200 KB: more than one block each.
+        let a: Vec<u8> = (0..50_000u32)
+            .flat_map(|i| (i.wrapping_mul(2_654_435_761) >> 13).to_be_bytes())
+            .collect();
+        let mut unit = Vec::new();
+        for k in 0..9u8 {
+            let mut m = a.clone();
+            m[1000 * usize::from(k)] = k;
+            unit.extend_from_slice(&m);
+        }
+        let raw = unit.len() as u64;
+        let prefix = &a[..100_000];
+        let mut dec = Decoder::new().unwrap();
+        for p in [&[][..], prefix] {
+            let frame = compress(&unit, p, 3).unwrap();
+            let mut out = Vec::new();
+            for want in [1, 1000, 200_000, 200_001, 600_000, raw - 1, raw] {
+                dec.decompress_start_into(&mut out, &frame, p, raw, want)
+                    .unwrap();
+                assert!(out.len() as u64 >= want, "{want}");
+                assert!(out.len() as u64 <= (want + (128 << 10)).min(raw), "{want}");
+                assert_eq!(out[..], unit[..out.len()], "{want}");
+            }
+            // Cut short, or the map's length too large: refused, whatever is asked for.
+            let cut = &frame[..frame.len() / 2];
+            assert!(dec
+                .decompress_start_into(&mut out, cut, p, raw, raw - 1)
+                .is_err());
+            assert!(dec
+                .decompress_start_into(&mut out, &frame, p, raw + 10, raw + 1)
+                .is_err());
+        }
     }
 }

@@ -29,8 +29,9 @@
 //! [`map::Base::Unit`] that store nothing (docs/FORMAT.md § Format 3).
 //!
 //! A read decodes the path from the key with one reused decompression context, starting after
-//! the title's cached last decoded revision when that lies on the path, and checks the revision
-//! against its CRC-32.
+//! the title's cached last decoded revision when that lies on the path, stops decoding a unit
+//! after the last of its members the path needs (zstd's streaming decoder, block by block), and
+//! checks every member decoded against its CRC-32.
 
 pub mod chain;
 pub mod frames;
@@ -48,8 +49,8 @@ use map::{Base, Delta, Frame, Map, Segment, MAX_APPENDS, MAX_RAW, UNIT_MEMBERS};
 /// A segment takes appends until it holds this many bytes (a larger run gets segments of its
 /// own): reads take a range of a segment, so its size only bounds a rewrite's unit.
 pub const SEGMENT_BYTES: u64 = 16 << 20;
-/// Format 3: a unit takes members while its raw bytes stay within this (a read of any member
-/// decodes its unit whole).
+/// Format 3: a unit takes members while its raw bytes stay within this (a read of a member
+/// decodes its unit up to that member).
 pub const UNIT_BYTES: u64 = 8 << 20;
 /// Plain keys remembered as references for the keys of other titles.
 const CANDIDATES: usize = 16;
@@ -190,33 +191,38 @@ impl Archive {
         Ok(out)
     }
 
-    /// Decodes the unit that frame `n` starts against `prefix` into `out` (a v2 frame is a unit of
-    /// one: its revision), each member checked against its CRC-32.
+    /// Decodes `members`, the first frame of a unit (a v2 frame is a unit of one: its revision)
+    /// to the last member wanted, against `prefix` into `out`, each checked against its CRC-32;
+    /// the rest of the unit is not decoded.
     fn decode_frame_into(
         &self,
         key: &[u8],
         map: &Map,
-        n: usize,
+        members: std::ops::RangeInclusive<usize>,
         data: &[u8],
         prefix: &[u8],
         out: &mut Vec<u8>,
     ) -> Result<()> {
+        let n = *members.start();
         let (_, last) = chain::unit(map, n);
+        let upto = (*members.end()).clamp(n, last);
         // Bounded by MAX_RAW in the map's check.
         let raw: u64 = (n..=last).map(|j| u64::from(map.frames[j].raw)).sum();
+        let want: u64 = (n..=upto).map(|j| u64::from(map.frames[j].raw)).sum();
         let mut guard = self.decoder.lock().unwrap_or_else(|p| p.into_inner());
         if guard.is_none() {
             let dec = frames::Decoder::new().map_err(|e| Error::invalid(format!("zstd: {e}")))?;
             *guard = Some(dec);
         }
         let dec = guard.as_mut().expect("just created");
-        dec.decompress_into(out, data, prefix, raw)
+        dec.decompress_start_into(out, data, prefix, raw, want)
             .map_err(|e| self.damaged_frame(key, map, n, &e))?;
         drop(guard);
         self.decompressed
             .fetch_add(out.len() as u64, std::sync::atomic::Ordering::Relaxed);
+        out.truncate(want as usize);
         let mut at = 0;
-        for j in n..=last {
+        for j in n..=upto {
             let f = map.frames[j];
             let crc = crc32fast::hash(&out[at..at + f.raw as usize]);
             if crc != f.crc {
@@ -236,12 +242,12 @@ impl Archive {
         &self,
         key: &[u8],
         map: &Map,
-        n: usize,
+        members: std::ops::RangeInclusive<usize>,
         data: &[u8],
         prefix: &[u8],
     ) -> Result<Vec<u8>> {
         let mut out = Vec::new();
-        self.decode_frame_into(key, map, n, data, prefix, &mut out)?;
+        self.decode_frame_into(key, map, members, data, prefix, &mut out)?;
         Ok(out)
     }
 
@@ -265,9 +271,9 @@ impl Archive {
             return Ok(raw);
         }
         let data = self.frame_bytes(other, omap, frame as usize, frame as usize)?;
-        let mut raw = self.decode_frame(other, omap, frame as usize, &data[0], &[])?;
-        // A v3 key may head a unit: its revision is the unit's first.
-        raw.truncate(omap.frames[frame as usize].raw as usize);
+        // A v3 key may head a unit: its revision is the unit's first, decoded alone.
+        let f = frame as usize;
+        let raw = self.decode_frame(other, omap, f..=f, &data[0], &[])?;
         Ok(Arc::new(raw))
     }
 
@@ -317,7 +323,15 @@ impl Archive {
             let f = map.frames[i];
             if f.base.is_head() {
                 let prefix: &[u8] = if k == 0 { &prev } else { &last[span.clone()] };
-                self.decode_frame_into(key, map, i, &data[i - todo[0]], prefix, &mut next)?;
+                // The unit's members on the path follow its first there: decoded up to the
+                // last of them, not past it.
+                let members = todo[k + 1..]
+                    .iter()
+                    .take_while(|&&j| map.frames[j].base == Base::Unit)
+                    .count();
+                let members = i..=todo[k + members];
+                let data = &data[i - todo[0]];
+                self.decode_frame_into(key, map, members, data, prefix, &mut next)?;
                 std::mem::swap(&mut last, &mut next);
                 span = 0..f.raw as usize;
             } else {
@@ -335,7 +349,10 @@ impl Archive {
     /// Reads one revision of a v2 title, verified against its CRC-32.
     pub(crate) fn read_v2(&self, key: &[u8], map: &Map, entry: &Entry) -> Result<Vec<u8>> {
         let raw = self.frame_content(key, map, entry.block as usize)?;
-        if raw.len() as u64 != entry.len || crc32fast::hash(&raw) != entry.crc {
+        // The frame's bytes were checked against its CRC-32 as they were decoded (or were the
+        // writer's own): the entry need only name the same.
+        let f = map.frames[entry.block as usize];
+        if raw.len() as u64 != entry.len || f.crc != entry.crc || u64::from(f.raw) != entry.len {
             return Err(self.damaged_frame(
                 key,
                 map,
@@ -376,7 +393,8 @@ impl Archive {
                         },
                         None => self.referenced_key(key, map, n)?,
                     };
-                    (unit, at) = (self.decode_frame(key, map, n, d, &prefix)?, 0);
+                    let members = n..=chain::unit(map, n).1;
+                    (unit, at) = (self.decode_frame(key, map, members, d, &prefix)?, 0);
                 }
                 let raw = Arc::new(unit[at..at + f.raw as usize].to_vec());
                 at += f.raw as usize;

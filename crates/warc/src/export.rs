@@ -15,7 +15,7 @@ use uuid::Uuid;
 use crate::error::{Error, Result};
 use std::sync::atomic::Ordering;
 
-use crate::store::{DumpReader, DumpRender, DumpTitle, State, Store, TitleCursor};
+use wink_engine::store::{DumpReader, DumpRender, DumpTitle, State, Store, TitleCursor};
 
 use super::cdxj;
 use super::codec::Compression;
@@ -32,7 +32,9 @@ const STEP_TITLES: usize = 64;
 /// Which renders an export takes.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Filter {
+    /// Only this domain.
     pub domain: Option<String>,
+    /// Only this title (within the domain, if one is given).
     pub title: Option<String>,
     /// Only the renders of each title's current revision (state `current`).
     pub current_only: bool,
@@ -61,9 +63,14 @@ impl Filter {
 pub struct ExportOptions {
     /// The first file's path as given (`dump.warc.gz`); its ending must match `compression`.
     pub out: PathBuf,
+    /// How each record is compressed.
     pub compression: Compression,
+    /// The compression level.
     pub level: u32,
+    /// Files of at most this many bytes, named `BASE-00000.EXT`, … (one file `BASE.EXT` when
+    /// `None`). A record larger than that gets a file of its own.
     pub max_file_bytes: Option<u64>,
+    /// Which renders are exported.
     pub filter: Filter,
     /// Compressor threads (the machine's cores by default).
     pub threads: usize,
@@ -106,7 +113,7 @@ impl ExportOptions {
 }
 
 /// The compression a file name asks for.
-pub fn compression_of_name(out: &Path) -> Result<Compression> {
+pub(crate) fn compression_of_name(out: &Path) -> Result<Compression> {
     let name = out.to_string_lossy();
     [Compression::Gzip, Compression::Zstd, Compression::None]
         .into_iter()
@@ -122,10 +129,13 @@ pub fn compression_of_name(out: &Path) -> Result<Compression> {
 /// What an export did.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ExportReport {
+    /// Titles with a render exported.
     pub titles: u64,
     /// Records written: `warcinfo`, `resource` and `revisit`.
     pub records: u64,
+    /// Renders written whole, as `resource` records.
     pub resources: u64,
+    /// Renders that repeat a payload already written, as `revisit` records.
     pub revisits: u64,
     /// Bytes of the renders exported (a revisit's too).
     pub value_bytes: u64,
@@ -133,17 +143,24 @@ pub struct ExportReport {
     pub raw_bytes: u64,
     /// Bytes of the files.
     pub written_bytes: u64,
+    /// The files written, in order.
     pub files: Vec<PathBuf>,
+    /// The CDXJ index, when one was written.
     pub index: Option<PathBuf>,
+    /// Lines of the index.
     pub index_lines: u64,
+    /// Wall-clock time taken.
     pub seconds: f64,
 }
 
 /// Where an export stands, for a progress display.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Progress {
+pub struct ExportProgress {
+    /// Renders exported so far.
     pub renders: u64,
+    /// Bytes of those renders.
     pub value_bytes: u64,
+    /// Bytes of the files written so far.
     pub written_bytes: u64,
     /// (bytes of the title records walked, bytes the walk goes over).
     pub walked: (u64, u64),
@@ -151,7 +168,7 @@ pub struct Progress {
 
 /// A title as exported: its latest render's URI and `WARC-Date` (a WACZ's page).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Exported<'a> {
+pub(crate) struct Exported<'a> {
     pub domain: &'a str,
     pub title: &'a str,
     pub uri: &'a str,
@@ -166,19 +183,19 @@ struct Original {
 }
 
 /// Exports `store` as `opts` says; `progress` is called after every step of titles.
-pub fn export(
+pub fn export_warc(
     store: &Store,
     opts: &ExportOptions,
-    progress: impl FnMut(&Progress),
+    progress: impl FnMut(&ExportProgress),
 ) -> Result<ExportReport> {
     export_titles(store, opts, progress, |_| Ok(()))
 }
 
 /// [`export`], telling `exported` of every title written, after its records.
-pub fn export_titles(
+pub(crate) fn export_titles(
     store: &Store,
     opts: &ExportOptions,
-    mut progress: impl FnMut(&Progress),
+    mut progress: impl FnMut(&ExportProgress),
     mut exported: impl FnMut(&Exported<'_>) -> Result<()>,
 ) -> Result<ExportReport> {
     let started = Instant::now();
@@ -212,7 +229,7 @@ pub fn export_titles(
             reader: store.dump_reader()?,
             feed,
             report: &mut report,
-            progress: Progress::default(),
+            progress: ExportProgress::default(),
             exported: &mut exported,
         };
         if let (Some(d), Some(t)) = (&opts.filter.domain, &opts.filter.title) {
@@ -246,7 +263,7 @@ struct Run<'a, 's> {
     reader: DumpReader<'s>,
     feed: &'a mut Feed,
     report: &'a mut ExportReport,
-    progress: Progress,
+    progress: ExportProgress,
     exported: &'a mut dyn FnMut(&Exported<'_>) -> Result<()>,
 }
 

@@ -8,13 +8,14 @@ use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
 /// 100-ns ticks per second.
-pub const TICKS_PER_SECOND: i128 = 10_000_000;
+pub(crate) const TICKS_PER_SECOND: i128 = 10_000_000;
 
 /// A point in time as 100-ns ticks since the Unix epoch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Ticks(pub i128);
 
 impl Ticks {
+    /// The instant `secs` seconds after the Unix epoch.
     pub fn from_unix_secs(secs: i64) -> Ticks {
         Ticks(i128::from(secs) * TICKS_PER_SECOND)
     }

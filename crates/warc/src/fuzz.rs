@@ -11,12 +11,12 @@ use super::codec::Compression;
 use super::reader::{ReadError, RecordReader};
 use super::record::Header;
 
-/// Reads `data[1..]` as a WARC file with [`RecordReader`], skipping damage
+/// Reads `data[1..]` as a WARC file with the reader the import uses, skipping damage
 /// as `wink import --skip-damaged` and `wink check --warc` do; `data[0]` picks how the bytes
 /// reach the reader: as they are (compression sniffed), or wrapped in one gzip member or one
 /// zstd frame, so the fuzzer explores the record parser behind a decoder too. Damage must name
 /// an offset within the file; the walk must end (every resync moves forward).
-pub fn warc_record(data: &[u8]) {
+pub fn fuzz_warc_record(data: &[u8]) {
     let Some((&mode, rest)) = data.split_first() else {
         return;
     };

@@ -11,14 +11,14 @@ use std::io::{self, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
-use crate::storage::{FileStorage, Storage};
+use wink_engine::storage::{FileStorage, Storage};
 
 /// The drop-behind chunk.
-pub const CHUNK: u64 = 8 << 20;
+pub(crate) const CHUNK: u64 = 8 << 20;
 
 /// A file being written (see the module doc).
 #[derive(Debug)]
-pub struct OutFile {
+pub(crate) struct OutFile {
     path: PathBuf,
     storage: FileStorage,
     len: u64,
@@ -51,19 +51,9 @@ impl OutFile {
         })
     }
 
-    /// The file's path.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
     /// Bytes written so far (the end of the file).
     pub fn len(&self) -> u64 {
         self.len
-    }
-
-    /// Whether nothing was written yet.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
     }
 
     /// Appends `bytes`; returns the offset they start at. [`Write`] goes on after them.

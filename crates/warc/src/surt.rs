@@ -23,7 +23,7 @@
 use percent_encoding::percent_decode;
 
 /// The SURT key of `uri`, or `None` when it is not an absolute `http`/`https` URI with a host.
-pub fn surt(uri: &str) -> Option<String> {
+pub(crate) fn surt(uri: &str) -> Option<String> {
     let url = url::Url::parse(uri).ok()?;
     if !matches!(url.scheme(), "http" | "https") {
         return None;

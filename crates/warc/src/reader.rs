@@ -22,7 +22,7 @@ const MAX_HTTP_HEADER: usize = 64 << 10;
 
 /// One record, read and checked.
 #[derive(Clone, Debug)]
-pub struct Record {
+pub(crate) struct Record {
     /// Offset of the record in the file: its member's first byte (compressed files), or its own.
     pub offset: u64,
     /// Bytes the record takes in the file (its member; `None` when it shares its member).
@@ -43,19 +43,19 @@ impl Record {
     pub fn kind(&self) -> &str {
         self.header.get("WARC-Type").unwrap_or("")
     }
-
-    /// The payload (when the block was kept).
-    pub fn payload(&self) -> &[u8] {
-        self.block.get(self.payload_start..).unwrap_or(&[])
-    }
 }
 
 /// Damage found in a record: where, which field (or part), what was expected and found.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Damage {
+    /// Where the damaged record starts in the file: its member's first byte in a compressed
+    /// file.
     pub offset: u64,
+    /// The field or part of the record that is wrong.
     pub field: String,
+    /// What it should have been.
     pub expected: String,
+    /// What was there instead.
     pub found: String,
 }
 
@@ -125,7 +125,7 @@ impl Check {
 }
 
 /// Reads the records of one WARC file (gzip, zstd or plain, sniffed from its first bytes).
-pub struct RecordReader<R: Read + Seek = File> {
+pub(crate) struct RecordReader<R: Read + Seek = File> {
     path: PathBuf,
     members: Members<R>,
     /// Decoded bytes of the current member not consumed yet.
@@ -179,11 +179,6 @@ impl<R: Read + Seek> RecordReader<R> {
     /// The file's compression.
     pub fn compression(&self) -> Compression {
         self.members.compression()
-    }
-
-    /// The file's path.
-    pub fn path(&self) -> &Path {
-        &self.path
     }
 
     /// The next record; `Ok(None)` at the end of the file. After damage, the next call goes on
@@ -460,7 +455,7 @@ impl<R: Read + Seek> RecordReader<R> {
 
 /// Why a record could not be read: damage in it, or an I/O error of the file.
 #[derive(Debug)]
-pub enum ReadError {
+pub(crate) enum ReadError {
     Damage(Damage),
     Io(Error),
 }

@@ -26,19 +26,19 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, SyncSender};
 use std::sync::{Arc, Mutex};
 
+use crate::codec::Compression;
 use crate::error::{Error, Result};
-use crate::warc::codec::Compression;
-use crate::warc::outfile::OutFile;
-use crate::warc::writer::Budget;
+use crate::outfile::OutFile;
+use crate::writer::Budget;
 
 /// Bytes of data per compressed chunk (a longer write is a chunk of its own).
-pub const CHUNK: usize = 1 << 20;
+pub(crate) const CHUNK: usize = 1 << 20;
 /// A tar block.
 const BLOCK: u64 = 512;
 
 /// How to write.
 #[derive(Clone, Debug)]
-pub struct TarGzOptions {
+pub(crate) struct TarGzOptions {
     /// gzip level (1-9).
     pub level: u32,
     /// Compressor threads.
@@ -49,7 +49,7 @@ pub struct TarGzOptions {
 
 /// What was written.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Written {
+pub(crate) struct Written {
     /// Each member's name and size, in order.
     pub members: Vec<(String, u64)>,
     /// Bytes of the members' data.
@@ -74,7 +74,7 @@ type Job = (u64, Part);
 type Done = (u64, std::io::Result<Made>);
 
 /// The producer's end: members are begun, written and ended in order.
-pub struct Members {
+pub(crate) struct Members {
     jobs: SyncSender<Job>,
     budget: Arc<Budget>,
     seq: u64,
@@ -149,7 +149,7 @@ impl Members {
 
 /// Writes the tar.gz `path` (which must not exist) from what `produce` hands over; on an error
 /// (of `produce` or of the writing) the file is removed.
-pub fn write(
+pub(crate) fn write(
     path: &Path,
     opts: &TarGzOptions,
     produce: impl FnOnce(&mut Members) -> Result<()>,

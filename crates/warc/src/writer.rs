@@ -22,11 +22,11 @@ use super::codec::Compression;
 use super::outfile::OutFile;
 
 /// Bytes of records between the caller and the files, at most.
-pub const IN_FLIGHT_BYTES: u64 = 64 << 20;
+pub(crate) const IN_FLIGHT_BYTES: u64 = 64 << 20;
 
 /// What the index needs of a record besides where it landed.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct IndexEntry {
+pub(crate) struct IndexEntry {
     pub surt: String,
     pub timestamp14: String,
     pub url: String,
@@ -36,7 +36,7 @@ pub struct IndexEntry {
 
 /// Where the records go.
 #[derive(Clone, Debug)]
-pub struct Output {
+pub(crate) struct Output {
     /// The file name without its extension (`dump` for `dump.warc.gz`).
     pub base: PathBuf,
     pub compression: Compression,
@@ -52,7 +52,7 @@ pub struct Output {
 
 /// What the writing did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Written {
+pub(crate) struct Written {
     pub files: Vec<PathBuf>,
     /// Records written, the `warcinfo` records included.
     pub records: u64,
@@ -75,7 +75,7 @@ impl Output {
 }
 
 /// The caller's end: hands records over in order.
-pub struct Feed {
+pub(crate) struct Feed {
     jobs: SyncSender<Job>,
     budget: Arc<Budget>,
     seq: u64,
@@ -137,7 +137,7 @@ type Done = (u64, std::io::Result<Vec<u8>>, u64, Option<IndexEntry>);
 /// Runs `produce` with a [`Feed`], compressing and writing what it sends; `warcinfo(name)` makes
 /// the uncompressed `warcinfo` record that opens the file `name`. On an error (of `produce` or of
 /// the writing) the files written so far are removed.
-pub fn write(
+pub(crate) fn write(
     out: &Output,
     warcinfo: &(dyn Fn(&str) -> Vec<u8> + Sync),
     produce: impl FnOnce(&mut Feed) -> Result<()>,

@@ -24,16 +24,16 @@ use sha2::{Digest as _, Sha256};
 use zip::write::SimpleFileOptions;
 use zip::{CompressionMethod, ZipWriter};
 
+use crate::codec::Compression;
+use crate::date::Ticks;
 use crate::error::{Error, Result};
-use crate::storage::{FileStorage, Storage};
-use crate::store::Store;
-use crate::warc::codec::Compression;
-use crate::warc::date::Ticks;
-use crate::warc::export::{self as warc_export, ExportOptions, ExportReport, Progress};
-use crate::warc::outfile::OutFile;
+use crate::export::{self as warc_export, ExportOptions, ExportProgress, ExportReport};
+use crate::outfile::OutFile;
+use wink_engine::storage::{FileStorage, Storage};
+use wink_engine::store::Store;
 
 /// The WACZ version written.
-pub const WACZ_VERSION: &str = "1.1.1";
+pub(crate) const WACZ_VERSION: &str = "1.1.1";
 
 /// Bytes copied at a time into the package.
 const COPY: usize = 8 << 20;
@@ -49,6 +49,7 @@ pub struct WaczReport {
     pub entries: Vec<(String, u64)>,
     /// Bytes of the package.
     pub bytes: u64,
+    /// Wall-clock time taken.
     pub seconds: f64,
 }
 
@@ -59,11 +60,11 @@ fn parts_dir(out: &Path) -> PathBuf {
 
 /// Exports `store` as a WACZ at `out`; `warc` says which renders, how they are compressed (gzip
 /// or none), and how the WARC files are split (its `out` and `index` are the package's).
-pub fn export(
+pub fn export_wacz(
     store: &Store,
     out: &Path,
     warc: &ExportOptions,
-    progress: impl FnMut(&Progress),
+    progress: impl FnMut(&ExportProgress),
 ) -> Result<WaczReport> {
     let started = Instant::now();
     let name = out
@@ -162,7 +163,7 @@ fn package(
     parts: &Path,
     stem: &str,
     warc: &ExportOptions,
-    progress: impl FnMut(&Progress),
+    progress: impl FnMut(&ExportProgress),
     started: Instant,
 ) -> Result<WaczReport> {
     let mut opts = warc.clone();

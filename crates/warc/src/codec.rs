@@ -14,8 +14,11 @@ use flate2::bufread::GzDecoder;
 /// How the records of a file are compressed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Compression {
+    /// One gzip member per record (`.warc.gz`), as warcio and pywb expect.
     Gzip,
+    /// One zstd frame per record (`.warc.zst`).
     Zstd,
+    /// Not compressed (`.warc`).
     None,
 }
 
@@ -149,7 +152,7 @@ enum State<R: Read> {
 
 /// A WARC file decoded member by member. A read never returns bytes of two members at once, so
 /// the caller always knows which member a byte came from.
-pub struct Members<R: Read> {
+pub(crate) struct Members<R: Read> {
     state: State<R>,
     compression: Compression,
     dictionary: Option<Vec<u8>>,
@@ -168,7 +171,7 @@ impl<R: Read> std::fmt::Debug for Members<R> {
 
 /// How a member ended badly: the decoder's error.
 #[derive(Debug)]
-pub struct MemberError {
+pub(crate) struct MemberError {
     /// Where the member starts.
     pub member: u64,
     pub error: io::Error,

@@ -18,11 +18,11 @@ use serde::Serialize;
 use crate::error::{Error, Result};
 
 /// Bytes of lines sorted in memory before they go to a run file.
-pub const RUN_BYTES: usize = 64 << 20;
+pub(crate) const RUN_BYTES: usize = 64 << 20;
 
 /// The JSON part of a line, in cdxj-indexer's field order.
 #[derive(Clone, Debug, Serialize, PartialEq, Eq)]
-pub struct Fields<'a> {
+pub(crate) struct Fields<'a> {
     pub url: &'a str,
     pub mime: &'a str,
     pub digest: &'a str,
@@ -32,7 +32,7 @@ pub struct Fields<'a> {
 }
 
 /// One index line (with its newline).
-pub fn line(surt: &str, timestamp14: &str, fields: &Fields<'_>) -> String {
+pub(crate) fn line(surt: &str, timestamp14: &str, fields: &Fields<'_>) -> String {
     let mut json = Vec::with_capacity(256);
     let mut ser = serde_json::Serializer::with_formatter(&mut json, PythonFormatter);
     // A struct of strings always serializes.
@@ -42,7 +42,7 @@ pub fn line(surt: &str, timestamp14: &str, fields: &Fields<'_>) -> String {
 
 /// The `mime` of a record: its content type up to the first `;` or space (`warc/revisit` for
 /// a revisit).
-pub fn mime(content_type: &str) -> &str {
+pub(crate) fn mime(content_type: &str) -> &str {
     content_type
         .split([';', ' ', '\t'])
         .next()
@@ -83,7 +83,7 @@ impl serde_json::ser::Formatter for PythonFormatter {
 
 /// Sorts index lines with bounded memory (module doc).
 #[derive(Debug)]
-pub struct Sorter {
+pub(crate) struct Sorter {
     out: PathBuf,
     lines: Vec<String>,
     bytes: usize,

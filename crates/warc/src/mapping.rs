@@ -13,7 +13,7 @@
 use percent_encoding::{percent_decode_str, utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 use uuid::Uuid;
 
-use crate::store::key;
+use wink_engine::store::key;
 
 use super::date::{Ticks, TICKS_PER_SECOND};
 
@@ -37,26 +37,26 @@ const DOMAIN_SET: &AsciiSet = &NON_ALPHANUMERIC
     .remove(b'~');
 
 /// The path every render URI has before its title.
-pub const RENDER_PATH: &str = "/api/rest_v1/page/html/";
+pub(crate) const RENDER_PATH: &str = "/api/rest_v1/page/html/";
 
 /// The revisit profile Wink writes (and the only one whose payload it can rebuild).
-pub const IDENTICAL_PAYLOAD: &str =
+pub(crate) const IDENTICAL_PAYLOAD: &str =
     "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest";
 /// The same profile as WARC 1.0 names it.
-pub const IDENTICAL_PAYLOAD_1_0: &str =
+pub(crate) const IDENTICAL_PAYLOAD_1_0: &str =
     "http://netpreserve.org/warc/1.0/revisit/identical-payload-digest";
 
 /// Wink's own fields.
-pub const FIELD_REV: &str = "WARC-Wink-Rev";
-pub const FIELD_TID: &str = "WARC-Wink-Tid";
-pub const FIELD_STATE: &str = "WARC-Wink-State";
-pub const FIELD_CONTENT_TYPE: &str = "WARC-Wink-Content-Type";
+pub(crate) const FIELD_REV: &str = "WARC-Wink-Rev";
+pub(crate) const FIELD_TID: &str = "WARC-Wink-Tid";
+pub(crate) const FIELD_STATE: &str = "WARC-Wink-State";
+pub(crate) const FIELD_CONTENT_TYPE: &str = "WARC-Wink-Content-Type";
 
 /// 100-ns ticks between the UUID epoch (1582-10-15) and the Unix epoch (RFC 9562 §5.1).
 const GREGORIAN_TO_UNIX: i128 = 0x01B2_1DD2_1381_4000;
 
 /// A render's URI.
-pub fn render_uri(domain: &str, title: &str, rev: u64, tid: Uuid) -> String {
+pub(crate) fn render_uri(domain: &str, title: &str, rev: u64, tid: Uuid) -> String {
     format!(
         "https://{}{RENDER_PATH}{}/{rev}/{tid}",
         utf8_percent_encode(domain, DOMAIN_SET),
@@ -67,9 +67,13 @@ pub fn render_uri(domain: &str, title: &str, rev: u64, tid: Uuid) -> String {
 /// What a render URI names: domain, title, revision and, when the URI has one, tid.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RenderKey {
+    /// The wiki's host name (`en.wikipedia.org`).
     pub domain: String,
+    /// The page title, as the store keys it.
     pub title: String,
+    /// The revision.
     pub rev: u64,
+    /// The render's time-UUID, when the URI names one.
     pub tid: Option<Uuid>,
 }
 
@@ -102,12 +106,12 @@ pub fn parse_render_uri(uri: &str) -> Option<RenderKey> {
 }
 
 /// A tid's time as ticks since the Unix epoch.
-pub fn tid_time(tid: Uuid) -> Ticks {
+pub(crate) fn tid_time(tid: Uuid) -> Ticks {
     Ticks(i128::from(key::tid_ticks(tid)) - GREGORIAN_TO_UNIX)
 }
 
 /// A version-1 tid at `time` (after 1582-10-15, before 5236), with `node` and `counter`.
-pub fn tid_at(time: Ticks, counter: u16, node: [u8; 6]) -> Option<Uuid> {
+pub(crate) fn tid_at(time: Ticks, counter: u16, node: [u8; 6]) -> Option<Uuid> {
     let ticks = u64::try_from(time.0.checked_add(GREGORIAN_TO_UNIX)?).ok()?;
     if ticks >= 1 << 60 {
         return None;
@@ -116,12 +120,12 @@ pub fn tid_at(time: Ticks, counter: u16, node: [u8; 6]) -> Option<Uuid> {
 }
 
 /// A render's `WARC-Date`; `None` for a tid past the year 9999.
-pub fn tid_date(tid: Uuid) -> Option<String> {
+pub(crate) fn tid_date(tid: Uuid) -> Option<String> {
     tid_time(tid).warc_date()
 }
 
 /// The seconds of a tid's time (for filters).
-pub fn tid_secs(tid: Uuid) -> i64 {
+pub(crate) fn tid_secs(tid: Uuid) -> i64 {
     tid_time(tid).0.div_euclid(TICKS_PER_SECOND) as i64
 }
 
@@ -131,7 +135,7 @@ pub fn tid_secs(tid: Uuid) -> i64 {
 /// `:port` when it has one), the title its path without the leading `/` plus `?query` (`/` is
 /// the title `/`), as written (percent-escapes kept), and the revision the capture's date as the
 /// number `YYYYMMDDhhmmss` — so each capture of a URL is a revision of its title, in time order.
-pub fn foreign_key(uri: &str, date: Ticks) -> Result<RenderKey, String> {
+pub(crate) fn foreign_key(uri: &str, date: Ticks) -> Result<RenderKey, String> {
     if let Some(k) = parse_render_uri(uri) {
         return Ok(k);
     }

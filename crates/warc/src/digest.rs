@@ -11,7 +11,7 @@ use sha2::Sha256;
 
 /// A digest algorithm a WARC names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Algorithm {
+pub(crate) enum Algorithm {
     Sha1,
     Sha256,
     Md5,
@@ -38,7 +38,7 @@ impl Algorithm {
 
 /// A parsed digest field.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Digest {
+pub(crate) struct Digest {
     pub algorithm: Algorithm,
     pub bytes: Vec<u8>,
 }
@@ -75,18 +75,18 @@ impl Digest {
 }
 
 /// The `sha1:BASE32` field value of a SHA-1 digest.
-pub fn sha1_label(digest: &[u8; 20]) -> String {
+pub(crate) fn sha1_label(digest: &[u8; 20]) -> String {
     format!("sha1:{}", BASE32.encode(digest))
 }
 
 /// The SHA-1 of `bytes`.
-pub fn sha1(bytes: &[u8]) -> [u8; 20] {
+pub(crate) fn sha1(bytes: &[u8]) -> [u8; 20] {
     Sha1::digest(bytes).into()
 }
 
 /// A running digest of one algorithm.
 #[derive(Clone, Debug)]
-pub enum Hasher {
+pub(crate) enum Hasher {
     Sha1(Sha1),
     Sha256(Sha256),
     Md5(Md5),

@@ -12,18 +12,18 @@
 //! `https://{domain}/wiki/{title}` percent-encoded as MediaWiki does), `is_part_of` and
 //! `in_language`.
 
-pub mod export;
-pub mod import;
+pub(crate) mod export;
+pub(crate) mod import;
 
 use md5::{Digest as _, Md5};
 use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 use uuid::Uuid;
 
-use crate::warc::date::Ticks;
-use crate::warc::mapping::tid_at;
+use crate::date::Ticks;
+use crate::mapping::tid_at;
 
 /// The content type of every article's render, before its profile.
-pub const HTML: &str = "text/html; charset=utf-8";
+pub(crate) const HTML: &str = "text/html; charset=utf-8";
 
 /// What MediaWiki's `wfUrlencode` leaves unescaped besides letters and digits (PHP's
 /// `rawurlencode` keeps `-_.~`; MediaWiki puts `;@$!*(),/:` back).
@@ -65,17 +65,17 @@ const SINGLE_WIKIS: [(&str, &str); 4] = [
 ];
 
 /// A title as a render store keys it: MediaWiki's database key, spaces as underscores.
-pub fn title_of_name(name: &str) -> String {
+pub(crate) fn title_of_name(name: &str) -> String {
     name.replace(' ', "_")
 }
 
 /// An article's `name`: the title with its underscores as spaces (MediaWiki's text form).
-pub fn name_of_title(title: &str) -> String {
+pub(crate) fn name_of_title(title: &str) -> String {
     title.replace('_', " ")
 }
 
 /// The article's URL: MediaWiki's canonical URL of the title on `domain`.
-pub fn article_url(domain: &str, title: &str) -> String {
+pub(crate) fn article_url(domain: &str, title: &str) -> String {
     format!(
         "https://{domain}/wiki/{}",
         utf8_percent_encode(title, WF_URLENCODE)
@@ -85,7 +85,7 @@ pub fn article_url(domain: &str, title: &str) -> String {
 /// The wiki's database name (`is_part_of.identifier`): `en.wikipedia.org` → `enwiki`,
 /// `de.wiktionary.org` → `dewiktionary`, `commons.wikimedia.org` → `commonswiki`; a domain no
 /// rule covers names itself.
-pub fn dbname_of_domain(domain: &str) -> String {
+pub(crate) fn dbname_of_domain(domain: &str) -> String {
     if let Some((_, db)) = SINGLE_WIKIS.iter().find(|(d, _)| *d == domain) {
         return (*db).to_string();
     }
@@ -106,7 +106,7 @@ pub fn dbname_of_domain(domain: &str) -> String {
 
 /// The domain a database name stands for, when a rule covers it (the inverse of
 /// [`dbname_of_domain`] for Wikimedia's wikis); `None` otherwise.
-pub fn domain_of_dbname(db: &str) -> Option<String> {
+pub(crate) fn domain_of_dbname(db: &str) -> Option<String> {
     if let Some((d, _)) = SINGLE_WIKIS.iter().find(|(_, n)| *n == db) {
         return Some((*d).to_string());
     }
@@ -138,7 +138,7 @@ pub fn domain_of_dbname(db: &str) -> Option<String> {
 
 /// The language of a per-language wiki (`in_language.identifier`): its subdomain (`simple`
 /// English is `en`); `None` for a domain no rule covers.
-pub fn language_of_domain(domain: &str) -> Option<String> {
+pub(crate) fn language_of_domain(domain: &str) -> Option<String> {
     LANGUAGE_PROJECTS.iter().find_map(|(host, _)| {
         let lang = domain.strip_suffix(host).filter(|l| is_subdomain(l))?;
         Some(if lang == "simple" { "en" } else { lang }.to_string())
@@ -156,7 +156,7 @@ fn is_subdomain(label: &str) -> bool {
 /// the revision's low bits, its node from MD5(domain/title/revision) with the multicast bit set
 /// (never a real MAC address). The same article gets the same tid on every import, so a re-run
 /// or a later snapshot finds it. `None` when the time is outside what a tid carries.
-pub fn tid_of(domain: &str, title: &str, rev: u64, at: Ticks) -> Option<Uuid> {
+pub(crate) fn tid_of(domain: &str, title: &str, rev: u64, at: Ticks) -> Option<Uuid> {
     let digest = Md5::digest(format!("{domain}/{title}/{rev}").as_bytes());
     let mut node = [0u8; 6];
     node.copy_from_slice(&digest[..6]);
@@ -166,7 +166,7 @@ pub fn tid_of(domain: &str, title: &str, rev: u64, at: Ticks) -> Option<Uuid> {
 
 /// `date_modified` as Enterprise writes it: UTC to the second (`2024-04-23T16:53:55Z`); `None`
 /// past the year 9999.
-pub fn date_modified(at: Ticks) -> Option<String> {
+pub(crate) fn date_modified(at: Ticks) -> Option<String> {
     let date = at.warc_date()?;
     Some(format!("{}Z", &date[..19]))
 }
@@ -175,7 +175,7 @@ pub fn date_modified(at: Ticks) -> Option<String> {
 /// `<meta property="mw:htmlVersion" content="2.8.0"/>` (or the older `mw:html:version`) in the
 /// head is `https://www.mediawiki.org/wiki/Specification/HTML/2.8.0`. Only the head is looked
 /// at (up to `</head>`, 64 KiB at most).
-pub fn declared_profile(html: &str) -> Option<String> {
+pub(crate) fn declared_profile(html: &str) -> Option<String> {
     let bytes = html.as_bytes();
     let limit = bytes.len().min(64 << 10);
     let head = &bytes[..find_ci(&bytes[..limit], b"</head").unwrap_or(limit)];
@@ -208,7 +208,7 @@ pub fn declared_profile(html: &str) -> Option<String> {
 
 /// The content type of a render of `html`: [`HTML`], with the declared profile when there is
 /// one.
-pub fn content_type_of(html: &str) -> String {
+pub(crate) fn content_type_of(html: &str) -> String {
     match declared_profile(html) {
         Some(p) => format!("{HTML}; profile=\"{p}\""),
         None => HTML.to_string(),
@@ -340,7 +340,7 @@ mod tests {
             t,
             tid_of("en.wikipedia.org", "Not_Again_SU", 1, at).unwrap()
         );
-        assert_eq!(crate::warc::mapping::tid_time(t), at);
+        assert_eq!(crate::mapping::tid_time(t), at);
         assert_eq!(date_modified(at).unwrap(), "2024-04-23T16:53:55Z");
         let frac = Ticks(at.0 + 1234);
         assert_eq!(date_modified(frac).unwrap(), "2024-04-23T16:53:55Z");

@@ -3,7 +3,7 @@
 //! bounded size, one article per line.
 //!
 //! Titles are walked in steps ([`Store::dump_step`]) and the chosen renders read through a
-//! [`DumpReader`](crate::store::DumpReader), as the WARC export does, so the page cache is left
+//! [`DumpReader`](wink_engine::store::DumpReader), as the WARC export does, so the page cache is left
 //! as it was found; the file is written by [`targz`](super::super::targz) with drop-behind.
 //! Memory holds one step of titles, the lines in flight to the compressors, and nothing that
 //! grows with the store.
@@ -11,7 +11,7 @@
 //! Members are named `{wiki}_{n}.ndjson`, `{wiki}` being the database name of `--domain`, else
 //! what the file's name starts with before its first `-` (Enterprise's
 //! `enwiki-NS0-20240401-ENTERPRISE-HTML.json.tar.gz` gives `enwiki`). A member ends before the
-//! line that would take it past [`ExportOptions::member_bytes`] (a longer line is a member of its
+//! line that would take it past [`EnterpriseExportOptions::member_bytes`] (a longer line is a member of its
 //! own). Renders that are not HTML, or whose bytes are not UTF-8 (a JSON string cannot carry
 //! them), are left out and counted.
 
@@ -22,8 +22,8 @@ use std::time::Instant;
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::store::{DumpRender, DumpTitle, Store, TitleCursor};
-use crate::warc::mapping::tid_time;
+use crate::mapping::tid_time;
+use wink_engine::store::{DumpRender, DumpTitle, Store, TitleCursor};
 
 use super::super::targz::{self, TarGzOptions};
 use super::{article_url, date_modified, dbname_of_domain, language_of_domain, name_of_title};
@@ -33,7 +33,7 @@ const STEP_TITLES: usize = 64;
 
 /// How to export.
 #[derive(Clone, Debug)]
-pub struct ExportOptions {
+pub struct EnterpriseExportOptions {
     /// The file: `*.json.tar.gz` (or `*.tar.gz`).
     pub out: PathBuf,
     /// Only this domain.
@@ -42,16 +42,18 @@ pub struct ExportOptions {
     pub as_of: Option<i64>,
     /// A member's size bound, bytes of NDJSON.
     pub member_bytes: u64,
+    /// The gzip level (0 to 9).
     pub level: u32,
+    /// Compressor threads.
     pub threads: usize,
 }
 
 /// The member size bound unless one is given: 1 GiB of NDJSON.
-pub const MEMBER_BYTES: u64 = 1 << 30;
+pub(crate) const MEMBER_BYTES: u64 = 1 << 30;
 
-impl ExportOptions {
+impl EnterpriseExportOptions {
     /// Defaults for `out`: 1 GiB members, gzip level 6, every core.
-    pub fn new(out: &Path) -> Result<ExportOptions> {
+    pub fn new(out: &Path) -> Result<EnterpriseExportOptions> {
         let name = out.to_string_lossy();
         if !name.ends_with(".tar.gz") {
             return Err(Error::invalid(format!(
@@ -59,7 +61,7 @@ impl ExportOptions {
                 out.display()
             )));
         }
-        Ok(ExportOptions {
+        Ok(EnterpriseExportOptions {
             out: out.to_path_buf(),
             domain: None,
             as_of: None,
@@ -91,7 +93,7 @@ impl ExportOptions {
 
 /// What an export did.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct ExportReport {
+pub struct EnterpriseExportReport {
     /// Articles written (one per title).
     pub articles: u64,
     /// Titles left out: their chosen render is not HTML.
@@ -104,15 +106,20 @@ pub struct ExportReport {
     pub raw_bytes: u64,
     /// Bytes of the file.
     pub written_bytes: u64,
+    /// The tar members written: name and bytes of NDJSON.
     pub members: Vec<(String, u64)>,
+    /// Wall-clock time taken.
     pub seconds: f64,
 }
 
 /// Where an export stands, for a progress display.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Progress {
+pub struct EnterpriseExportProgress {
+    /// Articles written so far.
     pub articles: u64,
+    /// Bytes of HTML written so far.
     pub html_bytes: u64,
+    /// Bytes of the file written so far.
     pub written_bytes: u64,
     /// (bytes of the title records walked, bytes the walk goes over).
     pub walked: (u64, u64),
@@ -166,11 +173,11 @@ fn is_html(content_type: &str) -> bool {
 }
 
 /// Exports `store` as `opts` says; `progress` is called after every step of titles.
-pub fn export(
+pub fn export_enterprise(
     store: &Store,
-    opts: &ExportOptions,
-    mut progress: impl FnMut(&Progress),
-) -> Result<ExportReport> {
+    opts: &EnterpriseExportOptions,
+    mut progress: impl FnMut(&EnterpriseExportProgress),
+) -> Result<EnterpriseExportReport> {
     let started = Instant::now();
     let wiki = opts.wiki();
     let tar_opts = TarGzOptions {
@@ -178,8 +185,8 @@ pub fn export(
         threads: opts.threads,
         mtime: u64::try_from(store.now()).unwrap_or(0),
     };
-    let mut report = ExportReport::default();
-    let mut p = Progress::default();
+    let mut report = EnterpriseExportReport::default();
+    let mut p = EnterpriseExportProgress::default();
     let written = targz::write(&opts.out, &tar_opts, |members| {
         let mut reader = store.dump_reader()?;
         let mut cursor = TitleCursor::new();

@@ -25,7 +25,7 @@ use md5::{Digest as _, Md5};
 use uuid::Uuid;
 
 use crate::error::{Error, Result};
-use crate::store::{key, Put, State, Store};
+use wink_engine::store::{key, Put, State, Store};
 
 use super::date::Ticks;
 use super::digest;
@@ -54,14 +54,18 @@ impl Default for ImportOptions {
 /// A record refused, and why.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Refusal {
+    /// The file the record is in.
     pub file: PathBuf,
+    /// The record's offset in the file.
     pub offset: u64,
+    /// Why it was refused.
     pub reason: String,
 }
 
 /// What an import did.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ImportReport {
+    /// Files read.
     pub files: u64,
     /// Records read (damaged ones not counted).
     pub records: u64,
@@ -71,6 +75,7 @@ pub struct ImportReport {
     pub revisits: u64,
     /// Records that hold no render.
     pub passed_over: u64,
+    /// Records refused, each reported.
     pub refused: u64,
     /// Damaged records skipped (`skip_damaged`).
     pub damaged: u64,
@@ -78,6 +83,7 @@ pub struct ImportReport {
     pub bytes: u64,
     /// Bytes of the files read.
     pub file_bytes: u64,
+    /// Wall-clock time taken.
     pub seconds: f64,
 }
 
@@ -91,7 +97,7 @@ pub(crate) fn files_size(files: &[PathBuf]) -> u64 {
 
 /// Imports `files` into `store`. `refused` is told of each refused record, `damaged` of each
 /// damaged one skipped; `progress(file bytes read, file bytes in all)` after every record.
-pub fn import(
+pub fn import_warc(
     store: &mut Store,
     files: &[PathBuf],
     opts: &ImportOptions,

@@ -10,6 +10,6 @@
 //! | `targz.rs`                 | a tar.gz of members written in one pass, compressed on every core |
 //! | `wacz.rs`                  | `wink export --wacz`: the WARC export packaged as WACZ 1.1.1 |
 
-pub mod enterprise;
-pub mod targz;
-pub mod wacz;
+pub(crate) mod enterprise;
+pub(crate) mod targz;
+pub(crate) mod wacz;

@@ -6,13 +6,13 @@
 //! lines, one parses them into articles, this one puts them (gzip decoding alone takes about
 //! half of the work, so parsing beside it keeps both cores busy). Memory holds the lines between
 //! the first two (64 MiB, or one line when it is longer; a line is at most
-//! [`ImportOptions::max_line`] bytes), a few articles between the last two, and the store's own
+//! [`EnterpriseImportOptions::max_line`] bytes), a few articles between the last two, and the store's own
 //! bounded caches, whatever the file's size.
 //!
 //! An article maps as the parent module says. One whose title already has a render of its
 //! revision is left as it is (`unchanged`): importing next month's snapshot adds the new
 //! revisions only, and a re-run after a kill finishes the job without a duplicate (its tids
-//! would be the same anyway). Puts are committed every [`ImportOptions::batch`] articles.
+//! would be the same anyway). Puts are committed every [`EnterpriseImportOptions::batch`] articles.
 //!
 //! A line that is not an article (not UTF-8, not JSON, a missing or mistyped field, a title over
 //! the store's limit, a body over its maximum value, a time no tid carries) stops the import
@@ -30,10 +30,10 @@ use std::time::Instant;
 
 use serde::Deserialize;
 
+use crate::date::Ticks;
 use crate::error::{Error, Result};
-use crate::store::{key, Page, Put, Store};
-use crate::warc::date::Ticks;
-use crate::warc::writer::Budget;
+use crate::writer::Budget;
+use wink_engine::store::{key, Page, Put, Store};
 
 use super::{
     article_url, content_type_of, dbname_of_domain, domain_of_dbname, language_of_domain, tid_of,
@@ -42,7 +42,7 @@ use super::{
 
 /// How to import.
 #[derive(Clone, Debug)]
-pub struct ImportOptions {
+pub struct EnterpriseImportOptions {
     /// Articles stored per commit.
     pub batch: usize,
     /// Count and report bad lines instead of stopping at the first.
@@ -52,9 +52,9 @@ pub struct ImportOptions {
     pub max_line: Option<u64>,
 }
 
-impl Default for ImportOptions {
+impl Default for EnterpriseImportOptions {
     fn default() -> Self {
-        ImportOptions {
+        EnterpriseImportOptions {
             batch: 1000,
             skip_bad: false,
             max_line: None,
@@ -64,14 +64,16 @@ impl Default for ImportOptions {
 
 /// Where a line is.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Place {
+pub struct EnterprisePlace {
+    /// The snapshot file.
     pub file: PathBuf,
+    /// The tar member within it.
     pub member: String,
     /// 1 for the member's first line.
     pub line: u64,
 }
 
-impl std::fmt::Display for Place {
+impl std::fmt::Display for EnterprisePlace {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
@@ -86,12 +88,14 @@ impl std::fmt::Display for Place {
 /// Something said about one line: why it is bad, why its render was refused, or what of it
 /// will not come back as it was.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Note {
-    pub place: Place,
+pub struct EnterpriseNote {
+    /// The line it is about.
+    pub place: EnterprisePlace,
+    /// What was wrong, or what changed.
     pub what: String,
 }
 
-impl Note {
+impl EnterpriseNote {
     fn to_error(&self) -> Error {
         Error::invalid(format!("{}: {}", self.place, self.what))
     }
@@ -99,7 +103,8 @@ impl Note {
 
 /// What an import did.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct ImportReport {
+pub struct EnterpriseImportReport {
+    /// Files read.
     pub files: u64,
     /// Tar members read.
     pub members: u64,
@@ -122,37 +127,39 @@ pub struct ImportReport {
     pub bytes: u64,
     /// Bytes of the files (compressed).
     pub file_bytes: u64,
+    /// Wall-clock time taken.
     pub seconds: f64,
 }
 
 /// Where an import stands, for a progress display.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Progress {
+pub struct EnterpriseImportProgress {
+    /// Lines that were articles, so far.
     pub articles: u64,
     /// Compressed bytes read of all the files, and their total.
     pub file_bytes: (u64, u64),
 }
 
 /// What the import says as it goes.
-pub trait Listener {
+pub trait EnterpriseListener {
     /// A bad line skipped (`skip_bad`).
-    fn bad(&mut self, note: &Note);
+    fn bad(&mut self, note: &EnterpriseNote);
     /// An article the store refused.
-    fn refused(&mut self, note: &Note);
+    fn refused(&mut self, note: &EnterpriseNote);
     /// An article stored that an export would not give back as it was.
-    fn reshaped(&mut self, note: &Note);
+    fn reshaped(&mut self, note: &EnterpriseNote);
     /// After every article.
-    fn progress(&mut self, progress: &Progress);
+    fn progress(&mut self, progress: &EnterpriseImportProgress);
 }
 
 /// A listener that hears nothing.
-pub struct Quiet;
+pub struct QuietListener;
 
-impl Listener for Quiet {
-    fn bad(&mut self, _: &Note) {}
-    fn refused(&mut self, _: &Note) {}
-    fn reshaped(&mut self, _: &Note) {}
-    fn progress(&mut self, _: &Progress) {}
+impl EnterpriseListener for QuietListener {
+    fn bad(&mut self, _: &EnterpriseNote) {}
+    fn refused(&mut self, _: &EnterpriseNote) {}
+    fn reshaped(&mut self, _: &EnterpriseNote) {}
+    fn progress(&mut self, _: &EnterpriseImportProgress) {}
 }
 
 /// An article ready to be put.
@@ -170,9 +177,9 @@ struct Article {
 
 enum Item {
     /// A line read, for the parser.
-    Line(Place, Vec<u8>),
-    Article(Place, Box<Article>),
-    Bad(Note),
+    Line(EnterprisePlace, Vec<u8>),
+    Article(EnterprisePlace, Box<Article>),
+    Bad(EnterpriseNote),
     Member,
     FileDone,
     Fatal(Error),
@@ -182,21 +189,21 @@ enum Item {
 const READ_AHEAD: usize = 4;
 
 /// Imports `files` into `store`.
-pub fn import(
+pub fn import_enterprise(
     store: &mut Store,
     files: &[PathBuf],
-    opts: &ImportOptions,
-    listener: &mut dyn Listener,
-) -> Result<ImportReport> {
+    opts: &EnterpriseImportOptions,
+    listener: &mut dyn EnterpriseListener,
+) -> Result<EnterpriseImportReport> {
     let started = Instant::now();
-    let total = crate::warc::import::files_size(files);
+    let total = crate::import::files_size(files);
     let max_value = store.config().max_value;
     let max_line = opts
         .max_line
         .unwrap_or_else(|| max_value.saturating_mul(4).saturating_add(16 << 20));
-    let mut report = ImportReport {
+    let mut report = EnterpriseImportReport {
         file_bytes: total,
-        ..ImportReport::default()
+        ..EnterpriseImportReport::default()
     };
     let mut pending = 0usize;
     let read = Arc::new(AtomicU64::new(0));
@@ -238,7 +245,7 @@ pub fn import(
                     }
                 }
             }
-            listener.progress(&Progress {
+            listener.progress(&EnterpriseImportProgress {
                 articles: report.articles,
                 file_bytes: (read.load(Ordering::Relaxed), total),
             });
@@ -256,10 +263,10 @@ pub fn import(
 /// Puts one article unless its revision is there; true when it was put.
 fn put(
     store: &mut Store,
-    place: &Place,
+    place: &EnterprisePlace,
     a: &Article,
-    report: &mut ImportReport,
-    listener: &mut dyn Listener,
+    report: &mut EnterpriseImportReport,
+    listener: &mut dyn EnterpriseListener,
 ) -> Result<bool> {
     let listed = store.list(&a.domain, &a.title, Page::default())?;
     if listed.iter().any(|l| l.rev == a.rev) {
@@ -279,7 +286,7 @@ fn put(
         Ok(_) => {}
         Err(Error::Invalid(why)) => {
             report.refused += 1;
-            listener.refused(&Note {
+            listener.refused(&EnterpriseNote {
                 place: place.clone(),
                 what: why,
             });
@@ -291,7 +298,7 @@ fn put(
     report.bytes += a.html.len() as u64;
     if let Some(what) = &a.reshaped {
         report.reshaped += 1;
-        listener.reshaped(&Note {
+        listener.reshaped(&EnterpriseNote {
             place: place.clone(),
             what: what.clone(),
         });
@@ -312,7 +319,7 @@ fn parse_lines(
                 budget.give(line.len() as u64);
                 match article(&line, max_value) {
                     Ok(a) => Item::Article(place, Box::new(a)),
-                    Err(what) => Item::Bad(Note { place, what }),
+                    Err(what) => Item::Bad(EnterpriseNote { place, what }),
                 }
             }
             other => other,
@@ -435,14 +442,14 @@ impl Reader {
                 if got == 0 {
                     break;
                 }
-                let place = Place {
+                let place = EnterprisePlace {
                     file: path.to_path_buf(),
                     member: member.clone(),
                     line: n,
                 };
                 let item = if line.last() != Some(&b'\n') && got as u64 > self.max_line {
                     skip_line(&mut lines).map_err(|e| damage(Some(&member), e, at()))?;
-                    Item::Bad(Note {
+                    Item::Bad(EnterpriseNote {
                         place,
                         what: format!("a line longer than {} bytes", self.max_line),
                     })

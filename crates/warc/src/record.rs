@@ -15,27 +15,28 @@
 use std::fmt;
 
 /// The longest header read (version line to the blank line), bytes.
-pub const MAX_HEADER: usize = 64 << 10;
+pub(crate) const MAX_HEADER: usize = 64 << 10;
 
 /// The version this crate writes.
-pub const VERSION: &str = "WARC/1.1";
+pub(crate) const VERSION: &str = "WARC/1.1";
 
 /// What follows every block.
-pub const END_OF_RECORD: &[u8] = b"\r\n\r\n";
+pub(crate) const END_OF_RECORD: &[u8] = b"\r\n\r\n";
 
 /// Fields every record must have (WARC 1.1 §5.2–5.6).
-pub const MANDATORY: [&str; 4] = ["WARC-Record-ID", "Content-Length", "WARC-Date", "WARC-Type"];
+pub(crate) const MANDATORY: [&str; 4] =
+    ["WARC-Record-ID", "Content-Length", "WARC-Date", "WARC-Type"];
 
 /// A record's version line and named fields, in order.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Header {
+pub(crate) struct Header {
     pub version: String,
     pub fields: Vec<(String, String)>,
 }
 
 /// Why a header does not parse: the field (or part) and what is wrong with it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct HeaderError {
+pub(crate) struct HeaderError {
     /// The field, or `version line` / `header`.
     pub field: String,
     /// What was expected.

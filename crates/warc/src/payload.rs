@@ -8,14 +8,14 @@ use flate2::read::{MultiGzDecoder, ZlibDecoder};
 
 /// A render's bytes and content type.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Payload {
+pub(crate) struct Payload {
     pub content_type: String,
     pub value: Vec<u8>,
 }
 
 /// The body of an HTTP response block whose header ends at `body_start`, at most `max` bytes;
 /// the error says why the record is not a render.
-pub fn http_response(block: &[u8], body_start: usize, max: u64) -> Result<Payload, String> {
+pub(crate) fn http_response(block: &[u8], body_start: usize, max: u64) -> Result<Payload, String> {
     let mut headers = [httparse::EMPTY_HEADER; 128];
     let mut response = httparse::Response::new(&mut headers);
     let head = &block[..body_start.min(block.len())];

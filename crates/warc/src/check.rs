@@ -24,7 +24,9 @@ use super::reader::{Damage, ReadError, Record, RecordReader};
 /// A problem found, and where.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Problem {
+    /// The file it was found in.
     pub file: PathBuf,
+    /// Where in the file, and what was wrong.
     pub damage: Damage,
 }
 
@@ -46,16 +48,22 @@ impl std::fmt::Display for Problem {
 /// The counts of one file.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct FileSummary {
+    /// The file checked.
     pub file: PathBuf,
+    /// Records read (damaged ones not counted).
     pub records: u64,
     /// Records by `WARC-Type`, in the order first met.
     pub kinds: Vec<(String, u64)>,
+    /// Problems found in it.
     pub problems: u64,
 }
 
 /// Checks `files` in order; `problem` is told of each problem as it is found. Returns each
 /// file's counts. An error is an I/O error (a file that cannot be read at all).
-pub fn check(files: &[PathBuf], mut problem: impl FnMut(&Problem)) -> Result<Vec<FileSummary>> {
+pub fn check_warc(
+    files: &[PathBuf],
+    mut problem: impl FnMut(&Problem),
+) -> Result<Vec<FileSummary>> {
     let mut seen = Seen::default();
     let mut out = Vec::new();
     for file in files {
@@ -178,13 +186,16 @@ impl Seen {
     }
 }
 
-/// `FILE: ok (N records: K1 T1, K2 T2, ...)`.
-pub fn ok_line(s: &FileSummary) -> String {
-    let kinds: Vec<String> = s.kinds.iter().map(|(k, n)| format!("{n} {k}")).collect();
-    format!(
-        "{}: ok ({} records: {})",
-        Path::new(&s.file).display(),
-        s.records,
-        kinds.join(", ")
-    )
+impl FileSummary {
+    /// `FILE: ok (N records: K1 T1, K2 T2, ...)`: what `wink check --warc` prints of a clean
+    /// file.
+    pub fn ok_line(&self) -> String {
+        let kinds: Vec<String> = self.kinds.iter().map(|(k, n)| format!("{n} {k}")).collect();
+        format!(
+            "{}: ok ({} records: {})",
+            Path::new(&self.file).display(),
+            self.records,
+            kinds.join(", ")
+        )
+    }
 }
