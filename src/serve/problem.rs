@@ -15,7 +15,7 @@ use crate::service::{Refusal, ServiceError};
 const TYPE_BASE: &str = "https://mediawiki.org/wiki/HyperSwitch/errors/";
 
 /// An answer other than success, with what the client needs to know.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct Problem {
     pub status: StatusCode,
     pub detail: String,
@@ -223,6 +223,17 @@ impl Problem {
             h.insert(ALLOW, v);
         }
         resp
+    }
+}
+
+/// A handler's problem, as the router carries it back: its status, and the problem itself,
+/// which the front renders (`routes::handle`: the body names the request's method and target,
+/// which a handler does not hold, and a failure of the server's own is logged under its id).
+impl axum::response::IntoResponse for Problem {
+    fn into_response(self) -> axum::response::Response {
+        let mut a = self.status.into_response();
+        a.extensions_mut().insert(self);
+        a
     }
 }
 
