@@ -26,28 +26,26 @@
 //! `wink_engine`, or this one with `default-features = false`; neither compiles clap,
 //! indicatif, tokio, hyper or async-nats.
 //!
-//! [`serve`] offers the `wink` binary the HTTP service's start ([`serve::run`]) and options; the
-//! service core under it (buckets, group commit, writes, the read gate) is private to this
-//! crate. [`cluster`] offers the cluster's configuration, its administration (`wink cluster`)
-//! and the stream's messages and their apply, which the tests drive directly.
+//! The crates are the layers, and Cargo enforces their direction: `wink_engine` at the bottom;
+//! `wink_warc` on it; the service core `wink_service` (buckets, group commit, writes, the read
+//! gate; no HTTP) on it; the HTTP front `wink_serve` ([`serve`]) on the core; the cluster
+//! `wink_cluster` ([`cluster`]) on the core and the front; this package, the `wink` binary, on
+//! top. [`serve`] offers the binary the service's start ([`serve::run`]) and options;
+//! [`cluster`] offers a node's start ([`cluster::serve`]), the configuration, the
+//! administration (`wink cluster`) and the stream's messages and their apply, which the tests
+//! drive directly.
 
 #![warn(missing_docs)]
 
+/// A replicated cluster of nodes on NATS JetStream: the crate `wink_cluster`.
 #[cfg(feature = "cluster")]
-pub mod cluster;
+pub use wink_cluster as cluster;
+/// The HTTP service, `wink serve`: the crate `wink_serve`.
 #[cfg(feature = "server")]
-pub mod serve;
-#[cfg(feature = "server")]
-mod service;
+pub use wink_serve as serve;
 /// WARC export and import, and the dumps on it: the crate `wink_warc`.
 #[cfg(feature = "warc")]
 pub use wink_warc as warc;
-
-// The engine's error type, under the path the service and the cluster import it by.
-#[cfg(feature = "server")]
-mod error {
-    pub use wink_engine::{Error, Result};
-}
 
 // The engine's layers, under the paths they had in this crate.
 pub use wink_engine::{archive, check, clock, filesys, format, maintenance, storage, store, vfs};

@@ -188,7 +188,7 @@ fn compaction_drops_dead_values_by_reason_and_keeps_every_readable_one() {
     store
         .put(D, &title(0), 1, Some(first.tid), HTML, &again)
         .unwrap();
-    store.delete_revision(D, &title(1), 5).unwrap();
+    store.take_down(D, &title(1), Some(5)).unwrap();
     clock.advance(TTL + 60);
     let before = readable(&store, 40);
     let stat_before = store.stat().unwrap();
@@ -257,7 +257,7 @@ fn a_take_down_then_compaction_leaves_no_byte_of_the_revision_in_any_file() {
     assert!(store_files(dir.path()).iter().any(|p| holds(p, MARKER)));
     let before = readable(&store, 30);
 
-    assert_eq!(store.delete_revision(D, "Secret", 7).unwrap(), 1);
+    assert_eq!(store.take_down(D, "Secret", Some(7)).unwrap(), 1);
     // Taken down but not compacted: the bytes are still on disk (so the check below can fail).
     assert!(store_files(dir.path()).iter().any(|p| holds(p, MARKER)));
     let report = compact(&mut store);
@@ -274,7 +274,7 @@ fn a_take_down_then_compaction_leaves_no_byte_of_the_revision_in_any_file() {
 #[test]
 fn a_dry_run_reports_what_a_run_does_and_changes_nothing() {
     let (dir, clock, mut store) = churned(30);
-    store.delete_title(D, &title(2)).unwrap();
+    store.take_down(D, &title(2), None).unwrap();
     clock.advance(TTL + 60);
     store.commit().unwrap();
     drop(store);
@@ -431,7 +431,7 @@ fn compaction_leaves_the_page_cache_as_it_found_it() {
 #[test]
 fn wink_compact_prints_the_report_and_dry_run_the_same() {
     let (dir, _clock, mut store) = churned(20);
-    store.delete_revision(D, &title(3), 5).unwrap();
+    store.take_down(D, &title(3), Some(5)).unwrap();
     drop(store);
     let now = (T + 2 * TTL).to_string();
     let run = |args: &[&str]| {
@@ -506,7 +506,7 @@ fn a_take_down_of_an_archived_revision_is_rewritten_out_of_the_archive() {
             .any(|(_, _, content)| common::contains(content, MARKER))
     };
     assert!(marked(&store), "the marker was not archived");
-    store.delete_revision(D, "Archived", 5).unwrap();
+    store.take_down(D, "Archived", Some(5)).unwrap();
     // Taken down, not compacted: still in a block.
     assert!(marked(&store));
 

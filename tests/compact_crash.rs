@@ -162,7 +162,7 @@ fn build(dir: &Path) -> Vec<(String, u64)> {
             _ => None,
         };
         if let Some(rev) = target {
-            assert!(s.delete_revision(D, &t, rev).unwrap() > 0, "{t} {rev}");
+            assert!(s.take_down(D, &t, Some(rev)).unwrap() > 0, "{t} {rev}");
             down.push((t, rev));
         }
     }

@@ -101,7 +101,7 @@ fn build(dir: &Path) -> ManualClock {
     clock.advance(1000);
     let report = s.archive_due(|_, _| {}).unwrap();
     assert_eq!(report.revisions, ARCHIVED as u64 * (REVS - 1));
-    s.delete_revision(D, &title(ARCHIVED - 1), 2).unwrap();
+    s.take_down(D, &title(ARCHIVED - 1), Some(2)).unwrap();
     clock
 }
 

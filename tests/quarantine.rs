@@ -336,8 +336,8 @@ fn compaction_keeps_a_container_with_a_damaged_value_and_compacts_the_others() {
     assert!(s.container_ids().unwrap().len() >= 3);
     // Titles 3 (container 1) and 20 (container 2) taken down: both containers are worth a
     // rewrite. Title 7's value, in the middle of container 1, is damaged.
-    s.delete_title(D, &title(3)).unwrap();
-    s.delete_title(D, &title(20)).unwrap();
+    s.take_down(D, &title(3), None).unwrap();
+    s.take_down(D, &title(20), None).unwrap();
     drop(s);
     let c1 = dir.join("c000001.data");
     let mut bytes = std::fs::read(&c1).unwrap();

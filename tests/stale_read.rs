@@ -157,7 +157,7 @@ fn a_read_only_handle_finds_titles_written_after_its_open() {
     // A title that does not exist is still simply not there.
     assert!(reader.get_latest(D, "Never").unwrap().is_none());
     // A title removed whole is gone for the reader too.
-    w.delete_title(D, "New").unwrap();
+    w.take_down(D, "New", None).unwrap();
     assert!(reader.get_latest(D, "New").unwrap().is_none());
 }
 

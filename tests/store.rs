@@ -167,7 +167,7 @@ fn take_down_persists_and_refuses_puts_until_lifted() {
     s.put(D, "T", 1, None, HTML, b"one").unwrap();
     clock.advance(1);
     s.put(D, "T", 2, None, HTML, b"two").unwrap();
-    assert_eq!(s.delete_revision(D, "T", 2).unwrap(), 1);
+    assert_eq!(s.take_down(D, "T", Some(2)).unwrap(), 1);
     assert_eq!(
         s.get_latest(D, "T").unwrap().unwrap().value,
         b"one",
@@ -180,7 +180,7 @@ fn take_down_persists_and_refuses_puts_until_lifted() {
     assert!(s.get_rev(D, "T", 2).unwrap().is_none());
     assert!(s.lift(D, "T", Some(2)).unwrap());
     s.put(D, "T", 2, None, HTML, b"two again").unwrap();
-    s.delete_title(D, "T").unwrap();
+    s.take_down(D, "T", None).unwrap();
     assert!(s.get_latest(D, "T").unwrap().is_none());
     assert!(s.put(D, "T", 5, None, HTML, b"x").is_err());
     assert!(s.list(D, "T", Page::default()).unwrap().is_empty());

@@ -95,7 +95,7 @@ fn revisions_leaving_the_hot_tier_are_archived_and_stay_readable() {
     );
     assert!(st.stored_bytes > 0);
     // Take-down reaches the archive and persists.
-    s.delete_revision(D, "Page", 7).unwrap();
+    s.take_down(D, "Page", Some(7)).unwrap();
     assert!(s.get_rev(D, "Page", 7).unwrap().is_none());
     drop(s);
     let s = Store::open(

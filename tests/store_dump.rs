@@ -64,7 +64,7 @@ fn filled(dir: &std::path::Path, clock: &ManualClock) -> Store {
     }
     s.put_historical("a.org", "T/0", 2, None, HTML, b"regenerated")
         .unwrap();
-    s.delete_revision("b.org", "T/1", 3).unwrap();
+    s.take_down("b.org", "T/1", Some(3)).unwrap();
     s
 }
 

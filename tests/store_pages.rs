@@ -58,13 +58,13 @@ fn as_of_is_the_newest_render_whose_tid_is_not_later() {
     assert_eq!(value(&s, 300).as_deref(), Some(&b"r11"[..]));
     assert_eq!(value(&s, 1_000_000).as_deref(), Some(&b"r11"[..]));
     // A taken-down revision is not an answer, at any time.
-    s.delete_revision(D, "T", 10).unwrap();
+    s.take_down(D, "T", Some(10)).unwrap();
     assert_eq!(value(&s, 250), None);
     assert!(s.is_taken_down(D, "T", Some(10)).unwrap());
     assert!(!s.is_taken_down(D, "T", Some(11)).unwrap());
     assert!(!s.is_taken_down(D, "T", None).unwrap());
     assert!(!s.is_taken_down(D, "Other", Some(10)).unwrap());
-    s.delete_title(D, "T").unwrap();
+    s.take_down(D, "T", None).unwrap();
     assert!(s.is_taken_down(D, "T", None).unwrap() && s.is_taken_down(D, "T", Some(3)).unwrap());
 }
 
@@ -165,7 +165,7 @@ fn title_pages_visit_every_title_of_the_domain_at_least_once() {
         }
     }
     batch.commit().unwrap();
-    s.delete_title(D, "Title 7 / ü").unwrap();
+    s.take_down(D, "Title 7 / ü", None).unwrap();
     let mut seen = Vec::new();
     let mut next = None;
     let mut pages = 0;

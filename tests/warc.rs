@@ -88,7 +88,7 @@ fn generated(dir: &Path) -> Store {
         b"<p>regen</p>",
     )
     .unwrap();
-    st.delete_revision("de.wikipedia.org", "AC/DC (band)", 3)
+    st.take_down("de.wikipedia.org", "AC/DC (band)", Some(3))
         .unwrap();
     st
 }

@@ -132,6 +132,11 @@ pub fn run(args: &Args) -> Result<Status> {
             ..MaintenanceOptions::default()
         }),
     };
+    let ready = |addr| {
+        let mut out = std::io::stdout();
+        let _ = writeln!(out, "listening on {addr}");
+        let _ = out.flush();
+    };
     #[cfg(feature = "cluster")]
     if let Some(path) = &args.cluster {
         let mut cfg = wink::cluster::ClusterConfig::read(path)?;
@@ -145,12 +150,9 @@ pub fn run(args: &Args) -> Result<Status> {
                 cfg.name
             )));
         }
-        opts.cluster = Some(cfg);
+        wink::cluster::serve(opts, cfg, ready)?;
+        return Ok(0);
     }
-    wink::serve::run(opts, |addr| {
-        let mut out = std::io::stdout();
-        let _ = writeln!(out, "listening on {addr}");
-        let _ = out.flush();
-    })?;
+    wink::serve::run(opts, ready)?;
     Ok(0)
 }

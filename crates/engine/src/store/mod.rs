@@ -663,16 +663,6 @@ impl Store {
         Ok(removed + archived)
     }
 
-    /// [`Store::take_down`] of one revision.
-    pub fn delete_revision(&mut self, domain: &str, title: &str, rev: u64) -> Result<usize> {
-        self.take_down(domain, title, Some(rev))
-    }
-
-    /// [`Store::take_down`] of a whole title.
-    pub fn delete_title(&mut self, domain: &str, title: &str) -> Result<usize> {
-        self.take_down(domain, title, None)
-    }
-
     /// Lifts a take-down; false when there was none. Committed.
     pub fn lift(&mut self, domain: &str, title: &str, rev: Option<u64>) -> Result<bool> {
         self.writer()?;

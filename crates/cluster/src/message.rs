@@ -5,7 +5,7 @@
 use sha1::{Digest, Sha1};
 use uuid::Uuid;
 
-use crate::service::{Preconditions, Tags};
+use wink_service::{Preconditions, Tags};
 
 /// The framing's version. Version 1 wrote a whole title's take-down or lift as kind 2 or 3 with
 /// `rev` `u64::MAX`, which could not be told from a take-down of revision `u64::MAX`; version 2
@@ -104,7 +104,7 @@ pub fn subject(bucket: &str, partition: u32) -> String {
 pub fn parse_subject(subject: &str) -> Option<(&str, u32)> {
     let rest = subject.strip_prefix("wink.")?;
     let (bucket, part) = rest.rsplit_once('.')?;
-    if !crate::service::spec::valid_bucket_name(bucket) {
+    if !wink_service::spec::valid_bucket_name(bucket) {
         return None;
     }
     Some((bucket, part.parse().ok()?))
@@ -137,8 +137,8 @@ pub fn message_id(bucket: &str, c: &Change) -> String {
 impl Change {
     /// The store's put of this change (of kind [`Kind::Put`]): the render with the tid the
     /// receiving node gave it, so that every replica stores the same one.
-    pub fn as_put(&self) -> crate::store::Put<'_> {
-        crate::store::Put {
+    pub fn as_put(&self) -> wink_engine::store::Put<'_> {
+        wink_engine::store::Put {
             domain: &self.domain,
             title: &self.title,
             rev: self.rev,
@@ -363,7 +363,7 @@ mod tests {
             kind: Kind::Put,
             arrival: 1_700_000_000,
             rev: 42,
-            tid: crate::store::key::tid_at(1_700_000_000, 7, [1; 6]),
+            tid: wink_engine::store::key::tid_at(1_700_000_000, 7, [1; 6]),
             domain: "en.wikipedia.org".into(),
             title: "AC/DC ü".into(),
             content_type: "text/html".into(),
@@ -392,7 +392,7 @@ mod tests {
         let dir =
             std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/cluster_message");
         std::fs::create_dir_all(&dir).unwrap();
-        let tid = crate::store::key::tid_at(1_700_000_000, 9, [2; 6]);
+        let tid = wink_engine::store::key::tid_at(1_700_000_000, 9, [2; 6]);
         let conditional = Change {
             conditions: Preconditions {
                 if_match: Some(Tags::List(vec![(42, tid)])),
@@ -419,7 +419,7 @@ mod tests {
 
     #[test]
     fn a_conditional_put_round_trips_as_version_3() {
-        let tid = crate::store::key::tid_at(1_700_000_000, 9, [2; 6]);
+        let tid = wink_engine::store::key::tid_at(1_700_000_000, 9, [2; 6]);
         for (if_match, if_none_match, names_render) in [
             (Some(Tags::Any), None, false),
             (None, Some(Tags::Any), true),
@@ -503,7 +503,7 @@ mod tests {
             edits in proptest::collection::vec((any::<usize>(), any::<u8>()), 1..4),
             cut in any::<usize>(),
         ) {
-            let tid = crate::store::key::tid_at(1_700_000_000, 9, [2; 6]);
+            let tid = wink_engine::store::key::tid_at(1_700_000_000, 9, [2; 6]);
             let mut bytes = Change {
                 conditions: Preconditions {
                     if_match: Some(Tags::List(vec![(42, tid), (7, tid)])),

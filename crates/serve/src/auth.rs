@@ -10,7 +10,7 @@ use hyper::{HeaderMap, StatusCode};
 use subtle::ConstantTimeEq;
 
 use super::problem::Problem;
-use crate::error::{Error, Result};
+use wink_engine::{Error, Result};
 
 /// The token the changing requests need, if any.
 #[derive(Clone, Default)]

@@ -6,8 +6,8 @@
 
 use uuid::Uuid;
 
-use crate::error::Result;
-use crate::store::Store;
+use wink_engine::store::Store;
+use wink_engine::Result;
 
 /// The entity tags a condition names: any render at all (`*`), or these `(rev, tid)`s.
 #[derive(Debug, Clone, PartialEq, Eq)]

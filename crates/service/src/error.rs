@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use crate::error::Error;
+use wink_engine::Error;
 
 /// Why a request to the service was not done.
 #[derive(Debug, Clone)]

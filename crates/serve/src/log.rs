@@ -16,7 +16,7 @@ use tracing_subscriber::filter::filter_fn;
 use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::{fmt, Layer, Registry};
 
-use crate::error::{Error, Result};
+use wink_engine::{Error, Result};
 
 /// The `tracing` target of the access log's events.
 pub const ACCESS: &str = "wink::access";

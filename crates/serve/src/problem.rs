@@ -8,8 +8,8 @@ use hyper::header::{HeaderValue, ALLOW, CONTENT_TYPE, RETRY_AFTER, WWW_AUTHENTIC
 use hyper::{Method, Response, StatusCode};
 use serde::Serialize;
 
-use crate::error::Error;
-use crate::service::{Refusal, ServiceError};
+use wink_engine::Error;
+use wink_service::{Refusal, ServiceError};
 
 /// Where the problem types live (RESTBase's error type URIs).
 const TYPE_BASE: &str = "https://mediawiki.org/wiki/HyperSwitch/errors/";
@@ -17,7 +17,9 @@ const TYPE_BASE: &str = "https://mediawiki.org/wiki/HyperSwitch/errors/";
 /// An answer other than success, with what the client needs to know.
 #[derive(Clone, Debug)]
 pub struct Problem {
+    /// The answer's status.
     pub status: StatusCode,
+    /// What the client is told, in the body's `detail`.
     pub detail: String,
     /// Seconds to wait before trying again (503).
     pub retry_after: Option<u32>,
@@ -29,6 +31,7 @@ pub struct Problem {
 }
 
 impl Problem {
+    /// A problem of `status`, telling the client `detail`.
     pub fn new(status: StatusCode, detail: impl Into<String>) -> Problem {
         Problem {
             status,
@@ -48,26 +51,32 @@ impl Problem {
         }
     }
 
+    /// 400: the request is not valid.
     pub fn bad_request(detail: impl Into<String>) -> Problem {
         Problem::new(StatusCode::BAD_REQUEST, detail)
     }
 
+    /// 404.
     pub fn not_found(detail: impl Into<String>) -> Problem {
         Problem::new(StatusCode::NOT_FOUND, detail)
     }
 
+    /// 409: the request contradicts what is stored.
     pub fn conflict(detail: impl Into<String>) -> Problem {
         Problem::new(StatusCode::CONFLICT, detail)
     }
 
+    /// 412: a condition of the request does not hold.
     pub fn precondition_failed(detail: impl Into<String>) -> Problem {
         Problem::new(StatusCode::PRECONDITION_FAILED, detail)
     }
 
+    /// 413: the body is larger than allowed.
     pub fn too_large(detail: impl Into<String>) -> Problem {
         Problem::new(StatusCode::PAYLOAD_TOO_LARGE, detail)
     }
 
+    /// 503: try again after `retry_after` seconds.
     pub fn unavailable(detail: impl Into<String>, retry_after: u32) -> Problem {
         Problem {
             retry_after: Some(retry_after),
@@ -75,6 +84,7 @@ impl Problem {
         }
     }
 
+    /// 405: the route takes only the methods `allow` lists.
     pub fn method_not_allowed(allow: impl Into<String>) -> Problem {
         let allow = allow.into();
         let mut p = Problem::new(

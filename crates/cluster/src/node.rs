@@ -21,14 +21,14 @@ use super::apply::{self, Mark, Message, Outcome};
 use super::config::ClusterConfig;
 use super::message::{self, Change, Kind};
 use super::placement::{self, Map};
-use crate::clock::Clock as _;
-use crate::error::{Error, Result};
-use crate::serve::forward::{http1_connect, MIN_SEQ};
-use crate::serve::problem::Problem;
-use crate::service::commit::{ExclusiveWork, Job};
-use crate::service::registry::Registry;
-use crate::service::{self, Done, Peer, Pending, ReadGate, Receipt, Refusal, ServiceError};
-use crate::service::{Write, Writes};
+use wink_engine::clock::Clock as _;
+use wink_engine::{Error, Result};
+use wink_serve::Problem;
+use wink_serve::{http1_connect, MIN_SEQ};
+use wink_service::commit::{ExclusiveWork, Job};
+use wink_service::registry::Registry;
+use wink_service::{Done, Peer, Pending, ReadGate, Receipt, Refusal, ServiceError};
+use wink_service::{Write, Writes};
 
 /// How long a publish is retried (leader elections take ~5 s) before the answer is 503. With
 /// [`APPLY_PATIENCE`], a write's whole deadline; the router's server timeout sits just above.
@@ -50,7 +50,7 @@ pub struct Node {
     pub cfg: ClusterConfig,
     pub name: String,
     /// The token this node's requests to other nodes carry (the server's own).
-    auth: crate::serve::Auth,
+    auth: wink_serve::Auth,
     js: jetstream::Context,
     client: async_nats::Client,
     map: RwLock<(Map, u64)>,
@@ -248,7 +248,7 @@ impl Node {
     pub async fn start(
         cfg: ClusterConfig,
         reg: Arc<Registry>,
-        auth: crate::serve::Auth,
+        auth: wink_serve::Auth,
     ) -> Result<Arc<Node>> {
         let up = Arc::new(AtomicBool::new(false));
         let client = connect(&cfg, up.clone()).await?;
@@ -267,7 +267,7 @@ impl Node {
         };
         for (bucket, spec) in &cfg.buckets {
             let text = serde_json::to_vec(spec).unwrap_or_default();
-            let spec = crate::service::spec::BucketSpec::parse(&text)
+            let spec = wink_service::spec::BucketSpec::parse(&text)
                 .map_err(|e| Error::invalid(format!("cluster bucket {bucket}: {e}")))?;
             match tokio::task::block_in_place(|| reg.create(bucket, &spec)) {
                 Ok(_) => {}
@@ -498,7 +498,7 @@ impl Node {
     /// A tid for a write received here: from this node's clock, strictly increasing in this
     /// process, with a node id of its own (so two nodes never make the same tid).
     pub fn make_tid(&self) -> Uuid {
-        let now = crate::clock::SystemClock.now_ticks();
+        let now = wink_engine::clock::SystemClock.now_ticks();
         let mut last = lock(&self.tids);
         let ticks = now.max(*last + 1);
         *last = ticks;
@@ -610,7 +610,7 @@ impl Node {
         &self,
         domain: String,
         title: String,
-        change: service::Change,
+        change: wink_service::Change,
         arrival: i64,
     ) -> Change {
         let mut c = Change {
@@ -626,7 +626,7 @@ impl Node {
             names_render: false,
         };
         let tid = match change {
-            service::Change::Put {
+            wink_service::Change::Put {
                 rev,
                 tid,
                 content_type,
@@ -640,7 +640,7 @@ impl Node {
                 c.names_render = tid.is_some();
                 tid
             }
-            service::Change::TakeDown { rev } => {
+            wink_service::Change::TakeDown { rev } => {
                 c.kind = if rev.is_some() {
                     Kind::TakeDown
                 } else {
@@ -649,7 +649,7 @@ impl Node {
                 c.rev = rev.unwrap_or(0);
                 None
             }
-            service::Change::Lift { rev } => {
+            wink_service::Change::Lift { rev } => {
                 c.kind = if rev.is_some() {
                     Kind::Lift
                 } else {
@@ -981,11 +981,11 @@ async fn watch_map(node: Arc<Node>) {
 
 /// Runs `f` on a bucket's writer thread, in its queue order.
 pub(super) async fn on_writer<T: Send + 'static>(
-    bucket: &crate::service::registry::Bucket,
-    f: impl FnOnce(&mut crate::store::Store) -> Result<T> + Send + 'static,
+    bucket: &wink_service::registry::Bucket,
+    f: impl FnOnce(&mut wink_engine::store::Store) -> Result<T> + Send + 'static,
 ) -> Result<T> {
     let (tx, rx) = tokio::sync::oneshot::channel();
-    let work = ExclusiveWork(Box::new(move |s: &mut crate::store::Store| {
+    let work = ExclusiveWork(Box::new(move |s: &mut wink_engine::store::Store| {
         let _ = tx.send(f(s));
     }));
     if !bucket.submit(Job::Exclusive(work)) {
@@ -1142,7 +1142,7 @@ async fn check_mark(
 /// everything the stream holds (idempotent), so that no message the stream holds is skipped.
 async fn diverge(
     node: &Node,
-    buckets: &[Arc<crate::service::registry::Bucket>],
+    buckets: &[Arc<wink_service::registry::Bucket>],
     why: &str,
     first: u64,
 ) -> std::result::Result<(), SessionEnd> {

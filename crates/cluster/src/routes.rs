@@ -15,9 +15,9 @@ use hyper::{Method, Response, StatusCode};
 
 use super::node::Node;
 use super::seed;
-use crate::serve::problem::Problem;
-use crate::serve::routes::{json, Answer, App, Extension};
-use crate::service::spec::valid_bucket_name;
+use wink_serve::Problem;
+use wink_serve::{json, Answer, App, Extension};
+use wink_service::spec::valid_bucket_name;
 
 type Result<T> = std::result::Result<T, Problem>;
 

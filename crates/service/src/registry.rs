@@ -36,25 +36,31 @@ use serde_json::{json, Value};
 use super::commit::{self, CommitStats, Job};
 use super::error::{ServiceError, Unavailable};
 use super::spec::{valid_bucket_name, BucketSpec};
-use crate::error::{Error, Result};
-use crate::maintenance::background::{Maintenance, MaintenanceOptions};
-use crate::store::{Config, Store, StoreOptions, StoreStat};
 use std::sync::atomic::AtomicU64;
+use wink_engine::maintenance::background::{Maintenance, MaintenanceOptions};
+use wink_engine::store::{Config, Store, StoreOptions, StoreStat};
+use wink_engine::{Error, Result};
 
 /// The last whole-store count of a bucket.
 #[derive(Clone, Debug)]
 pub struct StatSnapshot {
+    /// When it was made.
     pub at: SystemTime,
+    /// The count, or why it could not be made.
     pub stat: std::result::Result<StoreStat, String>,
 }
 
 /// One open bucket.
 pub struct Bucket {
+    /// Its name, which is its directory's under the data root.
     pub name: String,
+    /// Its directory.
     pub dir: PathBuf,
+    /// Its store's settings.
     pub config: Config,
     writer: Arc<Mutex<Store>>,
     jobs: Mutex<Option<Sender<Job>>>,
+    /// Its group commit's batches and times.
     pub commits: Arc<CommitStats>,
     thread: Mutex<Option<JoinHandle<()>>>,
     maintenance: Mutex<Option<Maintenance>>,
@@ -79,7 +85,7 @@ impl Bucket {
     fn open(name: &str, dir: &Path, maintenance: Option<&MaintenanceOptions>) -> Result<Bucket> {
         // The system's clock, unless the thread applying a cluster's messages stamps their time.
         let opts = StoreOptions {
-            clock: Arc::new(crate::clock::StampedClock),
+            clock: Arc::new(wink_engine::clock::StampedClock),
             ..StoreOptions::writer()
         };
         let store = Store::open(dir, &opts)?;
@@ -133,16 +139,18 @@ impl Bucket {
         f(&store)
     }
 
+    /// Whether its store keeps old revisions in an archive.
     pub fn has_archive(&self) -> bool {
         self.config.archive.is_some()
     }
 
+    /// Its last whole-store count, if one was made yet.
     pub fn stat(&self) -> Option<StatSnapshot> {
         lock(&self.stat).clone()
     }
 
     /// The background maintenance's status (`None`: not running in this server).
-    pub fn maintenance(&self) -> Option<crate::maintenance::background::MaintenanceStatus> {
+    pub fn maintenance(&self) -> Option<wink_engine::maintenance::background::MaintenanceStatus> {
         lock(&self.maintenance).as_ref().map(|m| m.status())
     }
 
@@ -204,7 +212,9 @@ pub struct Registry {
 /// What a bucket's `PUT` did.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Created {
+    /// It was made.
     New,
+    /// It existed with the same settings.
     Existed,
 }
 
@@ -216,7 +226,7 @@ impl Registry {
         maintenance: Option<MaintenanceOptions>,
         max_buckets: usize,
     ) -> Result<Registry> {
-        crate::vfs::Vfs::create_dir_all(&crate::vfs::RealFs, root)?;
+        wink_engine::vfs::Vfs::create_dir_all(&wink_engine::vfs::RealFs, root)?;
         let reg = Registry {
             root: root.to_path_buf(),
             buckets: RwLock::new(HashMap::new()),
@@ -451,6 +461,7 @@ impl Registry {
         message.replace(&format!("{}/", root.trim_end_matches('/')), "")
     }
 
+    /// Whether every bucket serves, and the buckets' states and last counts as JSON.
     pub fn health(&self) -> (bool, Value) {
         let mut buckets = serde_json::Map::new();
         for b in self.buckets() {
@@ -529,6 +540,7 @@ fn containers_in(dir: &Path) -> Option<usize> {
 pub enum ReadError {
     /// The bucket could not be opened at start.
     Failed(String),
+    /// The store could not be read.
     Store(Error),
 }
 
@@ -543,6 +555,7 @@ pub enum CreateError {
     Failed(String),
     /// The server holds as many buckets as it may (this many).
     Full(usize),
+    /// The store could not be made or opened.
     Store(Error),
 }
 

@@ -18,8 +18,8 @@ use uuid::Uuid;
 
 use super::conditions::Preconditions;
 use super::histogram::{Histogram, BATCH};
-use crate::error::{Error, Result};
-use crate::store::{Put, Store};
+use wink_engine::store::{Put, Store};
+use wink_engine::{Error, Result};
 
 /// Puts one commit takes at most.
 const MAX_BATCH_PUTS: usize = 4096;
@@ -42,11 +42,17 @@ pub enum PutError {
 /// A render to store.
 #[derive(Debug)]
 pub struct PutJob {
+    /// The render's domain.
     pub domain: String,
+    /// Its title.
     pub title: String,
+    /// Its revision.
     pub rev: u64,
+    /// Its time-UUID; `None`: the bucket's clock gives one.
     pub tid: Option<Uuid>,
+    /// Its content type.
     pub content_type: String,
+    /// Its bytes.
     pub value: Bytes,
     /// Checked against the store when the put is applied, in queue order.
     pub conditions: Preconditions,
@@ -55,19 +61,28 @@ pub struct PutJob {
 /// What the bucket's writer thread is asked to do.
 #[derive(Debug)]
 pub enum Job {
+    /// A render to store; answers its tid once it is durable, or why it was not stored.
     Put(PutJob, oneshot::Sender<std::result::Result<Uuid, PutError>>),
     /// A take-down of a revision or (`rev: None`) a title; answers the renders it removed.
     TakeDown {
+        /// The title's domain.
         domain: String,
+        /// The title.
         title: String,
+        /// The revision; `None`: the whole title.
         rev: Option<u64>,
+        /// Where the answer goes.
         reply: oneshot::Sender<Result<usize>>,
     },
     /// A lift of a take-down; answers whether there was one.
     Lift {
+        /// The title's domain.
         domain: String,
+        /// The title.
         title: String,
+        /// The revision; `None`: the whole title.
         rev: Option<u64>,
+        /// Where the answer goes.
         reply: oneshot::Sender<Result<bool>>,
     },
     /// Work on the writer's handle in queue order, with the lock held: a cluster's apply of a
@@ -275,8 +290,8 @@ fn poisoned() -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::service::{Preconditions, Tags};
-    use crate::store::{Config, StoreOptions};
+    use crate::{Preconditions, Tags};
+    use wink_engine::store::{Config, StoreOptions};
 
     /// A put's answer, as the requester waits for it.
     type Answer = oneshot::Receiver<std::result::Result<Uuid, PutError>>;

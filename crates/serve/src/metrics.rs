@@ -8,7 +8,7 @@ use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-pub use crate::service::Histogram;
+pub use wink_service::Histogram;
 
 /// What a request was, for the counters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -183,7 +183,7 @@ impl Metrics {
                 &self.inflight_refused,
             ),
         ];
-        crate::service::histogram::render_counters(out, &counters);
+        wink_service::histogram::render_counters(out, &counters);
         let _ = writeln!(
             out,
             "# HELP wink_http_connections_open Connections open now.\n\

@@ -23,10 +23,10 @@ use hyper::{Method, StatusCode};
 use super::apply;
 use super::message::{partition_of, Change, Kind, RESERVED_DOMAIN};
 use super::node::{ask, on_writer, Node, SessionEnd};
-use crate::serve::problem::Problem;
-use crate::service::commit::{ExclusiveWork, Job};
-use crate::service::registry::Registry;
-use crate::store::{CopyCursor, CopyItem, Store, StoreOptions};
+use wink_engine::store::{CopyCursor, CopyItem, Store, StoreOptions};
+use wink_serve::Problem;
+use wink_service::commit::{ExclusiveWork, Job};
+use wink_service::registry::Registry;
 
 /// Where a node keeps the snapshots it gives copies from, beside its buckets.
 const COPIES: &str = ".copies";
@@ -60,7 +60,7 @@ pub(super) async fn snapshot_into(
         _ => return Err(Problem::not_found(format!("no bucket {bucket}"))),
     };
     let root = b.dir.parent().map(|p| p.join(sub)).unwrap_or_default();
-    crate::vfs::Vfs::create_dir_all(&crate::vfs::RealFs, &root)
+    wink_engine::vfs::Vfs::create_dir_all(&wink_engine::vfs::RealFs, &root)
         .map_err(|e| Problem::from_store(&e))?;
     let nanos = SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
@@ -193,7 +193,7 @@ pub async fn copy_page(
 pub fn end_copy(reg: &Registry, bucket: &str, id: &str) -> Result<(), Problem> {
     let dir = copy_dir(reg, bucket, id)?;
     std::fs::remove_dir_all(&dir)
-        .map_err(|e| Problem::from_store(&crate::error::Error::io(&dir, None, e)))
+        .map_err(|e| Problem::from_store(&wink_engine::Error::io(&dir, None, e)))
 }
 
 /// A copy item as the stream message that would make it.
@@ -326,7 +326,7 @@ pub(super) async fn take_over(
 /// the giver itself cannot replay from `first` is left).
 async fn copy_from(
     node: &Node,
-    b: &Arc<crate::service::registry::Bucket>,
+    b: &Arc<wink_service::registry::Bucket>,
     giver: &str,
     partitions: &[u32],
     first: u64,
@@ -444,7 +444,7 @@ mod tests {
                 domain: "d".into(),
                 title: "u".into(),
                 rev: 3,
-                tid: crate::store::key::tid_at(1_700_000_000, 1, *b"abcdef"),
+                tid: wink_engine::store::key::tid_at(1_700_000_000, 1, *b"abcdef"),
                 content_type: "text/html".into(),
                 arrival: 1_700_000_000,
                 value: b"<p/>".to_vec(),

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::{Error, Result};
+use wink_engine::{Error, Result};
 
 /// The largest configuration file read.
 const MAX_CONFIG: u64 = 1 << 20;
@@ -148,7 +148,7 @@ impl ClusterConfig {
             return Err(format!("nats_monitor: {m:?} must start with http://"));
         }
         for b in self.buckets.keys() {
-            if !crate::service::spec::valid_bucket_name(b) {
+            if !wink_service::spec::valid_bucket_name(b) {
                 return Err(format!("bucket name {b:?}: [a-z0-9][a-z0-9._-]{{0,63}}"));
             }
         }

@@ -14,7 +14,7 @@ use data_encoding::BASE64URL_NOPAD;
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
-use crate::error::{Error, Result};
+use wink_engine::{Error, Result};
 
 /// Bytes of the tag a cursor carries.
 const TAG: usize = 16;
@@ -57,7 +57,7 @@ impl CursorKey {
             .and_then(|()| f.sync_all())
             .map_err(|e| Error::io(&tmp, None, e))?;
         std::fs::rename(&tmp, &path).map_err(|e| Error::io(&path, None, e))?;
-        crate::storage::sync_parent_dir(&path).map_err(|e| Error::io(&path, None, e))?;
+        wink_engine::storage::sync_parent_dir(&path).map_err(|e| Error::io(&path, None, e))?;
         Ok(CursorKey(key))
     }
 

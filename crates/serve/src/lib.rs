@@ -2,8 +2,8 @@
 //! root whose directories are buckets (render stores). The routes, errors and metrics, with
 //! examples, are in docs/HTTP.md; the decisions behind them too.
 //!
-//! The HTTP front, on the service core (`src/service/`: buckets, group commit, specs, writes,
-//! the read gate), which knows no HTTP. Its files, all private to the crate:
+//! The HTTP front, on the service core (the crate `wink_service`: buckets, group commit, specs,
+//! writes, the read gate), which knows no HTTP. Its files, all private to the crate:
 //!
 //! | file | concept |
 //! |---|---|
@@ -19,20 +19,30 @@
 //! | `shutdown.rs` | SIGTERM and SIGINT |
 //!
 //! What it offers the `wink` binary: [`run`] with its [`ServeOptions`], [`Auth`], [`AccessLog`]
-//! and [`LogFormat`].
+//! and [`LogFormat`]. What it offers a layer above it (the cluster): [`run_with`], which puts
+//! the layer's [`Front`] (its writes, its read gate, its own routes as an [`Extension`]) in place
+//! of this node's, and the pieces those routes answer with ([`App`], [`Answer`], [`json`],
+//! [`Problem`]) and forward with ([`http1_connect`], [`MIN_SEQ`]).
 //!
-//! Compiled with the `server` feature (on by default); an embedder of the library that turns
-//! default features off compiles none of it.
+//! ```no_run
+//! use wink_serve::{run, ServeOptions};
+//!
+//! let opts = ServeOptions::new("/srv/wink".into());
+//! run(opts, |addr| println!("listening on {addr}"))?;
+//! # Ok::<(), wink_engine::Error>(())
+//! ```
 
-pub(crate) mod auth;
+#![warn(missing_docs)]
+
+mod auth;
 mod connections;
 mod cursor;
-pub(crate) mod forward;
+mod forward;
 mod limits;
 mod log;
 mod metrics;
-pub(crate) mod problem;
-pub(crate) mod routes;
+mod problem;
+mod routes;
 mod shutdown;
 
 use std::collections::HashMap;
@@ -41,12 +51,17 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::error::{Error, Result};
-use crate::maintenance::background::MaintenanceOptions;
-use crate::vfs::WriterLock;
+use wink_engine::maintenance::background::MaintenanceOptions;
+use wink_engine::vfs::WriterLock;
+use wink_engine::{Error, Result};
+use wink_service::registry::Registry;
+use wink_service::{LocalGate, LocalWrites, ReadGate, Writes};
 
 pub use auth::Auth;
+pub use forward::{http1_connect, MIN_SEQ};
 pub use log::{AccessLog, LogFormat};
+pub use problem::Problem;
+pub use routes::{json, Answer, App, Extension};
 
 /// The default address: loopback only.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7233";
@@ -86,9 +101,6 @@ pub struct ServeOptions {
     pub log_format: log::LogFormat,
     /// Where the access log goes (the error log goes to standard error).
     pub access_log: log::AccessLog,
-    /// This server as a node of a cluster (`--cluster FILE`, docs/CLUSTER.md).
-    #[cfg(feature = "cluster")]
-    pub cluster: Option<crate::cluster::ClusterConfig>,
 }
 
 impl ServeOptions {
@@ -114,8 +126,27 @@ impl ServeOptions {
             stat_interval: Duration::from_secs(300),
             log_format: log::LogFormat::Text,
             access_log: log::AccessLog::Stderr,
-            #[cfg(feature = "cluster")]
-            cluster: None,
+        }
+    }
+}
+
+/// Where writes go and where reads are answered, with the routes of a layer above the front.
+pub struct Front {
+    /// Where writes go.
+    pub writes: Arc<dyn Writes>,
+    /// Where reads are answered.
+    pub gate: Arc<dyn ReadGate>,
+    /// The layer's own routes, answered before the API's.
+    pub extension: Option<Arc<dyn Extension>>,
+}
+
+impl Front {
+    /// This node alone: writes to its buckets' group commits, reads answered here.
+    pub fn local(registry: Arc<Registry>) -> Front {
+        Front {
+            writes: Arc::new(LocalWrites::new(registry)),
+            gate: Arc::new(LocalGate),
+            extension: None,
         }
     }
 }
@@ -124,6 +155,20 @@ impl ServeOptions {
 /// requests are taken. Returns after a graceful stop (in-flight requests finished, queued puts
 /// committed, buckets closed).
 pub fn run(opts: ServeOptions, ready: impl FnOnce(SocketAddr)) -> Result<()> {
+    run_with(
+        opts,
+        |registry| async move { Ok(Front::local(registry)) },
+        ready,
+    )
+}
+
+/// Runs the server as [`run`] does, with the [`Front`] that `front` makes from the opened
+/// buckets, on the server's runtime, before the server says it is up.
+pub fn run_with<F, Made>(opts: ServeOptions, front: F, ready: impl FnOnce(SocketAddr)) -> Result<()>
+where
+    F: FnOnce(Arc<Registry>) -> Made,
+    Made: std::future::Future<Output = Result<Front>>,
+{
     auth::check_listen(&opts.listen, &opts.auth)?;
     if opts.max_body == 0 || opts.max_connections == 0 || opts.max_buckets == 0 {
         return Err(Error::invalid(
@@ -131,7 +176,7 @@ pub fn run(opts: ServeOptions, ready: impl FnOnce(SocketAddr)) -> Result<()> {
         ));
     }
     // Durably: a bucket made in a root whose own name a power cut takes is lost with it.
-    crate::vfs::Vfs::create_dir_all(&crate::vfs::RealFs, &opts.root)?;
+    wink_engine::vfs::Vfs::create_dir_all(&wink_engine::vfs::RealFs, &opts.root)?;
     // One server per data root: a second one would find every bucket's writer lock taken.
     let lock_path = opts.root.join(".serve.lock");
     std::fs::OpenOptions::new()
@@ -143,7 +188,7 @@ pub fn run(opts: ServeOptions, ready: impl FnOnce(SocketAddr)) -> Result<()> {
     let _root_lock = WriterLock::acquire(&lock_path, false)?;
     let _logs = log::start(opts.log_format, &opts.access_log)?;
 
-    let registry = Arc::new(crate::service::registry::Registry::open(
+    let registry = Arc::new(Registry::open(
         &opts.root,
         opts.maintenance.clone(),
         opts.max_buckets,
@@ -177,19 +222,11 @@ pub fn run(opts: ServeOptions, ready: impl FnOnce(SocketAddr)) -> Result<()> {
         drain_timeout: opts.drain_timeout,
     };
     let served = rt.block_on(async {
-        let mut writes: Arc<dyn crate::service::Writes> =
-            Arc::new(crate::service::LocalWrites::new(registry.clone()));
-        let mut gate: Arc<dyn crate::service::ReadGate> = Arc::new(crate::service::LocalGate);
-        let mut extension: Option<Arc<dyn routes::Extension>> = None;
-        #[cfg(feature = "cluster")]
-        if let Some(cfg) = opts.cluster.clone() {
-            let node = crate::cluster::node::Node::start(cfg, registry.clone(), opts.auth.clone())
-                .await
-                .map_err(std::io::Error::other)?;
-            writes = node.clone();
-            gate = node.clone();
-            extension = Some(Arc::new(crate::cluster::routes::ClusterRoutes::new(node)));
-        }
+        let Front {
+            writes,
+            gate,
+            extension,
+        } = front(registry.clone()).await?;
         let app = Arc::new(routes::App {
             registry: registry.clone(),
             writes,
@@ -200,7 +237,8 @@ pub fn run(opts: ServeOptions, ready: impl FnOnce(SocketAddr)) -> Result<()> {
             gate,
             extension,
         });
-        let listener = tokio::net::TcpListener::from_std(listener)?;
+        let listener = tokio::net::TcpListener::from_std(listener)
+            .map_err(|e| Error::io(&opts.root, None, e))?;
         let (tx, rx) = tokio::sync::oneshot::channel();
         // Signal handlers are in place before the server says it is up.
         let signals = tokio::spawn(async move {
@@ -214,13 +252,13 @@ pub fn run(opts: ServeOptions, ready: impl FnOnce(SocketAddr)) -> Result<()> {
         })
         .await;
         signals.abort();
-        Ok::<(), std::io::Error>(())
+        Ok::<(), Error>(())
     });
     // The workers' read handles go with their threads.
     rt.shutdown_timeout(Duration::from_secs(5));
     stats.stop();
     registry.close();
-    served.map_err(|e| Error::io(&opts.root, None, e))
+    served
 }
 
 /// Descriptors a bucket holds at most: its writer's files (title records, the current container
@@ -286,7 +324,7 @@ struct Stats {
 /// How often buckets that could not be opened are tried again.
 const RETRY_EVERY: Duration = Duration::from_secs(2);
 
-fn start_stats(registry: Arc<crate::service::registry::Registry>, interval: Duration) -> Stats {
+fn start_stats(registry: Arc<Registry>, interval: Duration) -> Stats {
     let stop = Arc::new((std::sync::Mutex::new(false), std::sync::Condvar::new()));
     let flag = stop.clone();
     let thread = std::thread::Builder::new()
@@ -324,10 +362,7 @@ fn start_stats(registry: Arc<crate::service::registry::Registry>, interval: Dura
 
 /// Writes to the error log each maintenance error met since the last look (the last of them,
 /// and how many there were).
-fn log_maintenance_errors(
-    registry: &crate::service::registry::Registry,
-    seen: &mut HashMap<String, u64>,
-) {
+fn log_maintenance_errors(registry: &Registry, seen: &mut HashMap<String, u64>) {
     for b in registry.buckets() {
         let Some(status) = b.maintenance() else {
             continue;

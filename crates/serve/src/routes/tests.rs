@@ -8,12 +8,12 @@ fn router_on_empty_root() -> (Router, tempfile::TempDir) {
     let registry = Arc::new(Registry::open(dir.path(), None, 4).unwrap());
     let app = Arc::new(App {
         registry: registry.clone(),
-        writes: Arc::new(crate::service::LocalWrites::new(registry)),
+        writes: Arc::new(wink_service::LocalWrites::new(registry)),
         metrics: Arc::new(Metrics::default()),
         auth: Auth::none(),
         limits: BodyLimits::new(1 << 20, 1 << 20, std::time::Duration::from_secs(5)),
         cursors: super::super::cursor::CursorKey::load_or_create(dir.path()).unwrap(),
-        gate: Arc::new(crate::service::LocalGate),
+        gate: Arc::new(wink_service::LocalGate),
         extension: None,
     });
     (router(app), dir)
@@ -202,6 +202,6 @@ proptest! {
         prop_assert!(limited.map_or_else(|p| p.status == 400, |n| (1..=MAX_LIMIT).contains(&n)));
         let _ = text.parse::<TitlePosition>();
         let _ = text.parse::<RenderCursor>();
-        let _ = crate::clock::parse_instant(&text);
+        let _ = wink_engine::clock::parse_instant(&text);
     }
 }

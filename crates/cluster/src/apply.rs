@@ -18,9 +18,9 @@ use std::collections::BTreeMap;
 use uuid::Uuid;
 
 use super::message::{Change, Kind, RESERVED_DOMAIN};
-use crate::clock::StampedClock;
-use crate::error::{Error, Result};
-use crate::store::{key, Put, Store};
+use wink_engine::clock::StampedClock;
+use wink_engine::store::{key, Put, Store};
+use wink_engine::{Error, Result};
 
 /// The record's title, revision and tid.
 const APPLIED_TITLE: &str = "applied";

@@ -55,11 +55,11 @@ use super::auth::Auth;
 use super::limits::BodyLimits;
 use super::metrics::{Metrics, Route};
 use super::problem::Problem;
-use crate::service::registry::{self, Bucket, CreateError, Created, ReadError, Registry};
-use crate::service::spec::{describe, valid_bucket_name, BucketSpec};
-use crate::service::{Change, Done, Preconditions, ReadGate, Receipt, ServiceError, Tags};
-use crate::service::{Write, Writes};
-use crate::store::{key, Got, RenderCursor, State as RenderState, Store, TitlePosition};
+use wink_engine::store::{key, Got, RenderCursor, State as RenderState, Store, TitlePosition};
+use wink_service::registry::{self, Bucket, CreateError, Created, ReadError, Registry};
+use wink_service::spec::{describe, valid_bucket_name, BucketSpec};
+use wink_service::{Change, Done, Preconditions, ReadGate, Receipt, ServiceError, Tags};
+use wink_service::{Write, Writes};
 
 /// A listing's page size when the request does not say.
 const DEFAULT_LIMIT: usize = 125;
@@ -70,14 +70,16 @@ const MAX_SETTINGS: usize = 64 << 10;
 
 /// What every request handler shares.
 pub struct App {
+    /// The data root's buckets.
     pub registry: Arc<Registry>,
     /// Where writes go: this node's group commit, or the cluster's log.
-    pub writes: Arc<dyn Writes>,
-    pub metrics: Arc<Metrics>,
+    pub(crate) writes: Arc<dyn Writes>,
+    pub(crate) metrics: Arc<Metrics>,
+    /// The bearer token changes need.
     pub auth: Auth,
-    pub limits: BodyLimits,
+    pub(crate) limits: BodyLimits,
     /// Seals the listings' cursors (see [`super::cursor`]).
-    pub cursors: super::cursor::CursorKey,
+    pub(crate) cursors: super::cursor::CursorKey,
     /// Where reads are answered: here, or (in a cluster) by another node, or after a wait.
     pub gate: Arc<dyn ReadGate>,
     /// Routes of a layer above the API (a cluster node's `/_cluster`).
@@ -693,7 +695,7 @@ async fn get_latest(
 ) -> Result<Answer> {
     let which = match q.get("as_of") {
         Some(t) => Which::AsOf(
-            crate::clock::parse_instant(t)
+            wink_engine::clock::parse_instant(t)
                 .map_err(|e| Problem::bad_request(format!("invalid as_of: {e}")))?,
         ),
         None => Which::Latest,
@@ -849,13 +851,14 @@ fn tid(segment: &str) -> Result<Uuid> {
 }
 
 /// The store's message for an invalid argument, without its "invalid: " prefix.
-fn strip(e: crate::Error) -> String {
+fn strip(e: wink_engine::Error) -> String {
     match e {
-        crate::Error::Invalid(what) => what,
+        wink_engine::Error::Invalid(what) => what,
         e => e.to_string(),
     }
 }
 
+/// An answer of `status` with `body` as JSON.
 pub fn json(status: StatusCode, body: &impl Serialize) -> Answer {
     // Values of plain fields and strings: serializing cannot fail.
     let bytes = serde_json::to_vec(body).unwrap_or_default();
@@ -875,7 +878,7 @@ fn bucket(app: &App, place: &Place) -> Result<Arc<Bucket>> {
 fn read<T>(
     app: &App,
     place: &Place,
-    f: impl FnOnce(&Bucket, &Store) -> crate::Result<T>,
+    f: impl FnOnce(&Bucket, &Store) -> wink_engine::Result<T>,
 ) -> Result<T> {
     match app.registry.read(&place.bucket, f) {
         Ok(Some(v)) => Ok(v),
@@ -890,8 +893,8 @@ fn read<T>(
 fn through_writer<T>(
     app: &App,
     b: &Bucket,
-    f: impl FnOnce(&Store) -> crate::Result<T>,
-) -> crate::Result<T> {
+    f: impl FnOnce(&Store) -> wink_engine::Result<T>,
+) -> wink_engine::Result<T> {
     app.registry
         .writer_fallbacks
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -1043,7 +1046,7 @@ fn open_cursor(app: &App, scope: &[&str], next: &str) -> Result<String> {
     })
 }
 
-fn bad_cursor(e: crate::Error) -> Problem {
+fn bad_cursor(e: wink_engine::Error) -> Problem {
     Problem::bad_request(format!("invalid next: {}", strip(e)))
 }
 
@@ -1196,7 +1199,7 @@ async fn put_render(
     if let Some(t) = tid {
         key::check_put_tid(
             t,
-            crate::clock::Clock::now_ticks(&crate::clock::SystemClock),
+            wink_engine::clock::Clock::now_ticks(&wink_engine::clock::SystemClock),
         )
         .map_err(|e| Problem::bad_request(strip(e)))?;
     }
@@ -1229,7 +1232,7 @@ async fn put_render(
             value: body.bytes.clone(),
             conditions: preconditions(&parts.headers),
         },
-        arrival: crate::clock::Clock::now(&crate::clock::SystemClock),
+        arrival: wink_engine::clock::Clock::now(&wink_engine::clock::SystemClock),
     };
     let written = app.writes.write(write).await;
     // The body's bytes count against the in-flight budget until the write is answered.
@@ -1343,7 +1346,7 @@ async fn change(app: &App, place: Place, title: String, change: Change) -> Resul
         domain: place.domain,
         title,
         change,
-        arrival: crate::clock::Clock::now(&crate::clock::SystemClock),
+        arrival: wink_engine::clock::Clock::now(&wink_engine::clock::SystemClock),
     };
     Ok(app.writes.write(write).await?)
 }

@@ -25,9 +25,9 @@ use super::config::ClusterConfig;
 use super::message::{partition_of, RESERVED_DOMAIN};
 use super::node::{self, NodeStatus};
 use super::placement::{self, Map};
-use crate::error::{Error, Result};
-use crate::serve::auth::Auth;
-use crate::store::{Store, StoreOptions};
+use wink_engine::store::{Store, StoreOptions};
+use wink_engine::{Error, Result};
+use wink_serve::Auth;
 
 /// A node in `cluster.json`.
 #[derive(Clone, Debug, Deserialize)]
@@ -207,7 +207,7 @@ async fn request(
         None => (rest, "/"),
     };
     let work = async {
-        let mut send = crate::serve::forward::http1_connect(authority).await?;
+        let mut send = wink_serve::http1_connect(authority).await?;
         let mut req = hyper::Request::builder()
             .method(method)
             .uri(path)
@@ -289,7 +289,7 @@ fn titles_of(
             p.is_dir()
                 && p.file_name()
                     .and_then(|n| n.to_str())
-                    .is_some_and(crate::service::spec::valid_bucket_name)
+                    .is_some_and(wink_service::spec::valid_bucket_name)
         })
         .collect();
     dirs.sort();
@@ -300,7 +300,7 @@ fn titles_of(
             .unwrap_or_default()
             .to_string();
         let store = Store::open(&dir, &StoreOptions::read_only())?;
-        let mut cursor = crate::store::TitleCursor::new();
+        let mut cursor = wink_engine::store::TitleCursor::new();
         while !cursor.is_done() {
             for t in store.dump_step(&mut cursor, 256)? {
                 if t.domain == RESERVED_DOMAIN

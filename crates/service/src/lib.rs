@@ -11,7 +11,23 @@
 //! | [`error`] | why a request was not done ([`ServiceError`]), typed to the edge |
 //! | [`histogram`] | fixed-bound histograms of the commits' batches and times |
 //!
-//! It knows no HTTP: the HTTP front (`serve`) and the cluster sit on it, never the reverse.
+//! It knows no HTTP: the HTTP front (the crate `wink_serve`) and the cluster (`wink_cluster`)
+//! sit on it, never the reverse; Cargo enforces it, as this crate depends on neither (nor on
+//! hyper or NATS).
+//!
+//! ```
+//! use std::sync::Arc;
+//! use wink_service::registry::Registry;
+//!
+//! let root = tempfile::tempdir()?;
+//! // A data root's buckets, without background maintenance, at most 16 of them.
+//! let registry = Arc::new(Registry::open(root.path(), None, 16)?);
+//! assert!(registry.buckets().is_empty());
+//! registry.close();
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+#![warn(missing_docs)]
 
 pub mod commit;
 pub mod conditions;

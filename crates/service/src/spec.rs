@@ -20,9 +20,9 @@
 
 use serde::Deserialize;
 
-use crate::error::{Error, Result};
-use crate::store::config::MAX_VALUE;
-use crate::store::{Config, Renders, Revisions};
+use wink_engine::store::config::MAX_VALUE;
+use wink_engine::store::{Config, Renders, Revisions};
+use wink_engine::{Error, Result};
 
 /// RESTBase's `revisionRetentionPolicy`.
 #[derive(Debug, Deserialize)]
@@ -185,7 +185,7 @@ impl BucketSpec {
     /// a request that leaves a setting out accepts the bucket's.
     pub fn differences(&self, cfg: &Config) -> Result<String> {
         let asked = self.config()?;
-        let archive = |a: Option<crate::store::policy::ArchivePolicy>| {
+        let archive = |a: Option<wink_engine::store::policy::ArchivePolicy>| {
             a.map_or("none".to_string(), |a| a.to_string())
         };
         let mut given = Vec::new();
