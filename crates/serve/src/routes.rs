@@ -476,21 +476,30 @@ async fn admit(
 /// A read of a title this node does not answer for is relayed to the first peer that answers
 /// it, or held until this node may answer (the read gate says which).
 async fn relay(State(app): State<Arc<App>>, req: Request, next: Next) -> Result<Response<Body>> {
-    let read = req.method() == Method::GET || req.method() == Method::HEAD;
-    let key = req.extensions().get::<Key>().cloned();
-    let Some((place, title)) = key.and_then(|k| Some((k.place, k.title?))).filter(|_| read) else {
-        return Ok(next.run(req).await);
-    };
+    // Parts, not the request, are held across the awaits: its body is not Sync.
     let (parts, body) = req.into_parts();
+    if let Some(a) = relayed(&app, &parts).await? {
+        return Ok(a);
+    }
+    Ok(next.run(Request::from_parts(parts, body)).await)
+}
+
+/// A peer's answer to a read of a title; `None` once this node may answer it.
+async fn relayed(app: &App, parts: &Parts) -> Result<Option<Response<Body>>> {
+    let read = parts.method == Method::GET || parts.method == Method::HEAD;
+    let key = parts.extensions.get::<Key>().filter(|_| read);
+    let Some((domain, title)) = key.and_then(|k| Some((&k.place.domain, k.title.as_ref()?))) else {
+        return Ok(None);
+    };
     let forwarded = parts.headers.contains_key(super::forward::FORWARDED);
-    for peer in app.gate.peers(&place.domain, &title, forwarded) {
-        match super::forward::forward_to(&peer.url, &parts).await {
+    for peer in app.gate.peers(domain, title, forwarded) {
+        match super::forward::forward_to(&peer.url, parts).await {
             Ok(mut a) => {
                 if let Ok(v) = HeaderValue::from_str(&peer.name) {
                     a.headers_mut()
                         .insert(HeaderName::from_static(super::forward::FORWARDED_TO), v);
                 }
-                return Ok(a.map(Body::new));
+                return Ok(Some(a.map(Body::new)));
             }
             Err(e) => tracing::warn!(peer = %peer.name, "forwarding a read: {e}"),
         }
@@ -506,10 +515,8 @@ async fn relay(State(app): State<Arc<App>>, req: Request, next: Next) -> Result<
         ),
         None => None,
     };
-    app.gate
-        .ready(&place.domain, &title, min_seq, forwarded)
-        .await?;
-    Ok(next.run(Request::from_parts(parts, body)).await)
+    app.gate.ready(domain, title, min_seq, forwarded).await?;
+    Ok(None)
 }
 
 /// The key [`admit`] decoded, taken by the route's handler.
