@@ -135,7 +135,7 @@ fn commit_latency(o: &Opts) {
         let value = render(i as u64, 8192);
         let title = format!("T{i}");
         let t = Instant::now();
-        store.put_committed(&put(&title, &value)).unwrap();
+        store.put(&put(&title, &value)).unwrap();
         commits.push(t.elapsed().as_secs_f64() * 1e6);
         written += value.len() as u64;
         let t = Instant::now();

@@ -59,6 +59,7 @@ use wink::maintenance::compact::{Action, CompactOptions, CompactReport};
 use wink::storage::residency;
 use wink::store::import::read_manifest;
 use wink::store::policy::Renders;
+use wink::store::Which;
 use wink::store::{Config, Page, Policy, Put, Revisions, Store, StoreOptions, StoreStat};
 
 const DOMAIN: &str = "corpus.example";
@@ -240,7 +241,9 @@ fn churn(dir: &Path, cfg: &Cfg, c: &Corpus) -> Churned {
         .iter()
         .enumerate()
         .filter_map(|(i, t)| {
-            let got = store.get_latest(DOMAIN, &t.name).expect("get_latest")?;
+            let got = store
+                .get(DOMAIN, &t.name, Which::Latest)
+                .expect("get_latest")?;
             Some((i, crc32fast::hash(&got.value)))
         })
         .collect();
@@ -615,7 +618,7 @@ fn part1(s: &mut Churned, c: &Corpus, work: &Path, run: &mut Run) {
 fn check_reads(store: &Store, c: &Corpus, expected: &[(usize, u32)]) {
     for (t, crc) in expected {
         let got = store
-            .get_latest(DOMAIN, &c.titles[*t].name)
+            .get(DOMAIN, &c.titles[*t].name, Which::Latest)
             .expect("get_latest")
             .expect("a readable title");
         assert_eq!(crc32fast::hash(&got.value), *crc, "{}", c.titles[*t].name);
@@ -695,7 +698,7 @@ impl Reader<'_> {
     /// (rewritten since the handle's view) or the read fails, refresh the handle and read again.
     /// Failures are counted and reported (see `errors`).
     fn get(&mut self, title: &str) -> wink::store::Got {
-        match self.store.get_latest(DOMAIN, title) {
+        match self.store.get(DOMAIN, title, Which::Latest) {
             Ok(Some(got)) => return got,
             Ok(None) => self.refreshes += 1,
             Err(e) => {
@@ -705,7 +708,7 @@ impl Reader<'_> {
         }
         self.store.refresh().expect("refresh");
         self.store
-            .get_latest(DOMAIN, title)
+            .get(DOMAIN, title, Which::Latest)
             .expect("get_latest after a refresh")
             .expect("a readable title")
     }

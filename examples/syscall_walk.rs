@@ -10,6 +10,8 @@
 
 use std::io::Write;
 
+use wink::store::Put;
+use wink::store::Which;
 use wink::{Config, Store, StoreOptions};
 
 fn mark(name: &str) {
@@ -24,28 +26,26 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut store = Store::open(dir.path(), &opts)?;
     let value = vec![b'x'; 8 << 10];
     for rev in 1..=10 {
-        store.put(
+        store.put(&Put::new(
             "en.wikipedia.org",
             "Main_Page",
             rev,
-            None,
             "text/html",
             &value,
-        )?;
+        ))?;
     }
     // Warm: the title's record and value were just read once.
-    store.get_latest("en.wikipedia.org", "Main_Page")?;
+    store.get("en.wikipedia.org", "Main_Page", Which::Latest)?;
     mark("get_latest");
-    let got = store.get_latest("en.wikipedia.org", "Main_Page")?;
+    let got = store.get("en.wikipedia.org", "Main_Page", Which::Latest)?;
     mark("put");
-    store.put(
+    store.put(&Put::new(
         "en.wikipedia.org",
         "Main_Page",
         11,
-        None,
         "text/html",
         &value,
-    )?;
+    ))?;
     mark("end");
     assert_eq!(got.map(|g| g.rev), Some(10));
     Ok(())

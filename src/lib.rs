@@ -8,14 +8,14 @@
 //! Enterprise HTML snapshots, WACZ) are the crate `wink_warc`, re-exported as [`warc`].
 //!
 //! ```
-//! use wink::{Config, Put, Store, StoreOptions};
+//! use wink::{Config, Put, Store, StoreOptions, Which};
 //!
 //! let dir = tempfile::tempdir()?;
 //! let opts = StoreOptions::writer();
 //! Store::init(dir.path(), &Config::default(), &opts)?;
 //! let mut store = Store::open(dir.path(), &opts)?;
-//! let tid = store.put("en.wikipedia.org", "Main_Page", 1, None, "text/html", b"<p>one</p>")?;
-//! let got = store.get_render("en.wikipedia.org", "Main_Page", 1, tid)?.expect("kept");
+//! let tid = store.put(&Put::new("en.wikipedia.org", "Main_Page", 1, "text/html", b"<p>one</p>"))?;
+//! let got = store.get("en.wikipedia.org", "Main_Page", Which::Render(1, tid))?.expect("kept");
 //! assert_eq!(got.value, b"<p>one</p>");
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
@@ -53,7 +53,7 @@ pub use wink_engine::{archive, check, clock, filesys, format, maintenance, stora
 // The render store.
 pub use wink_engine::{
     Batch, Config, Got, Listed, Page, Policy, Put, Renders, Revisions, State, Store, StoreOptions,
-    StoreStat, TitleKey, RECORD_CACHE_BYTES,
+    StoreStat, TitleKey, Which, RECORD_CACHE_BYTES,
 };
 // Its maintenance.
 pub use wink_engine::{

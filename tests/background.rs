@@ -28,6 +28,7 @@ use wink::clock::{Clock, ManualClock};
 use wink::maintenance::background::{Maintenance, MaintenanceOptions};
 use wink::store::key::tid_at;
 use wink::store::policy::{ArchivePolicy, Renders};
+use wink::store::Which;
 use wink::store::{
     Config, Got, Listed, Page, Policy, Put, Revisions, State, Store, StoreOptions, TitleCursor,
 };
@@ -87,14 +88,14 @@ fn observe(
             let name = title(t);
             let list = store.list(D, &name, Page::default()).unwrap();
             out.push((format!("+{dt} list {t}"), Answer::List(list)));
-            let latest = store.get_latest(D, &name).unwrap();
+            let latest = store.get(D, &name, Which::Latest).unwrap();
             out.push((format!("+{dt} latest {t}"), Answer::Got(latest)));
             for rev in 1..=max_rev {
-                let got = store.get_rev(D, &name, rev).unwrap();
+                let got = store.get(D, &name, Which::Rev(rev)).unwrap();
                 out.push((format!("+{dt} rev {t}/{rev}"), Answer::Got(got)));
             }
             for (_, rev, tid) in universe.iter().filter(|u| u.0 == t) {
-                let got = store.get_render(D, &name, *rev, *tid).unwrap();
+                let got = store.get(D, &name, Which::Render(*rev, *tid)).unwrap();
                 out.push((format!("+{dt} render {t}/{rev}/{tid}"), Answer::Got(got)));
             }
         }
@@ -171,7 +172,7 @@ fn twin_run(cfg: &Config, seed: u64, late: bool) -> u64 {
                     value: &v,
                     historical: rng.below(8) == 0,
                 };
-                let (ra, rb) = (a.put_committed(&put), b.put_committed(&put));
+                let (ra, rb) = (a.put(&put), b.put(&put));
                 assert_eq!(ra.is_ok(), rb.is_ok(), "step {step}: {ra:?} / {rb:?}");
                 universe.push((t, rev, tid));
             }
@@ -409,7 +410,10 @@ fn check_title(store: &Store, t: usize, want: &[(u64, Uuid, Vec<u8>, State)]) {
         .collect();
     assert_eq!(listed, expected, "title {t}");
     for (rev, tid, v, state) in want {
-        let got = store.get_render(D, &name, *rev, *tid).unwrap().unwrap();
+        let got = store
+            .get(D, &name, Which::Render(*rev, *tid))
+            .unwrap()
+            .unwrap();
         assert_eq!(
             (got.rev, got.tid, got.state),
             (*rev, *tid, *state),
@@ -420,7 +424,7 @@ fn check_title(store: &Store, t: usize, want: &[(u64, Uuid, Vec<u8>, State)]) {
             "title {t} rev {rev} tid {tid}: other bytes"
         );
     }
-    let latest = store.get_latest(D, &name).unwrap();
+    let latest = store.get(D, &name, Which::Latest).unwrap();
     assert_eq!(
         latest.map(|g| (g.rev, g.tid, g.value)),
         want.first().map(|w| (w.0, w.1, w.2.clone())),
@@ -436,7 +440,10 @@ fn answers(store: &Store, t: usize) -> Vec<(Listed, Got)> {
         .unwrap()
         .into_iter()
         .map(|l| {
-            let got = store.get_render(D, &name, l.rev, l.tid).unwrap().unwrap();
+            let got = store
+                .get(D, &name, Which::Render(l.rev, l.tid))
+                .unwrap()
+                .unwrap();
             (l, got)
         })
         .collect()
@@ -495,7 +502,7 @@ fn background_maintenance_beside_writers_and_readers_loses_nothing_and_reclaims_
                 let tid = store
                     .lock()
                     .unwrap()
-                    .put(D, &title(t), rev, None, HTML, &v)
+                    .put(&Put::new(D, &title(t), rev, HTML, &v))
                     .unwrap();
                 writes
                     .entry(t)
@@ -521,7 +528,7 @@ fn background_maintenance_beside_writers_and_readers_loses_nothing_and_reclaims_
                 let now = answers(&store.lock().unwrap(), t);
                 assert!(same_but_archived(&before[t], &now), "title {t} mid-run");
                 let s = store.lock().unwrap();
-                let latest = s.get_latest(D, &title(i % HOT)).unwrap();
+                let latest = s.get(D, &title(i % HOT), Which::Latest).unwrap();
                 assert_eq!(latest.is_none(), i % HOT == DOWN_TITLE);
                 assert!(latest.is_none_or(|g| g.rev >= 4));
                 drop(s);
@@ -586,10 +593,10 @@ fn background_maintenance_beside_writers_and_readers_loses_nothing_and_reclaims_
     }
     // The take-downs hold: their puts are still refused.
     assert!(store
-        .put(D, &title(DOWN_TITLE), 9, None, HTML, b"x")
+        .put(&Put::new(D, &title(DOWN_TITLE), 9, HTML, b"x"))
         .is_err());
     assert!(store
-        .put(D, &title(DOWN_REV.0), DOWN_REV.1, None, HTML, b"x")
+        .put(&Put::new(D, &title(DOWN_REV.0), DOWN_REV.1, HTML, b"x"))
         .is_err());
     let stat_after = store.stat().unwrap();
     let written: u64 = writes

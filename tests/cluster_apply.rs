@@ -8,6 +8,7 @@ use std::path::Path;
 
 use wink::cluster::apply::{apply_batch, read_applied, Message};
 use wink::cluster::message::{Change, Kind, RESERVED_DOMAIN};
+use wink::store::Which;
 use wink::store::{key, Config, Page, Store, StoreOptions};
 
 const D: &str = "en.wikipedia.org";
@@ -51,7 +52,7 @@ fn contents(s: &Store, titles: &[&str]) -> BTreeMap<String, Readable> {
         .iter()
         .map(|t| {
             let latest = s
-                .get_latest(D, t)
+                .get(D, t, Which::Latest)
                 .unwrap()
                 .map(|g| (g.rev, g.tid.to_string(), g.value));
             let listed = s
@@ -143,7 +144,10 @@ fn replay_after_crash_applies_once() {
     let titles = ["A", "B", "C"];
     assert_eq!(contents(&s, &titles), contents(&once, &titles));
     // The record lives in the reserved domain, never among the clients' titles.
-    assert!(s.get_latest(RESERVED_DOMAIN, "applied").unwrap().is_some());
+    assert!(s
+        .get(RESERVED_DOMAIN, "applied", Which::Latest)
+        .unwrap()
+        .is_some());
     assert!(s
         .titles_after(D, None, 100)
         .unwrap()

@@ -11,6 +11,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use wink::clock::ManualClock;
+use wink::store::Which;
 use wink::store::{Config, Put, Store, StoreOptions};
 use wink_harness::sim::{CrashMode, SimDisk};
 
@@ -55,7 +56,7 @@ fn state(store: &Store) -> State {
         .iter()
         .map(|t| {
             let got = store
-                .get_latest(DOMAIN, t)
+                .get(DOMAIN, t, Which::Latest)
                 .unwrap_or_else(|e| panic!("reading {t}: {e}"));
             (*t, got.map(|g| g.value))
         })
@@ -84,14 +85,13 @@ fn base(clock: &ManualClock) -> SimDisk {
     Store::init(Path::new(DIR), &Config::default(), &opts).unwrap();
     let mut s = Store::open(Path::new(DIR), &opts).unwrap();
     for (i, t) in TITLES[..3].iter().enumerate() {
-        s.put(
+        s.put(&Put::new(
             DOMAIN,
             t,
             1,
-            None,
             "text/html",
             &value(t, 1, 1000 + 2_000_000 * (i % 2)),
-        )
+        ))
         .unwrap();
     }
     drop(s);
@@ -214,7 +214,7 @@ fn check_sees_a_commit_whose_in_place_writes_were_lost() {
     let first = value("A", 1, 300);
     let mut store = Store::open(&dir, &opts).unwrap();
     store
-        .put(DOMAIN, "A", 1, None, "text/html", &first)
+        .put(&Put::new(DOMAIN, "A", 1, "text/html", &first))
         .unwrap();
     drop(store);
     let data = dir.join("c000001.data");
@@ -227,7 +227,7 @@ fn check_sees_a_commit_whose_in_place_writes_were_lost() {
     let second = value("A", 2, 500);
     let mut store = Store::open(&dir, &opts).unwrap();
     store
-        .put(DOMAIN, "A", 2, None, "text/html", &second)
+        .put(&Put::new(DOMAIN, "A", 2, "text/html", &second))
         .unwrap();
     // The process dies before its clean close, and the cut loses the container's in-place
     // writes (its superblock, its index's cells): the journal and the appended value stay.
@@ -243,8 +243,19 @@ fn check_sees_a_commit_whose_in_place_writes_were_lost() {
     assert!(report.problems.is_empty(), "{:?}", report.problems);
     let store = Store::open(&dir, &StoreOptions::read_only()).unwrap();
     assert_eq!(
-        store.get_latest(DOMAIN, "A").unwrap().unwrap().value,
+        store
+            .get(DOMAIN, "A", Which::Latest)
+            .unwrap()
+            .unwrap()
+            .value,
         second
     );
-    assert_eq!(store.get_rev(DOMAIN, "A", 1).unwrap().unwrap().value, first);
+    assert_eq!(
+        store
+            .get(DOMAIN, "A", Which::Rev(1))
+            .unwrap()
+            .unwrap()
+            .value,
+        first
+    );
 }

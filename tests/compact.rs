@@ -17,6 +17,8 @@ use wink::clock::ManualClock;
 use wink::maintenance::compact::{Action, CompactOptions, CompactReport, Reason};
 use wink::storage::residency;
 use wink::store::policy::ArchivePolicy;
+use wink::store::Put;
+use wink::store::Which;
 use wink::store::{Config, Store, StoreOptions};
 
 const D: &str = "en.wikipedia.org";
@@ -186,7 +188,10 @@ fn compaction_drops_dead_values_by_reason_and_keeps_every_readable_one() {
         .find(|l| l.rev == 1)
         .unwrap();
     store
-        .put(D, &title(0), 1, Some(first.tid), HTML, &again)
+        .put(&Put {
+            tid: Some(first.tid),
+            ..Put::new(D, &title(0), 1, HTML, &again)
+        })
         .unwrap();
     store.take_down(D, &title(1), Some(5)).unwrap();
     clock.advance(TTL + 60);
@@ -205,7 +210,7 @@ fn compaction_drops_dead_values_by_reason_and_keeps_every_readable_one() {
         .any(|c| matches!(c.action, Action::Rewrite | Action::Drop)));
     assert!(report.generation_after > report.generation_before);
     assert!(readable(&store, 40) == before);
-    assert!(store.get_rev(D, &title(1), 5).unwrap().is_none());
+    assert!(store.get(D, &title(1), Which::Rev(5)).unwrap().is_none());
     let stat_after = store.stat().unwrap();
     assert_eq!(stat_after.live_bytes, stat_before.live_bytes);
     assert!(stat_after.container_bytes < stat_before.container_bytes / 2);
@@ -250,9 +255,9 @@ fn a_take_down_then_compaction_leaves_no_byte_of_the_revision_in_any_file() {
     let mut secret = value(99, 7, 0, 4000);
     secret.extend_from_slice(MARKER);
     secret.extend(value(99, 7, 1, 4000));
-    store.put(D, "Secret", 7, None, HTML, &secret).unwrap();
+    store.put(&Put::new(D, "Secret", 7, HTML, &secret)).unwrap();
     store
-        .put(D, "Secret", 8, None, HTML, b"<p>fine</p>")
+        .put(&Put::new(D, "Secret", 8, HTML, b"<p>fine</p>"))
         .unwrap();
     assert!(store_files(dir.path()).iter().any(|p| holds(p, MARKER)));
     let before = readable(&store, 30);
@@ -265,10 +270,14 @@ fn a_take_down_then_compaction_leaves_no_byte_of_the_revision_in_any_file() {
     assert_no_file_holds_the_marker(dir.path());
     assert!(readable(&store, 30) == before);
     assert_eq!(
-        store.get_latest(D, "Secret").unwrap().unwrap().value,
+        store
+            .get(D, "Secret", Which::Latest)
+            .unwrap()
+            .unwrap()
+            .value,
         b"<p>fine</p>"
     );
-    assert!(store.get_rev(D, "Secret", 7).unwrap().is_none());
+    assert!(store.get(D, "Secret", Which::Rev(7)).unwrap().is_none());
 }
 
 #[test]
@@ -352,10 +361,10 @@ fn online_compaction_beside_puts_and_reads_loses_no_write() {
             while !worker.is_finished() {
                 let t = rev as usize % 80;
                 let v = value(t, rev, 0, 2000);
-                let tid = store.put(D, &title(t), rev, None, HTML, &v).unwrap();
+                let tid = store.put(&Put::new(D, &title(t), rev, HTML, &v)).unwrap();
                 expected.retain(|k, _| k.0 != t);
                 expected.insert((t, rev, tid), v);
-                let got = store.get_latest(D, &title(t)).unwrap().unwrap();
+                let got = store.get(D, &title(t), Which::Latest).unwrap().unwrap();
                 assert_eq!(got.rev, rev);
                 rev += 1;
                 if rev > 100_000 {
@@ -375,7 +384,7 @@ fn online_compaction_beside_puts_and_reads_loses_no_write() {
             .filter(|(k, _)| k.0 == t)
             .max_by_key(|(k, _)| k.1)
             .unwrap();
-        let got = store.get_latest(D, &title(t)).unwrap().unwrap();
+        let got = store.get(D, &title(t), Which::Latest).unwrap().unwrap();
         assert_eq!((got.rev, got.tid), (want.0 .1, want.0 .2));
         assert_eq!(&got.value, want.1);
     }
@@ -397,7 +406,7 @@ fn a_reader_of_the_old_generation_never_reads_wrong_bytes_and_sees_the_new_one_a
     // Before it refreshes, the reader finds what it finds whole or not at all: never an error,
     // never other bytes (its records may name the removed containers, which it holds open).
     for t in 0..40 {
-        if let Some(got) = reader.get_latest(D, &title(t)).unwrap() {
+        if let Some(got) = reader.get(D, &title(t), Which::Latest).unwrap() {
             assert!(before.get(&(t, got.rev, got.tid)) == Some(&got.value));
         }
     }
@@ -495,7 +504,7 @@ fn a_take_down_of_an_archived_revision_is_rewritten_out_of_the_archive() {
             v.extend_from_slice(MARKER);
             v.extend(value(7, rev, 1, 3000));
         }
-        let tid = store.put(D, "Archived", rev, None, HTML, &v).unwrap();
+        let tid = store.put(&Put::new(D, "Archived", rev, HTML, &v)).unwrap();
         revs.push((rev, tid, v));
         clock.advance(TTL + 1);
     }
@@ -515,7 +524,7 @@ fn a_take_down_of_an_archived_revision_is_rewritten_out_of_the_archive() {
     assert!(!marked(&store));
     assert_no_file_holds_the_marker(dir.path());
     for (rev, tid, v) in &revs {
-        let got = store.get_render(D, "Archived", *rev, *tid).unwrap();
+        let got = store.get(D, "Archived", Which::Render(*rev, *tid)).unwrap();
         if *rev == 5 {
             assert!(got.is_none());
         } else {
@@ -529,7 +538,10 @@ fn a_take_down_of_an_archived_revision_is_rewritten_out_of_the_archive() {
     drop(store);
     let reopened = Store::open(dir.path(), &opts(&clock, false)).unwrap();
     assert!(!marked(&reopened));
-    assert!(reopened.get_rev(D, "Archived", 4).unwrap().is_some());
+    assert!(reopened
+        .get(D, "Archived", Which::Rev(4))
+        .unwrap()
+        .is_some());
     drop(reopened);
     common::assert_checks_clean(dir.path());
 }
@@ -618,7 +630,7 @@ fn a_survey_beside_a_writer_reads_rewritten_records_again() {
     // Every title's record is rewritten after the reader's view was taken.
     for t in 0..30 {
         store
-            .put(D, &title(t), 500, None, HTML, &value(t, 500, 0, 100))
+            .put(&Put::new(D, &title(t), 500, HTML, &value(t, 500, 0, 100)))
             .unwrap();
     }
     let plan = reader
@@ -641,7 +653,7 @@ fn a_survey_beside_a_writer_reads_rewritten_records_again() {
         .unwrap();
     for t in 0..30 {
         store
-            .put(D, &title(t), 501, None, HTML, &value(t, 501, 0, 100))
+            .put(&Put::new(D, &title(t), 501, HTML, &value(t, 501, 0, 100)))
             .unwrap();
     }
     let built = job.run();

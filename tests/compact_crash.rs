@@ -47,6 +47,8 @@ use wink::maintenance::compact::{Action, CompactOptions};
 use wink::store::check::check_store;
 use wink::store::generation::Generation;
 use wink::store::record::TitleRecord;
+use wink::store::Put;
+use wink::store::Which;
 use wink::store::{
     Config, Got, Listed, Page, Policy, Renders, Revisions, Store, StoreOptions, CURCONT,
 };
@@ -132,17 +134,22 @@ fn build(dir: &Path) -> Vec<(String, u64)> {
         let rev = e + 1;
         for i in (0..TITLES).filter(|i| has_rev(*i, e)) {
             let t = title(i);
-            let tid = s.put(D, &t, rev, None, HTML, &value(i, rev, 0)).unwrap();
+            let tid = s
+                .put(&Put::new(D, &t, rev, HTML, &value(i, rev, 0)))
+                .unwrap();
             if i % 4 == 1 {
                 // The same (revision, tid) again, other bytes: the first copy is replaced.
-                s.put(D, &t, rev, Some(tid), HTML, &value(i, rev, 1))
-                    .unwrap();
+                s.put(&Put {
+                    tid: Some(tid),
+                    ..Put::new(D, &t, rev, HTML, &value(i, rev, 1))
+                })
+                .unwrap();
             }
         }
         clock.advance(5);
         for i in (0..TITLES).filter(|i| i % 5 == 2 && has_rev(*i, e)) {
             // A new render pushes the first out.
-            s.put(D, &title(i), rev, None, HTML, &value(i, rev, 2))
+            s.put(&Put::new(D, &title(i), rev, HTML, &value(i, rev, 2)))
                 .unwrap();
         }
     }
@@ -150,7 +157,7 @@ fn build(dir: &Path) -> Vec<(String, u64)> {
     let mut down = Vec::new();
     for i in 0..TITLES {
         let t = title(i);
-        let latest = s.get_latest(D, &t).unwrap().map(|g| g.rev);
+        let latest = s.get(D, &t, Which::Latest).unwrap().map(|g| g.rev);
         let target = match (i % 9, latest) {
             (4, Some(rev)) => Some(rev),
             (6, Some(rev)) => s
@@ -185,11 +192,13 @@ fn view(s: &Store) -> BTreeMap<String, View> {
         let list = s.list(D, &t, Page::default()).unwrap();
         let renders = list
             .iter()
-            .map(|l| s.get_render(D, &t, l.rev, l.tid).unwrap())
+            .map(|l| s.get(D, &t, Which::Render(l.rev, l.tid)).unwrap())
             .collect();
         let v = View {
-            latest: s.get_latest(D, &t).unwrap(),
-            revs: (1..=EPOCHS).map(|r| s.get_rev(D, &t, r).unwrap()).collect(),
+            latest: s.get(D, &t, Which::Latest).unwrap(),
+            revs: (1..=EPOCHS)
+                .map(|r| s.get(D, &t, Which::Rev(r)).unwrap())
+                .collect(),
             list,
             renders,
         };
@@ -221,7 +230,10 @@ fn template() -> Template {
         "only {readable} readable renders"
     );
     for (t, rev) in &down {
-        assert!(s.get_rev(D, t, *rev).unwrap().is_none(), "{t} {rev}");
+        assert!(
+            s.get(D, t, Which::Rev(*rev)).unwrap().is_none(),
+            "{t} {rev}"
+        );
     }
     let plan = s.plan_compaction(&CompactOptions::default()).unwrap();
     let acts = |a: Action| plan.containers.iter().filter(|c| c.action == a).count();
@@ -311,7 +323,7 @@ fn verify(t: &Template, dir: &Path, s: &Store, done: bool) -> Result<(), String>
         }
     }
     for (name, rev) in &t.down {
-        if s.get_rev(D, name, *rev).unwrap().is_some() {
+        if s.get(D, name, Which::Rev(*rev)).unwrap().is_some() {
             return Err(format!("taken-down {name} revision {rev} reads back"));
         }
     }

@@ -28,6 +28,7 @@ mod common;
 use common::cli::Run;
 use wink::clock::ManualClock;
 use wink::maintenance::compact::{Action, CompactOptions, CompactReport};
+use wink::store::Put;
 use wink::store::{Config, Store, StoreOptions};
 
 const D: &str = "en.wikipedia.org";
@@ -54,7 +55,7 @@ fn open_at(dir: &Path, now: i64) -> Store {
 
 fn put(store: &mut Store, t: usize, rev: u64, len: usize) {
     let v = common::lettered(format!("<p>{t} {rev}</p>"), (t as u64) << 8 ^ rev, len);
-    store.put(D, &title(t), rev, None, HTML, &v).unwrap();
+    store.put(&Put::new(D, &title(t), rev, HTML, &v)).unwrap();
 }
 
 fn title(t: usize) -> String {

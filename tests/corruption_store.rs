@@ -26,6 +26,8 @@ use std::sync::Arc;
 use uuid::Uuid;
 use wink::clock::ManualClock;
 use wink::store::policy::ArchivePolicy;
+use wink::store::Put;
+use wink::store::Which;
 use wink::store::{Config, Page, Store, StoreOptions};
 
 const D: &str = "d.example.org";
@@ -95,7 +97,8 @@ fn build(dir: &Path) -> ManualClock {
                 continue;
             }
             clock.advance(1);
-            s.put(D, &title(i), rev, None, HTML, &page(i, rev)).unwrap();
+            s.put(&Put::new(D, &title(i), rev, HTML, &page(i, rev)))
+                .unwrap();
         }
     }
     clock.advance(1000);
@@ -110,17 +113,17 @@ fn truth(s: &Store) -> Vec<TitleTruth> {
         .map(|i| {
             let t = title(i);
             let mut tt = TitleTruth {
-                latest: s.get_latest(D, &t).unwrap().map(|g| (g.rev, g.tid)),
+                latest: s.get(D, &t, Which::Latest).unwrap().map(|g| (g.rev, g.tid)),
                 ..TitleTruth::default()
             };
             for l in s.list(D, &t, Page::default()).unwrap() {
                 tt.listing.push((l.rev, l.tid));
-                let got = s.get_render(D, &t, l.rev, l.tid).unwrap().unwrap();
+                let got = s.get(D, &t, Which::Render(l.rev, l.tid)).unwrap().unwrap();
                 tt.values.insert((l.rev, l.tid), got.value);
             }
             for rev in 1..=REVS {
                 tt.revs
-                    .insert(rev, s.get_rev(D, &t, rev).unwrap().map(|g| g.tid));
+                    .insert(rev, s.get(D, &t, Which::Rev(rev)).unwrap().map(|g| g.tid));
             }
             tt
         })
@@ -175,12 +178,12 @@ fn ask(s: &Store, i: usize, tt: &TitleTruth) -> Answers {
             }
         }
     };
-    match s.get_latest(D, &t) {
+    match s.get(D, &t, Which::Latest) {
         Ok(got) => check(&mut a, "latest", got, tt.latest),
         Err(e) => note_err(&mut a, "latest", e),
     }
     for (&rev, &tid) in &tt.revs {
-        match s.get_rev(D, &t, rev) {
+        match s.get(D, &t, Which::Rev(rev)) {
             Ok(got) => check(&mut a, &format!("rev {rev}"), got, tid.map(|t| (rev, t))),
             Err(e) => note_err(&mut a, &format!("rev {rev}"), e),
         }

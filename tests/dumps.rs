@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 use common::cli::{s, spawn, wink_at, Run};
 use common::require;
 use serde_json::{json, Value};
+use wink::store::Which;
 use wink::store::{Page, Store};
 
 /// The clock of every command here.
@@ -298,7 +299,7 @@ fn enterprise_snapshots_import_export_and_read_back_with_mwparserfromhtml() {
     assert_eq!(n["reshaped"], 0, "{}", run.stderr);
     let st = open(&dir);
     let got = st
-        .get_latest("fr.wikipedia.org", "Café_au_lait")
+        .get("fr.wikipedia.org", "Café_au_lait", Which::Latest)
         .unwrap()
         .unwrap();
     assert_eq!(got.rev, 1002);
@@ -312,7 +313,7 @@ fn enterprise_snapshots_import_export_and_read_back_with_mwparserfromhtml() {
         one[2]["article_body"]["html"].as_str().unwrap().as_bytes()
     );
     let huge = st
-        .get_latest("en.wikipedia.org", "Huge_page")
+        .get("en.wikipedia.org", "Huge_page", Which::Latest)
         .unwrap()
         .unwrap();
     assert_eq!(
@@ -546,12 +547,12 @@ fn a_bad_line_names_file_member_and_line_and_skip_bad_counts_it() {
         let st = open(&dir);
         for (i, there) in [(1, true), (2, true), (3, true), (4, false)] {
             let got = st
-                .get_latest("en.wikipedia.org", &format!("Page_{i}"))
+                .get("en.wikipedia.org", &format!("Page_{i}"), Which::Latest)
                 .unwrap();
             assert_eq!(got.is_some(), there, "{kind}: page {i}");
         }
         assert!(st
-            .get_latest("en.wikipedia.org", "Page_9")
+            .get("en.wikipedia.org", "Page_9", Which::Latest)
             .unwrap()
             .is_none());
         drop(st);
@@ -917,7 +918,11 @@ fn pywb_replays_sampled_revisions_byte_exact_by_timestamp_and_uri() {
             continue;
         }
         let want = st
-            .get_render(&key.domain, &key.title, key.rev, key.tid.unwrap())
+            .get(
+                &key.domain,
+                &key.title,
+                Which::Render(key.rev, key.tid.unwrap()),
+            )
             .unwrap()
             .unwrap();
         let resp = agent.get(&format!("{base}/{ts}id_/{url}")).call().unwrap();

@@ -18,6 +18,8 @@ use wink::clock::ManualClock;
 use wink::maintenance::scrub::Tier;
 use wink::storage::residency;
 use wink::store::policy::ArchivePolicy;
+use wink::store::Put;
+use wink::store::Which;
 use wink::store::{Config, Policy, Revisions, Store, StoreOptions};
 
 mod common;
@@ -94,7 +96,7 @@ fn populate(dir: &Path, titles: usize, len: usize) -> BTreeMap<(usize, u64), Uui
         let mut store = open(dir, now);
         for t in 0..titles {
             let tid = store
-                .put(D, &name(t), rev, None, HTML, &value(t, rev, len))
+                .put(&Put::new(D, &name(t), rev, HTML, &value(t, rev, len)))
                 .unwrap();
             tids.insert((t, rev), tid);
         }
@@ -217,11 +219,19 @@ fn scrub_reports_exactly_the_damaged_values_by_title_revision_and_tid() {
     // The other values still read.
     let store = Store::open(&dir, &opts(LATER, false)).unwrap();
     assert_eq!(
-        store.get_latest(D, &name(1)).unwrap().unwrap().value,
+        store
+            .get(D, &name(1), Which::Latest)
+            .unwrap()
+            .unwrap()
+            .value,
         value(1, 2, 3000)
     );
     assert_eq!(
-        store.get_rev(D, &name(0), 1).unwrap().unwrap().value,
+        store
+            .get(D, &name(0), Which::Rev(1))
+            .unwrap()
+            .unwrap()
+            .value,
         value(0, 1, 3000)
     );
 }
@@ -282,20 +292,33 @@ fn snapshot_copies_a_live_store_that_opens_on_its_own() {
 
     // A put to the original afterwards is not in the copy, which takes writes of its own.
     let mut store = open(&dir, LATER);
-    store.put(D, &name(0), 3, None, HTML, b"after").unwrap();
+    store
+        .put(&Put::new(D, &name(0), 3, HTML, b"after"))
+        .unwrap();
     drop(store);
     let mut copy = open(&dest, LATER);
-    assert_eq!(copy.get_latest(D, &name(0)).unwrap().unwrap().rev, 2);
-    copy.put(D, &name(0), 4, None, HTML, b"in the copy")
+    assert_eq!(
+        copy.get(D, &name(0), Which::Latest).unwrap().unwrap().rev,
+        2
+    );
+    copy.put(&Put::new(D, &name(0), 4, HTML, b"in the copy"))
         .unwrap();
     drop(copy);
     let store = Store::open(&dir, &opts(LATER, false)).unwrap();
     assert_eq!(
-        store.get_latest(D, &name(0)).unwrap().unwrap().value,
+        store
+            .get(D, &name(0), Which::Latest)
+            .unwrap()
+            .unwrap()
+            .value,
         b"after"
     );
     assert_eq!(
-        store.get_rev(D, &name(1), 1).unwrap().unwrap().value,
+        store
+            .get(D, &name(1), Which::Rev(1))
+            .unwrap()
+            .unwrap()
+            .value,
         value(1, 1, 150_000)
     );
     wink(LATER, &["check", s(&dir)]).expect(0);
@@ -329,7 +352,7 @@ fn snapshot_refuses_an_existing_dest_and_waits_for_the_writer() {
     finish(child, b"").utf8().expect(0);
     let copy = Store::open(&dest, &opts(LATER, false)).unwrap();
     assert_eq!(
-        copy.get_latest(D, &name(1)).unwrap().unwrap().value,
+        copy.get(D, &name(1), Which::Latest).unwrap().unwrap().value,
         value(1, 2, 100)
     );
 }

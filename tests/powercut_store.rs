@@ -21,6 +21,7 @@ use std::time::Duration;
 
 use common::powercut::{self, PowerCut, Rng};
 use uuid::Uuid;
+use wink::store::Which;
 use wink::store::{Store, StoreOptions};
 
 const DOMAIN: &str = "en.wikipedia.org";
@@ -123,7 +124,7 @@ fn verify(dir: &Path, acks: &[Ack], recent: &[Ack], flights: &[Put]) {
     for ack in acks {
         let p = &ack.put;
         let got = store
-            .get_render(DOMAIN, p.title, p.rev, ack.tid)
+            .get(DOMAIN, p.title, Which::Render(p.rev, ack.tid))
             .unwrap_or_else(|e| panic!("{} r{} {}: {e}", p.title, p.rev, ack.tid))
             .unwrap_or_else(|| {
                 panic!(
@@ -141,7 +142,10 @@ fn verify(dir: &Path, acks: &[Ack], recent: &[Ack], flights: &[Put]) {
             p.rev,
             ack.tid
         );
-        let by_rev = store.get_rev(DOMAIN, p.title, p.rev).unwrap().unwrap();
+        let by_rev = store
+            .get(DOMAIN, p.title, Which::Rev(p.rev))
+            .unwrap()
+            .unwrap();
         assert_eq!(
             by_rev.tid, ack.tid,
             "{} r{}: another render",
@@ -150,7 +154,7 @@ fn verify(dir: &Path, acks: &[Ack], recent: &[Ack], flights: &[Put]) {
         latest.insert(p.title, ack);
     }
     for title in TITLES {
-        let got = store.get_latest(DOMAIN, title).unwrap();
+        let got = store.get(DOMAIN, title, Which::Latest).unwrap();
         let acked = latest.get(title).map(|a| (a.put.rev, &a.put.body));
         let got = got.as_ref().map(|g| (g.rev, &g.value));
         // A put cut in flight may or may not have become durable.

@@ -14,6 +14,8 @@ use wink::clock::ManualClock;
 use wink::maintenance::scrub::ScrubOptions;
 use wink::store::check::check_store;
 use wink::store::quarantine;
+use wink::store::Put;
+use wink::store::Which;
 use wink::store::{Config, Page, Policy, Renders, Revisions, Store, StoreOptions};
 use wink::Error;
 
@@ -61,7 +63,8 @@ fn store(dir: &Path, clock: &Arc<ManualClock>) {
     Store::init(dir, &cfg, &opts(clock, true)).unwrap();
     let mut s = Store::open(dir, &opts(clock, true)).unwrap();
     for i in 0..TITLES {
-        s.put(D, &title(i), 1, None, HTML, &value(i, 1)).unwrap();
+        s.put(&Put::new(D, &title(i), 1, HTML, &value(i, 1)))
+            .unwrap();
     }
 }
 
@@ -123,7 +126,7 @@ fn scrub_quarantines_a_damaged_value_and_reads_name_it() {
     let before = lengths(dir);
     let reader = Store::open(dir, &opts(&clock, false)).unwrap();
     // Before the quarantine, the generic checksum error.
-    let err = reader.get_latest(D, &title(VICTIM)).unwrap_err();
+    let err = reader.get(D, &title(VICTIM), Which::Latest).unwrap_err();
     assert!(matches!(err, Error::Corrupt { .. }), "{err}");
     let tid = reader.list(D, &title(VICTIM), Page::default()).unwrap()[0].tid;
 
@@ -171,18 +174,18 @@ fn scrub_quarantines_a_damaged_value_and_reads_name_it() {
     assert_eq!(json["quarantined_at"], T);
 
     // Reads of it name the entry; every other render reads byte for byte.
-    let err = reader.get_latest(D, &title(VICTIM)).unwrap_err();
+    let err = reader.get(D, &title(VICTIM), Which::Latest).unwrap_err();
     assert!(matches!(err, Error::Damaged { .. }), "{err}");
     assert_eq!(err.exit_code(), 3);
     let text = err.to_string();
     assert!(text.contains("quarantined") && text.contains(description.to_str().unwrap()));
     assert!(text.contains("c000001.data") && text.contains(&offset.to_string()));
     assert!(matches!(
-        reader.get_render(D, &title(VICTIM), 1, tid),
+        reader.get(D, &title(VICTIM), Which::Render(1, tid)),
         Err(Error::Damaged { .. })
     ));
     for i in (0..TITLES).filter(|i| *i != VICTIM) {
-        let got = reader.get_latest(D, &title(i)).unwrap().unwrap();
+        let got = reader.get(D, &title(i), Which::Latest).unwrap().unwrap();
         assert_eq!(got.value, value(i, 1), "title {i}");
     }
 
@@ -372,12 +375,15 @@ fn compaction_keeps_a_container_with_a_damaged_value_and_compacts_the_others() {
     assert_eq!(kept_before, kept_after);
     for i in 0..N {
         match i {
-            3 | 20 => assert!(s.get_latest(D, &title(i)).unwrap().is_none()),
+            3 | 20 => assert!(s.get(D, &title(i), Which::Latest).unwrap().is_none()),
             7 => assert!(matches!(
-                s.get_latest(D, &title(i)),
+                s.get(D, &title(i), Which::Latest),
                 Err(Error::Corrupt { .. })
             )),
-            _ => assert_eq!(s.get_latest(D, &title(i)).unwrap().unwrap().value, big(i)),
+            _ => assert_eq!(
+                s.get(D, &title(i), Which::Latest).unwrap().unwrap().value,
+                big(i)
+            ),
         }
     }
     // The damage is still there to be found and quarantined.
@@ -387,7 +393,7 @@ fn compaction_keeps_a_container_with_a_damaged_value_and_compacts_the_others() {
     assert_eq!(scrub.damaged.len(), 1);
     assert_eq!(scrub.damaged[0].offset, at as u64);
     assert!(matches!(
-        s.get_latest(D, &title(7)),
+        s.get(D, &title(7), Which::Latest),
         Err(Error::Damaged { .. })
     ));
 }

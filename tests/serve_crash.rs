@@ -163,18 +163,23 @@ fn sigterm_finishes_requests_releases_locks_and_exits_0() {
     assert!(!acked.is_empty());
     for (c, n, tid) in &acked {
         let got = store
-            .get_render(
+            .get(
                 common::server::D,
                 &format!("T{c}"),
-                *n,
-                tid.parse().unwrap(),
+                wink::Which::Render(*n, tid.parse().unwrap()),
             )
             .unwrap()
             .expect("an acknowledged put");
         assert!(got.value == render(*c, *n));
     }
     store
-        .put(common::server::D, "after", 1, None, "text/plain", b"x")
+        .put(&wink::Put::new(
+            common::server::D,
+            "after",
+            1,
+            "text/plain",
+            b"x",
+        ))
         .unwrap();
     drop(store);
     // And the server starts again on the same root.

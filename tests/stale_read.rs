@@ -11,6 +11,8 @@ use std::sync::{Arc, Mutex};
 
 use wink::filesys::{Filesys, FsOptions, OpenOptions, Staleness};
 use wink::format::kvseq::KvSeq;
+use wink::store::Put;
+use wink::store::Which;
 use wink::store::{Page, Policy, Renders, Revisions, Store, StoreOptions};
 use wink::Error;
 
@@ -64,7 +66,8 @@ fn racing_reader(dir: &Path, writer: Store, title: &str) -> (Store, Arc<AtomicBo
         let (writer, fired, title) = (writer.clone(), fired.clone(), title.to_string());
         Box::new(move || {
             let mut w = writer.lock().unwrap();
-            w.put(D, &title, 2, None, HTML, &value(&title, 2)).unwrap();
+            w.put(&Put::new(D, &title, 2, HTML, &value(&title, 2)))
+                .unwrap();
             fired.store(true, Ordering::SeqCst);
         })
     };
@@ -99,23 +102,23 @@ fn a_record_rewritten_between_lookup_and_read_is_read_again_not_reported_corrupt
     type Read = fn(&Store) -> wink::Result<(u64, Vec<u8>)>;
     let reads: [(&str, Read); 4] = [
         ("get_latest", |s| {
-            let g = s.get_latest(D, "T")?.expect("found");
+            let g = s.get(D, "T", Which::Latest)?.expect("found");
             Ok((g.rev, g.value))
         }),
         ("get_rev", |s| {
-            let g = s.get_rev(D, "T", 2)?.expect("revision 2 found");
+            let g = s.get(D, "T", Which::Rev(2))?.expect("revision 2 found");
             Ok((g.rev, g.value))
         }),
         ("get_render", |s| {
             let tid = s.list(D, "T", Page::default())?[0].tid;
-            let g = s.get_render(D, "T", 2, tid)?.expect("render found");
+            let g = s.get(D, "T", Which::Render(2, tid))?.expect("render found");
             Ok((g.rev, g.value))
         }),
         ("list", |s| {
             let l = s.list(D, "T", Page::default())?;
             let newest = &l[0];
             let g = s
-                .get_render(D, "T", newest.rev, newest.tid)?
+                .get(D, "T", Which::Render(newest.rev, newest.tid))?
                 .expect("listed");
             assert_eq!(l.len(), 2, "both revisions listed");
             Ok((g.rev, g.value))
@@ -124,7 +127,7 @@ fn a_record_rewritten_between_lookup_and_read_is_read_again_not_reported_corrupt
     for (what, read) in reads {
         let dir = tempfile::tempdir().unwrap();
         let mut w = writer(dir.path());
-        w.put(D, "T", 1, None, HTML, &value("T", 1)).unwrap();
+        w.put(&Put::new(D, "T", 1, HTML, &value("T", 1))).unwrap();
         let (reader, fired) = racing_reader(dir.path(), w, "T");
         let got = read(&reader);
         assert!(
@@ -142,23 +145,29 @@ fn a_record_rewritten_between_lookup_and_read_is_read_again_not_reported_corrupt
 fn a_read_only_handle_finds_titles_written_after_its_open() {
     let dir = tempfile::tempdir().unwrap();
     let mut w = writer(dir.path());
-    w.put(D, "Old", 1, None, HTML, &value("Old", 1)).unwrap();
+    w.put(&Put::new(D, "Old", 1, HTML, &value("Old", 1)))
+        .unwrap();
     let reader = Store::open(dir.path(), &StoreOptions::read_only()).unwrap();
-    w.put(D, "Old", 2, None, HTML, &value("Old", 2)).unwrap();
-    w.put(D, "New", 5, None, HTML, &value("New", 5)).unwrap();
+    w.put(&Put::new(D, "Old", 2, HTML, &value("Old", 2)))
+        .unwrap();
+    w.put(&Put::new(D, "New", 5, HTML, &value("New", 5)))
+        .unwrap();
     let old = reader
-        .get_latest(D, "Old")
+        .get(D, "Old", Which::Latest)
         .unwrap()
         .expect("rewritten title");
     assert_eq!((old.rev, old.value), (2, value("Old", 2)));
-    let new = reader.get_latest(D, "New").unwrap().expect("new title");
+    let new = reader
+        .get(D, "New", Which::Latest)
+        .unwrap()
+        .expect("new title");
     assert_eq!((new.rev, new.value), (5, value("New", 5)));
     assert_eq!(reader.list(D, "Old", Page::default()).unwrap().len(), 2);
     // A title that does not exist is still simply not there.
-    assert!(reader.get_latest(D, "Never").unwrap().is_none());
+    assert!(reader.get(D, "Never", Which::Latest).unwrap().is_none());
     // A title removed whole is gone for the reader too.
     w.take_down(D, "New", None).unwrap();
-    assert!(reader.get_latest(D, "New").unwrap().is_none());
+    assert!(reader.get(D, "New", Which::Latest).unwrap().is_none());
 }
 
 /// Flags the live data entry of `name`'s first piece deleted, in place: damage, not a rewrite.
@@ -189,23 +198,29 @@ fn plant_deleted_data_entry(base: &Path, name: &[u8]) {
 fn a_deleted_data_entry_under_a_live_inode_is_still_corruption() {
     let dir = tempfile::tempdir().unwrap();
     let mut w = writer(dir.path());
-    w.put(D, "T", 1, None, HTML, &value("T", 1)).unwrap();
-    w.put(D, "U", 1, None, HTML, &value("U", 1)).unwrap();
+    w.put(&Put::new(D, "T", 1, HTML, &value("T", 1))).unwrap();
+    w.put(&Put::new(D, "U", 1, HTML, &value("U", 1))).unwrap();
     drop(w);
     plant_deleted_data_entry(&dir.path().join("meta"), format!("{D}/T").as_bytes());
     // The writer reached it through its own index: damage.
     let w = Store::open(dir.path(), &StoreOptions::writer()).unwrap();
-    let err = w.get_latest(D, "T").unwrap_err();
+    let err = w.get(D, "T", Which::Latest).unwrap_err();
     assert!(matches!(err, Error::Corrupt { .. }), "writer: {err}");
-    assert_eq!(w.get_latest(D, "U").unwrap().unwrap().value, value("U", 1));
+    assert_eq!(
+        w.get(D, "U", Which::Latest).unwrap().unwrap().value,
+        value("U", 1)
+    );
     drop(w);
     // A reader sees the same on every fresh view, and ends up reporting it as damage too.
     let r = Store::open(dir.path(), &StoreOptions::read_only()).unwrap();
-    let err = r.get_latest(D, "T").unwrap_err();
+    let err = r.get(D, "T", Which::Latest).unwrap_err();
     assert!(matches!(err, Error::Corrupt { .. }), "reader: {err}");
     assert!(err.to_string().contains("meta.data"), "{err}");
     assert_eq!(err.exit_code(), 3);
-    assert_eq!(r.get_latest(D, "U").unwrap().unwrap().value, value("U", 1));
+    assert_eq!(
+        r.get(D, "U", Which::Latest).unwrap().unwrap().value,
+        value("U", 1)
+    );
 }
 
 #[test]
@@ -244,7 +259,7 @@ fn stress_readers_beside_a_writer_rewriting_records_see_no_corruption() {
     let dir = tempfile::tempdir().unwrap();
     let mut w = writer(dir.path());
     for t in TITLES {
-        w.put(D, t, 0, None, HTML, &value(t, 0)).unwrap();
+        w.put(&Put::new(D, t, 0, HTML, &value(t, 0))).unwrap();
     }
     let done = Arc::new(AtomicBool::new(false));
     let reads = Arc::new(AtomicU64::new(0));
@@ -265,7 +280,7 @@ fn stress_readers_beside_a_writer_rewriting_records_see_no_corruption() {
                     let t = TITLES[i % TITLES.len()];
                     let acked = committed[i % TITLES.len()].load(Ordering::SeqCst);
                     let got = match i % 3 {
-                        0 => store.get_latest(D, t).map(|g| {
+                        0 => store.get(D, t, Which::Latest).map(|g| {
                             let g = g.expect("title");
                             assert!(g.rev >= acked, "reader {n}, {t}: {} after {acked}", g.rev);
                             vec![g]
@@ -273,10 +288,12 @@ fn stress_readers_beside_a_writer_rewriting_records_see_no_corruption() {
                         1 => store.list(D, t, Page::default()).and_then(|l| {
                             let newest = &l[0];
                             Ok(vec![store
-                                .get_render(D, t, newest.rev, newest.tid)?
+                                .get(D, t, Which::Render(newest.rev, newest.tid))?
                                 .expect("listed render")])
                         }),
-                        _ => store.get_rev(D, t, 0).map(|g| vec![g.expect("revision 0")]),
+                        _ => store
+                            .get(D, t, Which::Rev(0))
+                            .map(|g| vec![g.expect("revision 0")]),
                     };
                     for g in got.unwrap_or_else(|e| panic!("reader {n}, {t}: {e}")) {
                         assert_eq!(g.value, value(t, g.rev), "reader {n}, {t} rev {}", g.rev);
@@ -288,7 +305,7 @@ fn stress_readers_beside_a_writer_rewriting_records_see_no_corruption() {
         .collect();
     for rev in 1..=PUTS {
         let t = TITLES[rev as usize % TITLES.len()];
-        w.put(D, t, rev, None, HTML, &value(t, rev)).unwrap();
+        w.put(&Put::new(D, t, rev, HTML, &value(t, rev))).unwrap();
         committed[rev as usize % TITLES.len()].store(rev, Ordering::SeqCst);
     }
     done.store(true, Ordering::SeqCst);
@@ -301,8 +318,8 @@ fn stress_readers_beside_a_writer_rewriting_records_see_no_corruption() {
             .rev()
             .find(|r| TITLES[*r as usize % TITLES.len()] == t)
             .unwrap();
-        assert_eq!(shared.get_latest(D, t).unwrap().unwrap().rev, last);
-        assert_eq!(own.get_latest(D, t).unwrap().unwrap().rev, last);
+        assert_eq!(shared.get(D, t, Which::Latest).unwrap().unwrap().rev, last);
+        assert_eq!(own.get(D, t, Which::Latest).unwrap().unwrap().rev, last);
     }
     eprintln!(
         "{} reads; views renewed {} times (shared handle) and {} (own)",
@@ -340,10 +357,14 @@ fn counting_reader(dir: &Path) -> (Store, Arc<AtomicU64>) {
 fn read_only_handles_beside_the_writer_share_its_committed_records_and_no_older_one() {
     let dir = tempfile::tempdir().unwrap();
     let mut w = writer(dir.path());
-    w.put(D, "T", 1, None, HTML, &value("T", 1)).unwrap();
+    w.put(&Put::new(D, "T", 1, HTML, &value("T", 1))).unwrap();
     let (reader, meta_reads) = counting_reader(dir.path());
     let (other, _) = counting_reader(dir.path());
-    let latest = |s: &Store| s.get_latest(D, "T").unwrap().map(|g| (g.rev, g.value));
+    let latest = |s: &Store| {
+        s.get(D, "T", Which::Latest)
+            .unwrap()
+            .map(|g| (g.rev, g.value))
+    };
     assert_eq!(latest(&reader), Some((1, value("T", 1))));
     let before = meta_reads.load(Ordering::SeqCst);
     assert!(before > 0, "the first read reads the record from the files");
@@ -376,7 +397,7 @@ fn read_only_handles_beside_the_writer_share_its_committed_records_and_no_older_
     assert_eq!(latest(&other), None);
     // Once the writer is gone, another process may write: the handles read the files again.
     w.lift(D, "T", None).unwrap();
-    w.put(D, "T", 3, None, HTML, &value("T", 3)).unwrap();
+    w.put(&Put::new(D, "T", 3, HTML, &value("T", 3))).unwrap();
     assert_eq!(latest(&reader), Some((3, value("T", 3))));
     drop(w);
     let gone = meta_reads.load(Ordering::SeqCst);

@@ -5,6 +5,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use wink::clock::{Clock, ManualClock};
+use wink::store::Put;
+use wink::store::Which;
 use wink::store::{Config, Page, Policy, Renders, Revisions, State, Store, StoreOptions, TidMaker};
 use wink::Error;
 
@@ -45,24 +47,33 @@ fn precedence_by_revision_then_tid_not_write_order() {
     );
     let tids = TidMaker::new();
     let (old, new) = (tids.make(100), tids.make(200));
-    s.put(D, "Page", 7, Some(new), HTML, b"rev 7 new render")
+    s.put(&Put {
+        tid: Some(new),
+        ..Put::new(D, "Page", 7, HTML, b"rev 7 new render")
+    })
+    .unwrap();
+    s.put(&Put::new(D, "Page", 9, HTML, b"rev 9")).unwrap();
+    s.put(&Put {
+        tid: Some(old),
+        ..Put::new(D, "Page", 7, HTML, b"rev 7 old render")
+    })
+    .unwrap();
+    s.put(&Put::new(D, "Page", 8, HTML, b"rev 8, arrived last"))
         .unwrap();
-    s.put(D, "Page", 9, None, HTML, b"rev 9").unwrap();
-    s.put(D, "Page", 7, Some(old), HTML, b"rev 7 old render")
-        .unwrap();
-    s.put(D, "Page", 8, None, HTML, b"rev 8, arrived last")
-        .unwrap();
-    let latest = s.get_latest(D, "Page").unwrap().unwrap();
+    let latest = s.get(D, "Page", Which::Latest).unwrap().unwrap();
     assert_eq!(
         (latest.rev, latest.value.as_slice(), latest.state),
         (9, &b"rev 9"[..], State::Current)
     );
     assert_eq!(
-        s.get_rev(D, "Page", 7).unwrap().unwrap().value,
+        s.get(D, "Page", Which::Rev(7)).unwrap().unwrap().value,
         b"rev 7 new render"
     );
     assert_eq!(
-        s.get_render(D, "Page", 7, old).unwrap().unwrap().value,
+        s.get(D, "Page", Which::Render(7, old))
+            .unwrap()
+            .unwrap()
+            .value,
         b"rev 7 old render"
     );
     let listed: Vec<(u64, State)> = s
@@ -95,12 +106,19 @@ fn precedence_by_revision_then_tid_not_write_order() {
         .collect();
     assert_eq!(page, [8, 7]);
     // Writing the same (revision, tid) again replaces the value.
-    s.put(D, "Page", 7, Some(old), HTML, b"rewritten").unwrap();
+    s.put(&Put {
+        tid: Some(old),
+        ..Put::new(D, "Page", 7, HTML, b"rewritten")
+    })
+    .unwrap();
     assert_eq!(
-        s.get_render(D, "Page", 7, old).unwrap().unwrap().value,
+        s.get(D, "Page", Which::Render(7, old))
+            .unwrap()
+            .unwrap()
+            .value,
         b"rewritten"
     );
-    assert!(s.get_latest(D, "Other").unwrap().is_none());
+    assert!(s.get(D, "Other", Which::Latest).unwrap().is_none());
 }
 
 #[test]
@@ -116,47 +134,54 @@ fn retention_deadlines_are_exact_whether_or_not_culling_ran() {
         historical_ttl: 50,
     };
     let mut s = open(dir.path(), &clock, policy);
-    let r1a = s.put(D, "T", 1, None, HTML, b"1a").unwrap();
+    let r1a = s.put(&Put::new(D, "T", 1, HTML, b"1a")).unwrap();
     clock.advance(5);
-    s.put(D, "T", 1, None, HTML, b"1b").unwrap(); // pushes 1a out at t+5
+    s.put(&Put::new(D, "T", 1, HTML, b"1b")).unwrap(); // pushes 1a out at t+5
     clock.advance(9);
     assert!(
-        s.get_render(D, "T", 1, r1a).unwrap().is_some(),
+        s.get(D, "T", Which::Render(1, r1a)).unwrap().is_some(),
         "within its grace"
     );
     clock.advance(1);
     assert!(
-        s.get_render(D, "T", 1, r1a).unwrap().is_none(),
+        s.get(D, "T", Which::Render(1, r1a)).unwrap().is_none(),
         "grace over: 10 s after it was pushed out"
     );
-    s.put(D, "T", 2, None, HTML, b"2").unwrap(); // supersedes revision 1 now
+    s.put(&Put::new(D, "T", 2, HTML, b"2")).unwrap(); // supersedes revision 1 now
     let superseded_at = clock.now();
     clock.set(superseded_at + 99);
-    assert_eq!(s.get_rev(D, "T", 1).unwrap().unwrap().value, b"1b");
+    assert_eq!(s.get(D, "T", Which::Rev(1)).unwrap().unwrap().value, b"1b");
     clock.set(superseded_at + 100);
     assert!(
-        s.get_rev(D, "T", 1).unwrap().is_none(),
+        s.get(D, "T", Which::Rev(1)).unwrap().is_none(),
         "recent window over"
     );
     clock.advance(1_000_000);
     assert_eq!(
-        s.get_latest(D, "T").unwrap().unwrap().value,
+        s.get(D, "T", Which::Latest).unwrap().unwrap().value,
         b"2",
         "the current revision never expires"
     );
     // Historical: refused above the current revision, readable for its TTL.
     assert!(matches!(
-        s.put_historical(D, "T", 3, None, HTML, b"h3"),
+        s.put(&Put {
+            historical: true,
+            ..Put::new(D, "T", 3, HTML, b"h3")
+        }),
         Err(Error::Invalid(_))
     ));
-    s.put_historical(D, "T", 1, None, HTML, b"h1").unwrap();
-    let got = s.get_rev(D, "T", 1).unwrap().unwrap();
+    s.put(&Put {
+        historical: true,
+        ..Put::new(D, "T", 1, HTML, b"h1")
+    })
+    .unwrap();
+    let got = s.get(D, "T", Which::Rev(1)).unwrap().unwrap();
     assert_eq!(
         (got.value.as_slice(), got.state),
         (&b"h1"[..], State::Historical)
     );
     clock.advance(50);
-    assert!(s.get_rev(D, "T", 1).unwrap().is_none());
+    assert!(s.get(D, "T", Which::Rev(1)).unwrap().is_none());
 }
 
 #[test]
@@ -164,25 +189,25 @@ fn take_down_persists_and_refuses_puts_until_lifted() {
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::new(1_000_000);
     let mut s = open(dir.path(), &clock, Policy::default());
-    s.put(D, "T", 1, None, HTML, b"one").unwrap();
+    s.put(&Put::new(D, "T", 1, HTML, b"one")).unwrap();
     clock.advance(1);
-    s.put(D, "T", 2, None, HTML, b"two").unwrap();
+    s.put(&Put::new(D, "T", 2, HTML, b"two")).unwrap();
     assert_eq!(s.take_down(D, "T", Some(2)).unwrap(), 1);
     assert_eq!(
-        s.get_latest(D, "T").unwrap().unwrap().value,
+        s.get(D, "T", Which::Latest).unwrap().unwrap().value,
         b"one",
         "the newest revision still retained"
     );
-    let err = s.put(D, "T", 2, None, HTML, b"again").unwrap_err();
+    let err = s.put(&Put::new(D, "T", 2, HTML, b"again")).unwrap_err();
     assert!(err.to_string().contains("taken down"), "{err}");
     drop(s);
     let mut s = open(dir.path(), &clock, Policy::default());
-    assert!(s.get_rev(D, "T", 2).unwrap().is_none());
+    assert!(s.get(D, "T", Which::Rev(2)).unwrap().is_none());
     assert!(s.lift(D, "T", Some(2)).unwrap());
-    s.put(D, "T", 2, None, HTML, b"two again").unwrap();
+    s.put(&Put::new(D, "T", 2, HTML, b"two again")).unwrap();
     s.take_down(D, "T", None).unwrap();
-    assert!(s.get_latest(D, "T").unwrap().is_none());
-    assert!(s.put(D, "T", 5, None, HTML, b"x").is_err());
+    assert!(s.get(D, "T", Which::Latest).unwrap().is_none());
+    assert!(s.put(&Put::new(D, "T", 5, HTML, b"x")).is_err());
     assert!(s.list(D, "T", Page::default()).unwrap().is_empty());
 }
 
@@ -191,7 +216,8 @@ fn damaged_values_are_reported_never_returned() {
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::new(1_000_000);
     let mut s = open(dir.path(), &clock, Policy::default());
-    s.put(D, "T", 1, None, HTML, b"precious content").unwrap();
+    s.put(&Put::new(D, "T", 1, HTML, b"precious content"))
+        .unwrap();
     drop(s);
     let data = dir.path().join("c000001.data");
     let bytes = std::fs::read(&data).unwrap();
@@ -200,7 +226,7 @@ fn damaged_values_are_reported_never_returned() {
     damaged[at] ^= 0x20;
     std::fs::write(&data, damaged).unwrap();
     let s = Store::open(dir.path(), &StoreOptions::read_only()).unwrap();
-    let err = s.get_latest(D, "T").unwrap_err();
+    let err = s.get(D, "T", Which::Latest).unwrap_err();
     assert!(matches!(err, Error::Corrupt { .. }), "{err}");
     assert_eq!(err.exit_code(), 3);
     let text = err.to_string();
@@ -244,7 +270,11 @@ fn batches_reopen_and_one_writer() {
     )
     .unwrap();
     assert_eq!(
-        reader.get_latest(D, "Title 3").unwrap().unwrap().value,
+        reader
+            .get(D, "Title 3", Which::Latest)
+            .unwrap()
+            .unwrap()
+            .value,
         b"value 183"
     );
     let st = reader.stat().unwrap();
@@ -252,7 +282,7 @@ fn batches_reopen_and_one_writer() {
     drop(s);
     let s = open(dir.path(), &clock, Policy::default());
     assert_eq!(
-        s.get_latest(D, "Title 19").unwrap().unwrap().value,
+        s.get(D, "Title 19", Which::Latest).unwrap().unwrap().value,
         b"value 199"
     );
 }
@@ -266,7 +296,7 @@ fn bad_input_is_refused_and_changes_nothing() {
     for (domain, title) in [("", "T"), ("a/b", "T"), (D, ""), (D, &"t".repeat(1025)[..])] {
         assert!(
             matches!(
-                s.put(domain, title, 1, None, HTML, b"x"),
+                s.put(&Put::new(domain, title, 1, HTML, b"x")),
                 Err(Error::Invalid(_))
             ),
             "{domain:?} {title:?}"
@@ -274,16 +304,19 @@ fn bad_input_is_refused_and_changes_nothing() {
     }
     let v4 = uuid::Uuid::from_u128(0x6ba7b810_9dad_41d1_80b4_00c04fd430c8);
     assert!(matches!(
-        s.put(D, "T", 1, Some(v4), HTML, b"x"),
+        s.put(&Put {
+            tid: Some(v4),
+            ..Put::new(D, "T", 1, HTML, b"x")
+        }),
         Err(Error::Invalid(_))
     ));
     assert!(matches!(
-        s.put(D, "T", 1, None, "", b"x"),
+        s.put(&Put::new(D, "T", 1, "", b"x")),
         Err(Error::Invalid(_))
     ));
     let big = vec![0u8; (64 << 20) + 1];
     assert!(matches!(
-        s.put(D, "T", 1, None, HTML, &big),
+        s.put(&Put::new(D, "T", 1, HTML, &big)),
         Err(Error::Invalid(_))
     ));
     assert_eq!(std::fs::read(dir.path().join("meta.data")).unwrap(), before);
@@ -309,7 +342,8 @@ fn containers_roll_over_at_their_size_limit() {
     let mut s = Store::open(dir.path(), &opts).unwrap();
     let value = vec![7u8; 100 << 10];
     for i in 0..30u64 {
-        s.put(D, &format!("T{i}"), 1, None, HTML, &value).unwrap();
+        s.put(&Put::new(D, &format!("T{i}"), 1, HTML, &value))
+            .unwrap();
     }
     assert!(s.stat().unwrap().containers >= 3);
     // A sealed container gives back its preallocated room (16 MiB steps).
@@ -319,7 +353,10 @@ fn containers_roll_over_at_their_size_limit() {
     assert!(sealed < 2 << 20, "sealed container is {sealed} bytes");
     for i in 0..30u64 {
         assert_eq!(
-            s.get_latest(D, &format!("T{i}")).unwrap().unwrap().value,
+            s.get(D, &format!("T{i}"), Which::Latest)
+                .unwrap()
+                .unwrap()
+                .value,
             value
         );
     }
@@ -334,16 +371,16 @@ fn a_put_refuses_a_clock_the_store_cannot_stamp() {
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::new(1_000_000);
     let mut s = open(dir.path(), &clock, Policy::default());
-    s.put(D, "T", 1, None, HTML, b"one").unwrap();
+    s.put(&Put::new(D, "T", 1, HTML, b"one")).unwrap();
     let commits = s.commits();
     for now in [-1, i64::MIN, wink::store::key::MAX_NOW + 1] {
         clock.set(now);
-        let err = s.put(D, "T", 2, None, HTML, b"two").unwrap_err();
+        let err = s.put(&Put::new(D, "T", 2, HTML, b"two")).unwrap_err();
         assert!(matches!(err, Error::Invalid(_)), "{err}");
         assert!(err.to_string().contains("the clock reads"), "{err}");
     }
     assert_eq!(s.commits(), commits, "nothing was committed");
     clock.set(wink::store::key::MAX_NOW);
-    s.put(D, "T", 2, None, HTML, b"two").unwrap();
-    assert_eq!(s.get_latest(D, "T").unwrap().unwrap().value, b"two");
+    s.put(&Put::new(D, "T", 2, HTML, b"two")).unwrap();
+    assert_eq!(s.get(D, "T", Which::Latest).unwrap().unwrap().value, b"two");
 }

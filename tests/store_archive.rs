@@ -6,6 +6,8 @@ use std::sync::Arc;
 
 use wink::clock::ManualClock;
 use wink::store::policy::ArchivePolicy;
+use wink::store::Put;
+use wink::store::Which;
 use wink::store::{Config, Page, Policy, Renders, Revisions, State, Store, StoreOptions};
 
 const D: &str = "en.wikipedia.org";
@@ -55,29 +57,34 @@ fn revisions_leaving_the_hot_tier_are_archived_and_stay_readable() {
         for render in 0..2 {
             clock.advance(5);
             tids.push(
-                s.put(D, "Page", rev, None, HTML, &page(rev, render))
+                s.put(&Put::new(D, "Page", rev, HTML, &page(rev, render)))
                     .unwrap(),
             );
         }
     }
     clock.advance(1000); // every revision but the current one has left its recent window
                          // Before archiving, the candidates (newest render of each revision) are still readable.
-    assert_eq!(s.get_rev(D, "Page", 3).unwrap().unwrap().value, page(3, 1));
+    assert_eq!(
+        s.get(D, "Page", Which::Rev(3)).unwrap().unwrap().value,
+        page(3, 1)
+    );
     assert!(
-        s.get_render(D, "Page", 3, tids[4]).unwrap().is_none(),
+        s.get(D, "Page", Which::Render(3, tids[4]))
+            .unwrap()
+            .is_none(),
         "a non-candidate render expired"
     );
     let report = s.archive_due(|_, _| {}).unwrap();
     assert_eq!(report.revisions, 19);
     for rev in 1..20u64 {
-        let got = s.get_rev(D, "Page", rev).unwrap().unwrap();
+        let got = s.get(D, "Page", Which::Rev(rev)).unwrap().unwrap();
         assert_eq!(
             (got.value, got.state),
             (page(rev, 1), State::Archived),
             "rev {rev}"
         );
     }
-    let latest = s.get_latest(D, "Page").unwrap().unwrap();
+    let latest = s.get(D, "Page", Which::Latest).unwrap().unwrap();
     assert_eq!((latest.rev, latest.state), (20, State::Current));
     let listed = s.list(D, "Page", Page::default()).unwrap();
     assert_eq!(
@@ -96,7 +103,7 @@ fn revisions_leaving_the_hot_tier_are_archived_and_stay_readable() {
     assert!(st.stored_bytes > 0);
     // Take-down reaches the archive and persists.
     s.take_down(D, "Page", Some(7)).unwrap();
-    assert!(s.get_rev(D, "Page", 7).unwrap().is_none());
+    assert!(s.get(D, "Page", Which::Rev(7)).unwrap().is_none());
     drop(s);
     let s = Store::open(
         dir.path(),
@@ -106,8 +113,11 @@ fn revisions_leaving_the_hot_tier_are_archived_and_stay_readable() {
         },
     )
     .unwrap();
-    assert!(s.get_rev(D, "Page", 7).unwrap().is_none());
-    assert_eq!(s.get_rev(D, "Page", 8).unwrap().unwrap().value, page(8, 1));
+    assert!(s.get(D, "Page", Which::Rev(7)).unwrap().is_none());
+    assert_eq!(
+        s.get(D, "Page", Which::Rev(8)).unwrap().unwrap().value,
+        page(8, 1)
+    );
 }
 
 #[test]
@@ -118,20 +128,24 @@ fn first_policy_keeps_the_first_render_and_no_archive_keeps_hot_semantics() {
     for rev in 1..=3u64 {
         for render in 0..3 {
             clock.advance(5);
-            s.put(D, "T", rev, None, HTML, &page(rev, render)).unwrap();
+            s.put(&Put::new(D, "T", rev, HTML, &page(rev, render)))
+                .unwrap();
         }
     }
     clock.advance(1000);
     s.archive_due(|_, _| {}).unwrap();
-    assert_eq!(s.get_rev(D, "T", 1).unwrap().unwrap().value, page(1, 0));
+    assert_eq!(
+        s.get(D, "T", Which::Rev(1)).unwrap().unwrap().value,
+        page(1, 0)
+    );
     let plain = tempfile::tempdir().unwrap();
     let mut p = store(plain.path(), &clock, None);
-    p.put(D, "T", 1, None, HTML, b"one").unwrap();
+    p.put(&Put::new(D, "T", 1, HTML, b"one")).unwrap();
     clock.advance(5);
-    p.put(D, "T", 2, None, HTML, b"two").unwrap();
+    p.put(&Put::new(D, "T", 2, HTML, b"two")).unwrap();
     clock.advance(100);
     assert!(
-        p.get_rev(D, "T", 1).unwrap().is_none(),
+        p.get(D, "T", Which::Rev(1)).unwrap().is_none(),
         "without an archive, expired is gone"
     );
     assert!(p.archive_due(|_, _| {}).is_err());
@@ -144,19 +158,19 @@ fn archiving_a_candidate_never_brings_back_a_render_past_its_deadline() {
     let mut s = store(dir.path(), &clock, Some(ArchivePolicy::Newest));
     // Revision 1 rendered twice, revision 2 soon after: no put comes once render 0's grace
     // has passed, so no put culls it; its record still lists it when revision 1 is archived.
-    let old = s.put(D, "Page", 1, None, HTML, &page(1, 0)).unwrap();
+    let old = s.put(&Put::new(D, "Page", 1, HTML, &page(1, 0))).unwrap();
     clock.advance(5);
-    let newest = s.put(D, "Page", 1, None, HTML, &page(1, 1)).unwrap();
+    let newest = s.put(&Put::new(D, "Page", 1, HTML, &page(1, 1))).unwrap();
     clock.advance(5);
-    s.put(D, "Page", 2, None, HTML, &page(2, 0)).unwrap();
+    s.put(&Put::new(D, "Page", 2, HTML, &page(2, 0))).unwrap();
     clock.advance(1000);
-    assert!(s.get_render(D, "Page", 1, old).unwrap().is_none());
+    assert!(s.get(D, "Page", Which::Render(1, old)).unwrap().is_none());
 
     let report = s.archive_due(|_, _| {}).unwrap();
     assert_eq!(report.revisions, 1);
     // With the newest render archived, the older one is not the newest of what is left in
     // the hot tier: it stays past its deadline, unreadable, and is never archived.
-    assert!(s.get_render(D, "Page", 1, old).unwrap().is_none());
+    assert!(s.get(D, "Page", Which::Render(1, old)).unwrap().is_none());
     let listed: Vec<_> = s
         .list(D, "Page", Page::default())
         .unwrap()
@@ -171,7 +185,7 @@ fn archiving_a_candidate_never_brings_back_a_render_past_its_deadline() {
         ]
     );
     assert_eq!(s.archive_due(|_, _| {}).unwrap().revisions, 0);
-    assert!(s.get_render(D, "Page", 1, old).unwrap().is_none());
+    assert!(s.get(D, "Page", Which::Render(1, old)).unwrap().is_none());
 }
 
 /// A store whose archive was written in format 1 (by an older wink: written here through the
@@ -244,7 +258,7 @@ fn a_v1_archive_converts_to_v2_while_reads_go_on() {
     let read_all = |s: &Store| {
         for title in titles {
             for (i, want) in revs.iter().enumerate() {
-                let got = s.get_rev(D, title, i as u64 + 1).unwrap().unwrap();
+                let got = s.get(D, title, Which::Rev(i as u64 + 1)).unwrap().unwrap();
                 assert_eq!(got.state, State::Archived);
                 assert!(got.value == *want, "{title} rev {}", i + 1);
             }

@@ -6,6 +6,8 @@ use std::sync::Arc;
 
 use wink::clock::ManualClock;
 use wink::store::policy::ArchivePolicy;
+use wink::store::Put;
+use wink::store::Which;
 use wink::store::{
     Config, Page, Policy, Renders, Revisions, State, Store, StoreOptions, TitleCursor,
 };
@@ -50,8 +52,14 @@ fn filled(dir: &std::path::Path, clock: &ManualClock) -> Store {
         for rev in 1..=5u64 {
             for render in 0..2 {
                 clock.advance(3);
-                s.put(domain, &title, rev, None, HTML, &page(&title, rev, render))
-                    .unwrap();
+                s.put(&Put::new(
+                    domain,
+                    &title,
+                    rev,
+                    HTML,
+                    &page(&title, rev, render),
+                ))
+                .unwrap();
             }
         }
     }
@@ -59,11 +67,14 @@ fn filled(dir: &std::path::Path, clock: &ManualClock) -> Store {
     s.archive_due(|_, _| {}).unwrap();
     for t in 0..12 {
         let (domain, title) = (["a.org", "b.org"][t % 2], format!("T/{t}"));
-        s.put(domain, &title, 6, None, HTML, &page(&title, 6, 0))
+        s.put(&Put::new(domain, &title, 6, HTML, &page(&title, 6, 0)))
             .unwrap();
     }
-    s.put_historical("a.org", "T/0", 2, None, HTML, b"regenerated")
-        .unwrap();
+    s.put(&Put {
+        historical: true,
+        ..Put::new("a.org", "T/0", 2, HTML, b"regenerated")
+    })
+    .unwrap();
     s.take_down("b.org", "T/1", Some(3)).unwrap();
     s
 }
@@ -109,7 +120,10 @@ fn a_dump_is_every_listed_render_with_what_reads_return() {
         let dumped_keys: Vec<_> = renders.iter().map(|r| (r.0, r.1, r.2)).collect();
         assert_eq!(dumped_keys, keys, "{domain}/{title}");
         for (rev, tid, state, value) in renders {
-            let got = s.get_render(domain, title, *rev, *tid).unwrap().unwrap();
+            let got = s
+                .get(domain, title, Which::Render(*rev, *tid))
+                .unwrap()
+                .unwrap();
             assert_eq!((&got.value, got.state), (value, *state));
             archived += usize::from(*state == State::Archived);
         }
@@ -158,7 +172,8 @@ fn a_damaged_value_is_an_error_naming_its_file_and_offset() {
     };
     Store::init(dir.path(), &Config::default(), &opts).unwrap();
     let mut s = Store::open(dir.path(), &opts).unwrap();
-    s.put("d", "t", 1, None, HTML, b"precious bytes").unwrap();
+    s.put(&Put::new("d", "t", 1, HTML, b"precious bytes"))
+        .unwrap();
     drop(s);
     let data = dir.path().join("c000001.data");
     let mut bytes = std::fs::read(&data).unwrap();

@@ -24,6 +24,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use wink::clock::ManualClock;
+use wink::store::Which;
 use wink::store::{Config, Policy, Put, Renders, Revisions, Store, StoreOptions};
 use wink::Error;
 use wink_harness::sim::{CrashMode, SimDisk};
@@ -82,7 +83,7 @@ struct Ledger {
 impl Ledger {
     fn verify(&self, s: &Store) {
         for ((title, rev), v) in &self.committed {
-            let got = s.get_rev(D, title, *rev).unwrap();
+            let got = s.get(D, title, Which::Rev(*rev)).unwrap();
             assert_eq!(
                 got.map(|g| g.value).as_ref(),
                 Some(v),
@@ -90,7 +91,7 @@ impl Ledger {
             );
         }
         for ((title, rev), v) in &self.failed {
-            if let Some(got) = s.get_rev(D, title, *rev).unwrap() {
+            if let Some(got) = s.get(D, title, Which::Rev(*rev)).unwrap() {
                 assert_eq!(&got.value, v, "failed put of {title} revision {rev}");
             }
         }
@@ -151,7 +152,7 @@ fn fill(
         } else {
             let key = (format!("T{}", i % 900), i);
             let v = value(i, 7000 + (i as usize * 37) % 5000);
-            match s.put(D, &key.0, i, None, HTML, &v) {
+            match s.put(&Put::new(D, &key.0, i, HTML, &v)) {
                 Ok(_) => {
                     ledger.committed.insert(key, v);
                 }
@@ -226,7 +227,7 @@ fn put_freely(s: &mut Store, ledger: &mut Ledger, from: u64) {
     for i in from..from + 20 {
         let key = (format!("after{}", i % 7), i);
         let v = value(i, 5000);
-        s.put(D, &key.0, i, None, HTML, &v).unwrap();
+        s.put(&Put::new(D, &key.0, i, HTML, &v)).unwrap();
         ledger.committed.insert(key, v);
     }
 }
@@ -269,7 +270,7 @@ fn fsize_writer(spec: &str) {
         assert_eq!(libc::setrlimit(libc::RLIMIT_FSIZE, &rl), 0);
     }
     for i in 1..10_000 {
-        match s.put(D, &fsize_title(i), i, None, HTML, &fsize_value(i)) {
+        match s.put(&Put::new(D, &fsize_title(i), i, HTML, &fsize_value(i))) {
             Ok(_) => println!("committed {i}"),
             Err(e) => {
                 println!("error {i}: {e}");
@@ -339,7 +340,7 @@ fn a_file_size_limit_mid_put_is_a_clean_error_and_loses_nothing() {
         Store::init(dir.path(), &cfg, &StoreOptions::writer()).unwrap();
         let mut s = Store::open(dir.path(), &StoreOptions::writer()).unwrap();
         // The container preallocates its first 16 MiB here, without the limit.
-        s.put(D, &fsize_title(0), 0, None, HTML, &fsize_value(0))
+        s.put(&Put::new(D, &fsize_title(0), 0, HTML, &fsize_value(0)))
             .unwrap();
         drop(s);
         let (committed, failed, message) = run_fsize_child(dir.path(), limit);
@@ -349,27 +350,31 @@ fn a_file_size_limit_mid_put_is_a_clean_error_and_loses_nothing() {
         assert!(message.contains(&path), "{message}");
         let mut s = Store::open(dir.path(), &StoreOptions::writer()).unwrap();
         for i in std::iter::once(0).chain(committed.iter().copied()) {
-            let got = s.get_rev(D, &fsize_title(i), i).unwrap();
+            let got = s.get(D, &fsize_title(i), Which::Rev(i)).unwrap();
             assert_eq!(got.map(|g| g.value), Some(fsize_value(i)), "revision {i}");
         }
-        if let Some(got) = s.get_rev(D, &fsize_title(failed), failed).unwrap() {
+        if let Some(got) = s.get(D, &fsize_title(failed), Which::Rev(failed)).unwrap() {
             assert_eq!(got.value, fsize_value(failed), "the failed put");
         }
         // Without the limit, the store takes puts again.
         let next = failed + 1;
         let v = fsize_value(next);
-        s.put(D, &fsize_title(next), next, None, HTML, &v).unwrap();
+        s.put(&Put::new(D, &fsize_title(next), next, HTML, &v))
+            .unwrap();
         drop(s);
         let s = Store::open(dir.path(), &StoreOptions::read_only()).unwrap();
         assert_eq!(
-            s.get_rev(D, &fsize_title(next), next)
+            s.get(D, &fsize_title(next), Which::Rev(next))
                 .unwrap()
                 .unwrap()
                 .value,
             v
         );
         assert_eq!(
-            s.get_latest(D, &fsize_title(next)).unwrap().unwrap().rev,
+            s.get(D, &fsize_title(next), Which::Latest)
+                .unwrap()
+                .unwrap()
+                .rev,
             next
         );
     }
@@ -382,20 +387,23 @@ fn a_second_writer_is_refused_or_waits_for_the_first_to_close() {
     let dir = tempfile::tempdir().unwrap();
     Store::init(dir.path(), &keep_all(), &StoreOptions::writer()).unwrap();
     let mut first = Store::open(dir.path(), &StoreOptions::writer()).unwrap();
-    first.put(D, "T", 1, None, HTML, b"one").unwrap();
+    first.put(&Put::new(D, "T", 1, HTML, b"one")).unwrap();
     let err = Store::open(dir.path(), &StoreOptions::writer()).unwrap_err();
     assert!(matches!(err, Error::InUse { .. }), "{err}");
     assert_eq!(err.exit_code(), 4);
     assert!(err.to_string().contains("in use"), "{err}");
     // Readers are not kept out.
     let reader = Store::open(dir.path(), &StoreOptions::read_only()).unwrap();
-    assert_eq!(reader.get_latest(D, "T").unwrap().unwrap().value, b"one");
+    assert_eq!(
+        reader.get(D, "T", Which::Latest).unwrap().unwrap().value,
+        b"one"
+    );
     let closed = Arc::new(AtomicBool::new(false));
     let closer = {
         let closed = closed.clone();
         std::thread::spawn(move || {
             std::thread::sleep(Duration::from_millis(300));
-            first.put(D, "T", 2, None, HTML, b"two").unwrap();
+            first.put(&Put::new(D, "T", 2, HTML, b"two")).unwrap();
             closed.store(true, Ordering::SeqCst);
             drop(first);
         })
@@ -410,8 +418,11 @@ fn a_second_writer_is_refused_or_waits_for_the_first_to_close() {
         "the second writer got in before the first closed"
     );
     closer.join().unwrap();
-    assert_eq!(second.get_latest(D, "T").unwrap().unwrap().value, b"two");
-    second.put(D, "T", 3, None, HTML, b"three").unwrap();
+    assert_eq!(
+        second.get(D, "T", Which::Latest).unwrap().unwrap().value,
+        b"two"
+    );
+    second.put(&Put::new(D, "T", 3, HTML, b"three")).unwrap();
 }
 
 /// What a crash in the middle of a put leaves — the value's bytes appended to the current
@@ -423,7 +434,8 @@ fn a_writers_open_reports_the_bytes_a_crash_left_in_the_current_container() {
     let dir = tempfile::tempdir().unwrap();
     Store::init(dir.path(), &keep_all(), &StoreOptions::writer()).unwrap();
     let mut s = Store::open(dir.path(), &StoreOptions::writer()).unwrap();
-    s.put(D, "Kept", 1, None, HTML, &value(1, 5000)).unwrap();
+    s.put(&Put::new(D, "Kept", 1, HTML, &value(1, 5000)))
+        .unwrap();
     assert!(s.recovery().is_empty(), "{:?}", s.recovery());
     drop(s);
     let data = dir.path().join("c000001.data");
@@ -454,15 +466,16 @@ fn a_writers_open_reports_the_bytes_a_crash_left_in_the_current_container() {
         s.recovery()
     );
     assert_eq!(
-        s.get_latest(D, "Kept").unwrap().unwrap().value,
+        s.get(D, "Kept", Which::Latest).unwrap().unwrap().value,
         value(1, 5000)
     );
-    s.put(D, "Next", 1, None, HTML, &value(2, 100)).unwrap();
+    s.put(&Put::new(D, "Next", 1, HTML, &value(2, 100)))
+        .unwrap();
     drop(s);
     let s = Store::open(dir.path(), &StoreOptions::writer()).unwrap();
     assert!(s.recovery().is_empty(), "{:?}", s.recovery());
     assert_eq!(
-        s.get_latest(D, "Next").unwrap().unwrap().value,
+        s.get(D, "Next", Which::Latest).unwrap().unwrap().value,
         value(2, 100)
     );
 }

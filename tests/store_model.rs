@@ -34,6 +34,7 @@ use std::sync::Arc;
 use proptest::prelude::*;
 use uuid::Uuid;
 use wink::clock::{Clock, ManualClock};
+use wink::store::Which;
 use wink::store::{
     Config, Page, Policy, Put, Renders, Revisions, State, Store, StoreOptions, TidMaker,
 };
@@ -61,12 +62,16 @@ fn store_snapshot(s: &Store) -> Snapshot {
             let list = s.list(DOMAIN, title, Page::default()).unwrap();
             let renders = list
                 .iter()
-                .map(|l| s.get_render(DOMAIN, title, l.rev, l.tid).unwrap().unwrap())
+                .map(|l| {
+                    s.get(DOMAIN, title, Which::Render(l.rev, l.tid))
+                        .unwrap()
+                        .unwrap()
+                })
                 .collect();
             TitleView {
-                latest: s.get_latest(DOMAIN, title).unwrap(),
+                latest: s.get(DOMAIN, title, Which::Latest).unwrap(),
                 by_rev: (0..REVS)
-                    .map(|v| s.get_rev(DOMAIN, title, v).unwrap())
+                    .map(|v| s.get(DOMAIN, title, Which::Rev(v)).unwrap())
                     .collect(),
                 list,
                 renders,
@@ -526,20 +531,20 @@ impl Harness {
         let s = self.store.as_ref().expect("open");
         match r {
             Read::Latest(t) => {
-                let got = s.get_latest(DOMAIN, TITLES[t]).unwrap();
+                let got = s.get(DOMAIN, TITLES[t], Which::Latest).unwrap();
                 keep_agreeing(&mut self.worlds, &r, |w| {
                     w.cur.find(t, now, |_| true) == got
                 });
             }
             Read::Rev(t, v) => {
-                let got = s.get_rev(DOMAIN, TITLES[t], v).unwrap();
+                let got = s.get(DOMAIN, TITLES[t], Which::Rev(v)).unwrap();
                 keep_agreeing(&mut self.worlds, &r, |w| {
                     w.cur.find(t, now, |x| x.rev == v) == got
                 });
             }
             Read::Render(t, v, i) => {
                 let tid = self.tids[i];
-                let got = s.get_render(DOMAIN, TITLES[t], v, tid).unwrap();
+                let got = s.get(DOMAIN, TITLES[t], Which::Render(v, tid)).unwrap();
                 keep_agreeing(&mut self.worlds, &r, |w| {
                     w.cur.find(t, now, |x| x.rev == v && x.tid == tid) == got
                 });
@@ -563,9 +568,16 @@ impl Harness {
                 let commits = store.commits();
                 let args = (DOMAIN, TITLES[p.title], p.rev, tid, TYPES[p.ct]);
                 let result = if p.historical {
-                    store.put_historical(args.0, args.1, args.2, args.3, args.4, &value)
+                    store.put(&Put {
+                        tid: args.3,
+                        historical: true,
+                        ..Put::new(args.0, args.1, args.2, args.4, &value)
+                    })
                 } else {
-                    store.put(args.0, args.1, args.2, args.3, args.4, &value)
+                    store.put(&Put {
+                        tid: args.3,
+                        ..Put::new(args.0, args.1, args.2, args.4, &value)
+                    })
                 };
                 let (result, used) = put_answer(result);
                 let call = Call {
@@ -748,7 +760,8 @@ fn a_batch_crossing_an_index_growth_leaves_no_record_without_its_value() {
     let (mut s, opts) = sim_store(&disk, &clock, Policy::default());
     // The containers' index grows on its own schedule: put it 100 entries ahead of the meta's.
     for rev in 0..100u64 {
-        s.put(DOMAIN, "Busy", rev, None, TYPES[0], b"x").unwrap();
+        s.put(&Put::new(DOMAIN, "Busy", rev, TYPES[0], b"x"))
+            .unwrap();
     }
     let commits = s.commits();
     let value = |i: u32| format!("value of T{i}").into_bytes();
@@ -775,7 +788,7 @@ fn a_batch_crossing_an_index_growth_leaves_no_record_without_its_value() {
     let s = Store::open(Path::new(DIR), &opts).unwrap();
     let mut present = 0;
     for i in 0..1000u32 {
-        if let Some(got) = s.get_latest(DOMAIN, &format!("T{i}")).unwrap() {
+        if let Some(got) = s.get(DOMAIN, &format!("T{i}"), Which::Latest).unwrap() {
             assert_eq!(got.value, value(i));
             present += 1;
         }
@@ -804,24 +817,33 @@ fn culling_changes_no_answer() {
     let run = |cull: bool| {
         let (disk, clock) = (SimDisk::new(), ManualClock::new(T0));
         let (mut s, _) = sim_store(&disk, &clock, policy);
-        s.put(DOMAIN, "A", 1, Some(new_tid), TYPES[0], b"1 new")
-            .unwrap();
-        s.put(DOMAIN, "A", 3, None, TYPES[0], b"3").unwrap();
-        s.put(DOMAIN, "A", 2, None, TYPES[0], b"2").unwrap();
+        s.put(&Put {
+            tid: Some(new_tid),
+            ..Put::new(DOMAIN, "A", 1, TYPES[0], b"1 new")
+        })
+        .unwrap();
+        s.put(&Put::new(DOMAIN, "A", 3, TYPES[0], b"3")).unwrap();
+        s.put(&Put::new(DOMAIN, "A", 2, TYPES[0], b"2")).unwrap();
         s.take_down(DOMAIN, "A", Some(3)).unwrap();
         clock.advance(20); // revisions 1 and 2 expire
         if cull {
-            s.put_historical(DOMAIN, "A", 0, None, TYPES[0], b"h")
-                .unwrap();
+            s.put(&Put {
+                historical: true,
+                ..Put::new(DOMAIN, "A", 0, TYPES[0], b"h")
+            })
+            .unwrap();
         }
         // Arrives after revision 2, which expired, and after a newer render of revision 1.
-        s.put(DOMAIN, "A", 1, Some(old_tid), TYPES[0], b"1 old")
-            .unwrap();
+        s.put(&Put {
+            tid: Some(old_tid),
+            ..Put::new(DOMAIN, "A", 1, TYPES[0], b"1 old")
+        })
+        .unwrap();
         let mut seen = Vec::new();
         for _ in 0..4 {
             clock.advance(10);
             let latest = s
-                .get_latest(DOMAIN, "A")
+                .get(DOMAIN, "A", Which::Latest)
                 .unwrap()
                 .map(|g| (g.rev, g.state, g.value));
             seen.push(latest);

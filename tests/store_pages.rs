@@ -9,6 +9,8 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use wink::clock::ManualClock;
 use wink::store::key::tid_at;
+use wink::store::Put;
+use wink::store::Which;
 use wink::store::{Config, Policy, Renders, Revisions, Store, StoreOptions};
 
 const D: &str = "en.wikipedia.org";
@@ -40,14 +42,27 @@ fn as_of_is_the_newest_render_whose_tid_is_not_later() {
     let clock = ManualClock::new(2_000_000);
     let mut s = open(dir.path(), &clock, keep_all());
     // Out of order: revision 11 (time 300) arrives before revision 10 (times 100 and 200).
-    s.put(D, "T", 11, Some(tid_at(300, 0, [1; 6])), HTML, b"r11")
-        .unwrap();
-    s.put(D, "T", 10, Some(tid_at(200, 0, [1; 6])), HTML, b"r10b")
-        .unwrap();
-    s.put(D, "T", 10, Some(tid_at(100, 0, [1; 6])), HTML, b"r10a")
-        .unwrap();
+    s.put(&Put {
+        tid: Some(tid_at(300, 0, [1; 6])),
+        ..Put::new(D, "T", 11, HTML, b"r11")
+    })
+    .unwrap();
+    s.put(&Put {
+        tid: Some(tid_at(200, 0, [1; 6])),
+        ..Put::new(D, "T", 10, HTML, b"r10b")
+    })
+    .unwrap();
+    s.put(&Put {
+        tid: Some(tid_at(100, 0, [1; 6])),
+        ..Put::new(D, "T", 10, HTML, b"r10a")
+    })
+    .unwrap();
     let at = |secs: u64| UNIX_EPOCH + Duration::from_secs(secs);
-    let value = |s: &Store, secs| s.get_as_of(D, "T", at(secs)).unwrap().map(|g| g.value);
+    let value = |s: &Store, secs| {
+        s.get(D, "T", Which::AsOf(at(secs)))
+            .unwrap()
+            .map(|g| g.value)
+    };
     assert_eq!(value(&s, 99), None, "nothing existed yet");
     assert_eq!(
         value(&s, 100).as_deref(),
@@ -80,14 +95,17 @@ fn as_of_does_not_find_what_retention_dropped() {
         ..Config::default()
     };
     let mut s = open(dir.path(), &clock, cfg);
-    s.put(D, "T", 1, None, HTML, b"one").unwrap();
+    s.put(&Put::new(D, "T", 1, HTML, b"one")).unwrap();
     clock.set(2_000);
-    s.put(D, "T", 2, None, HTML, b"two").unwrap();
+    s.put(&Put::new(D, "T", 2, HTML, b"two")).unwrap();
     let at_1500 = UNIX_EPOCH + Duration::from_secs(1_500);
-    assert_eq!(s.get_as_of(D, "T", at_1500).unwrap().unwrap().value, b"one");
+    assert_eq!(
+        s.get(D, "T", Which::AsOf(at_1500)).unwrap().unwrap().value,
+        b"one"
+    );
     clock.set(2_100);
     assert_eq!(
-        s.get_as_of(D, "T", at_1500).unwrap(),
+        s.get(D, "T", Which::AsOf(at_1500)).unwrap(),
         None,
         "revision 1 has expired"
     );
@@ -122,7 +140,7 @@ fn render_pages_visit_each_render_once_while_renders_arrive() {
         seen.extend(page.items.iter().map(|l| (l.rev, l.tid)));
         // A newer render arriving mid-walk does not shift the pages after the cursor.
         if seen.len() == 70 {
-            s.put(D, "T", 500, None, HTML, b"newest").unwrap();
+            s.put(&Put::new(D, "T", 500, HTML, b"newest")).unwrap();
         }
         match page.next {
             Some(c) => next = Some(c),
@@ -175,9 +193,9 @@ fn title_pages_visit_every_title_of_the_domain_at_least_once() {
         seen.extend(page.titles.iter().cloned());
         if pages == 3 {
             // Titles rewritten behind and ahead of the cursor, and a new one.
-            s.put(D, "Title 0 / ü", 2, None, HTML, b"y").unwrap();
-            s.put(D, "Title 499 / ü", 2, None, HTML, b"y").unwrap();
-            s.put(D, "New", 1, None, HTML, b"y").unwrap();
+            s.put(&Put::new(D, "Title 0 / ü", 2, HTML, b"y")).unwrap();
+            s.put(&Put::new(D, "Title 499 / ü", 2, HTML, b"y")).unwrap();
+            s.put(&Put::new(D, "New", 1, HTML, b"y")).unwrap();
         }
         match page.next {
             Some(c) => next = Some(c.to_string().parse().unwrap()),

@@ -15,6 +15,8 @@ use common::cli::{s, wink_at, Run};
 use common::require;
 use wink::clock::ManualClock;
 use wink::store::policy::ArchivePolicy;
+use wink::store::Put;
+use wink::store::Which;
 use wink::store::{Config, Page, Policy, Renders, Revisions, State, Store, StoreOptions};
 
 /// The clock of every store and command here.
@@ -68,25 +70,33 @@ fn generated(dir: &Path) -> Store {
         let domain = ["en.wikipedia.org", "de.wikipedia.org"][i % 2];
         for rev in 1..=5u64 {
             clock.advance(7);
-            st.put(domain, title, rev, None, HTML, &page(title, rev, 0))
+            st.put(&Put::new(domain, title, rev, HTML, &page(title, rev, 0)))
                 .unwrap();
             clock.advance(7);
             // The second render of odd revisions repeats the first's bytes.
             let render = if rev % 2 == 1 { 0 } else { 1 };
-            st.put(domain, title, rev, None, HTML, &page(title, rev, render))
-                .unwrap();
+            st.put(&Put::new(
+                domain,
+                title,
+                rev,
+                HTML,
+                &page(title, rev, render),
+            ))
+            .unwrap();
         }
     }
     clock.advance(2000);
     st.archive_due(|_, _| {}).unwrap();
-    st.put_historical(
-        "en.wikipedia.org",
-        "Main_Page",
-        2,
-        None,
-        "text/html",
-        b"<p>regen</p>",
-    )
+    st.put(&Put {
+        historical: true,
+        ..Put::new(
+            "en.wikipedia.org",
+            "Main_Page",
+            2,
+            "text/html",
+            b"<p>regen</p>",
+        )
+    })
     .unwrap();
     st.take_down("de.wikipedia.org", "AC/DC (band)", Some(3))
         .unwrap();
@@ -104,7 +114,10 @@ fn reads(st: &Store, titles: &[(&str, &str)]) -> Reads {
     let mut out = Reads::new();
     for (domain, title) in titles {
         for l in st.list(domain, title, Page::default()).unwrap() {
-            let got = st.get_render(domain, title, l.rev, l.tid).unwrap().unwrap();
+            let got = st
+                .get(domain, title, Which::Render(l.rev, l.tid))
+                .unwrap()
+                .unwrap();
             let key = (
                 domain.to_string(),
                 title.to_string(),
@@ -711,7 +724,7 @@ with open(sys.argv[1], 'wb') as f:
     );
     for l in &renders {
         let got = st
-            .get_render("example.com", "page?b=2", l.rev, l.tid)
+            .get("example.com", "page?b=2", Which::Render(l.rev, l.tid))
             .unwrap()
             .unwrap();
         assert_eq!(
@@ -719,7 +732,10 @@ with open(sys.argv[1], 'wb') as f:
             (&b"<html>zipped page</html>"[..], "text/html")
         );
     }
-    let json = st.get_latest("example.com", "data.json").unwrap().unwrap();
+    let json = st
+        .get("example.com", "data.json", Which::Latest)
+        .unwrap()
+        .unwrap();
     assert_eq!(
         (json.value.as_slice(), json.rev),
         (&b"{\"a\": 1}"[..], 20240502000000)

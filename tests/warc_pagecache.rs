@@ -10,6 +10,7 @@ use std::sync::Arc;
 use wink::clock::ManualClock;
 use wink::storage::{residency, PageMap};
 use wink::store::policy::ArchivePolicy;
+use wink::store::Which;
 use wink::store::{Config, Store, StoreOptions};
 use wink::warc::{export_warc, Compression, ExportOptions};
 
@@ -125,7 +126,7 @@ fn a_full_export_leaves_at_most_one_percent_of_what_it_read_in_the_page_cache() 
     )
     .unwrap();
     for t in 0..50 {
-        st.get_latest("d.org", &format!("Title_{t}"))
+        st.get("d.org", &format!("Title_{t}"), Which::Latest)
             .unwrap()
             .unwrap();
     }

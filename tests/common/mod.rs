@@ -7,6 +7,7 @@ use std::path::Path;
 use uuid::Uuid;
 use wink::archive::{decompress, Archive};
 use wink::store::policy::Renders;
+use wink::store::Which;
 use wink::store::{Page, Policy, Revisions, Store};
 
 pub mod cli;
@@ -87,7 +88,7 @@ pub fn readable(
     for t in 0..titles {
         for l in store.list(domain, &name(t), Page::default()).unwrap() {
             let got = store
-                .get_render(domain, &name(t), l.rev, l.tid)
+                .get(domain, &name(t), Which::Render(l.rev, l.tid))
                 .unwrap()
                 .unwrap();
             out.insert((t, l.rev, l.tid), got.value);

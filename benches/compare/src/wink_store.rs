@@ -7,6 +7,7 @@ use std::path::Path;
 
 use uuid::Uuid;
 use wink::store::{Config, Policy, Put, Renders, Revisions, Store, StoreOptions};
+use wink::store::Which;
 
 use crate::contender::{files_in, Contender, Files, Res, Seen};
 use crate::workload::{PutBuf, CONTENT_TYPE};
@@ -93,7 +94,7 @@ impl Contender for Wink {
     }
 
     fn get_latest(&self, domain: &str, title: &str, seen: Seen<'_>) -> Res<bool> {
-        Ok(match self.reading().get_latest(domain, title)? {
+        Ok(match self.reading().get(domain, title, Which::Latest)? {
             Some(got) => {
                 seen(got.rev, got.tid, &got.value);
                 true
@@ -110,7 +111,7 @@ impl Contender for Wink {
         tid: Uuid,
         seen: Seen<'_>,
     ) -> Res<bool> {
-        Ok(match self.reading().get_render(domain, title, rev, tid)? {
+        Ok(match self.reading().get(domain, title, Which::Render(rev, tid))? {
             Some(got) => {
                 seen(got.rev, got.tid, &got.value);
                 true

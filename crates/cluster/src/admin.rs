@@ -25,6 +25,7 @@ use super::config::ClusterConfig;
 use super::message::{partition_of, RESERVED_DOMAIN};
 use super::node::{self, NodeStatus};
 use super::placement::{self, Map};
+use wink_engine::store::Which;
 use wink_engine::store::{Store, StoreOptions};
 use wink_engine::{Error, Result};
 use wink_serve::Auth;
@@ -310,7 +311,7 @@ fn titles_of(
                 }
                 let mut renders = Vec::new();
                 for r in &t.renders {
-                    let got = store.get_render(&t.domain, &t.title, r.rev, r.tid)?;
+                    let got = store.get(&t.domain, &t.title, Which::Render(r.rev, r.tid))?;
                     let digest = got.map_or_else(
                         || "unreadable".to_string(),
                         |g| {

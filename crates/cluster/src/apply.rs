@@ -19,6 +19,7 @@ use uuid::Uuid;
 
 use super::message::{Change, Kind, RESERVED_DOMAIN};
 use wink_engine::clock::StampedClock;
+use wink_engine::store::Which;
 use wink_engine::store::{key, Put, Store};
 use wink_engine::{Error, Result};
 
@@ -136,7 +137,11 @@ pub fn read_applied(store: &Store) -> Result<Applied> {
 
 /// The store's whole cluster record.
 pub fn read_record(store: &Store) -> Result<Record> {
-    let Some(got) = store.get_render(RESERVED_DOMAIN, APPLIED_TITLE, APPLIED_REV, applied_tid())?
+    let Some(got) = store.get(
+        RESERVED_DOMAIN,
+        APPLIED_TITLE,
+        Which::Render(APPLIED_REV, applied_tid()),
+    )?
     else {
         return Ok(Record::default());
     };

@@ -5,7 +5,7 @@
 //! latest, a revision or a listing. Every value read back is checked against its CRC-32.
 //!
 //! ```
-//! use wink_engine::{Config, Page, Put, Store, StoreOptions};
+//! use wink_engine::{Config, Page, Put, Store, StoreOptions, Which};
 //!
 //! let dir = tempfile::tempdir()?;
 //! let opts = StoreOptions::writer();
@@ -13,7 +13,7 @@
 //! let mut store = Store::open(dir.path(), &opts)?;
 //!
 //! // One put, durable (fsynced) when it returns; the tid is made from the clock.
-//! let tid = store.put("en.wikipedia.org", "Main_Page", 1, None, "text/html", b"<p>one</p>")?;
+//! let tid = store.put(&Put::new("en.wikipedia.org", "Main_Page", 1, "text/html", b"<p>one</p>"))?;
 //!
 //! // Many puts, durable together at the batch's commit (group commit).
 //! let mut batch = store.batch();
@@ -32,9 +32,9 @@
 //! assert_eq!(batch.commit()?, 2);
 //!
 //! // Precedence is by revision, then tid: the latest is revision 3.
-//! let latest = store.get_latest("en.wikipedia.org", "Main_Page")?.expect("stored");
+//! let latest = store.get("en.wikipedia.org", "Main_Page", Which::Latest)?.expect("stored");
 //! assert_eq!((latest.rev, latest.value.as_slice()), (3, b"<p>revision 3</p>".as_slice()));
-//! let first = store.get_render("en.wikipedia.org", "Main_Page", 1, tid)?.expect("kept");
+//! let first = store.get("en.wikipedia.org", "Main_Page", Which::Render(1, tid))?.expect("kept");
 //! assert_eq!(first.value, b"<p>one</p>");
 //! let listed = store.list("en.wikipedia.org", "Main_Page", Page::default())?;
 //! assert_eq!(listed.iter().map(|l| l.rev).collect::<Vec<_>>(), [3, 2, 1]);
@@ -102,7 +102,7 @@ pub mod vfs;
 // The render store.
 pub use store::{
     Batch, Config, Got, Listed, Page, Policy, Put, Renders, Revisions, State, Store, StoreOptions,
-    StoreStat, TitleKey, RECORD_CACHE_BYTES,
+    StoreStat, TitleKey, Which, RECORD_CACHE_BYTES,
 };
 // Its maintenance.
 pub use maintenance::compact::{CompactOptions, CompactReport};

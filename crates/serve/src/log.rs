@@ -18,6 +18,13 @@ use tracing_subscriber::{fmt, Layer, Registry};
 
 use wink_engine::{Error, Result};
 
+/// Whether an event's target (its module path) is one of Wink's crates: `wink` (the binary)
+/// or a `wink_*` layer (the engine, the service core, this front, the cluster).
+fn is_ours(target: &str) -> bool {
+    let krate = target.split("::").next().unwrap_or(target);
+    krate == "wink" || krate.starts_with("wink_")
+}
+
 /// The `tracing` target of the access log's events.
 pub const ACCESS: &str = "wink::access";
 
@@ -65,8 +72,12 @@ fn layer(format: LogFormat, writer: NonBlocking, access: bool) -> Boxed {
         if access {
             return m.target() == ACCESS;
         }
-        let ours = m.target() == "wink" || m.target().starts_with("wink::");
-        m.target() != ACCESS && *m.level() <= if ours { Level::INFO } else { Level::WARN }
+        let level = if is_ours(m.target()) {
+            Level::INFO
+        } else {
+            Level::WARN
+        };
+        m.target() != ACCESS && *m.level() <= level
     });
     match format {
         LogFormat::Text => Box::new(fmt.with_filter(only)),
@@ -165,6 +176,22 @@ mod tests {
         for bad in ["a b", "", &"x".repeat(129)] {
             h.insert("x-request-id", bad.parse().unwrap());
             assert_ne!(request_id(&h), bad);
+        }
+    }
+
+    #[test]
+    fn every_layer_of_wink_is_ours_and_nothing_else_is() {
+        for t in [
+            "wink",
+            "wink::serve",
+            "wink_cluster::seed",
+            "wink_serve",
+            "wink_service::x",
+        ] {
+            assert!(is_ours(t), "{t}");
+        }
+        for t in ["hyper::proto", "async_nats", "winkle::x", "tokio"] {
+            assert!(!is_ours(t), "{t}");
         }
     }
 }

@@ -28,7 +28,7 @@
 
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Instant, UNIX_EPOCH};
 
 use axum::body::Body;
 use axum::extract::{FromRequestParts, MatchedPath, Request, State};
@@ -55,6 +55,7 @@ use super::auth::Auth;
 use super::limits::BodyLimits;
 use super::metrics::{Metrics, Route};
 use super::problem::Problem;
+use wink_engine::store::Which;
 use wink_engine::store::{key, Got, RenderCursor, State as RenderState, Store, TitlePosition};
 use wink_service::registry::{self, Bucket, CreateError, Created, ReadError, Registry};
 use wink_service::spec::{describe, valid_bucket_name, BucketSpec};
@@ -101,15 +102,6 @@ type Result<T> = std::result::Result<T, Problem>;
 struct Place {
     domain: String,
     bucket: String,
-}
-
-/// Which render a read asks for.
-#[derive(Clone, Copy)]
-enum Which {
-    Latest,
-    AsOf(SystemTime),
-    Revision(u64),
-    Render(u64, Uuid),
 }
 
 /// A route's pattern under `P`, in axum's syntax.
@@ -717,7 +709,7 @@ async fn get_revision(
     req: Request,
 ) -> Result<Answer> {
     no_as_of(q.get("as_of"))?;
-    read_render(&app, &place, &title, Which::Revision(rev), &req)
+    read_render(&app, &place, &title, Which::Rev(rev), &req)
 }
 
 async fn get_render(
@@ -917,12 +909,7 @@ fn read_render(
 ) -> Result<Answer> {
     let (head, headers) = (req.method() == Method::HEAD, req.headers());
     let domain = place.domain.as_str();
-    let get = move |s: &Store| match which {
-        Which::Latest => s.get_latest(domain, title),
-        Which::AsOf(at) => s.get_as_of(domain, title, at),
-        Which::Revision(rev) => s.get_rev(domain, title, rev),
-        Which::Render(rev, tid) => s.get_render(domain, title, rev, tid),
-    };
+    let get = move |s: &Store| s.get(domain, title, which);
     let got = read(app, place, |b, s| {
         let got = get(s)?;
         let hot = got
@@ -940,7 +927,7 @@ fn read_render(
         let what = match which {
             Which::Latest => "any revision".to_string(),
             Which::AsOf(_) => "any revision at that time".to_string(),
-            Which::Revision(rev) => format!("revision {rev}"),
+            Which::Rev(rev) => format!("revision {rev}"),
             Which::Render(rev, tid) => format!("revision {rev} tid {tid}"),
         };
         return Err(Problem::not_found(format!(

@@ -331,7 +331,10 @@ mod tests {
             Err(PutError::Precondition(_))
         ));
         let s = store.lock().unwrap();
-        let got = s.get_rev("en.wikipedia.org", "T", 1).unwrap().unwrap();
+        let got = s
+            .get("en.wikipedia.org", "T", wink_engine::Which::Rev(1))
+            .unwrap()
+            .unwrap();
         assert_eq!((got.tid, got.value.as_slice()), (tid, &b"first"[..]));
     }
 }

@@ -7,6 +7,7 @@
 use uuid::Uuid;
 
 use wink_engine::store::Store;
+use wink_engine::store::Which;
 use wink_engine::Result;
 
 /// The entity tags a condition names: any render at all (`*`), or these `(rev, tid)`s.
@@ -58,8 +59,8 @@ impl Preconditions {
             return Ok(Ok(()));
         }
         let got = match tid {
-            Some(tid) => store.get_render(domain, title, rev, tid)?,
-            None => store.get_rev(domain, title, rev)?,
+            Some(tid) => store.get(domain, title, Which::Render(rev, tid))?,
+            None => store.get(domain, title, Which::Rev(rev))?,
         };
         let held = got.map(|g| (g.rev, g.tid));
         let what = match held {

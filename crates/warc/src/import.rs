@@ -25,6 +25,7 @@ use md5::{Digest as _, Md5};
 use uuid::Uuid;
 
 use crate::error::{Error, Result};
+use wink_engine::store::Which;
 use wink_engine::store::{key, Put, State, Store};
 
 use super::date::Ticks;
@@ -443,9 +444,9 @@ fn original(store: &Store, r: &Record) -> std::result::Result<Result<Payload, St
     };
     let k = &target.key;
     let got = if id.is_empty() && k.tid.is_none() {
-        store.get_rev(&k.domain, &k.title, k.rev)
+        store.get(&k.domain, &k.title, Which::Rev(k.rev))
     } else {
-        store.get_render(&k.domain, &k.title, k.rev, target.tid)
+        store.get(&k.domain, &k.title, Which::Render(k.rev, target.tid))
     }
     .map_err(Fault::Store)?;
     let Some(got) = got else {

@@ -13,7 +13,7 @@
 //! `import --enterprise` and `check --warc` are thin layers over the functions below.
 //!
 //! ```
-//! use wink_engine::{Config, Store, StoreOptions};
+//! use wink_engine::{Config, Put, Store, StoreOptions, Which};
 //! use wink_warc::{export_warc, import_warc, ExportOptions, ImportOptions};
 //!
 //! let dir = tempfile::tempdir()?;
@@ -21,7 +21,7 @@
 //! let opts = StoreOptions::writer();
 //! Store::init(&src, &Config::default(), &opts)?;
 //! let mut store = Store::open(&src, &opts)?;
-//! store.put("en.wikipedia.org", "Main_Page", 1, None, "text/html", b"<p>one</p>")?;
+//! store.put(&Put::new("en.wikipedia.org", "Main_Page", 1, "text/html", b"<p>one</p>"))?;
 //!
 //! // One gzip member per record, and the CDXJ index beside the WARC file.
 //! let warc = dir.path().join("out.warc.gz");
@@ -34,7 +34,7 @@
 //! let none = ImportOptions::default();
 //! let imported = import_warc(&mut copy, &[warc], &none, |_| {}, |_| {}, |_, _| {})?;
 //! assert_eq!(imported.renders, 1);
-//! let got = copy.get_latest("en.wikipedia.org", "Main_Page")?.expect("imported");
+//! let got = copy.get("en.wikipedia.org", "Main_Page", Which::Latest)?.expect("imported");
 //! assert_eq!(got.value, b"<p>one</p>");
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```

@@ -15,6 +15,7 @@ use uuid::Uuid;
 use wink::clock::{Clock, ManualClock};
 use wink::store::check::check_store;
 use wink::store::policy::ArchivePolicy;
+use wink::store::Which;
 use wink::store::{key, Config, Page, Put, Revisions, State, Store, StoreOptions};
 use wink::{Error, Result};
 use wink_harness::synth::{histories, Revision};
@@ -373,20 +374,22 @@ fn read_back(demo: &mut Demo) -> Result<()> {
     for i in 0..demo.latest.len() {
         let e = &demo.latest[i];
         let started = Instant::now();
-        let got = demo.store.get_latest(DOMAIN, &e.title)?;
+        let got = demo.store.get(DOMAIN, &e.title, Which::Latest)?;
         demo.latencies.push(started.elapsed());
         let failure = compare("latest", e, got.as_ref().map(|g| (g.rev, g.tid, &g.value)));
         demo.failures.extend(failure);
     }
     let mut by_rev = 0;
     for e in &demo.sampled {
-        let got = demo.store.get_rev(DOMAIN, &e.title, e.rev)?;
+        let got = demo.store.get(DOMAIN, &e.title, Which::Rev(e.rev))?;
         let failure = compare(
             "by revision",
             e,
             got.as_ref().map(|g| (g.rev, g.tid, &g.value)),
         );
-        let got = demo.store.get_render(DOMAIN, &e.title, e.rev, e.tid)?;
+        let got = demo
+            .store
+            .get(DOMAIN, &e.title, Which::Render(e.rev, e.tid))?;
         let failure = failure.or(compare(
             "by tid",
             e,
@@ -395,7 +398,7 @@ fn read_back(demo: &mut Demo) -> Result<()> {
         demo.failures.extend(failure);
         by_rev += 1;
     }
-    let absent = demo.store.get_rev(DOMAIN, "Page 0", 1)?;
+    let absent = demo.store.get(DOMAIN, "Page 0", Which::Rev(1))?;
     if absent.is_some() {
         demo.failures
             .push("a revision never stored (1) was found".to_string());
@@ -586,7 +589,7 @@ fn compact(demo: &mut Demo) -> Result<()> {
     ))?;
     let mut mismatches = 0;
     for e in &demo.latest {
-        let got = demo.store.get_latest(DOMAIN, &e.title)?;
+        let got = demo.store.get(DOMAIN, &e.title, Which::Latest)?;
         if let Some(failure) = compare(
             "latest after compaction",
             e,
@@ -634,7 +637,7 @@ fn read_archived(demo: &mut Demo) -> Result<Vec<Duration>> {
         };
         archive.clear_cache();
         let started = Instant::now();
-        let got = demo.store.get_rev(DOMAIN, &e.title, e.rev)?;
+        let got = demo.store.get(DOMAIN, &e.title, Which::Rev(e.rev))?;
         if !latest {
             times.push(started.elapsed());
         }
@@ -649,7 +652,9 @@ fn read_archived(demo: &mut Demo) -> Result<Vec<Duration>> {
                 want.as_str()
             )));
         }
-        let got = demo.store.get_render(DOMAIN, &e.title, e.rev, e.tid)?;
+        let got = demo
+            .store
+            .get(DOMAIN, &e.title, Which::Render(e.rev, e.tid))?;
         let by_tid = got.as_ref().map(|g| (g.rev, g.tid, &g.value));
         demo.failures
             .extend(failure.or(compare("by tid, after archiving", e, by_tid)));

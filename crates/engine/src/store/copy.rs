@@ -177,7 +177,7 @@ mod tests {
     use crate::store::{Config, Put, StoreOptions};
 
     fn put(s: &mut Store, title: &str, rev: u64, value: &[u8]) {
-        s.put_committed(&Put {
+        s.put(&Put {
             domain: "d.org",
             title,
             rev,

@@ -110,6 +110,44 @@ pub struct Put<'a> {
     pub historical: bool,
 }
 
+impl<'a> Put<'a> {
+    /// A put of `value` as revision `rev` of a title, with a tid from the store's clock; set
+    /// `tid` or `historical` with struct update syntax (`Put { tid, ..Put::new(...) }`).
+    pub fn new(
+        domain: &'a str,
+        title: &'a str,
+        rev: u64,
+        content_type: &'a str,
+        value: &'a [u8],
+    ) -> Put<'a> {
+        Put {
+            domain,
+            title,
+            rev,
+            tid: None,
+            content_type,
+            value,
+            historical: false,
+        }
+    }
+}
+
+/// Which render of a title a read asks for ([`Store::get`]). Renders are ordered by revision,
+/// then by tid.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Which {
+    /// The latest render of the latest revision.
+    Latest,
+    /// The latest render of a revision.
+    Rev(u64),
+    /// One render: its revision and tid.
+    Render(u64, Uuid),
+    /// What was the latest render at a time: the newest readable render whose tid carries a
+    /// time at or before it. Renders that retention has dropped since are not found, so
+    /// neither is a render that was the latest then but is gone now.
+    AsOf(std::time::SystemTime),
+}
+
 /// A render read back.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Got {
@@ -434,50 +472,9 @@ impl Store {
 
     // ---- writes ----------------------------------------------------------------------------
 
-    /// Stores a render and commits it; returns its tid.
-    pub fn put(
-        &mut self,
-        domain: &str,
-        title: &str,
-        rev: u64,
-        tid: Option<Uuid>,
-        content_type: &str,
-        value: &[u8],
-    ) -> Result<Uuid> {
-        self.put_committed(&Put {
-            domain,
-            title,
-            rev,
-            tid,
-            content_type,
-            value,
-            historical: false,
-        })
-    }
-
-    /// Stores a historical render (an old revision regenerated on request) and commits it.
-    pub fn put_historical(
-        &mut self,
-        domain: &str,
-        title: &str,
-        rev: u64,
-        tid: Option<Uuid>,
-        content_type: &str,
-        value: &[u8],
-    ) -> Result<Uuid> {
-        self.put_committed(&Put {
-            domain,
-            title,
-            rev,
-            tid,
-            content_type,
-            value,
-            historical: true,
-        })
-    }
-
-    /// One put, committed.
-    pub fn put_committed(&mut self, put: &Put<'_>) -> Result<Uuid> {
+    /// Stores a render and commits it; returns its tid. (Many puts, one commit:
+    /// [`Store::batch`].)
+    pub fn put(&mut self, put: &Put<'_>) -> Result<Uuid> {
         let tid = self.put_uncommitted(put)?;
         self.commit()?;
         Ok(tid)
@@ -746,38 +743,19 @@ impl Store {
         })
     }
 
-    /// The latest render of the latest revision.
-    pub fn get_latest(&self, domain: &str, title: &str) -> Result<Option<Got>> {
-        self.find(domain, title, |_, _| true)
-    }
-
-    /// The latest render of a revision.
-    pub fn get_rev(&self, domain: &str, title: &str, rev: u64) -> Result<Option<Got>> {
-        self.find(domain, title, |r, _| r == rev)
-    }
-
-    /// One specific render.
-    pub fn get_render(
-        &self,
-        domain: &str,
-        title: &str,
-        rev: u64,
-        tid: Uuid,
-    ) -> Result<Option<Got>> {
-        self.find(domain, title, |r, t| r == rev && t == tid)
-    }
-
-    /// What was the latest render at `at`: the newest readable render (by revision, then tid)
-    /// whose tid carries a time at or before `at`. Renders that retention has dropped since are
-    /// not found, so neither is a render that was the latest then but is gone now.
-    pub fn get_as_of(
-        &self,
-        domain: &str,
-        title: &str,
-        at: std::time::SystemTime,
-    ) -> Result<Option<Got>> {
-        let limit = key::ticks_at(at);
-        self.find(domain, title, |_, tid| key::tid_ticks(tid) <= limit)
+    /// The render `which` names of a title, if it is readable (stored, not taken down, not past
+    /// retention), from whichever tier holds it. The domain and title are checked as a
+    /// [`TitleKey`] is.
+    pub fn get(&self, domain: &str, title: &str, which: Which) -> Result<Option<Got>> {
+        match which {
+            Which::Latest => self.find(domain, title, |_, _| true),
+            Which::Rev(rev) => self.find(domain, title, |r, _| r == rev),
+            Which::Render(rev, tid) => self.find(domain, title, |r, t| r == rev && t == tid),
+            Which::AsOf(at) => {
+                let limit = key::ticks_at(at);
+                self.find(domain, title, |_, tid| key::tid_ticks(tid) <= limit)
+            }
+        }
     }
 
     /// True when puts of `rev` (or, with `None`, of the whole title) are refused by a take-down

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 use wink::store::Got;
+use wink::store::Which;
 use wink::{Error, Result};
 
 use super::{RenderJson, Title};
@@ -67,10 +68,10 @@ pub fn run(args: &Args) -> Result<Status> {
     let store = super::open_reader(&args.dir)?;
     let (domain, title) = (args.title.domain.as_str(), args.title.title.as_str());
     let got = match (as_of, rev, tid) {
-        (Some(at), _, _) => store.get_as_of(domain, title, at)?,
-        (None, Some(rev), Some(tid)) => store.get_render(domain, title, rev, tid)?,
-        (None, Some(rev), None) => store.get_rev(domain, title, rev)?,
-        _ => store.get_latest(domain, title)?,
+        (Some(at), _, _) => store.get(domain, title, Which::AsOf(at))?,
+        (None, Some(rev), Some(tid)) => store.get(domain, title, Which::Render(rev, tid))?,
+        (None, Some(rev), None) => store.get(domain, title, Which::Rev(rev))?,
+        _ => store.get(domain, title, Which::Latest)?,
     };
     let Some(got) = got else {
         return Err(not_found(args));

@@ -64,7 +64,7 @@ pub fn run(args: &Args) -> Result<Status> {
     let content = crate::input::read_input(args.file.as_deref(), max, &over)?;
     let mut store = super::open_writer(&args.dir, &args.writing)?;
     // The store validates the put (domain, title, content type, size) and commits it.
-    let tid = store.put_committed(&Put {
+    let tid = store.put(&Put {
         domain: &args.title.domain,
         title: &args.title.title,
         rev,
