@@ -167,6 +167,7 @@ fn items(t: &Title, range: std::ops::Range<usize>) -> Vec<Item<'_>> {
             rev: *rev,
             tid: *tid,
             content_type: "text/html",
+            labels: &wink::store::Labels::NONE,
             value: v,
         })
         .collect()

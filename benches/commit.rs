@@ -116,6 +116,7 @@ fn put<'a>(title: &'a str, value: &'a [u8]) -> Put<'a> {
         rev: 1,
         tid: None,
         content_type: "text/html",
+        labels: &wink::store::Labels::NONE,
         value,
         historical: false,
     }

@@ -221,6 +221,7 @@ fn churn(dir: &Path, cfg: &Cfg, c: &Corpus) -> Churned {
                     rev: *rev,
                     tid: None,
                     content_type: "text/html",
+                    labels: &wink::store::Labels::NONE,
                     value,
                     historical: false,
                 })

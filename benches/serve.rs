@@ -98,6 +98,7 @@ fn load(o: &Opts) {
                     rev: 1,
                     tid: None,
                     content_type: "text/html",
+                    labels: &wink::store::Labels::NONE,
                     value: &value,
                     historical: false,
                 })

@@ -63,6 +63,7 @@ fn archive(a: &mut Archive, key: &[u8], revs: &[Vec<u8>]) {
                 rev: (run * PER_RUN + i) as u64,
                 tid: TID,
                 content_type: "text/html",
+                labels: &wink::store::Labels::NONE,
                 value: v,
             })
             .collect();

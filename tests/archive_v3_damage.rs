@@ -49,6 +49,7 @@ fn damage_in_a_unit_fails_only_its_title_with_file_and_offset() {
                 rev: i as u64,
                 tid: [7; 16],
                 content_type: "text/html",
+                labels: &wink::store::Labels::NONE,
                 value: v,
             })
             .collect();

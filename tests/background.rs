@@ -169,6 +169,7 @@ fn twin_run(cfg: &Config, seed: u64, late: bool) -> u64 {
                     rev,
                     tid: Some(tid),
                     content_type: HTML,
+                    labels: &wink::store::Labels::NONE,
                     value: &v,
                     historical: rng.below(8) == 0,
                 };
@@ -331,6 +332,7 @@ fn populate(store: &mut Store, clock: &ManualClock) -> BTreeMap<usize, Vec<Known
                         rev,
                         tid: Some(tid),
                         content_type: HTML,
+                        labels: &wink::store::Labels::NONE,
                         value: &v,
                         historical: false,
                     })

@@ -9,7 +9,7 @@ use std::path::Path;
 use wink::cluster::apply::{apply_batch, read_applied, Message};
 use wink::cluster::message::{Change, Kind, RESERVED_DOMAIN};
 use wink::store::Which;
-use wink::store::{key, Config, Page, Store, StoreOptions};
+use wink::store::{key, Config, Labels, Page, Store, StoreOptions};
 
 const D: &str = "en.wikipedia.org";
 
@@ -36,6 +36,7 @@ fn put(seq: u64, partition: u32, title: &str, rev: u64, tick: u16, body: &str) -
             domain: D.into(),
             title: title.into(),
             content_type: "text/html".into(),
+            labels: Default::default(),
             value: body.as_bytes().to_vec(),
             conditions: Default::default(),
             names_render: false,
@@ -212,4 +213,34 @@ fn arrival_times_come_from_the_message() {
     apply_batch(&mut recent, &fresh, None, None).unwrap();
     assert_eq!(recent.list(D, "A", Page::default()).unwrap().len(), 3);
     assert_eq!(a.list(D, "A", Page::default()).unwrap().len(), 1);
+}
+
+/// A put's labels travel in its message (framing version 4, through its bytes as the stream
+/// carries them) and every owner that applies it stores them; a message without labels leaves
+/// none.
+#[test]
+fn every_owner_stores_the_labels_a_message_carries() {
+    let labelled = |seq, title: &str| {
+        let mut m = put(seq, 0, title, 3, seq as u16, "<p>gz</p>");
+        m.change.labels = Labels {
+            encoding: Some("gzip".into()),
+            language: Some("de".into()),
+        };
+        // As the stream carries it.
+        m.change = Change::decode(&m.change.encode()).unwrap();
+        m
+    };
+    let msgs = vec![labelled(1, "L"), put(2, 0, "P", 1, 2, "plain")];
+    for _ in 0..2 {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = store(dir.path());
+        apply_batch(&mut s, &msgs, None, None).unwrap();
+        let got = s.get(D, "L", Which::Latest).unwrap().unwrap();
+        assert_eq!(got.labels, msgs[0].change.labels);
+        assert_eq!(got.labels.encoding.as_deref(), Some("gzip"));
+        assert_eq!(
+            s.get(D, "P", Which::Latest).unwrap().unwrap().labels,
+            Labels::NONE
+        );
+    }
 }

@@ -45,6 +45,7 @@ fn put<'a>(title: &'a str, rev: u64, value: &'a [u8]) -> Put<'a> {
         rev,
         tid: None,
         content_type: "text/html",
+        labels: &wink::store::Labels::NONE,
         value,
         historical: false,
     }

@@ -88,6 +88,7 @@ fn put_batch(
                 rev,
                 tid: None,
                 content_type: HTML,
+                labels: &wink::store::Labels::NONE,
                 value: &v,
                 historical: false,
             })

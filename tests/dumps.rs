@@ -421,6 +421,48 @@ fn enterprise_snapshots_import_export_and_read_back_with_mwparserfromhtml() {
     }
     assert_eq!(kept(&all(&parts)), kept(&two));
 
+    // A render kept in a content coding is not HTML text as stored, even when its bytes happen
+    // to be UTF-8: left out, counted.
+    {
+        let opts = wink::store::StoreOptions {
+            clock: std::sync::Arc::new(wink::clock::ManualClock::new(NOW)),
+            ..wink::store::StoreOptions::writer()
+        };
+        let mut st = Store::open(&dir, &opts).unwrap();
+        st.put(&wink::store::Put {
+            domain: "en.wikipedia.org",
+            title: "Coded",
+            rev: 1,
+            tid: None,
+            content_type: "text/html; charset=utf-8",
+            labels: &wink::store::Labels {
+                encoding: Some("br".into()),
+                language: None,
+            },
+            value: b"<p>brotli bytes that happen to be text</p>",
+            historical: false,
+        })
+        .unwrap();
+    }
+    let coded = tmp.path().join("coded.json.tar.gz");
+    let with_coded = wink(&[
+        "export",
+        s(&dir),
+        "--format",
+        "enterprise",
+        "-o",
+        s(&coded),
+        "--json",
+    ])
+    .expect(0)
+    .json();
+    assert_eq!(with_coded["articles"], report["articles"]);
+    assert_eq!(
+        with_coded["not_html"].as_u64(),
+        report["not_html"].as_u64().map(|n| n + 1)
+    );
+    assert_eq!(kept(&all(&members(&coded))), kept(&two));
+
     // mwparserfromhtml: every document of every member, and the Parsoid pages parsed.
     for file in [&out, &small] {
         let Some(docs) = html_dump(file, false) else {

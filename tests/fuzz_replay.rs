@@ -361,6 +361,7 @@ fn inode_seeds() -> Vec<(String, Vec<u8>)> {
 fn title_record_seeds() -> Vec<(String, Vec<u8>)> {
     let policy = Policy::default();
     let render = |rev: u64, secs: u64, historical: bool, content_type: &str| Render {
+        labels: wink::store::Labels::NONE,
         rev,
         tid: uuid::Uuid::from_fields(secs as u32, 0x1000, 0x11ef, &[0x80, 1, 2, 3, 4, 5, 6, 7]),
         content_type: content_type.into(),
@@ -394,21 +395,39 @@ fn title_record_seeds() -> Vec<(String, Vec<u8>)> {
     let down = record.encode(key);
     record.take_down(None);
     let title_down = record.encode(key);
+    let mut labelled = TitleRecord::default();
+    labelled.put(render(5, 10, false, "text/html"), &policy, 1_700_000_010);
+    let mut gzip = render(6, 20, false, "text/html");
+    gzip.labels = wink::store::Labels {
+        encoding: Some("gzip".into()),
+        language: Some("de".into()),
+    };
+    labelled.put(gzip, &policy, 1_700_000_020);
+    let labelled = labelled.encode(key);
     let mut seeds = Vec::new();
-    for (name, bytes) in [
-        ("record", plain),
-        ("record-rev-down", down),
-        ("record-title-down", title_down),
+    for (name, bytes, version) in [
+        ("record", plain, b'2'),
+        ("record-rev-down", down, b'2'),
+        ("record-title-down", title_down, b'2'),
+        ("record-labels", labelled, b'3'),
     ] {
-        // Sealed: the harness puts the current magic back in front of a body after a '2'.
+        // Sealed: the harness puts the magic back in front of a body after a '2' or '3'.
         let [raw, _] = both_modes(name, &bytes, 4);
         seeds.push(raw);
         seeds.push((
             format!("seed-{name}-sealed"),
-            [&[1u8, b'2'][..], &bytes[4..bytes.len() - 4]].concat(),
+            [&[1u8, version][..], &bytes[4..bytes.len() - 4]].concat(),
         ));
     }
     seeds
+}
+
+/// Labels a seed's render carries.
+fn gzip_de() -> wink::store::Labels {
+    wink::store::Labels {
+        encoding: Some("gzip".into()),
+        language: Some("de".into()),
+    }
 }
 
 /// Archive maps of a real archive (several blocks, key blocks), as a map and as a log of a
@@ -431,6 +450,7 @@ fn archive_map_seeds() -> Vec<(String, Vec<u8>)> {
     let values: Vec<Vec<u8>> = wink_harness::synth::histories(5, 1, 12, 30)
         .map(|r| r.html)
         .collect();
+    let gzip = gzip_de();
     for (run, chunk) in values.chunks(4).enumerate() {
         let items: Vec<Item> = chunk
             .iter()
@@ -439,6 +459,12 @@ fn archive_map_seeds() -> Vec<(String, Vec<u8>)> {
                 rev: (run * 4 + i) as u64,
                 tid: [3; 16],
                 content_type: "text/html",
+                // Some with labels: the map's type table holds a labelled string too.
+                labels: if i == 0 {
+                    &gzip
+                } else {
+                    &wink::store::Labels::NONE
+                },
                 value: v,
             })
             .collect();
@@ -498,6 +524,7 @@ fn archive_map_seeds_of(format: u8) -> Vec<(String, Vec<u8>)> {
                     rev: (run * 4 + i) as u64,
                     tid: [3; 16],
                     content_type: "text/html",
+                    labels: &wink::store::Labels::NONE,
                     value: v,
                 })
                 .collect();
@@ -506,10 +533,12 @@ fn archive_map_seeds_of(format: u8) -> Vec<(String, Vec<u8>)> {
         }
     }
     archive.take_down(b"seed/Two", Some(1)).expect("taken down");
+    // Rewritten with labels: the map's type table holds a labelled string.
     let rewritten = Item {
         rev: 2,
         tid: [3; 16],
         content_type: "text/plain",
+        labels: &gzip_de(),
         value: b"rewritten",
     };
     archive.add(b"seed/Two", &[rewritten]).expect("archived");

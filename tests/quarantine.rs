@@ -330,6 +330,7 @@ fn compaction_keeps_a_container_with_a_damaged_value_and_compacts_the_others() {
                 rev: 1,
                 tid: None,
                 content_type: HTML,
+                labels: &wink::store::Labels::NONE,
                 value: &v,
                 historical: false,
             })

@@ -379,6 +379,7 @@ fn read_only_handles_beside_the_writer_share_its_committed_records_and_no_older_
         rev: 2,
         tid: None,
         content_type: HTML,
+        labels: &wink::store::Labels::NONE,
         value: &value("T", 2),
         historical: false,
     })

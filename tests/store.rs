@@ -251,6 +251,7 @@ fn batches_reopen_and_one_writer() {
                 rev: i,
                 tid: None,
                 content_type: HTML,
+                labels: &wink::store::Labels::NONE,
                 value: format!("value {i}").as_bytes(),
                 historical: false,
             })

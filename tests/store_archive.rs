@@ -226,6 +226,7 @@ fn a_v1_archive_converts_to_v2_while_reads_go_on() {
                         rev: (run * 10 + i + 1) as u64,
                         tid: [7; 16],
                         content_type: HTML,
+                        labels: &wink::store::Labels::NONE,
                         value: v,
                     })
                     .collect();

@@ -122,6 +122,7 @@ fn fill(
                     rev: i,
                     tid: None,
                     content_type: HTML,
+                    labels: &wink::store::Labels::NONE,
                     value: &v,
                     historical: false,
                 };

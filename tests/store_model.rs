@@ -36,7 +36,7 @@ use uuid::Uuid;
 use wink::clock::{Clock, ManualClock};
 use wink::store::Which;
 use wink::store::{
-    Config, Page, Policy, Put, Renders, Revisions, State, Store, StoreOptions, TidMaker,
+    Config, Labels, Page, Policy, Put, Renders, Revisions, State, Store, StoreOptions, TidMaker,
 };
 use wink::Error;
 use wink_harness::sim::{CrashMode, SimDisk};
@@ -48,6 +48,18 @@ use model::{MRender, Model, Refused, Snapshot, TitleView, REVS, TITLES};
 
 const DOMAIN: &str = "en.wikipedia.org";
 const TYPES: [&str; 2] = ["text/html; charset=utf-8", "application/json"];
+
+/// The labels put with a type: the second type's renders carry both, so the model checks that
+/// labels travel with their render through commits, crashes and recovery as its type does.
+fn labels(ct: usize) -> Labels {
+    match ct {
+        1 => Labels {
+            encoding: Some("gzip".into()),
+            language: Some("de".into()),
+        },
+        _ => Labels::NONE,
+    }
+}
 /// Explicit tids, made at times the test chooses.
 const POOL: usize = 6;
 const T0: i64 = 1_700_000_000;
@@ -369,6 +381,7 @@ fn new_render(p: &PutOp, tid: Uuid, value: &Arc<[u8]>) -> MRender {
         rev: p.rev,
         tid,
         ct: TYPES[p.ct],
+        labels: labels(p.ct),
         value: value.clone(),
         historical: p.historical,
         arrival: 0,
@@ -566,19 +579,16 @@ impl Harness {
                 let tid = p.tid.map(|i| self.tids[i]);
                 let store = self.store.as_mut().expect("open");
                 let commits = store.commits();
-                let args = (DOMAIN, TITLES[p.title], p.rev, tid, TYPES[p.ct]);
-                let result = if p.historical {
-                    store.put(&Put {
-                        tid: args.3,
-                        historical: true,
-                        ..Put::new(args.0, args.1, args.2, args.4, &value)
-                    })
-                } else {
-                    store.put(&Put {
-                        tid: args.3,
-                        ..Put::new(args.0, args.1, args.2, args.4, &value)
-                    })
-                };
+                let result = store.put(&Put {
+                    domain: DOMAIN,
+                    title: TITLES[p.title],
+                    rev: p.rev,
+                    tid,
+                    content_type: TYPES[p.ct],
+                    labels: &labels(p.ct),
+                    value: &value,
+                    historical: p.historical,
+                });
                 let (result, used) = put_answer(result);
                 let call = Call {
                     what: op,
@@ -643,6 +653,7 @@ impl Harness {
                 rev: p.rev,
                 tid,
                 content_type: TYPES[p.ct],
+                labels: &labels(p.ct),
                 value: &value,
                 historical: p.historical,
             });
@@ -773,6 +784,7 @@ fn a_batch_crossing_an_index_growth_leaves_no_record_without_its_value() {
             rev: 1,
             tid: None,
             content_type: TYPES[0],
+            labels: &Labels::NONE,
             value: &value(i),
             historical: false,
         };

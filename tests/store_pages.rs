@@ -126,6 +126,7 @@ fn render_pages_visit_each_render_once_while_renders_arrive() {
                 rev: i / 3,
                 tid: Some(tid),
                 content_type: HTML,
+                labels: &wink::store::Labels::NONE,
                 value: format!("{i}").as_bytes(),
                 historical: false,
             })
@@ -176,6 +177,7 @@ fn title_pages_visit_every_title_of_the_domain_at_least_once() {
                     rev: 1,
                     tid: None,
                     content_type: HTML,
+                    labels: &wink::store::Labels::NONE,
                     value: b"x",
                     historical: false,
                 })

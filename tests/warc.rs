@@ -15,9 +15,10 @@ use common::cli::{s, wink_at, Run};
 use common::require;
 use wink::clock::ManualClock;
 use wink::store::policy::ArchivePolicy;
-use wink::store::Put;
 use wink::store::Which;
-use wink::store::{Config, Page, Policy, Renders, Revisions, State, Store, StoreOptions};
+use wink::store::{
+    Config, Labels, Page, Policy, Put, Renders, Revisions, State, Store, StoreOptions,
+};
 
 /// The clock of every store and command here.
 const NOW: i64 = 1_700_000_000;
@@ -46,9 +47,35 @@ fn page(title: &str, rev: u64, render: u32) -> Vec<u8> {
     )
 }
 
+/// The labels of a title's renders: one title's are kept gzip, in French; another's say their
+/// language only.
+fn labels_of(title_index: usize) -> Labels {
+    match title_index {
+        3 => Labels {
+            encoding: Some("gzip".into()),
+            language: Some("fr".into()),
+        },
+        4 => Labels {
+            encoding: None,
+            language: Some("ja".into()),
+        },
+        _ => Labels::NONE,
+    }
+}
+
+/// A render's bytes as stored: gzip when its labels say so.
+fn stored(labels: &Labels, page: Vec<u8>) -> Vec<u8> {
+    if labels.encoding.is_none() {
+        return page;
+    }
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    std::io::Write::write_all(&mut gz, &page).unwrap();
+    gz.finish().unwrap()
+}
+
 /// A store at `dir`: two domains, six titles, five revisions of two renders each (a render that
-/// repeats its revision's first payload: a revisit), old revisions archived, a historical
-/// render and a taken-down revision.
+/// repeats its revision's first payload: a revisit), two titles' renders with labels, old
+/// revisions archived, a historical render and a taken-down revision.
 fn generated(dir: &Path) -> Store {
     let clock = ManualClock::new(NOW - 5000);
     let opts = StoreOptions {
@@ -68,21 +95,23 @@ fn generated(dir: &Path) -> Store {
     let mut st = Store::open(dir, &opts).unwrap();
     for (i, title) in TITLES.iter().enumerate() {
         let domain = ["en.wikipedia.org", "de.wikipedia.org"][i % 2];
+        let labels = labels_of(i);
         for rev in 1..=5u64 {
-            clock.advance(7);
-            st.put(&Put::new(domain, title, rev, HTML, &page(title, rev, 0)))
-                .unwrap();
-            clock.advance(7);
             // The second render of odd revisions repeats the first's bytes.
-            let render = if rev % 2 == 1 { 0 } else { 1 };
-            st.put(&Put::new(
-                domain,
-                title,
-                rev,
-                HTML,
-                &page(title, rev, render),
-            ))
-            .unwrap();
+            for render in [0, if rev % 2 == 1 { 0 } else { 1 }] {
+                clock.advance(7);
+                st.put(&Put {
+                    domain,
+                    title,
+                    rev,
+                    tid: None,
+                    content_type: HTML,
+                    labels: &labels,
+                    value: &stored(&labels, page(title, rev, render)),
+                    historical: false,
+                })
+                .unwrap();
+            }
         }
     }
     clock.advance(2000);
@@ -107,8 +136,8 @@ fn open_at(dir: &Path, now: i64) -> Store {
     common::open_read_only_at(dir, now)
 }
 
-/// Every readable render: (domain, title, rev, tid) → (content type, value, state).
-type Reads = BTreeMap<(String, String, u64, String), (String, Vec<u8>, State)>;
+/// Every readable render: (domain, title, rev, tid) → (content type, value, state, labels).
+type Reads = BTreeMap<(String, String, u64, String), (String, Vec<u8>, State, Labels)>;
 
 fn reads(st: &Store, titles: &[(&str, &str)]) -> Reads {
     let mut out = Reads::new();
@@ -124,7 +153,7 @@ fn reads(st: &Store, titles: &[(&str, &str)]) -> Reads {
                 l.rev,
                 l.tid.to_string(),
             );
-            out.insert(key, (got.content_type, got.value, got.state));
+            out.insert(key, (got.content_type, got.value, got.state, got.labels));
         }
     }
     out
@@ -261,6 +290,9 @@ fn a_generated_store_round_trips_and_the_fields_tools_accept_its_export() {
     let before = reads(&open_at(&src, NOW + 10_000), &all_titles());
     assert!(before.values().any(|v| v.2 == State::Archived));
     assert!(before.values().any(|v| v.2 == State::Historical));
+    assert!(before
+        .values()
+        .any(|v| v.3.encoding.is_some() && v.2 == State::Archived));
 
     let out = tmp.path().join("dump.warc.gz");
     let run = wink(&["export", s(&src), "-o", s(&out), "--json"]).expect(0);
@@ -272,6 +304,15 @@ fn a_generated_store_round_trips_and_the_fields_tools_accept_its_export() {
     );
     assert!(report["revisits"].as_u64().unwrap() >= 6, "{report}");
     assert_eq!(report["index"], s(&tmp.path().join("dump.cdxj")));
+    // Labelled renders carry their labels in Wink's own fields (warcio reads them as any).
+    let text = plain(&out);
+    for field in [
+        "WARC-Wink-Content-Encoding: gzip\r\n",
+        "WARC-Wink-Content-Language: fr\r\n",
+        "WARC-Wink-Content-Language: ja\r\n",
+    ] {
+        assert!(find(&text, field.as_bytes()).is_some(), "{field}");
+    }
     warcio_check(&out);
     if let Some(offsets) = warcio_offsets(&out) {
         assert_eq!(offsets.len(), before.len() + 1);
@@ -303,6 +344,7 @@ fn a_generated_store_round_trips_and_the_fields_tools_accept_its_export() {
                     v.0.clone(),
                     v.1.clone(),
                     v.2 == State::Historical,
+                    v.3.clone(),
                 )
             })
             .collect()

@@ -63,6 +63,7 @@ fn a_full_export_leaves_at_most_one_percent_of_what_it_read_in_the_page_cache() 
                     rev: 1,
                     tid: None,
                     content_type: "text/html",
+                    labels: &wink::store::Labels::NONE,
                     value: &value,
                     historical: false,
                 })
@@ -83,6 +84,7 @@ fn a_full_export_leaves_at_most_one_percent_of_what_it_read_in_the_page_cache() 
                     rev: 2,
                     tid: None,
                     content_type: "text/html",
+                    labels: &wink::store::Labels::NONE,
                     value: &value,
                     historical: false,
                 })

@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use uuid::Uuid;
-use wink::store::{Got, Listed, Page, Policy, Renders, Revisions, State};
+use wink::store::{Got, Labels, Listed, Page, Policy, Renders, Revisions, State};
 
 /// The titles the test uses (an index into this is a title).
 pub const TITLES: [&str; 3] = ["Main_Page", "Talk:Ünïcode/Sub page", "Z"];
@@ -60,6 +60,7 @@ pub struct MRender {
     pub rev: u64,
     pub tid: Uuid,
     pub ct: &'static str,
+    pub labels: Labels,
     pub value: Arc<[u8]>,
     pub historical: bool,
     pub arrival: i64,
@@ -251,6 +252,7 @@ impl Model {
             rev: r.rev,
             tid: r.tid,
             content_type: r.ct.to_string(),
+            labels: r.labels.clone(),
             state: self.state(t, r, now),
             value: r.value.to_vec(),
         }
@@ -271,6 +273,7 @@ impl Model {
                 tid: r.tid,
                 size: r.value.len() as u64,
                 content_type: r.ct.to_string(),
+                labels: r.labels.clone(),
                 state: self.state(t, r, now),
             })
             .collect()

@@ -82,6 +82,7 @@ impl Contender for Wink {
                 rev: buf.rev,
                 tid: Some(buf.tid),
                 content_type: CONTENT_TYPE,
+                labels: &wink::store::Labels::NONE,
                 value: &buf.value,
                 historical: false,
             })?;

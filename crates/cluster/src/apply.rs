@@ -204,6 +204,7 @@ pub fn write_record(store: &mut Store, record: &Record) -> Result<()> {
         rev: APPLIED_REV,
         tid: Some(applied_tid()),
         content_type: "text/plain",
+        labels: &wink_engine::store::Labels::NONE,
         value: text.as_bytes(),
         historical: false,
     })?;

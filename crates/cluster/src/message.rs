@@ -5,19 +5,26 @@
 use sha1::{Digest, Sha1};
 use uuid::Uuid;
 
+use wink_engine::store::Labels;
 use wink_service::{Preconditions, Tags};
 
 /// The framing's version. Version 1 wrote a whole title's take-down or lift as kind 2 or 3 with
 /// `rev` `u64::MAX`, which could not be told from a take-down of revision `u64::MAX`; version 2
 /// gives them kinds of their own (4, 5). Version 3 is version 2 with a put's conditions after
 /// the content type; it is written only for a put that has some, so nodes that read 2 read
-/// every other message. All three are read.
+/// every other message. Version 4 is version 3 with a put's labels (content encoding and
+/// language) before the conditions, whose flags byte may then be 0 (none); it is written only
+/// for a put that has a label, so nodes that read 3 read every other message. All four are read.
 const VERSION: u8 = 2;
 const VERSION_CONDITIONAL: u8 = 3;
+const VERSION_LABELS: u8 = 4;
 /// The reserved domain of a node's own records in its stores; refused on every route.
 pub const RESERVED_DOMAIN: &str = "wink.cluster";
 /// `rev` of a take-down or lift of a whole title in version 1 (and, unused, in version 2).
 const WHOLE_TITLE: u64 = u64::MAX;
+/// The longest label read: longer than the store takes (the front checks labels before a write
+/// is published), so a longer one is damage.
+const LABEL_MAX: usize = 1024;
 
 /// What a message asks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -71,6 +78,8 @@ pub struct Change {
     pub title: String,
     /// A put's content type.
     pub content_type: String,
+    /// A put's content encoding and language.
+    pub labels: Labels,
     /// A put's bytes.
     pub value: Vec<u8>,
     /// A put's conditions (`If-Match`, `If-None-Match`), checked by every replica when it
@@ -111,9 +120,10 @@ pub fn parse_subject(subject: &str) -> Option<(&str, u32)> {
 }
 
 /// The message id (JetStream's deduplication):
-/// `bucket|sha1(domain 0 title)|rev|tid|kind|crc32(content type 0 value)`. The key as a digest
-/// keeps the id short and ASCII whatever the title holds. The value's checksum is in it because a
-/// put of the same (rev, tid) with other bytes is a new change (a single node stores the new
+/// `bucket|sha1(domain 0 title)|rev|tid|kind|crc32(content type 0 value)`, the content type
+/// followed by `0 encoding 0 language` when the put has a label. The key as a digest keeps the id
+/// short and ASCII whatever the title holds. The value's checksum is in it because a put of the
+/// same (rev, tid) with other bytes (or labels) is a new change (a single node stores the new
 /// bytes), not a retry to drop.
 pub fn message_id(bucket: &str, c: &Change) -> String {
     let mut d = Sha1::new();
@@ -123,6 +133,12 @@ pub fn message_id(bucket: &str, c: &Change) -> String {
     let digest: String = d.finalize().iter().map(|b| format!("{b:02x}")).collect();
     let mut crc = crc32fast::Hasher::new();
     crc.update(c.content_type.as_bytes());
+    if !c.labels.is_none() {
+        for l in [&c.labels.encoding, &c.labels.language] {
+            crc.update(&[0]);
+            crc.update(l.as_deref().unwrap_or("").as_bytes());
+        }
+    }
     crc.update(&[0]);
     crc.update(&c.value);
     format!(
@@ -144,6 +160,7 @@ impl Change {
             rev: self.rev,
             tid: Some(self.tid),
             content_type: &self.content_type,
+            labels: &self.labels,
             value: &self.value,
             historical: false,
         }
@@ -158,13 +175,23 @@ impl Change {
             + self.domain.len()
             + self.title.len()
             + self.content_type.len()
+            + self.labels_bytes()
             + self.conditions_bytes()
     }
 
-    /// The bytes of the conditions block (version 3 only).
+    /// The bytes of the labels (version 4 only).
+    fn labels_bytes(&self) -> usize {
+        if self.labels.is_none() {
+            return 0;
+        }
+        let len = |s: &Option<String>| 2 + s.as_ref().map_or(0, String::len);
+        len(&self.labels.encoding) + len(&self.labels.language)
+    }
+
+    /// The bytes of the conditions block (version 3, and 4 where it may be one byte of 0).
     fn conditions_bytes(&self) -> usize {
         if self.conditions.is_empty() {
-            return 0;
+            return usize::from(!self.labels.is_none());
         }
         let list = |t: &Option<Tags>| match t {
             Some(Tags::List(l)) => 2 + 24 * l.len().min(u16::MAX as usize),
@@ -173,14 +200,16 @@ impl Change {
         1 + list(&self.conditions.if_match) + list(&self.conditions.if_none_match)
     }
 
-    /// The message's body (framing version 2, or 3 for a put with conditions).
+    /// The message's body (framing version 2, 3 for a put with conditions, 4 for a put with
+    /// labels).
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(self.overhead() + self.value.len());
         let conditional = !self.conditions.is_empty();
-        out.push(if conditional {
-            VERSION_CONDITIONAL
-        } else {
-            VERSION
+        let labelled = !self.labels.is_none();
+        out.push(match (labelled, conditional) {
+            (true, _) => VERSION_LABELS,
+            (false, true) => VERSION_CONDITIONAL,
+            (false, false) => VERSION,
         });
         out.push(self.kind.byte());
         out.extend_from_slice(&self.arrival.to_be_bytes());
@@ -191,7 +220,15 @@ impl Change {
             out.extend_from_slice(&(s.len().min(u16::MAX as usize) as u16).to_be_bytes());
             out.extend_from_slice(s.as_bytes());
         }
-        if conditional {
+        if labelled {
+            for l in [&self.labels.encoding, &self.labels.language] {
+                // Checked lengths: at most 128 bytes; absent is empty.
+                let l = l.as_deref().unwrap_or("");
+                out.extend_from_slice(&(l.len() as u16).to_be_bytes());
+                out.extend_from_slice(l.as_bytes());
+            }
+        }
+        if conditional || labelled {
             self.encode_conditions(&mut out);
         }
         out.extend_from_slice(&self.value);
@@ -227,17 +264,17 @@ impl Change {
     pub fn decode(bytes: &[u8]) -> std::result::Result<Change, String> {
         let mut r = Reader { bytes, at: 0 };
         let version = r.take(1)?[0];
-        if !(1..=VERSION_CONDITIONAL).contains(&version) {
+        if !(1..=VERSION_LABELS).contains(&version) {
             return Err(format!(
-                "message version {version}, this node reads 1 to {VERSION_CONDITIONAL}"
+                "message version {version}, this node reads 1 to {VERSION_LABELS}"
             ));
         }
         let mut kind = match (version, r.take(1)?[0]) {
             (_, 1) => Kind::Put,
             (_, 2) => Kind::TakeDown,
             (_, 3) => Kind::Lift,
-            (2 | 3, 4) => Kind::TakeDownTitle,
-            (2 | 3, 5) => Kind::LiftTitle,
+            (2..=4, 4) => Kind::TakeDownTitle,
+            (2..=4, 5) => Kind::LiftTitle,
             (_, k) => {
                 return Err(format!(
                     "message kind {k} is not one of version {version}'s"
@@ -257,10 +294,26 @@ impl Change {
         let domain = r.string("domain")?;
         let title = r.string("title")?;
         let content_type = r.string("content type")?;
-        let (conditions, names_render) = if version == VERSION_CONDITIONAL {
-            r.conditions()?
+        let labels = if version == VERSION_LABELS {
+            let mut label = |what| -> std::result::Result<Option<String>, String> {
+                let at = r.at;
+                let s = r.string(what)?;
+                if s.len() > LABEL_MAX {
+                    return Err(format!("message's {what} at offset {at} is too long"));
+                }
+                Ok((!s.is_empty()).then_some(s))
+            };
+            Labels {
+                encoding: label("content encoding")?,
+                language: label("content language")?,
+            }
         } else {
-            (Preconditions::default(), false)
+            Labels::NONE
+        };
+        let (conditions, names_render) = match version {
+            VERSION_CONDITIONAL => r.conditions(false)?,
+            VERSION_LABELS => r.conditions(true)?,
+            _ => (Preconditions::default(), false),
         };
         let value = bytes[r.at..].to_vec();
         Ok(Change {
@@ -271,6 +324,7 @@ impl Change {
             domain,
             title,
             content_type,
+            labels,
             value,
             conditions,
             names_render,
@@ -312,10 +366,17 @@ impl<'a> Reader<'a> {
         Ok(a)
     }
 
-    /// A version-3 conditions block (see [`Change::encode`]).
-    fn conditions(&mut self) -> std::result::Result<(Preconditions, bool), String> {
+    /// A version-3 conditions block (see [`Change::encode`]); `may_be_none` (version 4): its
+    /// flags may be 0, no conditions.
+    fn conditions(
+        &mut self,
+        may_be_none: bool,
+    ) -> std::result::Result<(Preconditions, bool), String> {
         let at = self.at;
         let flags = self.take(1)?[0];
+        if may_be_none && flags == 0 {
+            return Ok((Preconditions::default(), false));
+        }
         if flags & !0x1f != 0 || flags & 0x0a == 0 {
             return Err(format!(
                 "message's conditions at offset {at}: flags {flags:#04x}"
@@ -367,6 +428,7 @@ mod tests {
             domain: "en.wikipedia.org".into(),
             title: "AC/DC ü".into(),
             content_type: "text/html".into(),
+            labels: Labels::NONE,
             value: b"<p>hi</p>".to_vec(),
             conditions: Preconditions::default(),
             names_render: false,
@@ -408,13 +470,83 @@ mod tests {
             value: Vec::new(),
             ..change()
         };
+        let labelled = Change {
+            labels: gzip_de(),
+            ..conditional.clone()
+        };
         for (name, c) in [
             ("seed-put", change()),
             ("seed-conditional", conditional),
             ("seed-take-down-title", take_down),
+            ("seed-labels", labelled),
         ] {
             std::fs::write(dir.join(name), c.encode()).unwrap();
         }
+    }
+
+    fn gzip_de() -> Labels {
+        Labels {
+            encoding: Some("gzip".into()),
+            language: Some("de".into()),
+        }
+    }
+
+    #[test]
+    fn a_put_with_labels_round_trips_as_version_4() {
+        let tid = wink_engine::store::key::tid_at(1_700_000_000, 9, [2; 6]);
+        let only_language = Labels {
+            encoding: None,
+            language: Some("en-GB, fr".into()),
+        };
+        for (labels, conditions) in [
+            (gzip_de(), Preconditions::default()),
+            (only_language, Preconditions::default()),
+            (
+                gzip_de(),
+                Preconditions {
+                    if_match: Some(Tags::List(vec![(42, tid)])),
+                    if_none_match: Some(Tags::Any),
+                },
+            ),
+        ] {
+            let c = Change {
+                labels,
+                conditions,
+                ..change()
+            };
+            let bytes = c.encode();
+            assert_eq!(bytes[0], VERSION_LABELS);
+            assert_eq!(bytes.len(), c.overhead() + c.value.len());
+            let back = Change::decode(&bytes).unwrap();
+            assert_eq!(back, c);
+            assert_eq!(back.as_put().labels, &c.labels);
+            for cut in 0..c.overhead() {
+                assert!(Change::decode(&bytes[..cut]).is_err(), "cut at {cut}");
+            }
+        }
+        // Version 4 is version 3 (or 2) with the labels inserted: what an older node reads of
+        // every message without labels is unchanged.
+        let plain = change().encode();
+        let mut v4 = plain[..plain.len() - change().value.len()].to_vec();
+        v4[0] = VERSION_LABELS;
+        v4.extend_from_slice(&[0, 0, 0, 0, 0]);
+        v4.extend_from_slice(&change().value);
+        assert_eq!(Change::decode(&v4).unwrap(), change());
+        // A label longer than any the store takes is refused.
+        let mut long = v4.clone();
+        let at = plain.len() - change().value.len();
+        long.splice(at..at + 2, [0x08, 0x00].into_iter().chain([b'x'; 2048]));
+        assert!(Change::decode(&long).unwrap_err().contains("too long"));
+    }
+
+    #[test]
+    fn other_labels_under_the_same_rev_and_tid_are_another_message() {
+        let a = change();
+        let b = Change {
+            labels: gzip_de(),
+            ..change()
+        };
+        assert_ne!(message_id("html", &a), message_id("html", &b));
     }
 
     #[test]
@@ -509,6 +641,7 @@ mod tests {
                     if_match: Some(Tags::List(vec![(42, tid), (7, tid)])),
                     if_none_match: Some(Tags::List(vec![(1, tid)])),
                 },
+                labels: if cut % 2 == 0 { gzip_de() } else { Labels::NONE },
                 ..change()
             }
             .encode();

@@ -621,6 +621,7 @@ impl Node {
             domain,
             title,
             content_type: String::new(),
+            labels: Default::default(),
             value: Vec::new(),
             conditions: Default::default(),
             names_render: false,
@@ -630,11 +631,13 @@ impl Node {
                 rev,
                 tid,
                 content_type,
+                labels,
                 value,
                 conditions,
             } => {
                 c.rev = rev;
                 c.content_type = content_type;
+                c.labels = labels;
                 c.value = value.to_vec();
                 c.conditions = conditions;
                 c.names_render = tid.is_some();

@@ -5,7 +5,7 @@
 //! latest, a revision or a listing. Every value read back is checked against its CRC-32.
 //!
 //! ```
-//! use wink_engine::{Config, Page, Put, Store, StoreOptions, Which};
+//! use wink_engine::{Config, Labels, Page, Put, Store, StoreOptions, Which};
 //!
 //! let dir = tempfile::tempdir()?;
 //! let opts = StoreOptions::writer();
@@ -25,6 +25,7 @@
 //!         rev,
 //!         tid: None,
 //!         content_type: "text/html",
+//!         labels: &Labels::NONE,
 //!         value: html.as_bytes(),
 //!         historical: false,
 //!     })?;
@@ -101,8 +102,8 @@ pub mod vfs;
 
 // The render store.
 pub use store::{
-    Batch, Config, Got, Listed, Page, Policy, Put, Renders, Revisions, State, Store, StoreOptions,
-    StoreStat, TitleKey, Which, RECORD_CACHE_BYTES,
+    Batch, Config, Got, Labels, Listed, Page, Policy, Put, Renders, Revisions, State, Store,
+    StoreOptions, StoreStat, TitleKey, Which, RECORD_CACHE_BYTES,
 };
 // Its maintenance.
 pub use maintenance::compact::{CompactOptions, CompactReport};

@@ -513,14 +513,15 @@ pub fn inode(data: &[u8]) {
 /// record, and the record after the store's operations, encode and decode back to themselves.
 pub fn title_record(data: &[u8]) {
     use wink_engine::store::policy::{ArchivePolicy, Policy, Renders, Revisions, Stamps};
-    use wink_engine::store::record::{Location, Render, TitleRecord, MAGIC, MAGIC_V1};
+    use wink_engine::store::record::{Location, Render, TitleRecord, MAGIC, MAGIC_V1, MAGIC_V3};
     let Some((seal, rest)) = sealed_mode(data) else {
         return;
     };
-    // Sealed inputs are record bodies: of the current layout after a leading '2', else of the
-    // first (which the older seeds hold).
+    // Sealed inputs are record bodies: of the current layout after a leading '2', of the
+    // labelled one after a '3', else of the first (which the older seeds hold).
     let bytes = match (seal, rest.split_first()) {
         (true, Some((b'2', body))) => with_crc(&[MAGIC.as_slice(), body].concat()),
+        (true, Some((b'3', body))) => with_crc(&[MAGIC_V3.as_slice(), body].concat()),
         (true, _) => with_crc(&[MAGIC_V1.as_slice(), rest].concat()),
         (false, _) => rest.to_vec(),
     };
@@ -582,6 +583,7 @@ pub fn title_record(data: &[u8]) {
             rev,
             tid: template.map_or(uuid::Uuid::nil(), |r| r.tid),
             content_type: "text/html".into(),
+            labels: wink_engine::store::Labels::NONE,
             location: Location {
                 container: 1,
                 offset: pick(3),

@@ -41,8 +41,8 @@ use bytes::Bytes;
 use http_body_util::{BodyExt as _, Full};
 use hyper::body::{Body as _, Incoming};
 use hyper::header::{
-    HeaderName, HeaderValue, CACHE_CONTROL, CONTENT_LENGTH, CONTENT_TYPE, ETAG, IF_MATCH,
-    IF_NONE_MATCH, LAST_MODIFIED,
+    HeaderName, HeaderValue, CACHE_CONTROL, CONTENT_ENCODING, CONTENT_LANGUAGE, CONTENT_LENGTH,
+    CONTENT_TYPE, ETAG, IF_MATCH, IF_NONE_MATCH, LAST_MODIFIED,
 };
 use hyper::http::request::Parts;
 use hyper::{HeaderMap, Method, Response, StatusCode};
@@ -56,7 +56,9 @@ use super::limits::BodyLimits;
 use super::metrics::{Metrics, Route};
 use super::problem::Problem;
 use wink_engine::store::Which;
-use wink_engine::store::{key, Got, RenderCursor, State as RenderState, Store, TitlePosition};
+use wink_engine::store::{
+    key, Got, Labels, RenderCursor, State as RenderState, Store, TitlePosition,
+};
 use wink_service::registry::{self, Bucket, CreateError, Created, ReadError, Registry};
 use wink_service::spec::{describe, valid_bucket_name, BucketSpec};
 use wink_service::{Change, Done, Preconditions, ReadGate, Receipt, ServiceError, Tags};
@@ -1006,6 +1008,16 @@ fn render_answer(got: Got, head: bool, headers: &HeaderMap) -> Answer {
                 .unwrap_or(HeaderValue::from_static("application/octet-stream")),
         );
         h.insert(CONTENT_LENGTH, HeaderValue::from(len));
+        // Checked when put: a stored label is always a valid header value.
+        let labels = [
+            (CONTENT_ENCODING, &got.labels.encoding),
+            (CONTENT_LANGUAGE, &got.labels.language),
+        ];
+        for (name, label) in labels {
+            if let Some(v) = label.as_deref().and_then(|l| HeaderValue::from_str(l).ok()) {
+                h.insert(name, v);
+            }
+        }
         a
     };
     let h = a.headers_mut();
@@ -1110,6 +1122,10 @@ fn list_renders(
         tid: String,
         size: u64,
         content_type: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        content_encoding: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        content_language: Option<String>,
         state: &'static str,
     }
     #[derive(Serialize)]
@@ -1126,6 +1142,8 @@ fn list_renders(
             tid: l.tid.to_string(),
             size: l.size,
             content_type: l.content_type,
+            content_encoding: l.labels.encoding,
+            content_language: l.labels.language,
             state: l.state.as_str(),
         })
         .collect();
@@ -1153,27 +1171,46 @@ fn content_type(headers: &HeaderMap) -> Result<String> {
     Ok(text.to_string())
 }
 
-/// 415 for a body in a content coding: a render is stored with its content type only, so bytes
-/// kept in a coding would be served later as if they were the type itself.
-fn identity_only(headers: &HeaderMap) -> Result<()> {
-    for v in headers.get_all(hyper::header::CONTENT_ENCODING) {
-        let coded = v
-            .as_bytes()
-            .split(|b| *b == b',')
-            .map(<[u8]>::trim_ascii)
-            .any(|c| !c.is_empty() && !c.eq_ignore_ascii_case(b"identity"));
-        if coded {
-            return Err(Problem::new(
-                StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                format!(
-                    "Content-Encoding: {}: a render is stored as its content type says, without \
-                     a content coding; send it decoded",
-                    String::from_utf8_lossy(v.as_bytes())
-                ),
-            ));
+/// A put's labels: its `Content-Encoding` (one content coding; `identity`, which is none, left
+/// out) and `Content-Language`, stored with the render as given and returned by reads. The bytes
+/// are stored as sent: a gzip render is kept and served gzip.
+fn labels(headers: &HeaderMap) -> Result<Labels> {
+    let mut codings = Vec::new();
+    for v in headers.get_all(CONTENT_ENCODING) {
+        let text = v
+            .to_str()
+            .map_err(|_| Problem::bad_request("Content-Encoding: printable ASCII only"))?;
+        codings.extend(
+            text.split(',')
+                .map(str::trim)
+                .filter(|c| !c.is_empty() && !c.eq_ignore_ascii_case("identity")),
+        );
+    }
+    if codings.len() > 1 {
+        return Err(Problem::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            format!(
+                "Content-Encoding: {}: a render is stored in one content coding at most",
+                codings.join(", ")
+            ),
+        ));
+    }
+    let mut languages = Vec::new();
+    for v in headers.get_all(CONTENT_LANGUAGE) {
+        let text = v
+            .to_str()
+            .map_err(|_| Problem::bad_request("Content-Language: printable ASCII only"))?
+            .trim();
+        if !text.is_empty() {
+            languages.push(text);
         }
     }
-    Ok(())
+    let labels = Labels {
+        encoding: codings.first().map(|c| c.to_string()),
+        language: (!languages.is_empty()).then(|| languages.join(", ")),
+    };
+    labels.check().map_err(|e| Problem::bad_request(strip(e)))?;
+    Ok(labels)
 }
 
 async fn put_render(
@@ -1188,7 +1225,7 @@ async fn put_render(
     app.auth.check(&parts.headers)?;
     let b = bucket(app, &place)?;
     let content_type = content_type(&parts.headers)?;
-    identity_only(&parts.headers)?;
+    let labels = labels(&parts.headers)?;
     // A client's own tid may run a little ahead of this server's clock, not far.
     if let Some(t) = tid {
         key::check_put_tid(
@@ -1223,6 +1260,7 @@ async fn put_render(
             rev,
             tid,
             content_type,
+            labels,
             value: body.bytes.clone(),
             conditions: preconditions(&parts.headers),
         },

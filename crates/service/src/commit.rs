@@ -18,7 +18,7 @@ use uuid::Uuid;
 
 use super::conditions::Preconditions;
 use super::histogram::{Histogram, BATCH};
-use wink_engine::store::{Put, Store};
+use wink_engine::store::{Labels, Put, Store};
 use wink_engine::{Error, Result};
 
 /// Puts one commit takes at most.
@@ -52,6 +52,8 @@ pub struct PutJob {
     pub tid: Option<Uuid>,
     /// Its content type.
     pub content_type: String,
+    /// Its content encoding and language.
+    pub labels: Labels,
     /// Its bytes.
     pub value: Bytes,
     /// Checked against the store when the put is applied, in queue order.
@@ -200,6 +202,7 @@ fn commit_puts(store: &Mutex<Store>, puts: Vec<(PutJob, PutReply)>, stats: &Comm
             rev: put.rev,
             tid: put.tid,
             content_type: &put.content_type,
+            labels: &put.labels,
             value: &put.value,
             historical: false,
         });
@@ -304,6 +307,7 @@ mod tests {
             rev: 1,
             tid: None,
             content_type: "text/html".into(),
+            labels: Labels::NONE,
             value: Bytes::from_static(body),
             conditions,
         };

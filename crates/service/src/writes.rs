@@ -10,6 +10,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use tokio::sync::oneshot;
 use uuid::Uuid;
+use wink_engine::store::Labels;
 
 use super::commit::{Job, PutError, PutJob};
 use super::conditions::Preconditions;
@@ -43,6 +44,8 @@ pub enum Change {
         tid: Option<Uuid>,
         /// Its content type.
         content_type: String,
+        /// Its content encoding and language.
+        labels: Labels,
         /// Its bytes.
         value: Bytes,
         /// What the store must hold for the put to be made (`If-Match`, `If-None-Match`).
@@ -122,6 +125,7 @@ impl Writes for LocalWrites {
                     rev,
                     tid,
                     content_type,
+                    labels,
                     value,
                     conditions,
                 } => {
@@ -131,6 +135,7 @@ impl Writes for LocalWrites {
                         rev,
                         tid,
                         content_type,
+                        labels,
                         value,
                         conditions,
                     };

@@ -333,6 +333,12 @@ fn wink_fields(h: &mut Header, r: &DumpRender) {
     h.push(mapping::FIELD_REV, r.rev.to_string());
     h.push(mapping::FIELD_TID, r.tid.to_string());
     h.push(mapping::FIELD_STATE, r.state.as_str());
+    if let Some(e) = &r.labels.encoding {
+        h.push(mapping::FIELD_CONTENT_ENCODING, e);
+    }
+    if let Some(l) = &r.labels.language {
+        h.push(mapping::FIELD_CONTENT_LANGUAGE, l);
+    }
 }
 
 fn finish_record(h: &Header, block: &[u8]) -> Vec<u8> {

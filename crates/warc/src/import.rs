@@ -25,8 +25,7 @@ use md5::{Digest as _, Md5};
 use uuid::Uuid;
 
 use crate::error::{Error, Result};
-use wink_engine::store::Which;
-use wink_engine::store::{key, Put, State, Store};
+use wink_engine::store::{key, Labels, Put, State, Store, Which};
 
 use super::date::Ticks;
 use super::digest;
@@ -378,12 +377,24 @@ fn put_record(store: &mut Store, r: &mut Record, max: u64) -> std::result::Resul
         ("revisit", Some(t)) => t.to_string(),
         _ => payload.content_type,
     };
+    // A Wink render's labels, from its own fields (a response's body is decoded above: none).
+    let labels = Labels {
+        encoding: r
+            .header
+            .get(mapping::FIELD_CONTENT_ENCODING)
+            .map(str::to_string),
+        language: r
+            .header
+            .get(mapping::FIELD_CONTENT_LANGUAGE)
+            .map(str::to_string),
+    };
     let put = Put {
         domain: &target.key.domain,
         title: &target.key.title,
         rev: target.key.rev,
         tid: Some(target.tid),
         content_type: &content_type,
+        labels: &labels,
         value: &payload.value,
         historical: target.historical,
     };

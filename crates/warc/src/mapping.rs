@@ -51,6 +51,9 @@ pub(crate) const FIELD_REV: &str = "WARC-Wink-Rev";
 pub(crate) const FIELD_TID: &str = "WARC-Wink-Tid";
 pub(crate) const FIELD_STATE: &str = "WARC-Wink-State";
 pub(crate) const FIELD_CONTENT_TYPE: &str = "WARC-Wink-Content-Type";
+/// A render's labels, when it has them: its block is the stored bytes, in that coding.
+pub(crate) const FIELD_CONTENT_ENCODING: &str = "WARC-Wink-Content-Encoding";
+pub(crate) const FIELD_CONTENT_LANGUAGE: &str = "WARC-Wink-Content-Language";
 
 /// 100-ns ticks between the UUID epoch (1582-10-15) and the Unix epoch (RFC 9562 §5.1).
 const GREGORIAN_TO_UNIX: i128 = 0x01B2_1DD2_1381_4000;

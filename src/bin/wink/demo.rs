@@ -338,6 +338,7 @@ fn put_batch(demo: &mut Demo, pending: &mut Vec<Expected>) -> Result<()> {
             rev: e.rev,
             tid: Some(e.tid),
             content_type: CONTENT_TYPE,
+            labels: &wink::store::Labels::NONE,
             value: &e.html,
             historical: false,
         })?;

@@ -3,7 +3,8 @@
 //! | field      | size            | meaning                                                      |
 //! |------------|-----------------|--------------------------------------------------------------|
 //! | magic      | 4               | `WAM1`                                                       |
-//! | n_types    | 2               | content types, then n × (len (2), UTF-8 bytes)               |
+//! | n_types    | 2               | content types, then n × (len (2), UTF-8 bytes); a type with  |
+//! |            |                 | labels: `TYPE NUL ENCODING NUL LANGUAGE` ([`Labels`])        |
 //! | n_blocks   | 4               | blocks, then per block: flags (1; bit 0 sealed, bit 1 key),   |
 //! |            |                 | length of its last revision (8), n_frames (4), then per      |
 //! |            |                 | frame: stored length (8), raw length (8)                     |
@@ -26,6 +27,7 @@ use std::path::Path;
 
 use crate::error::{Error, Result};
 use crate::format::bytes::ByteReader;
+use crate::store::Labels;
 
 /// The first four bytes of a format 1 title map (docs/FORMAT.md).
 pub const MAGIC: &[u8; 4] = b"WAM1";
@@ -81,6 +83,8 @@ pub struct Entry {
     pub tid: [u8; 16],
     /// Content type, as put.
     pub content_type: String,
+    /// Content encoding and language, as put (in the type table's string: [`Labels`]).
+    pub labels: Labels,
     /// The block holding it (format 2: the frame's index).
     pub block: u32,
     /// Byte offset of the revision in the block's raw content (format 2: 0).
@@ -112,10 +116,15 @@ pub struct TitleMap {
 impl TitleMap {
     /// The map's bytes.
     pub fn encode(&self) -> Vec<u8> {
+        let strings: Vec<_> = self
+            .entries
+            .iter()
+            .map(|e| e.labels.join(&e.content_type))
+            .collect();
         let mut types: Vec<&str> = Vec::new();
-        for e in &self.entries {
-            if !types.contains(&e.content_type.as_str()) {
-                types.push(&e.content_type);
+        for t in &strings {
+            if !types.contains(&t.as_ref()) {
+                types.push(t);
             }
         }
         let mut out = Vec::with_capacity(64 + self.entries.len() * ENTRY_SIZE);
@@ -136,8 +145,8 @@ impl TitleMap {
             }
         }
         out.extend_from_slice(&(self.entries.len() as u32).to_be_bytes());
-        for e in &self.entries {
-            let t = types.iter().position(|t| *t == e.content_type).unwrap_or(0) as u16;
+        for (e, s) in self.entries.iter().zip(&strings) {
+            let t = types.iter().position(|t| *t == s.as_ref()).unwrap_or(0) as u16;
             out.extend_from_slice(&e.rev.to_be_bytes());
             out.extend_from_slice(&e.tid);
             out.extend_from_slice(&t.to_be_bytes());
@@ -195,7 +204,8 @@ impl TitleMap {
             let len = r.u16().ok_or_else(|| bad(r.pos, "truncated"))? as usize;
             let pos = r.pos;
             let t = r.take(len).ok_or_else(|| bad(pos, "truncated"))?;
-            types.push(String::from_utf8(t.to_vec()).map_err(|_| bad(r.pos, "content type"))?);
+            let t = String::from_utf8(t.to_vec()).map_err(|_| bad(r.pos, "content type"))?;
+            types.push(Labels::split(&t).map_err(|what| bad(r.pos, what))?);
         }
         let mut map = TitleMap::default();
         let n_blocks = r.u32().ok_or_else(|| bad(r.pos, "truncated"))? as usize;
@@ -240,7 +250,7 @@ impl TitleMap {
             })()
             .ok_or_else(|| bad(at, "truncated"))?;
             let (rev, tid, t, block, off, len, crc, flags) = e;
-            let content_type = types
+            let (content_type, labels) = types
                 .get(t)
                 .cloned()
                 .ok_or_else(|| bad(at, "content type index"))?;
@@ -248,6 +258,7 @@ impl TitleMap {
                 rev,
                 tid,
                 content_type,
+                labels,
                 block,
                 offset: off,
                 len,
@@ -564,6 +575,7 @@ mod tests {
                     rev: 1,
                     tid: [1; 16],
                     content_type: "text/html".into(),
+                    labels: crate::store::Labels::NONE,
                     block: 0,
                     offset: 0,
                     len: 5000,
@@ -574,6 +586,7 @@ mod tests {
                     rev: 2,
                     tid: [2; 16],
                     content_type: "text/html".into(),
+                    labels: crate::store::Labels::NONE,
                     block: 1,
                     offset: 300,
                     len: 200,

@@ -37,6 +37,7 @@ use crate::check::{Problem, Severity};
 use crate::clock::Clock;
 use crate::error::{Error, Result};
 use crate::filesys::{self, Filesys, FsOptions};
+use crate::store::Labels;
 use crate::vfs::Vfs;
 
 use map::{Block, Delta, Entry, Frame, TitleMap};
@@ -97,6 +98,8 @@ pub struct Item<'a> {
     pub tid: [u8; 16],
     /// Content type, kept in the title's map.
     pub content_type: &'a str,
+    /// Content encoding and language, kept in the title's map with the content type.
+    pub labels: &'a Labels,
     /// The raw revision.
     pub value: &'a [u8],
 }
@@ -620,6 +623,7 @@ impl Archive {
                     rev: item.rev,
                     tid: item.tid,
                     content_type: item.content_type.to_string(),
+                    labels: item.labels.clone(),
                     taken_down: false,
                     ..same
                 });
@@ -766,6 +770,7 @@ impl Archive {
                 rev: item.rev,
                 tid: item.tid,
                 content_type: item.content_type.to_string(),
+                labels: item.labels.clone(),
                 block: n,
                 offset,
                 len: item.value.len() as u64,
@@ -902,7 +907,14 @@ pub(crate) fn held<'a>(
     crc: u32,
 ) -> Held<'a> {
     match entries.find(|e| !e.taken_down && e.rev == item.rev && e.tid == item.tid) {
-        Some(e) if e.crc == crc && e.len == item.value.len() as u64 => Held::Same,
+        Some(e)
+            if e.crc == crc
+                && e.len == item.value.len() as u64
+                && e.content_type == item.content_type
+                && e.labels == *item.labels =>
+        {
+            Held::Same
+        }
         Some(e) => Held::Replaced(e),
         None => Held::New,
     }

@@ -33,6 +33,7 @@ use std::sync::Arc;
 use crate::error::{Error, Result};
 use crate::filesys::inode::{classify, KeyKind};
 use crate::filesys::{self, Filesys};
+use crate::store::Labels;
 use crate::vfs::Vfs;
 
 use super::map::{Entry, TitleMap};
@@ -512,8 +513,9 @@ fn due_v2(map: &super::v2::map::Map, due: &mut RewriteDue) {
     }
 }
 
-/// A readable revision on its way: rev, tid, content type, bytes (shared by identical ones).
-type Pending = (u64, [u8; 16], String, Arc<Vec<u8>>);
+/// A readable revision on its way: rev, tid, content type, labels, bytes (shared by identical
+/// ones).
+type Pending = (u64, [u8; 16], String, Labels, Arc<Vec<u8>>);
 
 /// Readable revisions on their way into the new archive, a few MiB at a time.
 #[derive(Default)]
@@ -530,8 +532,9 @@ impl Batch {
     fn push(&mut self, entries: &[Entry], at: impl Fn(&&Entry) -> bool, value: &[u8]) {
         let value = Arc::new(value.to_vec());
         for e in entries.iter().filter(|e| !e.taken_down).filter(at) {
+            let t = e.content_type.clone();
             self.items
-                .push((e.rev, e.tid, e.content_type.clone(), value.clone()));
+                .push((e.rev, e.tid, t, e.labels.clone(), value.clone()));
         }
         self.bytes += value.len() as u64;
     }
@@ -550,10 +553,11 @@ impl Batch {
         let items: Vec<Item<'_>> = self
             .items
             .iter()
-            .map(|(rev, tid, t, v)| Item {
+            .map(|(rev, tid, t, labels, v)| Item {
                 rev: *rev,
                 tid: *tid,
                 content_type: t,
+                labels,
                 value: v,
             })
             .collect();
@@ -726,6 +730,7 @@ mod tests {
             rev: 99,
             tid: [9; 16],
             content_type: "text/html",
+            labels: &crate::store::Labels::NONE,
             value: &revs[4],
         };
         a.add(b"k", &[copy]).unwrap();
@@ -788,6 +793,7 @@ mod tests {
                 rev: i as u64,
                 tid: [7; 16],
                 content_type: "text/html",
+                labels: &crate::store::Labels::NONE,
                 value: &revs[i],
             })
             .collect();

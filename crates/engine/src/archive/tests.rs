@@ -48,6 +48,7 @@ pub(super) fn as_items(values: &[Vec<u8>], first: usize, tid: [u8; 16]) -> Vec<I
             rev: (first + i) as u64,
             tid,
             content_type: "text/html",
+            labels: &crate::store::Labels::NONE,
             value: v,
         })
         .collect()
@@ -131,12 +132,14 @@ fn a_rewritten_render_replaces_its_archived_bytes() {
         rev: 1,
         tid: [1; 16],
         content_type: "text/html",
+        labels: &crate::store::Labels::NONE,
         value: b"first bytes",
     };
     let new = Item {
         rev: 1,
         tid: [1; 16],
         content_type: "text/html",
+        labels: &crate::store::Labels::NONE,
         value: b"rewritten bytes",
     };
     a.add(b"k", &[old]).unwrap();
@@ -171,6 +174,7 @@ fn rerun_dedupe_and_take_down() {
             rev: i as u64,
             tid: [i as u8; 16],
             content_type: "text/html",
+            labels: &crate::store::Labels::NONE,
             value: v,
         })
         .collect();
@@ -180,6 +184,7 @@ fn rerun_dedupe_and_take_down() {
         rev: 9,
         tid: [9; 16],
         content_type: "text/html",
+        labels: &crate::store::Labels::NONE,
         value: &revs[1],
     };
     assert_eq!(a.add(b"k", &[copy]).unwrap(), 1);
@@ -226,4 +231,74 @@ fn a_damaged_block_names_block_and_title_and_spares_others() {
         assert_eq!(a.read(b"t/two", &e).unwrap(), revs[e.rev as usize]);
     }
     assert!(!a.verify().is_empty());
+}
+
+/// A render's labels travel into the archive in every format, through deltas, a reopen, a
+/// rearchived render whose labels changed, and a rewrite into a new archive.
+#[test]
+fn labels_are_kept_in_every_format_and_through_a_rewrite() {
+    use crate::store::Labels;
+    let gzip = Labels {
+        encoding: Some("gzip".into()),
+        language: Some("de".into()),
+    };
+    let lang = Labels {
+        encoding: None,
+        language: Some("en-GB, fr".into()),
+    };
+    let revs = revisions(6);
+    let label_of = |rev: u64| match rev % 3 {
+        0 => &gzip,
+        1 => &lang,
+        _ => &Labels::NONE,
+    };
+    for format in [1u8, 2, 3] {
+        let disk = SimDisk::new();
+        let opts = ArchiveOptions {
+            format,
+            ..ArchiveOptions::default()
+        };
+        let mut a = open_sim(&disk, opts);
+        for run in revs.chunks(3).enumerate() {
+            let items: Vec<Item<'_>> = as_items(run.1, run.0 * 3, [4; 16])
+                .into_iter()
+                .map(|i| Item {
+                    labels: label_of(i.rev),
+                    ..i
+                })
+                .collect();
+            a.add(b"d/T", &items).unwrap();
+            a.commit().unwrap();
+        }
+        // The same bytes again with other labels: a new entry, the labels put last.
+        let again = Item {
+            labels: &gzip,
+            ..as_items(&revs[1..2], 1, [4; 16])[0]
+        };
+        assert_eq!(a.add(b"d/T", &[again]).unwrap(), 1, "format {format}");
+        a.commit().unwrap();
+        drop(a);
+        let a = open_sim(&disk, opts);
+        let check = |a: &Archive, what: &str| {
+            let entries = a.entries(b"d/T").unwrap();
+            assert_eq!(entries.len(), 6, "format {format} {what}");
+            for e in &entries {
+                let want = if e.rev == 1 { &gzip } else { label_of(e.rev) };
+                assert_eq!(&e.labels, want, "format {format} {what} rev {}", e.rev);
+                assert_eq!(e.content_type, "text/html");
+                assert_eq!(a.read(b"d/T", e).unwrap(), revs[e.rev as usize]);
+            }
+        };
+        check(&a, "reopened");
+        let vfs: Arc<dyn Vfs> = Arc::new(disk.clone());
+        let open = filesys::OpenOptions {
+            clock: Arc::new(ManualClock::new(1000)),
+            drop_behind: None,
+            ..filesys::OpenOptions::writer()
+        };
+        a.rewrite_into(vfs.clone(), Path::new("/b/archive"), &open, |_, _| {})
+            .unwrap();
+        let b = Archive::open_in(vfs, Path::new("/b/archive"), &open, opts).unwrap();
+        check(&b, "rewritten");
+    }
 }

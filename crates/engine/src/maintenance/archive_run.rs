@@ -184,6 +184,7 @@ fn archive_title(
             rev: r.rev,
             tid: *r.tid.as_bytes(),
             content_type: &r.content_type,
+            labels: &r.labels,
             value: v,
         })
         .collect();

@@ -40,6 +40,8 @@ pub enum CopyItem {
         tid: Uuid,
         /// Content type, as put.
         content_type: String,
+        /// Content encoding and language, as put.
+        labels: super::Labels,
         /// When it arrived, seconds since the epoch: the time its retention counts from.
         arrival: i64,
         /// The render's bytes.
@@ -128,6 +130,7 @@ impl Store {
                                 rev: r.rev,
                                 tid: r.tid,
                                 content_type: r.content_type.clone(),
+                                labels: r.labels.clone(),
                                 arrival: r.arrival,
                                 value,
                             });
@@ -183,6 +186,7 @@ mod tests {
             rev,
             tid: None,
             content_type: "text/html",
+            labels: &crate::store::Labels::NONE,
             value,
             historical: false,
         })

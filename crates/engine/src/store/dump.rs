@@ -53,6 +53,8 @@ pub struct DumpRender {
     pub tid: Uuid,
     /// Content type, as put.
     pub content_type: String,
+    /// Content encoding and language, as put.
+    pub labels: super::Labels,
     /// Where it stands: current, recent, historical or archived.
     pub state: State,
     /// The value's length in bytes.
@@ -112,6 +114,7 @@ impl Store {
                     rev: r.rev,
                     tid: r.tid,
                     content_type: r.content_type.clone(),
+                    labels: r.labels.clone(),
                     state: super::state_of(rec, r, &self.cfg.policy, now),
                     size: r.location.len,
                     arrival: r.stamps.arrival,
@@ -127,6 +130,7 @@ impl Store {
                     rev: e.rev,
                     tid,
                     content_type: e.content_type.clone(),
+                    labels: e.labels.clone(),
                     state: State::Archived,
                     size: e.len,
                     arrival: super::key::tid_unix_secs(tid),

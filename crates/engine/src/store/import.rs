@@ -280,6 +280,7 @@ pub fn import(
             rev: e.rev,
             tid: Some(tid),
             content_type: "text/html; charset=utf-8",
+            labels: &super::Labels::NONE,
             value: &value,
             historical: false,
         })?;

@@ -22,6 +22,7 @@ pub mod dump;
 pub mod generation;
 pub mod import;
 pub mod key;
+pub mod labels;
 mod options;
 pub mod pages;
 pub mod policy;
@@ -53,6 +54,7 @@ use containers::{container_base, container_options, Containers};
 pub use copy::{CopyCursor, CopyItem, CopyPage};
 pub use dump::{DumpReader, DumpRender, DumpTitle};
 pub use key::{TidMaker, TitleKey};
+pub use labels::Labels;
 pub use options::{StoreOptions, RECORD_CACHE_BYTES};
 pub use pages::{RenderCursor, RenderPage, TitlePage, TitlePosition};
 pub use policy::{Policy, Renders, Revisions};
@@ -104,6 +106,9 @@ pub struct Put<'a> {
     pub tid: Option<Uuid>,
     /// Content type, stored with the render and returned by reads.
     pub content_type: &'a str,
+    /// Content encoding and language, stored and returned as the content type is
+    /// ([`Labels::NONE`]: none).
+    pub labels: &'a Labels,
     /// The value, at most [`Config::max_value`] bytes.
     pub value: &'a [u8],
     /// An old revision regenerated on request: kept `historical_ttl`, never the current one.
@@ -111,8 +116,9 @@ pub struct Put<'a> {
 }
 
 impl<'a> Put<'a> {
-    /// A put of `value` as revision `rev` of a title, with a tid from the store's clock; set
-    /// `tid` or `historical` with struct update syntax (`Put { tid, ..Put::new(...) }`).
+    /// A put of `value` as revision `rev` of a title, with a tid from the store's clock and no
+    /// labels; set `tid`, `labels` or `historical` with struct update syntax
+    /// (`Put { tid, ..Put::new(...) }`).
     pub fn new(
         domain: &'a str,
         title: &'a str,
@@ -126,6 +132,7 @@ impl<'a> Put<'a> {
             rev,
             tid: None,
             content_type,
+            labels: &Labels::NONE,
             value,
             historical: false,
         }
@@ -157,6 +164,8 @@ pub struct Got {
     pub tid: Uuid,
     /// Content type, as put.
     pub content_type: String,
+    /// Content encoding and language, as put.
+    pub labels: Labels,
     /// Where it stands when read.
     pub state: State,
     /// The value, checked against its CRC-32.
@@ -174,6 +183,8 @@ pub struct Listed {
     pub size: u64,
     /// Content type, as put.
     pub content_type: String,
+    /// Content encoding and language, as put.
+    pub labels: Labels,
     /// Where it stands when listed.
     pub state: State,
 }
@@ -493,6 +504,7 @@ impl Store {
         self.writer()?;
         let title = TitleKey::new(put.domain, put.title)?;
         check_content_type(put.content_type)?;
+        put.labels.check()?;
         if put.value.len() as u64 > self.cfg.max_value {
             return Err(Error::invalid(format!(
                 "a value of {} bytes is over this store's maximum of {}",
@@ -545,6 +557,7 @@ impl Store {
                 rev: put.rev,
                 tid,
                 content_type: put.content_type.to_string(),
+                labels: put.labels.clone(),
                 location,
                 stamps,
             },
@@ -738,6 +751,7 @@ impl Store {
             rev: render.rev,
             tid: render.tid,
             content_type: render.content_type.clone(),
+            labels: render.labels.clone(),
             state: state_of(rec, render, &self.cfg.policy, now),
             value: self.read_value(&render.location)?,
         })

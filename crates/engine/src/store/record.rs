@@ -3,20 +3,25 @@
 //!
 //! | field            | size      | meaning                                                  |
 //! |------------------|-----------|----------------------------------------------------------|
-//! | magic            | 4         | `WTR2` (`WTR1`: no key field, flags bit 2 read as set)   |
+//! | magic            | 4         | `WTR3` when a render has labels, else `WTR2` (`WTR1`: no |
+//! |                  |           | key field, flags bit 2 read as set)                      |
 //! | key_len          | 2         | the record's own name `DOMAIN/TITLE`, then its bytes     |
 //! | flags            | 1         | bit 0: the whole title is taken down; bit 1: the archive |
 //! |                  |           | holds revisions of the title; bit 2: not known whether   |
 //! |                  |           | it does (a record first written as `WTR1`)               |
 //! | n_down           | 4         | revisions taken down, then n_down × rev (8)              |
-//! | n_types          | 2         | content types, then n_types × (len (2), UTF-8 bytes)     |
+//! | n_types          | 2         | content types, then n_types × (len (2), UTF-8 bytes);    |
+//! |                  |           | `WTR3`: a type with labels is `TYPE NUL ENC NUL LANG`    |
 //! | n_renders        | 4         | renders, newest first (revision, then tid precedence)    |
 //! | render           | 75 each   | see below                                                |
 //! | crc              | 4         | CRC-32 of every byte before it                           |
 //!
 //! Render: rev (8), tid (16), flags (1; bit 0 historical), type index (2), container (4), value
 //! offset (8), value length (8), value CRC-32 (4), arrival (8), superseded (8), pushed out (8);
-//! the last two are `i64::MIN` when not stamped. All integers big-endian.
+//! the last two are `i64::MIN` when not stamped. All integers big-endian. A render's labels
+//! (content encoding and language, [`Labels`]) are in its type's string: `WTR3` is `WTR2` whose
+//! type strings may carry them, written only when one does, so stores without labels stay
+//! readable by every earlier reader of `WTR2`.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -24,12 +29,16 @@ use std::path::Path;
 use uuid::Uuid;
 
 use super::key::{cmp_tid, tid_unix_secs};
+use super::labels::Labels;
 use super::policy::{ArchivePolicy, Policy, Renders, Stamps};
 use crate::error::{Error, Result};
 use crate::format::bytes::ByteReader;
 
 /// The first four bytes of a title record of the current layout (docs/FORMAT.md).
 pub const MAGIC: &[u8; 4] = b"WTR2";
+/// A record some of whose renders carry labels: [`MAGIC`]'s layout, the labels in the type
+/// strings ([`Labels`]).
+pub const MAGIC_V3: &[u8; 4] = b"WTR3";
 /// Records written before the key and the archive flag were kept in them; still read.
 pub const MAGIC_V1: &[u8; 4] = b"WTR1";
 /// The longest record name: a domain, `/` and a title (see [`super::key`]), well within.
@@ -77,6 +86,8 @@ pub struct Render {
     pub tid: Uuid,
     /// Content type, as put.
     pub content_type: String,
+    /// Content encoding and language, as put.
+    pub labels: Labels,
     /// Where the value lives, and its CRC-32.
     pub location: Location,
     /// The times its retention deadlines count from.
@@ -351,14 +362,21 @@ impl TitleRecord {
 
     /// The record's bytes, under the name `key` (`DOMAIN/TITLE`) it is stored as.
     pub fn encode(&self, key: &[u8]) -> Vec<u8> {
+        // Each render's type string: its content type, and its labels when it has any.
+        let strings: Vec<std::borrow::Cow<'_, str>> = self
+            .renders
+            .iter()
+            .map(|r| r.labels.join(&r.content_type))
+            .collect();
         let mut types: Vec<&str> = Vec::new();
-        for r in &self.renders {
-            if !types.contains(&r.content_type.as_str()) {
-                types.push(&r.content_type);
+        for t in &strings {
+            if !types.contains(&t.as_ref()) {
+                types.push(t);
             }
         }
+        let labelled = self.renders.iter().any(|r| !r.labels.is_none());
         let mut out = Vec::with_capacity(16 + key.len() + self.renders.len() * RENDER_SIZE);
-        out.extend_from_slice(MAGIC);
+        out.extend_from_slice(if labelled { MAGIC_V3 } else { MAGIC });
         // Record names are bounded far below this by the key checks; a longer one is cut rather
         // than let the length wrap (a decode then names the mismatch).
         let key = &key[..key.len().min(MAX_KEY)];
@@ -380,8 +398,8 @@ impl TitleRecord {
             out.extend_from_slice(t.as_bytes());
         }
         out.extend_from_slice(&(self.renders.len() as u32).to_be_bytes());
-        for r in &self.renders {
-            let type_index = types.iter().position(|t| *t == r.content_type).unwrap_or(0) as u16;
+        for (r, t) in self.renders.iter().zip(&strings) {
+            let type_index = types.iter().position(|s| *s == t.as_ref()).unwrap_or(0) as u16;
             out.extend_from_slice(&r.rev.to_be_bytes());
             out.extend_from_slice(r.tid.as_bytes());
             out.push(u8::from(r.stamps.historical) | (u8::from(r.stamps.first) << 1));
@@ -438,7 +456,8 @@ impl TitleRecord {
             )
         };
         let v1 = bytes.get(..4) == Some(MAGIC_V1.as_slice());
-        if bytes.len() < 8 || !(v1 || &bytes[..4] == MAGIC) {
+        let v3 = bytes.get(..4) == Some(MAGIC_V3.as_slice());
+        if bytes.len() < 8 || !(v1 || v3 || &bytes[..4] == MAGIC) {
             return Err(bad(0, "magic"));
         }
         let (body, tail) = bytes.split_at(bytes.len() - 4);
@@ -472,9 +491,17 @@ impl TitleRecord {
         for _ in 0..r.u16()? {
             let len = r.u16()? as usize;
             let text = r.take(len)?.to_vec();
-            types.push(
-                String::from_utf8(text).map_err(|_| bad(r.pos, "content type is not UTF-8"))?,
-            );
+            let text =
+                String::from_utf8(text).map_err(|_| bad(r.pos, "content type is not UTF-8"))?;
+            types.push(if v3 {
+                Labels::split(&text).map_err(|what| bad(r.pos, what))?
+            } else if text.contains('\0') {
+                // No content type holds one (the store refuses control characters): a record
+                // read with one could not be written back unambiguously beside labels.
+                return Err(bad(r.pos, "content type holds a NUL"));
+            } else {
+                (text, Labels::NONE)
+            });
         }
         let n = r.u32()? as usize;
         // Bounded by the bytes actually present, not by the count field.
@@ -487,7 +514,7 @@ impl TitleRecord {
             let tid = Uuid::from_slice(r.take(16)?).map_err(|_| bad(at, "tid"))?;
             let flags = r.take(1)?[0];
             let type_index = r.u16()? as usize;
-            let content_type = types
+            let (content_type, labels) = types
                 .get(type_index)
                 .cloned()
                 .ok_or_else(|| bad(at, "content type index"))?;
@@ -502,6 +529,7 @@ impl TitleRecord {
                 rev,
                 tid,
                 content_type,
+                labels,
                 location: Location {
                     container,
                     offset: off,
@@ -534,6 +562,7 @@ mod tests {
             rev,
             tid,
             content_type: "text/html".into(),
+            labels: Labels::NONE,
             location: Location {
                 container: 1,
                 offset: 4096,
@@ -639,5 +668,139 @@ mod tests {
         assert_eq!(back.renders, rec.renders);
         // Any name will do for a record that keeps none.
         assert!(TitleRecord::decode(&v1, b"d/Any", Path::new("m"), 0).is_ok());
+    }
+
+    fn labelled(rev: u64, tid: Uuid, e: Option<&str>, l: Option<&str>) -> Render {
+        Render {
+            labels: Labels {
+                encoding: e.map(str::to_string),
+                language: l.map(str::to_string),
+            },
+            ..render(rev, tid)
+        }
+    }
+
+    #[test]
+    fn labels_round_trip_under_their_own_magic() {
+        let maker = TidMaker::new();
+        let p = Policy {
+            renders: Renders::All,
+            ..Policy::default()
+        };
+        let mut rec = TitleRecord::default();
+        rec.put(render(1, maker.make(10)), &p, 100);
+        let plain = rec.encode(b"d/T");
+        assert_eq!(
+            &plain[..4],
+            MAGIC,
+            "no labels: the layout earlier readers know"
+        );
+        rec.put(
+            labelled(2, maker.make(20), Some("gzip"), Some("de")),
+            &p,
+            110,
+        );
+        rec.put(
+            labelled(3, maker.make(30), None, Some("en-GB, fr")),
+            &p,
+            120,
+        );
+        rec.put(labelled(4, maker.make(40), Some("br"), None), &p, 130);
+        let bytes = rec.encode(b"d/T");
+        assert_eq!(&bytes[..4], MAGIC_V3);
+        let back = TitleRecord::decode(&bytes, b"d/T", Path::new("m"), 0).unwrap();
+        assert_eq!(back, rec);
+        assert_eq!(back.renders[2].labels.encoding.as_deref(), Some("gzip"));
+        assert_eq!(back.renders[2].labels.language.as_deref(), Some("de"));
+        // Labels are checked as read: a table string the encoder could not have written is
+        // damage, named at its place (CRC fixed up, as a writer with a bug would have).
+        let at = bytes.windows(4).position(|w| w == b"gzip").unwrap();
+        let mut bad = bytes.clone();
+        bad[at + 2] = b' ';
+        let n = bad.len() - 4;
+        let crc = crc32fast::hash(&bad[..n]);
+        bad[n..].copy_from_slice(&crc.to_be_bytes());
+        let e = TitleRecord::decode(&bad, b"d/T", Path::new("m"), 0).unwrap_err();
+        assert!(e.to_string().contains("labels"), "{e}");
+        // The same bytes under the old magic are damage, not labels: only WTR3 splits, and no
+        // content type holds a NUL.
+        let mut old = bytes.clone();
+        old[..4].copy_from_slice(MAGIC);
+        let crc = crc32fast::hash(&old[..n]);
+        old[n..].copy_from_slice(&crc.to_be_bytes());
+        let e = TitleRecord::decode(&old, b"d/T", Path::new("m"), 0).unwrap_err();
+        assert!(e.to_string().contains("NUL"), "{e}");
+    }
+
+    #[test]
+    fn a_record_of_the_old_layout_reads_without_labels() {
+        // A WTR2 record written field by field as docs/FORMAT.md gives it, before labels.
+        let tid = TidMaker::new().make(10);
+        let mut b = b"WTR2".to_vec();
+        b.extend_from_slice(&3u16.to_be_bytes());
+        b.extend_from_slice(b"d/T");
+        b.push(0); // flags
+        b.extend_from_slice(&0u32.to_be_bytes()); // no take-downs
+        b.extend_from_slice(&1u16.to_be_bytes());
+        b.extend_from_slice(&9u16.to_be_bytes());
+        b.extend_from_slice(b"text/html");
+        b.extend_from_slice(&1u32.to_be_bytes());
+        b.extend_from_slice(&5u64.to_be_bytes()); // rev
+        b.extend_from_slice(tid.as_bytes());
+        b.push(2); // first
+        b.extend_from_slice(&0u16.to_be_bytes());
+        b.extend_from_slice(&1u32.to_be_bytes()); // container
+        b.extend_from_slice(&4096u64.to_be_bytes());
+        b.extend_from_slice(&10u64.to_be_bytes());
+        b.extend_from_slice(&7u32.to_be_bytes());
+        for t in [100, NONE, NONE] {
+            b.extend_from_slice(&t.to_be_bytes());
+        }
+        let crc = crc32fast::hash(&b);
+        b.extend_from_slice(&crc.to_be_bytes());
+        let rec = TitleRecord::decode(&b, b"d/T", Path::new("m"), 0).unwrap();
+        assert_eq!(rec.renders.len(), 1);
+        let r = &rec.renders[0];
+        assert_eq!(
+            (r.rev, r.tid, r.content_type.as_str()),
+            (5, tid, "text/html")
+        );
+        assert_eq!(r.labels, Labels::NONE);
+        // Written again unchanged, it is the same bytes: no labels, no new layout.
+        assert_eq!(rec.encode(b"d/T"), b);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn records_with_labels_round_trip(
+            renders in proptest::collection::vec(
+                (
+                    0u64..5,
+                    0i64..1000,
+                    "[a-z/+]{1,12}",
+                    proptest::option::of("(gzip|br|deflate|x-[a-z]{1,8})"),
+                    proptest::option::of("[a-z]{2}(-[A-Z]{2})?(, [a-z]{2})?"),
+                ),
+                0..12,
+            ),
+            down in proptest::collection::btree_set(0u64..9, 0..3),
+        ) {
+            let p = Policy { renders: Renders::All, ..Policy::default() };
+            let mut rec = TitleRecord { revs_down: down, ..TitleRecord::default() };
+            for (i, (rev, secs, ct, e, l)) in renders.into_iter().enumerate() {
+                let tid = crate::store::key::tid_at(secs, i as u16, [1; 6]);
+                let r = Render {
+                    content_type: ct,
+                    labels: Labels { encoding: e, language: l },
+                    ..render(rev, tid)
+                };
+                rec.put(r, &p, i as i64);
+            }
+            let bytes = rec.encode(b"d/T");
+            let labelled = rec.renders.iter().any(|r| !r.labels.is_none());
+            proptest::prop_assert_eq!(&bytes[..4], if labelled { MAGIC_V3 } else { MAGIC });
+            let back = TitleRecord::decode(&bytes, b"d/T", Path::new("m"), 0).unwrap();
+            proptest::prop_assert_eq!(back, rec);
+        }
     }
 }

@@ -216,6 +216,7 @@ impl Store {
                     rev: e.rev,
                     tid: Uuid::from_bytes(e.tid),
                     content_type: e.content_type,
+                    labels: e.labels,
                     state: State::Archived,
                     value,
                 }))
@@ -250,6 +251,7 @@ impl Store {
                     tid: r.tid,
                     size: r.location.len,
                     content_type: r.content_type.clone(),
+                    labels: r.labels.clone(),
                     state: super::state_of(rec, r, &policy, now),
                 })
                 .collect(),
@@ -263,6 +265,7 @@ impl Store {
                     tid,
                     size: e.len,
                     content_type: e.content_type,
+                    labels: e.labels,
                     state: State::Archived,
                 });
             }

@@ -70,6 +70,7 @@ pub fn run(args: &Args) -> Result<Status> {
         rev,
         tid,
         content_type: &args.content_type,
+        labels: &wink::store::Labels::NONE,
         value: &content,
         historical: args.historical,
     })?;

@@ -9,7 +9,8 @@
 //!
 //! | part     | layout                                                                     |
 //! |----------|----------------------------------------------------------------------------|
-//! | types    | n (2) × (len (2), UTF-8 bytes): the content types the body's entries name   |
+//! | types    | n (2) × (len (2), UTF-8 bytes): the content types the body's entries name,  |
+//! |          | a type with labels as `TYPE NUL ENCODING NUL LANGUAGE` ([`Labels`])         |
 //! | refs     | n (2) × (len (2), title key): titles whose keys frames reference, appended  |
 //! | segments | n (4) × (index (4), appends (1), length (8)): added or grown segment files  |
 //! | frames   | first index (4), n (4) × frame: appended frames                            |
@@ -32,6 +33,7 @@ use std::path::Path;
 
 use crate::error::{Error, Result};
 use crate::format::bytes::ByteReader;
+use crate::store::Labels;
 
 use super::super::map::{record, Entry};
 use super::chain::WINDOW;
@@ -254,10 +256,15 @@ impl Delta {
     }
 
     fn encode(&self, out: &mut Vec<u8>, layout: Layout) {
+        let strings: Vec<_> = self
+            .entries
+            .iter()
+            .map(|e| e.labels.join(&e.content_type))
+            .collect();
         let mut types: Vec<&str> = Vec::new();
-        for e in &self.entries {
-            if !types.contains(&e.content_type.as_str()) {
-                types.push(&e.content_type);
+        for t in &strings {
+            if !types.contains(&t.as_ref()) {
+                types.push(t);
             }
         }
         let mut w = Writer { out, layout };
@@ -308,8 +315,8 @@ impl Delta {
         }
         w.n32(self.entries.len() as u64);
         let (mut rev_before, mut tid_before) = (0u64, [0u8; 16]);
-        for e in &self.entries {
-            let t = types.iter().position(|t| *t == e.content_type).unwrap_or(0) as u64;
+        for (e, s) in self.entries.iter().zip(&strings) {
+            let t = types.iter().position(|t| *t == s.as_ref()).unwrap_or(0) as u64;
             // A purged record keeps NO_FRAME in memory too, so a map re-encodes to itself.
             match layout {
                 Layout::Fixed => {
@@ -378,9 +385,11 @@ impl Delta {
         };
         let types = strings(&mut r)?
             .into_iter()
-            .map(String::from_utf8)
-            .collect::<std::result::Result<Vec<String>, _>>()
-            .map_err(|_| bad(0, "content type"))?;
+            .map(|t| {
+                let t = String::from_utf8(t).map_err(|_| bad(0, "content type"))?;
+                Labels::split(&t).map_err(|what| bad(0, what))
+            })
+            .collect::<Result<Vec<(String, Labels)>>>()?;
         let refs = strings(&mut r)?;
         let mut d = Delta {
             refs,
@@ -467,7 +476,7 @@ impl Delta {
             .map_err(|what| bad(at, what))?;
             let (rev, tid, t, frame, flags) = e;
             (rev_before, tid_before) = (rev, tid);
-            let content_type = types
+            let (content_type, labels) = types
                 .get(t)
                 .cloned()
                 .ok_or_else(|| bad(at, "content type index"))?;
@@ -478,6 +487,7 @@ impl Delta {
                 rev,
                 tid,
                 content_type,
+                labels,
                 block: frame,
                 offset: 0,
                 len: 0,
@@ -698,6 +708,7 @@ mod tests {
             rev,
             tid: [rev as u8; 16],
             content_type: "text/html".into(),
+            labels: crate::store::Labels::NONE,
             block: frame,
             offset: 0,
             len: 0,

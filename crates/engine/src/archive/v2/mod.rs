@@ -457,6 +457,7 @@ impl Archive {
                 rev: item.rev,
                 tid: item.tid,
                 content_type: item.content_type.to_string(),
+                labels: item.labels.clone(),
                 block: frame,
                 offset: 0,
                 len: item.value.len() as u64,

@@ -192,6 +192,7 @@ fn identical_revisions_share_a_frame_reruns_add_nothing_and_take_downs_hide() {
         rev: 9,
         tid: [9; 16],
         content_type: "text/html",
+        labels: &crate::store::Labels::NONE,
         value: &revs[1],
     };
     let twice = Item { rev: 10, ..again };
@@ -205,6 +206,7 @@ fn identical_revisions_share_a_frame_reruns_add_nothing_and_take_downs_hide() {
         rev: 2,
         tid: [0; 16],
         content_type: "text/html",
+        labels: &crate::store::Labels::NONE,
         value: b"rewritten",
     };
     assert_eq!(a.add(b"k", &[new]).unwrap(), 1);

@@ -199,7 +199,8 @@ pub fn export_enterprise(
                 .filter(|t| opts.domain.as_ref().is_none_or(|d| *d == t.domain))
                 .filter_map(|t| chosen(t, opts.as_of).map(|r| (t, r)))
                 .filter(|(_, r)| {
-                    let html = is_html(&r.content_type);
+                    // A render kept in a content coding (gzip) is not HTML text as stored.
+                    let html = is_html(&r.content_type) && r.labels.encoding.is_none();
                     report.not_html += u64::from(!html);
                     html
                 })

@@ -279,6 +279,7 @@ fn put(
         rev: a.rev,
         tid: Some(a.tid),
         content_type: &a.content_type,
+        labels: &wink_engine::store::Labels::NONE,
         value: a.html.as_bytes(),
         historical: false,
     };
