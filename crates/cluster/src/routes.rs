@@ -5,6 +5,9 @@
 
 use std::sync::Arc;
 
+use axum::extract::{Request, State};
+use axum::routing::any;
+use axum::Router;
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::header::{HeaderValue, CONTENT_TYPE};
@@ -13,7 +16,7 @@ use hyper::{Method, Response, StatusCode};
 use super::node::Node;
 use super::seed;
 use wink_serve::Problem;
-use wink_serve::{json, Answer, App, Extension, Pending};
+use wink_serve::{json, Answer, App, Extension};
 use wink_service::spec::valid_bucket_name;
 
 type Result<T> = std::result::Result<T, Problem>;
@@ -31,21 +34,23 @@ impl ClusterRoutes {
 }
 
 impl Extension for ClusterRoutes {
-    fn answer<'a>(
-        &'a self,
-        app: &'a App,
-        req: &'a hyper::http::request::Parts,
-    ) -> Option<Pending<'a>> {
-        let path = req.uri.path();
-        if path != "/_cluster" && !path.starts_with("/_cluster/") {
-            return None;
-        }
-        Some(Box::pin(async move {
-            match cluster_route(app, &self.node, req).await? {
-                Some(a) => Ok(a),
-                None => Err(Problem::not_found(format!("no route {}", req.uri.path()))),
+    /// `/_cluster` and everything under it, to one handler: their paths are few, and their
+    /// segments (a bucket, an id, a partition) are checked by the route that takes them.
+    fn routes(&self) -> Router<Arc<App>> {
+        let node = self.node.clone();
+        let answer = move |State(app): State<Arc<App>>, req: Request| {
+            let node = node.clone();
+            async move {
+                let (parts, _) = req.into_parts();
+                match cluster_route(&app, &node, &parts).await? {
+                    Some(a) => Ok::<_, Problem>(a),
+                    None => Err(Problem::not_found(format!("no route {}", parts.uri.path()))),
+                }
             }
-        }))
+        };
+        Router::new()
+            .route("/_cluster", any(answer.clone()))
+            .route("/_cluster/{*rest}", any(answer))
     }
 }
 

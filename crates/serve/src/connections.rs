@@ -71,6 +71,7 @@ pub async fn serve(
     let overflow = Arc::new(Semaphore::new(OVERFLOW));
     let graceful = GracefulShutdown::new();
     let http = builder(limits.header_timeout);
+    let router = routes::router(app.clone());
     tokio::pin!(stop);
     loop {
         let (stream, _peer) = tokio::select! {
@@ -91,11 +92,12 @@ pub async fn serve(
         match slots.clone().try_acquire_owned() {
             Ok(slot) => {
                 let app = app.clone();
+                let router = router.clone();
                 let metrics = app.metrics.clone();
                 metrics.connections_open.fetch_add(1, Ordering::Relaxed);
                 let svc = ServiceBuilder::new()
                     .layer(compression())
-                    .service_fn(move |req| routes::handle(app.clone(), req));
+                    .service_fn(move |req| routes::handle(app.clone(), router.clone(), req));
                 let conn = graceful.watch(http.serve_connection(io, TowerToHyperService::new(svc)));
                 tokio::spawn(async move {
                     let _ = conn.await;

@@ -61,7 +61,7 @@ pub use auth::Auth;
 pub use forward::{http1_connect, MIN_SEQ};
 pub use log::{AccessLog, LogFormat};
 pub use problem::Problem;
-pub use routes::{json, Answer, App, Extension, Pending};
+pub use routes::{json, Answer, App, Extension};
 
 /// The default address: loopback only.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7233";

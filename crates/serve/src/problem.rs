@@ -15,7 +15,7 @@ use wink_service::{Refusal, ServiceError};
 const TYPE_BASE: &str = "https://mediawiki.org/wiki/HyperSwitch/errors/";
 
 /// An answer other than success, with what the client needs to know.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct Problem {
     /// The answer's status.
     pub status: StatusCode,
@@ -23,8 +23,8 @@ pub struct Problem {
     pub detail: String,
     /// Seconds to wait before trying again (503).
     pub retry_after: Option<u32>,
-    /// The methods a route takes (405).
-    pub allow: Option<&'static str>,
+    /// The methods a route takes (405): owned, as a router computes it.
+    pub allow: Option<String>,
     /// A failure of the server's own, as the error log records it (with its files and
     /// offsets): the client's `detail` says only what kind it was, never a path.
     pub log: Option<String>,
@@ -85,14 +85,14 @@ impl Problem {
     }
 
     /// 405: the route takes only the methods `allow` lists.
-    pub fn method_not_allowed(allow: &'static str) -> Problem {
-        Problem {
-            allow: Some(allow),
-            ..Problem::new(
-                StatusCode::METHOD_NOT_ALLOWED,
-                format!("this resource takes {allow}"),
-            )
-        }
+    pub fn method_not_allowed(allow: impl Into<String>) -> Problem {
+        let allow = allow.into();
+        let mut p = Problem::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            format!("this resource takes {allow}"),
+        );
+        p.allow = Some(allow);
+        p
     }
 
     /// The store's error for a request: what the client got wrong is 4xx; a full disk is 507,
@@ -224,10 +224,26 @@ impl Problem {
         if self.status == StatusCode::UNAUTHORIZED {
             h.insert(WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         }
-        if let Some(allow) = self.allow {
-            h.insert(ALLOW, HeaderValue::from_static(allow));
+        // A list of method names: always a valid header value.
+        if let Some(v) = self
+            .allow
+            .as_deref()
+            .and_then(|a| HeaderValue::from_str(a).ok())
+        {
+            h.insert(ALLOW, v);
         }
         resp
+    }
+}
+
+/// A handler's problem, as the router carries it back: its status, and the problem itself,
+/// which the front renders (`routes::handle`: the body names the request's method and target,
+/// which a handler does not hold, and a failure of the server's own is logged under its id).
+impl axum::response::IntoResponse for Problem {
+    fn into_response(self) -> axum::response::Response {
+        let mut a = self.status.into_response();
+        a.extensions_mut().insert(self);
+        a
     }
 }
 

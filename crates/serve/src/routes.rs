@@ -11,28 +11,44 @@
 //! | `P/{title}/{rev}/{tid}` | `GET`/`HEAD` that render, `PUT` |
 //! | `P/{title}/_lift`, `P/{title}/{rev}/_lift` | `POST`: lift a take-down |
 //!
-//! A path is split into segments first, then each segment is percent-decoded on its own (so a
-//! title's `/` arrives as `%2F` in one segment); nothing of a path but a validated bucket name
-//! ever names a file. (`DELETE` takes down; `_lift` lifts.)
+//! axum's router matches the raw path; then each segment is percent-decoded on its own (so a
+//! title's `/` arrives as `%2F` in one segment: axum's own path extractors decode the whole
+//! path first). Nothing of a path but a validated bucket name ever names a file. (`DELETE` takes
+//! down; `_lift` lifts.)
+//!
+//! A request passes, in order: [`handle`] (head size, request id, the answer's common headers,
+//! metrics, logs, the body no route read), the router, [`admit`] (the path's segments decoded,
+//! the read gate's admission), [`relay`] (a title's reads answered elsewhere or later), the
+//! route's methods (405 for another), its metrics label, its handler. A handler's [`Problem`]
+//! is rendered by [`handle`], which knows the request's method and target.
 //!
 //! One file past 900 lines on purpose: the table above is the whole API, and each route's
 //! handler sits beside the parsing of its path and query, so a reader checks one against the
 //! other without leaving the file.
 
 use std::convert::Infallible;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Instant, UNIX_EPOCH};
 
+use axum::body::Body;
+use axum::extract::{FromRequestParts, MatchedPath, Request, State};
+use axum::handler::Handler;
+use axum::middleware::{from_fn, from_fn_with_state, Next};
+use axum::response::IntoResponse;
+use axum::routing::{delete, get, post, put, MethodRouter};
+use axum::Router;
 use bytes::Bytes;
-use http_body_util::Full;
+use http_body_util::{BodyExt as _, Full};
 use hyper::body::{Body as _, Incoming};
 use hyper::header::{
     HeaderName, HeaderValue, CACHE_CONTROL, CONTENT_ENCODING, CONTENT_LANGUAGE, CONTENT_LENGTH,
     CONTENT_TYPE, ETAG, IF_MATCH, IF_NONE_MATCH, LAST_MODIFIED,
 };
-use hyper::{HeaderMap, Method, Request, Response, StatusCode};
+use hyper::http::request::Parts;
+use hyper::{HeaderMap, Method, Response, StatusCode};
 use percent_encoding::percent_decode_str;
 use serde::Serialize;
+use tower::ServiceExt as _;
 use uuid::Uuid;
 
 use super::auth::Auth;
@@ -40,7 +56,9 @@ use super::limits::BodyLimits;
 use super::metrics::{Metrics, Route};
 use super::problem::Problem;
 use wink_engine::store::Which;
-use wink_engine::store::{key, Got, Labels, RenderCursor, State, Store, TitlePosition};
+use wink_engine::store::{
+    key, Got, Labels, RenderCursor, State as RenderState, Store, TitlePosition,
+};
 use wink_service::registry::{self, Bucket, CreateError, Created, ReadError, Registry};
 use wink_service::spec::{describe, valid_bucket_name, BucketSpec};
 use wink_service::{Change, Done, Preconditions, ReadGate, Receipt, ServiceError, Tags};
@@ -67,52 +85,132 @@ pub struct App {
     pub(crate) cursors: super::cursor::CursorKey,
     /// Where reads are answered: here, or (in a cluster) by another node, or after a wait.
     pub gate: Arc<dyn ReadGate>,
-    /// Routes of a layer above the API, answered before it (a cluster node's `/_cluster`).
+    /// Routes of a layer above the API (a cluster node's `/_cluster`).
     pub extension: Option<Arc<dyn Extension>>,
 }
 
-/// Routes of a layer above the API (a cluster node's own), answered before the API's.
+/// Routes of a layer above the API (a cluster node's own), merged into the API's router.
 pub trait Extension: Send + Sync {
-    /// The answer to `req` when its path is one of these routes; `None` otherwise.
-    fn answer<'a>(
-        &'a self,
-        app: &'a App,
-        req: &'a hyper::http::request::Parts,
-    ) -> Option<Pending<'a>>;
+    /// The routes; their paths are none of the API's.
+    fn routes(&self) -> Router<Arc<App>>;
 }
-
-/// An answer being made.
-pub type Pending<'a> =
-    std::pin::Pin<Box<dyn std::future::Future<Output = Result<Answer>> + Send + 'a>>;
 
 /// An answer: head and a whole body.
 pub type Answer = Response<Full<Bytes>>;
 type Result<T> = std::result::Result<T, Problem>;
 
 /// The bucket and domain a request is about.
+#[derive(Clone)]
 struct Place {
     domain: String,
     bucket: String,
 }
 
-/// A request's path, parsed and decoded.
-enum Target {
-    Health,
-    Metrics,
-    Bucket(Place),
-    Titles(Place),
-    Title(Place, String),
-    Renders(Place, String),
-    Revision(Place, String, u64),
-    Render(Place, String, u64, Uuid),
-    Lift(Place, String, Option<u64>),
+/// A route's pattern under `P`, in axum's syntax.
+macro_rules! p {
+    ($tail:literal) => {
+        concat!("/{domain}/sys/key_rev_value/{bucket}", $tail)
+    };
+}
+
+/// The router of the API (and of `app`'s extension), as the table above has it.
+pub fn router(app: Arc<App>) -> Router {
+    let mut router = Router::new()
+        .route(
+            p!("/{title}"),
+            counted(latest_or_as_of, get(get_latest))
+                .merge(counted(|_| Route::TakeDown, delete(take_down_title)))
+                .fallback(refuse("GET, HEAD, DELETE")),
+        )
+        .route(
+            p!("/{title}/"),
+            counted(|_| Route::Renders, get(get_renders)).fallback(refuse("GET, HEAD")),
+        )
+        .route(
+            p!("/{title}/{rev}"),
+            counted(|_| Route::Revision, get(get_revision))
+                .merge(counted(|_| Route::Put, put(put_revision)))
+                .merge(counted(|_| Route::TakeDown, delete(take_down_revision)))
+                .fallback(refuse("GET, HEAD, PUT, DELETE")),
+        )
+        .route(
+            p!("/{title}/{rev}/{tid}"),
+            counted(|_| Route::Render, get(get_render))
+                .merge(counted(|_| Route::Put, put(put_render_tid)))
+                .fallback(refuse("GET, HEAD, PUT")),
+        )
+        .route_layer(from_fn_with_state(app.clone(), relay))
+        .route(
+            p!(""),
+            counted(|_| Route::BucketGet, get(get_bucket))
+                .merge(counted(|_| Route::BucketPut, put(put_bucket)))
+                .fallback(refuse("GET, HEAD, PUT")),
+        )
+        .route(
+            p!("/"),
+            counted(|_| Route::Titles, get(get_titles)).fallback(refuse("GET, HEAD")),
+        )
+        .route(
+            p!("/{title}/_lift"),
+            counted(|_| Route::Lift, post(lift_title)).fallback(refuse("POST")),
+        )
+        .route(
+            p!("/{title}/{rev}/_lift"),
+            counted(|_| Route::Lift, post(lift_revision)).fallback(refuse("POST")),
+        )
+        .route_layer(from_fn_with_state(app.clone(), admit))
+        .route(
+            "/_health",
+            counted(|_| Route::Health, get(health)).fallback(refuse("GET, HEAD")),
+        )
+        .route(
+            "/metrics",
+            counted(|_| Route::Metrics, get(metrics)).fallback(refuse("GET, HEAD")),
+        );
+    if let Some(extension) = &app.extension {
+        router = router.merge(extension.routes());
+    }
+    router.fallback(unrouted).with_state(app)
+}
+
+/// `methods`, their answers labelled for the metrics with the route `label` names.
+fn counted(
+    label: fn(&Request) -> Route,
+    methods: MethodRouter<Arc<App>>,
+) -> MethodRouter<Arc<App>> {
+    methods.route_layer(from_fn(move |req: Request, next: Next| async move {
+        let route = label(&req);
+        let mut a = next.run(req).await;
+        a.extensions_mut().insert(route);
+        a
+    }))
+}
+
+/// A title's reads are counted apart with `as_of` and without: their costs differ.
+fn latest_or_as_of(req: &Request) -> Route {
+    let as_of = req
+        .uri()
+        .query()
+        .is_some_and(|q| form_urlencoded::parse(q.as_bytes()).any(|(k, _)| k == "as_of"));
+    if as_of {
+        Route::AsOf
+    } else {
+        Route::Latest
+    }
+}
+
+/// A route's answer to a method it does not take: our 405, whose `Allow` lists the methods
+/// with a space after each comma (axum's own has none), as problem+json.
+fn refuse(allow: &'static str) -> impl Handler<((),), Arc<App>> {
+    move || async move { Problem::method_not_allowed(allow) }
 }
 
 /// Answers one request (never an error: problems are answers too), counts it and logs it.
 pub async fn handle(
     app: Arc<App>,
-    req: Request<Incoming>,
-) -> std::result::Result<Answer, Infallible> {
+    router: Router,
+    req: hyper::Request<Incoming>,
+) -> std::result::Result<Response<Body>, Infallible> {
     let started = Instant::now();
     let method = req.method().clone();
     let uri = req
@@ -120,7 +218,6 @@ pub async fn handle(
         .path_and_query()
         .map_or_else(|| "/".to_string(), |p| p.as_str().to_string());
     let id = super::log::request_id(req.headers());
-    let mut route = Route::Other;
     let (mut parts, body) = req.into_parts();
     let received = super::limits::Received::default();
     parts.extensions.insert(received.clone());
@@ -130,28 +227,32 @@ pub async fn handle(
         .headers
         .get(hyper::header::EXPECT)
         .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
-    let mut body = Some(body);
-    let mut answer = match answer(&app, &parts, &mut body, &mut route).await {
-        Ok(a) => a,
-        Err(mut p) => {
-            if let Some(log) = p.log.take() {
-                tracing::error!(
-                    request_id = %id,
-                    method = %method,
-                    path = %uri,
-                    status = p.status.as_u16(),
-                    "{log}"
-                );
-                p.detail = format!(
-                    "{}; the server's error log has the details under request id {id}",
-                    p.detail
-                );
+    let unread = Unread(Arc::new(Mutex::new(Some(body))));
+    let mut answer = match head_within_limits(&parts) {
+        Ok(()) => {
+            parts.extensions.insert(unread.clone());
+            let req = Request::from_parts(parts, Body::empty());
+            match router.oneshot(req).await {
+                Ok(a) => a,
+                Err(never) => match never {},
             }
-            p.response(&method, &uri)
         }
+        Err(p) => p.into_response(),
     };
+    let route = answer
+        .extensions()
+        .get::<Route>()
+        .copied()
+        .unwrap_or(Route::Other);
+    if let Some(p) = problem_of(&mut answer).await {
+        answer = rendered(p, &method, &uri, &id);
+    }
     if method == Method::HEAD {
         answer = without_body(answer);
+    }
+    // The router gives an empty body its length; a 304's is the representation's, if any.
+    if answer.status() == StatusCode::NOT_MODIFIED {
+        answer.headers_mut().remove(CONTENT_LENGTH);
     }
     // On every answer, as RESTBase sends them: no cache keeps an answer without asking again
     // (renders say `no-cache` themselves), and no browser guesses another content type.
@@ -166,7 +267,8 @@ pub async fn handle(
     if let Ok(v) = HeaderValue::from_str(&id) {
         h.insert(HeaderName::from_static("x-request-id"), v);
     }
-    match body {
+    let unread = unread.0.lock().unwrap_or_else(|p| p.into_inner()).take();
+    match unread {
         // Refused before its body was read: read a little of it, so that the connection closes
         // (or stays open) cleanly. Closed with the client's bytes unread, the kernel would reset
         // it, and the client could lose the answer.
@@ -190,11 +292,58 @@ pub async fn handle(
     Ok(answer)
 }
 
+/// The problem an answer stands for: a handler's [`Problem`], or an error of axum's own (its
+/// rejections are plain text or empty), so that every refusal is problem+json. `None` for any
+/// other answer: a success, a health check's 503 (JSON), a peer's relayed problem+json.
+async fn problem_of(answer: &mut Response<Body>) -> Option<Problem> {
+    if let Some(p) = answer.extensions_mut().remove::<Problem>() {
+        return Some(p);
+    }
+    let status = answer.status();
+    let plain = answer
+        .headers()
+        .get(CONTENT_TYPE)
+        .is_none_or(|v| v.as_bytes().starts_with(b"text/plain"));
+    if !(status.is_client_error() || status.is_server_error()) || !plain {
+        return None;
+    }
+    let body = std::mem::take(answer.body_mut());
+    let text = http_body_util::Limited::new(body, 4 << 10)
+        .collect()
+        .await
+        .map(|b| String::from_utf8_lossy(&b.to_bytes()).into_owned())
+        .unwrap_or_default();
+    let detail = match text.trim() {
+        "" => status.canonical_reason().unwrap_or("refused").to_string(),
+        t => t.to_string(),
+    };
+    Some(Problem::new(status, detail))
+}
+
+/// A problem as the client gets it; a failure of the server's own goes to the error log, under
+/// the request's id, which the client is told.
+fn rendered(mut p: Problem, method: &Method, uri: &str, id: &str) -> Response<Body> {
+    if let Some(log) = p.log.take() {
+        tracing::error!(
+            request_id = %id,
+            method = %method,
+            path = %uri,
+            status = p.status.as_u16(),
+            "{log}"
+        );
+        p.detail = format!(
+            "{}; the server's error log has the details under request id {id}",
+            p.detail
+        );
+    }
+    p.response(method, uri).map(Body::new)
+}
+
 /// The Cache-Control of every answer but a render's: RESTBase's.
 const NO_STORE: &str = "private, max-age=0, s-maxage=0, must-revalidate";
 
 /// A HEAD's answer: the GET's head, its Content-Length the GET's body's, no body.
-fn without_body(a: Answer) -> Answer {
+fn without_body(a: Response<Body>) -> Response<Body> {
     let (mut head, body) = a.into_parts();
     let len = body.size_hint().exact().unwrap_or(0);
     let bodiless = matches!(
@@ -204,12 +353,11 @@ fn without_body(a: Answer) -> Answer {
     if !bodiless && (len > 0 || !head.headers.contains_key(CONTENT_LENGTH)) {
         head.headers.insert(CONTENT_LENGTH, HeaderValue::from(len));
     }
-    Response::from_parts(head, Full::new(Bytes::new()))
+    Response::from_parts(head, Body::empty())
 }
 
 /// Reads and drops up to [`DRAIN_BYTES`] of a body no route read, for at most [`DRAIN_TIME`].
 async fn drain(mut body: Incoming, received: &super::limits::Received) {
-    use http_body_util::BodyExt as _;
     let read = async {
         let mut left = DRAIN_BYTES;
         while let Some(Ok(frame)) = body.frame().await {
@@ -236,7 +384,7 @@ const MAX_HEADERS: usize = 16 << 10;
 
 /// 414 or 431, as problem+json, for a head longer than any request of the API needs. Heads past
 /// hyper's own buffer (64 KiB) get hyper's answer, which has no body.
-fn head_within_limits(req: &hyper::http::request::Parts) -> Result<()> {
+fn head_within_limits(req: &Parts) -> Result<()> {
     let target = req.uri.path_and_query().map_or(0, |p| p.as_str().len());
     if target > MAX_TARGET {
         return Err(Problem::new(
@@ -258,41 +406,99 @@ fn head_within_limits(req: &hyper::http::request::Parts) -> Result<()> {
     Ok(())
 }
 
-/// What the read gate says before the API answers: a request about a bucket or domain the
-/// service does not take is refused; a read of a title this node does not answer for is relayed
-/// to the first peer that answers it, or held until this node may answer. `None`: answer here.
-async fn gate(
-    app: &App,
-    target: &Target,
-    req: &hyper::http::request::Parts,
-) -> Result<Option<Answer>> {
-    let (place, title) = match target {
-        Target::Health | Target::Metrics => return Ok(None),
-        Target::Bucket(p) | Target::Titles(p) | Target::Lift(p, _, _) => (p, None),
-        Target::Title(p, t)
-        | Target::Renders(p, t)
-        | Target::Revision(p, t, _)
-        | Target::Render(p, t, _, _) => (p, Some(t)),
-    };
-    app.gate.admit(&place.bucket, &place.domain)?;
-    let read = req.method == Method::GET || req.method == Method::HEAD;
-    let Some(title) = title.filter(|_| read) else {
+/// What an API route's path names, decoded from its raw segments by the rules of each.
+#[derive(Clone)]
+struct Key {
+    place: Place,
+    title: Option<String>,
+    rev: Option<u64>,
+    tid: Option<Uuid>,
+}
+
+impl Key {
+    /// The key of `path`, which the router matched to `pattern`: segment by segment, each
+    /// decoded by its parameter's rule; the place first, then the title, revision and tid.
+    fn decode(pattern: &str, path: &str) -> Result<Key> {
+        let mut raw: [Option<&str>; 5] = [None; 5];
+        for (name, segment) in pattern.split('/').zip(path.split('/')) {
+            let at = match name {
+                "{domain}" => 0,
+                "{bucket}" => 1,
+                "{title}" => 2,
+                "{rev}" => 3,
+                "{tid}" => 4,
+                _ => continue,
+            };
+            raw[at] = Some(segment);
+        }
+        let [Some(domain), Some(bucket), title_at, rev_at, tid_at] = raw else {
+            return Err(not_routed(pattern));
+        };
+        Ok(Key {
+            place: place(domain, bucket)?,
+            title: title_at.map(title).transpose()?,
+            rev: rev_at.map(rev).transpose()?,
+            tid: tid_at.map(tid).transpose()?,
+        })
+    }
+}
+
+/// A route whose pattern lacks what its handler takes: a bug of the table above, 500.
+fn not_routed(pattern: &str) -> Problem {
+    Problem::from_service(ServiceError::Internal(format!(
+        "route {pattern} lacks a segment its handler takes"
+    )))
+}
+
+/// The first step of every API route: its path decoded (400 for a segment its rule refuses),
+/// the read gate's admission of its bucket and domain. The key goes on to the handler.
+async fn admit(
+    State(app): State<Arc<App>>,
+    mut req: Request,
+    next: Next,
+) -> Result<Response<Body>> {
+    let pattern = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or("", |m| m.as_str());
+    let key = Key::decode(pattern, req.uri().path())?;
+    app.gate.admit(&key.place.bucket, &key.place.domain)?;
+    req.extensions_mut().insert(key);
+    Ok(next.run(req).await)
+}
+
+/// A read of a title this node does not answer for is relayed to the first peer that answers
+/// it, or held until this node may answer (the read gate says which).
+async fn relay(State(app): State<Arc<App>>, req: Request, next: Next) -> Result<Response<Body>> {
+    // Parts, not the request, are held across the awaits: its body is not Sync.
+    let (parts, body) = req.into_parts();
+    if let Some(a) = relayed(&app, &parts).await? {
+        return Ok(a);
+    }
+    Ok(next.run(Request::from_parts(parts, body)).await)
+}
+
+/// A peer's answer to a read of a title; `None` once this node may answer it.
+async fn relayed(app: &App, parts: &Parts) -> Result<Option<Response<Body>>> {
+    let read = parts.method == Method::GET || parts.method == Method::HEAD;
+    let key = parts.extensions.get::<Key>().filter(|_| read);
+    let Some((domain, title)) = key.and_then(|k| Some((&k.place.domain, k.title.as_ref()?))) else {
         return Ok(None);
     };
-    let forwarded = req.headers.contains_key(super::forward::FORWARDED);
-    for peer in app.gate.peers(&place.domain, title, forwarded) {
-        match super::forward::forward_to(&peer.url, req).await {
+    let forwarded = parts.headers.contains_key(super::forward::FORWARDED);
+    for peer in app.gate.peers(domain, title, forwarded) {
+        match super::forward::forward_to(&peer.url, parts).await {
             Ok(mut a) => {
                 if let Ok(v) = HeaderValue::from_str(&peer.name) {
                     a.headers_mut()
                         .insert(HeaderName::from_static(super::forward::FORWARDED_TO), v);
                 }
-                return Ok(Some(a));
+                return Ok(Some(a.map(Body::new)));
             }
             Err(e) => tracing::warn!(peer = %peer.name, "forwarding a read: {e}"),
         }
     }
-    let min_seq = match req.headers.get(super::forward::MIN_SEQ) {
+    let min_seq = match parts.headers.get(super::forward::MIN_SEQ) {
         Some(v) => Some(
             v.to_str()
                 .ok()
@@ -303,160 +509,294 @@ async fn gate(
         ),
         None => None,
     };
-    app.gate
-        .ready(&place.domain, title, min_seq, forwarded)
-        .await?;
+    app.gate.ready(domain, title, min_seq, forwarded).await?;
     Ok(None)
 }
 
-/// The body of the request, for the one route that reads it.
-fn take_body(body: &mut Option<Incoming>) -> Result<Incoming> {
-    body.take()
-        .ok_or_else(|| Problem::bad_request("the request's body was read already"))
+/// The key [`admit`] decoded, taken by the route's handler.
+fn take_key(parts: &mut Parts) -> Result<Key> {
+    parts
+        .extensions
+        .remove::<Key>()
+        .ok_or_else(|| not_routed(parts.uri.path()))
 }
 
-async fn answer(
-    app: &App,
-    req: &hyper::http::request::Parts,
-    body: &mut Option<Incoming>,
-    route: &mut Route,
-) -> Result<Answer> {
-    head_within_limits(req)?;
-    if let Some(routes) = &app.extension {
-        if let Some(answer) = routes.answer(app, req) {
-            return answer.await;
+/// `P`, `P/` and the lifts of a title: the bucket and domain.
+struct InBucket(Place);
+/// `P/{title}`, `P/{title}/`.
+struct OfTitle(Place, String);
+/// `P/{title}/{rev}`.
+struct OfRevision(Place, String, u64);
+/// `P/{title}/{rev}/{tid}`.
+struct OfRender(Place, String, u64, Uuid);
+
+impl FromRequestParts<Arc<App>> for InBucket {
+    type Rejection = Problem;
+    async fn from_request_parts(parts: &mut Parts, _: &Arc<App>) -> Result<InBucket> {
+        Ok(InBucket(take_key(parts)?.place))
+    }
+}
+
+impl FromRequestParts<Arc<App>> for OfTitle {
+    type Rejection = Problem;
+    async fn from_request_parts(parts: &mut Parts, _: &Arc<App>) -> Result<OfTitle> {
+        let k = take_key(parts)?;
+        let title = k.title.ok_or_else(|| not_routed(parts.uri.path()))?;
+        Ok(OfTitle(k.place, title))
+    }
+}
+
+impl FromRequestParts<Arc<App>> for OfRevision {
+    type Rejection = Problem;
+    async fn from_request_parts(parts: &mut Parts, _: &Arc<App>) -> Result<OfRevision> {
+        let k = take_key(parts)?;
+        match (k.title, k.rev) {
+            (Some(t), Some(r)) => Ok(OfRevision(k.place, t, r)),
+            _ => Err(not_routed(parts.uri.path())),
         }
     }
-    let target = parse_path(req.uri.path())?;
-    if let Some(a) = gate(app, &target, req).await? {
-        return Ok(a);
+}
+
+impl FromRequestParts<Arc<App>> for OfRender {
+    type Rejection = Problem;
+    async fn from_request_parts(parts: &mut Parts, _: &Arc<App>) -> Result<OfRender> {
+        let k = take_key(parts)?;
+        match (k.title, k.rev, k.tid) {
+            (Some(t), Some(r), Some(i)) => Ok(OfRender(k.place, t, r, i)),
+            _ => Err(not_routed(parts.uri.path())),
+        }
     }
-    let query: Vec<(String, String)> = req
-        .uri
-        .query()
-        .map(|q| form_urlencoded::parse(q.as_bytes()).into_owned().collect())
-        .unwrap_or_default();
-    let param = |name: &str| {
-        query
+}
+
+/// A request's query, decoded.
+struct Params(Vec<(String, String)>);
+
+impl Params {
+    /// The first value of `name`.
+    fn get(&self, name: &str) -> Option<&str> {
+        self.0
             .iter()
             .find(|(k, _)| k == name)
             .map(|(_, v)| v.as_str())
-    };
-    let method = req.method.clone();
-    let head = method == Method::HEAD;
-    match (target, &method) {
-        (Target::Health, &Method::GET | &Method::HEAD) => {
-            *route = Route::Health;
-            let (ok, body) = app.registry.health();
-            let status = if ok {
-                StatusCode::OK
-            } else {
-                StatusCode::SERVICE_UNAVAILABLE
-            };
-            Ok(json(status, &body))
-        }
-        (Target::Metrics, &Method::GET | &Method::HEAD) => {
-            *route = Route::Metrics;
-            let mut text = String::new();
-            app.metrics.render(&mut text);
-            super::metrics::render_process(&mut text);
-            app.limits.render(&mut text);
-            super::log::render_metrics(&mut text);
-            app.registry.render_metrics(&mut text);
-            let mut a = Response::new(Full::new(Bytes::from(text)));
-            a.headers_mut().insert(
-                CONTENT_TYPE,
-                HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
-            );
-            Ok(a)
-        }
-        (Target::Health | Target::Metrics, _) => Err(Problem::method_not_allowed("GET, HEAD")),
-        (Target::Bucket(place), &Method::PUT) => {
-            *route = Route::BucketPut;
-            app.auth.check(&req.headers)?;
-            create_bucket(app, &place, req, take_body(body)?).await
-        }
-        (Target::Bucket(place), &Method::GET | &Method::HEAD) => {
-            *route = Route::BucketGet;
-            let b = bucket(app, &place)?;
-            Ok(json(
-                StatusCode::OK,
-                &serde_json::json!({ "bucket": b.name, "settings": describe(&b.config) }),
-            ))
-        }
-        (Target::Bucket(_), _) => Err(Problem::method_not_allowed("GET, HEAD, PUT")),
-        (Target::Titles(place), &Method::GET | &Method::HEAD) => {
-            *route = Route::Titles;
-            list_titles(app, &place, param("limit"), param("next"))
-        }
-        (Target::Renders(place, title), &Method::GET | &Method::HEAD) => {
-            *route = Route::Renders;
-            list_renders(app, &place, &title, param("limit"), param("next"))
-        }
-        (Target::Titles(_) | Target::Renders(..), _) => {
-            Err(Problem::method_not_allowed("GET, HEAD"))
-        }
-        (Target::Title(place, title), &Method::GET | &Method::HEAD) => {
-            let which = match param("as_of") {
-                Some(t) => {
-                    *route = Route::AsOf;
-                    Which::AsOf(
-                        wink_engine::clock::parse_instant(t)
-                            .map_err(|e| Problem::bad_request(format!("invalid as_of: {e}")))?,
-                    )
-                }
-                None => {
-                    *route = Route::Latest;
-                    Which::Latest
-                }
-            };
-            read_render(app, &place, &title, which, head, &req.headers)
-        }
-        (Target::Revision(place, title, rev), &Method::GET | &Method::HEAD) => {
-            *route = Route::Revision;
-            no_as_of(param("as_of"))?;
-            read_render(app, &place, &title, Which::Rev(rev), head, &req.headers)
-        }
-        (Target::Render(place, title, rev, tid), &Method::GET | &Method::HEAD) => {
-            *route = Route::Render;
-            no_as_of(param("as_of"))?;
-            read_render(
-                app,
-                &place,
-                &title,
-                Which::Render(rev, tid),
-                head,
-                &req.headers,
-            )
-        }
-        (Target::Revision(place, title, rev), &Method::PUT) => {
-            *route = Route::Put;
-            put_render(app, place, title, rev, None, req, body).await
-        }
-        (Target::Render(place, title, rev, tid), &Method::PUT) => {
-            *route = Route::Put;
-            put_render(app, place, title, rev, Some(tid), req, body).await
-        }
-        (Target::Title(place, title), &Method::DELETE) => {
-            *route = Route::TakeDown;
-            app.auth.check(&req.headers)?;
-            take_down(app, place, title, None).await
-        }
-        (Target::Revision(place, title, rev), &Method::DELETE) => {
-            *route = Route::TakeDown;
-            app.auth.check(&req.headers)?;
-            take_down(app, place, title, Some(rev)).await
-        }
-        (Target::Title(..), _) => Err(Problem::method_not_allowed("GET, HEAD, DELETE")),
-        (Target::Revision(..), _) => Err(Problem::method_not_allowed("GET, HEAD, PUT, DELETE")),
-        (Target::Render(..), _) => Err(Problem::method_not_allowed("GET, HEAD, PUT")),
-        (Target::Lift(place, title, rev), &Method::POST) => {
-            *route = Route::Lift;
-            app.auth.check(&req.headers)?;
-            lift(app, place, title, rev).await
-        }
-        (Target::Lift(..), _) => Err(Problem::method_not_allowed("POST")),
     }
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for Params {
+    type Rejection = Infallible;
+    async fn from_request_parts(
+        parts: &mut Parts,
+        _: &S,
+    ) -> std::result::Result<Params, Infallible> {
+        let query = parts.uri.query().unwrap_or_default();
+        Ok(Params(
+            form_urlencoded::parse(query.as_bytes())
+                .into_owned()
+                .collect(),
+        ))
+    }
+}
+
+/// The request's body, kept aside by [`handle`] until a route takes it: a body no route took
+/// is drained there (or, when its client waits for `100 Continue`, never asked for).
+#[derive(Clone)]
+struct Unread(Arc<Mutex<Option<Incoming>>>);
+
+impl Unread {
+    /// The body, for the one route that reads it, once its checks passed.
+    fn take(&self) -> Result<Incoming> {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+            .ok_or_else(|| Problem::bad_request("the request's body was read already"))
+    }
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for Unread {
+    type Rejection = Infallible;
+    async fn from_request_parts(
+        parts: &mut Parts,
+        _: &S,
+    ) -> std::result::Result<Unread, Infallible> {
+        Ok(parts
+            .extensions
+            .get::<Unread>()
+            .cloned()
+            .unwrap_or_else(|| Unread(Arc::new(Mutex::new(None)))))
+    }
+}
+
+// The handlers: one per route and method.
+
+async fn health(State(app): State<Arc<App>>) -> Answer {
+    let (ok, body) = app.registry.health();
+    let status = if ok {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    json(status, &body)
+}
+
+async fn metrics(State(app): State<Arc<App>>) -> Answer {
+    let mut text = String::new();
+    app.metrics.render(&mut text);
+    super::metrics::render_process(&mut text);
+    app.limits.render(&mut text);
+    super::log::render_metrics(&mut text);
+    app.registry.render_metrics(&mut text);
+    let mut a = Response::new(Full::new(Bytes::from(text)));
+    a.headers_mut().insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+    );
+    a
+}
+
+async fn put_bucket(
+    State(app): State<Arc<App>>,
+    InBucket(place): InBucket,
+    body: Unread,
+    req: Request,
+) -> Result<Answer> {
+    app.auth.check(req.headers())?;
+    let (parts, _) = req.into_parts();
+    create_bucket(&app, &place, &parts, body.take()?).await
+}
+
+async fn get_bucket(State(app): State<Arc<App>>, InBucket(place): InBucket) -> Result<Answer> {
+    let b = bucket(&app, &place)?;
+    Ok(json(
+        StatusCode::OK,
+        &serde_json::json!({ "bucket": b.name, "settings": describe(&b.config) }),
+    ))
+}
+
+async fn get_titles(
+    State(app): State<Arc<App>>,
+    InBucket(place): InBucket,
+    q: Params,
+) -> Result<Answer> {
+    list_titles(&app, &place, q.get("limit"), q.get("next"))
+}
+
+async fn get_renders(
+    State(app): State<Arc<App>>,
+    OfTitle(place, title): OfTitle,
+    q: Params,
+) -> Result<Answer> {
+    list_renders(&app, &place, &title, q.get("limit"), q.get("next"))
+}
+
+async fn get_latest(
+    State(app): State<Arc<App>>,
+    OfTitle(place, title): OfTitle,
+    q: Params,
+    req: Request,
+) -> Result<Answer> {
+    let which = match q.get("as_of") {
+        Some(t) => Which::AsOf(
+            wink_engine::clock::parse_instant(t)
+                .map_err(|e| Problem::bad_request(format!("invalid as_of: {e}")))?,
+        ),
+        None => Which::Latest,
+    };
+    read_render(&app, &place, &title, which, &req)
+}
+
+async fn get_revision(
+    State(app): State<Arc<App>>,
+    OfRevision(place, title, rev): OfRevision,
+    q: Params,
+    req: Request,
+) -> Result<Answer> {
+    no_as_of(q.get("as_of"))?;
+    read_render(&app, &place, &title, Which::Rev(rev), &req)
+}
+
+async fn get_render(
+    State(app): State<Arc<App>>,
+    OfRender(place, title, rev, tid): OfRender,
+    q: Params,
+    req: Request,
+) -> Result<Answer> {
+    no_as_of(q.get("as_of"))?;
+    read_render(&app, &place, &title, Which::Render(rev, tid), &req)
+}
+
+async fn put_revision(
+    State(app): State<Arc<App>>,
+    OfRevision(place, title, rev): OfRevision,
+    body: Unread,
+    req: Request,
+) -> Result<Answer> {
+    let (parts, _) = req.into_parts();
+    put_render(&app, place, title, rev, None, &parts, body).await
+}
+
+async fn put_render_tid(
+    State(app): State<Arc<App>>,
+    OfRender(place, title, rev, tid): OfRender,
+    body: Unread,
+    req: Request,
+) -> Result<Answer> {
+    let (parts, _) = req.into_parts();
+    put_render(&app, place, title, rev, Some(tid), &parts, body).await
+}
+
+async fn take_down_title(
+    State(app): State<Arc<App>>,
+    OfTitle(place, title): OfTitle,
+    headers: HeaderMap,
+) -> Result<Answer> {
+    app.auth.check(&headers)?;
+    take_down(&app, place, title, None).await
+}
+
+async fn take_down_revision(
+    State(app): State<Arc<App>>,
+    OfRevision(place, title, rev): OfRevision,
+    headers: HeaderMap,
+) -> Result<Answer> {
+    app.auth.check(&headers)?;
+    take_down(&app, place, title, Some(rev)).await
+}
+
+async fn lift_title(
+    State(app): State<Arc<App>>,
+    OfTitle(place, title): OfTitle,
+    headers: HeaderMap,
+) -> Result<Answer> {
+    app.auth.check(&headers)?;
+    lift(&app, place, title, None).await
+}
+
+async fn lift_revision(
+    State(app): State<Arc<App>>,
+    OfRevision(place, title, rev): OfRevision,
+    headers: HeaderMap,
+) -> Result<Answer> {
+    app.auth.check(&headers)?;
+    lift(&app, place, title, Some(rev)).await
+}
+
+/// The answer to a path no route matched: 400 for a path of the API's shape whose segment its
+/// rule refuses (the router matches no empty segment, where the rules refuse an empty title or
+/// revision), 404 for any other.
+async fn unrouted(uri: hyper::Uri) -> Problem {
+    let path = uri.path();
+    let not_found = || Problem::not_found(format!("no resource at {path}"));
+    let segments: Vec<&str> = path.split('/').skip(1).collect();
+    let [domain, "sys", "key_rev_value", bucket, rest @ ..] = segments.as_slice() else {
+        return not_found();
+    };
+    let checked = place(domain, bucket).and_then(|_| match rest {
+        [t] | [t, "" | "_lift"] => title(t).map(drop),
+        [t, r] | [t, r, "_lift"] => title(t).and(rev(r)).map(drop),
+        [t, r, i] => title(t).and(rev(r)).and(tid(i)).map(drop),
+        _ => Ok(()),
+    });
+    checked.err().unwrap_or_else(not_found)
 }
 
 fn no_as_of(as_of: Option<&str>) -> Result<()> {
@@ -476,21 +816,11 @@ fn decode(segment: &str, what: &str) -> Result<String> {
         .map_err(|_| Problem::bad_request(format!("the {what} is not valid UTF-8")))
 }
 
-fn parse_path(path: &str) -> Result<Target> {
-    let not_found = || Problem::not_found(format!("no resource at {path}"));
-    let segments: Vec<&str> = path
-        .strip_prefix('/')
-        .ok_or_else(not_found)?
-        .split('/')
-        .collect();
-    match segments.as_slice() {
-        ["_health"] => return Ok(Target::Health),
-        ["metrics"] => return Ok(Target::Metrics),
-        _ => {}
-    }
-    let [domain, "sys", "key_rev_value", bucket, rest @ ..] = segments.as_slice() else {
-        return Err(not_found());
-    };
+// The rules for each of a path's segments, in one place: the router matches a path's segments
+// raw, as they arrived, then each is decoded and checked here.
+
+/// The domain and bucket segments: decoded, the domain checked, the bucket name valid.
+fn place(domain: &str, bucket: &str) -> Result<Place> {
     let domain = decode(domain, "domain")?;
     key::check_domain(&domain).map_err(|e| Problem::bad_request(strip(e)))?;
     let bucket = decode(bucket, "bucket name")?;
@@ -499,31 +829,26 @@ fn parse_path(path: &str) -> Result<Target> {
             "bucket name {bucket:?}: [a-z0-9][a-z0-9._-]{{0,63}}"
         )));
     }
-    let place = Place { domain, bucket };
-    let title = |s: &str| -> Result<String> {
-        let t = decode(s, "title")?;
-        key::check_title(&t).map_err(|e| Problem::bad_request(strip(e)))?;
-        Ok(t)
-    };
-    let rev = |s: &str| {
-        key::parse_rev(s)
-            .map_err(|e| Problem::bad_request(format!("invalid revision: {}", strip(e))))
-    };
-    let tid = |s: &str| {
-        key::parse_tid(&decode(s, "tid")?)
-            .map_err(|e| Problem::bad_request(format!("invalid tid: {}", strip(e))))
-    };
-    Ok(match rest {
-        [] => Target::Bucket(place),
-        [""] => Target::Titles(place),
-        [t] => Target::Title(place, title(t)?),
-        [t, ""] => Target::Renders(place, title(t)?),
-        [t, "_lift"] => Target::Lift(place, title(t)?, None),
-        [t, r] => Target::Revision(place, title(t)?, rev(r)?),
-        [t, r, "_lift"] => Target::Lift(place, title(t)?, Some(rev(r)?)),
-        [t, r, i] => Target::Render(place, title(t)?, rev(r)?, tid(i)?),
-        _ => return Err(not_found()),
-    })
+    Ok(Place { domain, bucket })
+}
+
+/// A title segment: decoded (its `/` arrives as `%2F`) and checked.
+fn title(segment: &str) -> Result<String> {
+    let t = decode(segment, "title")?;
+    key::check_title(&t).map_err(|e| Problem::bad_request(strip(e)))?;
+    Ok(t)
+}
+
+/// A revision segment: digits, never decoded.
+fn rev(segment: &str) -> Result<u64> {
+    key::parse_rev(segment)
+        .map_err(|e| Problem::bad_request(format!("invalid revision: {}", strip(e))))
+}
+
+/// A tid segment: decoded, then a time-UUID.
+fn tid(segment: &str) -> Result<Uuid> {
+    key::parse_tid(&decode(segment, "tid")?)
+        .map_err(|e| Problem::bad_request(format!("invalid tid: {}", strip(e))))
 }
 
 /// The store's message for an invalid argument, without its "invalid: " prefix.
@@ -582,14 +907,16 @@ fn read_render(
     place: &Place,
     title: &str,
     which: Which,
-    head: bool,
-    headers: &HeaderMap,
+    req: &Request,
 ) -> Result<Answer> {
+    let (head, headers) = (req.method() == Method::HEAD, req.headers());
     let domain = place.domain.as_str();
     let get = move |s: &Store| s.get(domain, title, which);
     let got = read(app, place, |b, s| {
         let got = get(s)?;
-        let hot = got.as_ref().is_some_and(|g| g.state != State::Archived);
+        let hot = got
+            .as_ref()
+            .is_some_and(|g| g.state != RenderState::Archived);
         // This handle's archive is its view as of its open: an archived answer, or a miss of a
         // title whose record says the archive holds some of it, is asked of the writer's.
         // Misses of titles that never reached the archive are answered here, without its lock.
@@ -892,8 +1219,8 @@ async fn put_render(
     title: String,
     rev: u64,
     tid: Option<Uuid>,
-    parts: &hyper::http::request::Parts,
-    body: &mut Option<Incoming>,
+    parts: &Parts,
+    body: Unread,
 ) -> Result<Answer> {
     app.auth.check(&parts.headers)?;
     let b = bucket(app, &place)?;
@@ -918,7 +1245,7 @@ async fn put_render(
     };
     let body = app
         .limits
-        .read_within(parts, take_body(body)?, &app.metrics, Some(within))
+        .read_within(parts, body.take()?, &app.metrics, Some(within))
         .await?;
     if body.bytes.is_empty() {
         return Err(Problem::bad_request(
@@ -1057,12 +1384,7 @@ async fn change(app: &App, place: Place, title: String, change: Change) -> Resul
 }
 
 /// `PUT P`: creates the bucket, or checks the settings given against the bucket's.
-async fn create_bucket(
-    app: &App,
-    place: &Place,
-    parts: &hyper::http::request::Parts,
-    body: Incoming,
-) -> Result<Answer> {
+async fn create_bucket(app: &App, place: &Place, parts: &Parts, body: Incoming) -> Result<Answer> {
     let body = app.limits.read(parts, body, &app.metrics).await?;
     if body.bytes.len() > MAX_SETTINGS {
         return Err(Problem::too_large(format!(
