@@ -210,12 +210,13 @@ fn churn(dir: &Path, cfg: &Cfg, c: &Corpus) -> Churned {
     Store::init(dir, &config, &opts(&clock, true)).expect("init");
     let mut store = Store::open(dir, &opts(&clock, true)).expect("open");
     let (mut pending, mut put_bytes) = (0, 0u64);
+    let mut batch = store.batch();
     for (_, t, i) in &events {
         let (rev, value) = &c.docs[c.titles[*t].doc][*i];
         for _ in 0..cfg.renders {
             clock.advance(STEP);
-            store
-                .put_uncommitted(&Put {
+            batch
+                .put(&Put {
                     domain: DOMAIN,
                     title: &c.titles[*t].name,
                     rev: *rev,
@@ -229,12 +230,12 @@ fn churn(dir: &Path, cfg: &Cfg, c: &Corpus) -> Churned {
             put_bytes += value.len() as u64;
             pending += 1;
             if pending == BATCH {
-                store.commit().expect("commit");
+                batch.commit().expect("commit");
                 pending = 0;
             }
         }
     }
-    store.commit().expect("commit");
+    batch.commit().expect("commit");
     take_downs(&mut store, c);
     clock.advance(GRACE + 1);
     let expected = c

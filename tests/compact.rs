@@ -286,7 +286,7 @@ fn a_dry_run_reports_what_a_run_does_and_changes_nothing() {
     let (dir, clock, mut store) = churned(30);
     store.take_down(D, &title(2), None).unwrap();
     clock.advance(TTL + 60);
-    store.commit().unwrap();
+    store.batch().commit().unwrap();
     drop(store);
     let files = snapshot_bytes(dir.path());
 

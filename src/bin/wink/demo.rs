@@ -696,7 +696,7 @@ fn percent(part: u64, whole: u64) -> String {
 
 /// Checks the whole store's structure, as `wink check DIR` does.
 fn check(demo: &mut Demo) -> Result<()> {
-    demo.store.commit()?;
+    demo.store.batch().commit()?;
     let report = check_store(&demo.dir);
     for problem in &report.problems {
         demo.failures.push(format!("check: {problem}"));
