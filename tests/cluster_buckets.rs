@@ -33,6 +33,11 @@ fn put_bucket(base: &str, bucket: &str, body: &[u8]) -> Answer {
 
 /// PUTs `n` renders into `bucket` through the router: (title, body, stream sequence) of each.
 fn put_renders(cluster: &Cluster, bucket: &str, n: usize) -> Vec<(String, Vec<u8>, u64)> {
+    put_renders_at(&cluster.router, bucket, n)
+}
+
+/// PUTs `n` renders into `bucket` through `base`.
+fn put_renders_at(base: &str, bucket: &str, n: usize) -> Vec<(String, Vec<u8>, u64)> {
     (0..n)
         .map(|i| {
             let title = format!("{bucket}_T{i}");
@@ -40,7 +45,7 @@ fn put_renders(cluster: &Cluster, bucket: &str, n: usize) -> Vec<(String, Vec<u8
             let a = call(
                 &agent(),
                 "PUT",
-                &p(&cluster.router, bucket, &format!("/{title}/1")),
+                &p(base, bucket, &format!("/{title}/1")),
                 &[("Content-Type", "text/html")],
                 Some(&body),
             );
@@ -160,6 +165,23 @@ fn a_bucket_made_through_the_router_is_served_by_every_node() {
     let html = put_renders(&cluster, "html", 4);
     check_renders(&cluster, "books", &books);
     check_renders(&cluster, "html", &html);
+
+    // A node that reads the catalog once an hour: a bucket made through another node reaches
+    // it through the messages of its writes (opened before they are applied, never skipped).
+    let config = std::path::PathBuf::from(cluster.state()["config"].as_str().unwrap());
+    let original = std::fs::read(&config).unwrap();
+    let mut slow: serde_json::Value = serde_json::from_slice(&original).unwrap();
+    slow["catalog_read_ms"] = 3_600_000.into();
+    std::fs::write(&config, serde_json::to_vec(&slow).unwrap()).unwrap();
+    cluster.ctl("stop", "n2");
+    cluster.ctl("start", "n2");
+    std::fs::write(&config, &original).unwrap();
+    let n1 = cluster.node("n1").0;
+    let made = put_bucket(&n1, "quiet", b"");
+    assert_eq!(made.status, 201, "{}", String::from_utf8_lossy(&made.body));
+    let quiet = put_renders_at(&n1, "quiet", 24);
+    check_renders(&cluster, "quiet", &quiet);
+    serves(&cluster, "n2", "quiet", "latest:1:86400");
 
     // A node down while a bucket is made: it serves the bucket, and the renders written to it
     // meanwhile, once it is back.

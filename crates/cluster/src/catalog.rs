@@ -30,8 +30,6 @@ use wink_service::spec::{describe, valid_bucket_name, BucketSpec};
 
 /// The catalog's key in the placement bucket.
 pub const CATALOG_KEY: &str = "buckets";
-/// How often a node reads the catalog for buckets made elsewhere.
-const WATCH_EVERY: Duration = Duration::from_millis(500);
 /// Compare-and-set attempts of one change before the answer is 503.
 const CAS_ATTEMPTS: u32 = 32;
 
@@ -372,12 +370,13 @@ pub async fn for_apply(
     Ok(reg.bucket(name).ok().flatten())
 }
 
-/// Reads the catalog now and then and opens the buckets made through other nodes.
+/// Reads the catalog every `catalog_read_ms` and opens the buckets made through other nodes.
 pub async fn watch(node: Arc<Node>) {
     let mut store = None;
     let mut seen = None;
+    let every = Duration::from_millis(node.cfg.catalog_read_ms);
     loop {
-        tokio::time::sleep(WATCH_EVERY).await;
+        tokio::time::sleep(every).await;
         if store.is_none() {
             store = catalog_store(node.js()).await.ok();
         }
