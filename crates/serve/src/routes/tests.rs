@@ -66,6 +66,55 @@ fn segments_are_decoded_one_by_one() {
 }
 
 #[test]
+fn answers_carry_their_routes_label() {
+    let (router, _root) = router_on_empty_root();
+    let label = |method: &str, path: &str| {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let req = Request::builder()
+            .method(method)
+            .uri(path)
+            .body(Body::empty())
+            .unwrap();
+        let a = rt.block_on(router.clone().oneshot(req)).unwrap();
+        a.extensions().get::<Route>().copied()
+    };
+    let tid = key::tid_at(1_700_000_000, 1, [1; 6]);
+    let cases = [
+        ("GET", P.to_string(), Route::BucketGet),
+        ("PUT", P.to_string(), Route::BucketPut),
+        ("GET", format!("{P}/"), Route::Titles),
+        ("GET", format!("{P}/T"), Route::Latest),
+        (
+            "GET",
+            format!("{P}/T?as_of=2024-01-01T00:00:00Z"),
+            Route::AsOf,
+        ),
+        ("DELETE", format!("{P}/T"), Route::TakeDown),
+        ("GET", format!("{P}/T/"), Route::Renders),
+        ("GET", format!("{P}/T/3"), Route::Revision),
+        ("PUT", format!("{P}/T/3"), Route::Put),
+        ("DELETE", format!("{P}/T/3"), Route::TakeDown),
+        ("GET", format!("{P}/T/3/{tid}"), Route::Render),
+        ("PUT", format!("{P}/T/3/{tid}"), Route::Put),
+        ("POST", format!("{P}/T/_lift"), Route::Lift),
+        ("POST", format!("{P}/T/3/_lift"), Route::Lift),
+        // A 405 is counted with its route, a refused segment too.
+        ("PATCH", format!("{P}/T"), Route::Latest),
+        ("GET", format!("{P}/T/x"), Route::Revision),
+    ];
+    for (method, path, route) in cases {
+        assert_eq!(label(method, &path), Some(route), "{method} {path}");
+    }
+    // Outside the API, the front labels by path (not the router).
+    assert_eq!(route_of("/_health", &Method::GET, None), Route::Health);
+    assert_eq!(route_of("/metrics", &Method::GET, None), Route::Metrics);
+    assert_eq!(route_of("/", &Method::GET, None), Route::Other);
+}
+
+#[test]
 fn routes_take_their_paths_and_refuse_bad_segments() {
     let (router, _root) = router_on_empty_root();
     let status = |path: &str| {
