@@ -147,6 +147,25 @@ fn a_bucket_made_through_the_router_is_served_by_every_node() {
         let j = other.problem(409, "conflict");
         assert!(j["detail"].to_string().contains("latest:2:10"), "{j}");
     }
+    // Clients racing to make one bucket through every node: the catalog's compare-and-set makes
+    // it once (one 201, the others 200).
+    let bases: Vec<String> = nodes.iter().map(|n| cluster.node(n).0).collect();
+    let statuses: Vec<u16> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..6)
+            .map(|i| {
+                let base = bases[i % bases.len()].clone();
+                scope.spawn(move || put_bucket(&base, "raced", br#"{"renders":"all"}"#).status)
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let mut sorted = statuses.clone();
+    sorted.sort();
+    assert_eq!(sorted, [200, 200, 200, 200, 200, 201], "{statuses:?}");
+    for n in nodes {
+        serves(&cluster, n, "raced", "all");
+    }
+
     // A body that is no bucket's settings: 400, and no bucket.
     let bad = put_bucket(&cluster.router, "nothing", br#"{"renders":"some"}"#);
     bad.problem(400, "bad_request");
