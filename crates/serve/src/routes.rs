@@ -1223,7 +1223,7 @@ async fn put_render(
     body: Unread,
 ) -> Result<Answer> {
     app.auth.check(&parts.headers)?;
-    let b = bucket(app, &place)?;
+    let b = app.writes.bucket_for_write(place.bucket.clone()).await?;
     let content_type = content_type(&parts.headers)?;
     let labels = labels(&parts.headers)?;
     // A client's own tid may run a little ahead of this server's clock, not far.
@@ -1372,7 +1372,7 @@ fn changed(mut body: serde_json::Value, seq: Option<u64>) -> Answer {
 
 /// A take-down or lift, through the node's writes.
 async fn change(app: &App, place: Place, title: String, change: Change) -> Result<Receipt> {
-    bucket(app, &place)?;
+    app.writes.bucket_for_write(place.bucket.clone()).await?;
     let write = Write {
         bucket: place.bucket,
         domain: place.domain,
@@ -1406,8 +1406,8 @@ async fn create_bucket(app: &App, place: &Place, parts: &Parts, body: Incoming) 
         }
     }
     let spec = BucketSpec::parse(&body.bytes).map_err(|e| Problem::bad_request(strip(e)))?;
-    let created = tokio::task::block_in_place(|| app.registry.create(&place.bucket, &spec));
-    match created {
+    // On one node the registry makes it; in a cluster, the cluster's catalog and every node.
+    match app.writes.create_bucket(place.bucket.clone(), spec).await {
         Ok(Created::New) => Ok(json(
             StatusCode::CREATED,
             &serde_json::json!({ "message": "Created.", "bucket": place.bucket }),
