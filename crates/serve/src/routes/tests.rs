@@ -19,8 +19,8 @@ fn router_on_empty_root() -> (Router, tempfile::TempDir) {
     (router(app), dir)
 }
 
-/// The router's answer to `method path`: its status and its problem, if it is one.
-fn ask(router: &Router, method: &str, path: &str) -> (u16, Option<Problem>) {
+/// The router's answer to `method path`.
+fn answer(router: &Router, method: &str, path: &str) -> Response<Body> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
@@ -31,7 +31,12 @@ fn ask(router: &Router, method: &str, path: &str) -> (u16, Option<Problem>) {
         .uri(path)
         .body(Body::empty())
         .unwrap();
-    let mut a = rt.block_on(router.clone().oneshot(req)).unwrap();
+    rt.block_on(router.clone().oneshot(req)).unwrap()
+}
+
+/// The router's answer to `method path`: its status and its problem, if it is one.
+fn ask(router: &Router, method: &str, path: &str) -> (u16, Option<Problem>) {
+    let mut a = answer(router, method, path);
     (a.status().as_u16(), a.extensions_mut().remove::<Problem>())
 }
 
@@ -69,17 +74,10 @@ fn segments_are_decoded_one_by_one() {
 fn answers_carry_their_routes_label() {
     let (router, _root) = router_on_empty_root();
     let label = |method: &str, path: &str| {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        let req = Request::builder()
-            .method(method)
-            .uri(path)
-            .body(Body::empty())
-            .unwrap();
-        let a = rt.block_on(router.clone().oneshot(req)).unwrap();
-        a.extensions().get::<Route>().copied()
+        answer(&router, method, path)
+            .extensions()
+            .get::<Route>()
+            .copied()
     };
     let tid = key::tid_at(1_700_000_000, 1, [1; 6]);
     let cases = [
