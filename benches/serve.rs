@@ -11,6 +11,9 @@
 //!   mean group-commit batch, the server's RSS, and the page cache the PUTs left holding the
 //!   bucket's files (mincore) against the bytes written.
 //!
+//! `WINK_BENCH_BIN=PATH` runs another build of `wink` (a before/after comparison on the same
+//! data, in one session).
+//!
 //! Both servers and wrk share the machine's cores: the figures are ratios of one run, with the
 //! load average printed beside them. Nothing here is a test: no figure fails anything.
 
@@ -228,7 +231,11 @@ impl Drop for Wink {
 }
 
 fn start_wink(root: &Path) -> Wink {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_wink"))
+    // WINK_BENCH_BIN runs another build of the server against the same data (a before/after
+    // comparison in one session); the default is this checkout's.
+    let bin = std::env::var_os("WINK_BENCH_BIN")
+        .unwrap_or_else(|| std::ffi::OsString::from(env!("CARGO_BIN_EXE_wink")));
+    let mut child = Command::new(bin)
         .arg("serve")
         .arg(root)
         .args(["--listen", "127.0.0.1:0", "--maintenance-interval", "0"])
@@ -425,6 +432,9 @@ fn main() {
     println!("load average before: {}", uptime());
     load(&o);
     let (get_wink, get_nginx, put_wink) = scripts(&o);
+    // The PUTs' bucket of an earlier run: each run writes ~1 GB more into it otherwise, and the
+    // page cache it measures is of this run's puts alone.
+    let _ = std::fs::remove_dir_all(o.dir.join("root/p"));
     let wink_server = start_wink(&o.dir.join("root"));
     let nginx = start_nginx(&o);
     let wink_url = format!("http://{}", wink_server.addr);

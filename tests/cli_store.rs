@@ -188,6 +188,40 @@ fn put_and_get_are_byte_exact_latest_by_revision_and_by_tid() {
 }
 
 #[test]
+fn put_keeps_encoding_and_language_and_get_and_ls_return_them() {
+    let (_tmp, dir) = new_store(&[]);
+    // Stored as given, never decoded: gzip bytes come back as gzip bytes.
+    let gz: &[u8] = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03not really gzip";
+    let labelled = put_at(
+        T,
+        &dir,
+        "Käse",
+        "1",
+        &["--encoding", "gzip", "--language", "de, en-GB"],
+        gz,
+    );
+    let plain = put_at(T, &dir, "Käse", "2", &[], b"<p>plain</p>");
+    assert_eq!(get(&dir, "Käse", &["1"]), gz);
+    let meta = meta_at(T, &dir, "Käse", &["1", &labelled]);
+    assert_eq!(
+        (&meta["encoding"], &meta["language"]),
+        (&json!("gzip"), &json!("de, en-GB"))
+    );
+    let meta = meta_at(T, &dir, "Käse", &[]);
+    assert_eq!(meta["tid"], json!(plain));
+    assert!(
+        meta.get("encoding").is_none() && meta.get("language").is_none(),
+        "{meta}"
+    );
+    let run = wink_at(T, &["ls", s(&dir), D, "Käse", "--json"], b"").expect(0);
+    let listed: Value = serde_json::from_slice(&run.stdout).unwrap();
+    assert_eq!(listed[1]["tid"], json!(labelled));
+    assert_eq!(listed[1]["encoding"], json!("gzip"));
+    assert_eq!(listed[1]["language"], json!("de, en-GB"));
+    assert!(listed[0].get("encoding").is_none(), "{listed}");
+}
+
+#[test]
 fn ls_lists_newest_first_with_states() {
     let (_tmp, dir) = new_store(&[
         "--revisions",
@@ -624,6 +658,9 @@ fn bad_input_is_refused_with_exit_2_and_changes_nothing() {
         (&[D, "T", "1", "--tid", "not-a-uuid"], "tid"),
         (&[D, "T", "1", "--tid", v4], "version-1"),
         (&[D, "T", "1", "--type", ""], "content type"),
+        (&[D, "T", "1", "--encoding", "gzip, br"], "content encoding"),
+        (&[D, "T", "1", "--encoding", ""], "content encoding"),
+        (&[D, "T", "1", "--language", "de\tfr"], "content language"),
     ];
     for (args, says) in cases {
         let mut full = vec!["put", s(&dir)];

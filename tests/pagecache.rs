@@ -20,15 +20,7 @@ fn filesys_writes_leave_little_resident_and_plain_writes_do_not() {
     let doc: Vec<u8> = (0..DOC).map(|i| (i * 31 % 251) as u8).collect();
 
     let base = dir.path().join("fs");
-    let mut fs = Filesys::create(
-        &base,
-        &FsOptions {
-            ao: true,
-            ..FsOptions::default()
-        },
-        &OpenOptions::writer(),
-    )
-    .unwrap();
+    let mut fs = append_only(&base);
     for i in 0..TOTAL / DOC {
         fs.put(format!("doc/{i}").as_bytes(), 0, &doc).unwrap();
     }
@@ -57,6 +49,47 @@ fn filesys_writes_leave_little_resident_and_plain_writes_do_not() {
         plain_resident > 128 << 20,
         "plain write left only {plain_resident} bytes resident: the comparison shows nothing"
     );
+}
+
+/// A commit per small put, as a server with one client makes them: each commit's range starts
+/// inside the page the last one ended in, and that page must not stay behind, one a commit.
+#[test]
+fn a_sync_per_small_put_leaves_little_resident() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let base = dir.path().join("fs");
+    let mut fs = append_only(&base);
+    const PUTS: usize = 1000;
+    // 8 KiB and a little: no put ends on a page boundary.
+    let doc: Vec<u8> = (0..8300).map(|i| (i * 7 % 251) as u8).collect();
+    for i in 0..PUTS {
+        fs.put(format!("doc/{i}").as_bytes(), 0, &doc).unwrap();
+        fs.sync().unwrap();
+    }
+    let (resident, len) = residency(&file_path(&base, "data")).unwrap();
+    eprintln!(
+        "resident after {PUTS} synced puts: {} KiB of {} KiB",
+        resident >> 10,
+        len >> 10
+    );
+    let written = (PUTS * doc.len()) as u64;
+    assert!(len >= written);
+    assert!(
+        resident * 20 <= written,
+        "{resident} bytes of the datafile resident after {written} written (at most 5%)"
+    );
+}
+
+/// A new append-only filesys at `base`, open for writing.
+fn append_only(base: &std::path::Path) -> Filesys {
+    Filesys::create(
+        base,
+        &FsOptions {
+            ao: true,
+            ..FsOptions::default()
+        },
+        &OpenOptions::writer(),
+    )
+    .unwrap()
 }
 
 /// Accesses of a file, in order: (what, offset).

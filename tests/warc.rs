@@ -719,7 +719,7 @@ with open(sys.argv[1], 'wb') as f:
     body = gzip.compress(b'<html>zipped page</html>')
     chunked = b'%x\r\n' % len(body) + body + b'\r\n0\r\n\r\n'
     h = StatusAndHeaders('200 OK', [('Content-Type', 'text/html'), ('Content-Encoding', 'gzip'),
-        ('Transfer-Encoding', 'chunked')], protocol='HTTP/1.1')
+        ('Transfer-Encoding', 'chunked'), ('Content-Language', 'de')], protocol='HTTP/1.1')
     r = w.create_warc_record('https://example.com/page?b=2', 'response', payload=BytesIO(chunked),
         http_headers=h, warc_headers_dict={'WARC-Date': '2024-05-01T12:00:00Z'})
     w.write_record(r)
@@ -772,6 +772,15 @@ with open(sys.argv[1], 'wb') as f:
         assert_eq!(
             (got.value.as_slice(), got.content_type.as_str()),
             (&b"<html>zipped page</html>"[..], "text/html")
+        );
+        // The response's language is kept (the revisit's from its original); the body is
+        // stored decoded, so no encoding.
+        assert_eq!(
+            (
+                got.labels.encoding.as_deref(),
+                got.labels.language.as_deref()
+            ),
+            (None, Some("de"))
         );
     }
     let json = st

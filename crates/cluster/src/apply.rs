@@ -370,3 +370,20 @@ pub fn seeded(store: &mut Store, partition: u32, seq: u64) -> Result<()> {
     write_record(&mut batch, &record)?;
     batch.commit().map(drop)
 }
+
+/// Records every partition (`0..partitions`) of a bucket entered in the cluster's catalog when
+/// the stream stood at `since` as applied up to it (none of its messages is at or below it), and
+/// commits when that changes the record.
+pub fn entered(store: &mut Store, partitions: u32, since: u64) -> Result<()> {
+    let mut record = read_record(store)?;
+    let before = record.clone();
+    for p in 0..partitions {
+        let e = record.applied.entry(p).or_insert(0);
+        *e = (*e).max(since);
+    }
+    if record != before {
+        write_record(store, &record)?;
+        store.commit()?;
+    }
+    Ok(())
+}

@@ -60,6 +60,10 @@ pub struct ClusterConfig {
     /// live owner each, so that each has R live owners again (0: never).
     #[serde(default = "default_replace_after")]
     pub replace_after_secs: u64,
+    /// Milliseconds between a node's reads of the cluster's bucket catalog, for buckets made
+    /// through other nodes (a write of one is applied without waiting for it).
+    #[serde(default = "default_catalog_read")]
+    pub catalog_read_ms: u64,
 }
 
 fn default_partitions() -> u32 {
@@ -73,6 +77,9 @@ fn default_max_age() -> u64 {
 }
 fn default_stream_replicas() -> usize {
     3
+}
+fn default_catalog_read() -> u64 {
+    500
 }
 fn default_replace_after() -> u64 {
     // Longer than a reboot: a node that comes back within it replays what it missed, and no
@@ -144,6 +151,12 @@ impl ClusterConfig {
                 ));
             }
         }
+        if !(10..=3_600_000).contains(&self.catalog_read_ms) {
+            return Err(format!(
+                "catalog_read_ms {}: 10 to 3600000",
+                self.catalog_read_ms
+            ));
+        }
         if let Some(m) = self.nats_monitor.iter().find(|m| !m.starts_with("http://")) {
             return Err(format!("nats_monitor: {m:?} must start with http://"));
         }
@@ -189,6 +202,10 @@ mod tests {
         let mut bad = cfg.clone();
         bad.nodes[0].name = "N/1".into();
         assert!(bad.check().is_err());
+        assert_eq!(cfg.catalog_read_ms, 500);
+        let mut bad = cfg.clone();
+        bad.catalog_read_ms = 0;
+        assert!(bad.check().unwrap_err().contains("catalog_read_ms"));
         let mut bad = cfg;
         bad.partitions = 0;
         assert!(bad.check().is_err());

@@ -6,6 +6,7 @@
 //! | `config.rs` | the configuration file ([`ClusterConfig`]): nodes, NATS servers, P, R, buckets |
 //! | [`message`] | a change as a stream message: framing, subject, message id, partition of a key |
 //! | `placement.rs` | the partition → owners map (compare-and-set in a KV bucket), leases |
+//! | `catalog.rs` | the cluster's buckets (compare-and-set in the same KV bucket), opened by all |
 //! | [`apply`] | a batch of messages into a store, with the applied sequences, in one commit |
 //! | `node.rs` | a running node: publishing, the apply loop, forwarding, read-your-writes |
 //! | `seed.rs` | a partition the stream cannot replay, copied from another owner |
@@ -29,6 +30,7 @@
 
 pub mod admin;
 pub mod apply;
+mod catalog;
 mod config;
 pub mod message;
 mod node;

@@ -53,6 +53,8 @@ pub struct Node {
     auth: wink_serve::Auth,
     js: jetstream::Context,
     client: async_nats::Client,
+    /// The cluster's buckets: the catalog as last read, and which are open here.
+    buckets: super::catalog::Buckets,
     map: RwLock<(Map, u64)>,
     /// Bumped when the map's owners of this node change: the apply loop starts a new session.
     map_generation: AtomicU64,
@@ -265,19 +267,8 @@ impl Node {
                 }
             }
         };
-        for (bucket, spec) in &cfg.buckets {
-            let text = serde_json::to_vec(spec).unwrap_or_default();
-            let spec = wink_service::spec::BucketSpec::parse(&text)
-                .map_err(|e| Error::invalid(format!("cluster bucket {bucket}: {e}")))?;
-            match tokio::task::block_in_place(|| reg.create(bucket, &spec)) {
-                Ok(_) => {}
-                Err(e) => {
-                    return Err(Error::invalid(format!(
-                        "cluster bucket {bucket} could not be created: {e:?}"
-                    )))
-                }
-            }
-        }
+        let buckets = super::catalog::Buckets::new(reg.clone(), cfg.partitions);
+        super::catalog::start(&js, &cfg, &buckets).await?;
         let digest = {
             use sha1::Digest as _;
             sha1::Sha1::digest(cfg.name.as_bytes())
@@ -293,6 +284,7 @@ impl Node {
             cfg,
             js,
             client,
+            buckets,
             map: RwLock::new((map, revision)),
             map_generation: AtomicU64::new(0),
             session: AtomicU64::new(u64::MAX),
@@ -315,12 +307,21 @@ impl Node {
         tokio::spawn(watch_nats_sync(node.clone()));
         tokio::spawn(watch_map(node.clone()));
         tokio::spawn(replace_lost(node.clone()));
+        tokio::spawn(super::catalog::watch(node.clone()));
         tokio::spawn(apply_loop(node.clone(), reg));
         Ok(node)
     }
 
     pub fn map(&self) -> Map {
         read(&self.map).0.clone()
+    }
+
+    pub(super) fn js(&self) -> &jetstream::Context {
+        &self.js
+    }
+
+    pub(super) fn buckets(&self) -> &super::catalog::Buckets {
+        &self.buckets
     }
 
     pub fn status(&self) -> NodeStatus {
@@ -1292,7 +1293,7 @@ async fn apply_session(
             if let Some(m) = &mark {
                 // A stream that cannot be asked now is asked again at the next check.
                 if let Ok(Some((why, first))) = confirmed_divergence(&mut stream, m).await {
-                    diverge(node, &buckets, &why, first).await?;
+                    diverge(node, &reg.buckets(), &why, first).await?;
                     return Err(why.into());
                 }
             }
@@ -1344,7 +1345,8 @@ async fn apply_session(
             if last_advance.elapsed() > Duration::from_secs(5) {
                 let at = *node.scanned.borrow();
                 if at > 0 {
-                    for b in &buckets {
+                    // Buckets opened since the session started included.
+                    for b in &reg.buckets() {
                         let parts = owned.clone();
                         let m = mark.clone();
                         on_writer(b, move |s| {
@@ -1362,16 +1364,23 @@ async fn apply_session(
         for (b, m) in batch {
             per_bucket.entry(b).or_default().push(m);
         }
-        let mut outcomes = Vec::new();
+        // A bucket not open here yet is opened from the catalog before anything of the batch
+        // is applied: a batch stopped half way would leave its messages behind the records of
+        // the buckets applied.
+        let mut opened = Vec::new();
         for (name, msgs) in per_bucket {
-            let Ok(Some(b)) = reg.bucket(&name) else {
-                tracing::warn!(
+            match super::catalog::for_apply(node, &name).await {
+                Ok(Some(b)) => opened.push((name, b, msgs)),
+                Ok(None) => tracing::warn!(
                     node = %node.name,
-                    "{} messages of undeclared bucket {name} skipped",
+                    "{} messages of bucket {name}, which the cluster has not, skipped",
                     msgs.len()
-                );
-                continue;
-            };
+                ),
+                Err(e) => return Err(format!("opening bucket {name}: {e}").into()),
+            }
+        }
+        let mut outcomes = Vec::new();
+        for (name, b, msgs) in opened {
             let parts = owned.clone();
             let m = mark.clone();
             let report = on_writer(&b, move |s| {
@@ -1413,6 +1422,16 @@ impl Writes for Node {
                 change,
                 arrival,
             } = w;
+            match super::catalog::knows(self, &bucket).await {
+                Ok(true) => {}
+                Ok(false) => return Err(wink_service::registry::missing(&bucket)),
+                Err(e) => {
+                    return Err(ServiceError::unavailable(
+                        format!("the cluster's bucket catalog: {e}"),
+                        2,
+                    ))
+                }
+            }
             let change = self.message_of(domain, title, change, arrival);
             let (sent, outcome) = self.write_change(&bucket, &change).await?;
             let done = match outcome {
@@ -1441,6 +1460,31 @@ impl Writes for Node {
             })
         })
     }
+
+    fn bucket_for_write(&self, name: String) -> Pending<'_, Arc<wink_service::registry::Bucket>> {
+        Box::pin(async move {
+            let reg = &self.buckets.registry;
+            if let Ok(Some(b)) = reg.bucket(&name) {
+                return Ok(b);
+            }
+            // Made through another node a moment ago: the catalog read again opens it here.
+            if let Err(e) = super::catalog::knows(self, &name).await {
+                return Err(ServiceError::unavailable(
+                    format!("the cluster's bucket catalog: {e}"),
+                    2,
+                ));
+            }
+            reg.open_bucket(&name)
+        })
+    }
+
+    fn create_bucket(
+        &self,
+        name: String,
+        spec: wink_service::spec::BucketSpec,
+    ) -> wink_service::Creating<'_> {
+        Box::pin(super::catalog::create(self, name, spec))
+    }
 }
 
 /// A cluster's reads: a node answers for the partitions it owns once it has caught up on them;
@@ -1453,12 +1497,9 @@ impl ReadGate for Node {
                 "domain {domain} is reserved for the cluster's own records"
             )));
         }
-        if !self.cfg.buckets.contains_key(bucket) {
-            return Err(ServiceError::NotFound(format!(
-                "no bucket {bucket} in this cluster (a cluster's buckets are declared in its \
-                 configuration)"
-            )));
-        }
+        // Any bucket: one the cluster has not is 404 where it is looked for (the registry, the
+        // catalog), and `PUT P` makes one.
+        let _ = bucket;
         Ok(())
     }
 

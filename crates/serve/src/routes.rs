@@ -18,8 +18,8 @@
 //!
 //! A request passes, in order: [`handle`] (head size, request id, the answer's common headers,
 //! metrics, logs, the body no route read), the router, [`admit`] (the path's segments decoded,
-//! the read gate's admission), [`relay`] (a title's reads answered elsewhere or later), the
-//! route's methods (405 for another), its metrics label, its handler. A handler's [`Problem`]
+//! the read gate's admission, a title's reads answered elsewhere or later, the metrics label),
+//! the route's methods (405 for another), its handler. A handler's [`Problem`]
 //! is rendered by [`handle`], which knows the request's method and target.
 //!
 //! One file past 900 lines on purpose: the table above is the whole API, and each route's
@@ -33,9 +33,9 @@ use std::time::{Instant, UNIX_EPOCH};
 use axum::body::Body;
 use axum::extract::{FromRequestParts, MatchedPath, Request, State};
 use axum::handler::Handler;
-use axum::middleware::{from_fn, from_fn_with_state, Next};
+use axum::middleware::{from_fn_with_state, Next};
 use axum::response::IntoResponse;
-use axum::routing::{delete, get, post, put, MethodRouter};
+use axum::routing::{get, post};
 use axum::Router;
 use bytes::Bytes;
 use http_body_util::{BodyExt as _, Full};
@@ -117,86 +117,84 @@ macro_rules! p {
 pub fn router(app: Arc<App>) -> Router {
     let mut router = Router::new()
         .route(
+            p!(""),
+            get(get_bucket)
+                .put(put_bucket)
+                .fallback(refuse("GET, HEAD, PUT")),
+        )
+        .route(p!("/"), get(get_titles).fallback(refuse("GET, HEAD")))
+        .route(
             p!("/{title}"),
-            counted(latest_or_as_of, get(get_latest))
-                .merge(counted(|_| Route::TakeDown, delete(take_down_title)))
+            get(get_latest)
+                .delete(take_down_title)
                 .fallback(refuse("GET, HEAD, DELETE")),
         )
         .route(
             p!("/{title}/"),
-            counted(|_| Route::Renders, get(get_renders)).fallback(refuse("GET, HEAD")),
+            get(get_renders).fallback(refuse("GET, HEAD")),
         )
         .route(
             p!("/{title}/{rev}"),
-            counted(|_| Route::Revision, get(get_revision))
-                .merge(counted(|_| Route::Put, put(put_revision)))
-                .merge(counted(|_| Route::TakeDown, delete(take_down_revision)))
+            get(get_revision)
+                .put(put_revision)
+                .delete(take_down_revision)
                 .fallback(refuse("GET, HEAD, PUT, DELETE")),
         )
         .route(
             p!("/{title}/{rev}/{tid}"),
-            counted(|_| Route::Render, get(get_render))
-                .merge(counted(|_| Route::Put, put(put_render_tid)))
+            get(get_render)
+                .put(put_render_tid)
                 .fallback(refuse("GET, HEAD, PUT")),
-        )
-        .route_layer(from_fn_with_state(app.clone(), relay))
-        .route(
-            p!(""),
-            counted(|_| Route::BucketGet, get(get_bucket))
-                .merge(counted(|_| Route::BucketPut, put(put_bucket)))
-                .fallback(refuse("GET, HEAD, PUT")),
-        )
-        .route(
-            p!("/"),
-            counted(|_| Route::Titles, get(get_titles)).fallback(refuse("GET, HEAD")),
         )
         .route(
             p!("/{title}/_lift"),
-            counted(|_| Route::Lift, post(lift_title)).fallback(refuse("POST")),
+            post(lift_title).fallback(refuse("POST")),
         )
         .route(
             p!("/{title}/{rev}/_lift"),
-            counted(|_| Route::Lift, post(lift_revision)).fallback(refuse("POST")),
+            post(lift_revision).fallback(refuse("POST")),
         )
         .route_layer(from_fn_with_state(app.clone(), admit))
-        .route(
-            "/_health",
-            counted(|_| Route::Health, get(health)).fallback(refuse("GET, HEAD")),
-        )
-        .route(
-            "/metrics",
-            counted(|_| Route::Metrics, get(metrics)).fallback(refuse("GET, HEAD")),
-        );
+        .route("/_health", get(health).fallback(refuse("GET, HEAD")))
+        .route("/metrics", get(metrics).fallback(refuse("GET, HEAD")));
     if let Some(extension) = &app.extension {
         router = router.merge(extension.routes());
     }
     router.fallback(unrouted).with_state(app)
 }
 
-/// `methods`, their answers labelled for the metrics with the route `label` names.
-fn counted(
-    label: fn(&Request) -> Route,
-    methods: MethodRouter<Arc<App>>,
-) -> MethodRouter<Arc<App>> {
-    methods.route_layer(from_fn(move |req: Request, next: Next| async move {
-        let route = label(&req);
-        let mut a = next.run(req).await;
-        a.extensions_mut().insert(route);
-        a
-    }))
+/// The metrics label of a request the router matched to `pattern` (a 405's is its route's), or
+/// of one outside the API by its path.
+fn route_of(pattern: &str, method: &Method, query: Option<&str>) -> Route {
+    let Some(tail) = pattern.strip_prefix(p!("")) else {
+        return match pattern {
+            "/_health" => Route::Health,
+            "/metrics" => Route::Metrics,
+            _ => Route::Other,
+        };
+    };
+    let write = *method == Method::PUT;
+    let delete = *method == Method::DELETE;
+    match tail {
+        "" if write => Route::BucketPut,
+        "" => Route::BucketGet,
+        "/" => Route::Titles,
+        "/{title}" if delete => Route::TakeDown,
+        // A title's reads are counted apart with `as_of` and without: their costs differ.
+        "/{title}" if as_of(query) => Route::AsOf,
+        "/{title}" => Route::Latest,
+        "/{title}/" => Route::Renders,
+        "/{title}/{rev}" | "/{title}/{rev}/{tid}" if write => Route::Put,
+        "/{title}/{rev}" if delete => Route::TakeDown,
+        "/{title}/{rev}" => Route::Revision,
+        "/{title}/{rev}/{tid}" => Route::Render,
+        "/{title}/_lift" | "/{title}/{rev}/_lift" => Route::Lift,
+        _ => Route::Other,
+    }
 }
 
-/// A title's reads are counted apart with `as_of` and without: their costs differ.
-fn latest_or_as_of(req: &Request) -> Route {
-    let as_of = req
-        .uri()
-        .query()
-        .is_some_and(|q| form_urlencoded::parse(q.as_bytes()).any(|(k, _)| k == "as_of"));
-    if as_of {
-        Route::AsOf
-    } else {
-        Route::Latest
-    }
+fn as_of(query: Option<&str>) -> bool {
+    query.is_some_and(|q| form_urlencoded::parse(q.as_bytes()).any(|(k, _)| k == "as_of"))
 }
 
 /// A route's answer to a method it does not take: our 405, whose `Allow` lists the methods
@@ -243,7 +241,7 @@ pub async fn handle(
         .extensions()
         .get::<Route>()
         .copied()
-        .unwrap_or(Route::Other);
+        .unwrap_or_else(|| route_of(uri.split('?').next().unwrap_or(""), &method, None));
     if let Some(p) = problem_of(&mut answer).await {
         answer = rendered(p, &method, &uri, &id);
     }
@@ -451,31 +449,33 @@ fn not_routed(pattern: &str) -> Problem {
 }
 
 /// The first step of every API route: its path decoded (400 for a segment its rule refuses),
-/// the read gate's admission of its bucket and domain. The key goes on to the handler.
-async fn admit(
-    State(app): State<Arc<App>>,
-    mut req: Request,
-    next: Next,
-) -> Result<Response<Body>> {
-    let pattern = req
-        .extensions()
-        .get::<MatchedPath>()
-        .map_or("", |m| m.as_str());
+/// the read gate's admission of its bucket and domain; then a read of a title this node does not
+/// answer for is relayed to the first peer that answers it, or held until this node may answer
+/// (the read gate says which). The key goes on to the handler; the answer is labelled with the
+/// route for the metrics. One layer, not three: each costs a boxed future per request.
+async fn admit(State(app): State<Arc<App>>, mut req: Request, next: Next) -> Response<Body> {
+    let matched = req.extensions().get::<MatchedPath>().cloned();
+    let pattern = matched.as_ref().map_or("", |m| m.as_str());
+    let route = route_of(pattern, req.method(), req.uri().query());
+    let mut a = match admitted(&app, pattern, &mut req).await {
+        Ok(None) => next.run(req).await,
+        Ok(Some(relayed)) => relayed,
+        Err(p) => p.into_response(),
+    };
+    a.extensions_mut().insert(route);
+    a
+}
+
+/// The key of `req`, admitted; a peer's answer when the read was relayed.
+async fn admitted(app: &App, pattern: &str, req: &mut Request) -> Result<Option<Response<Body>>> {
     let key = Key::decode(pattern, req.uri().path())?;
     app.gate.admit(&key.place.bucket, &key.place.domain)?;
     req.extensions_mut().insert(key);
-    Ok(next.run(req).await)
-}
-
-/// A read of a title this node does not answer for is relayed to the first peer that answers
-/// it, or held until this node may answer (the read gate says which).
-async fn relay(State(app): State<Arc<App>>, req: Request, next: Next) -> Result<Response<Body>> {
     // Parts, not the request, are held across the awaits: its body is not Sync.
-    let (parts, body) = req.into_parts();
-    if let Some(a) = relayed(&app, &parts).await? {
-        return Ok(a);
-    }
-    Ok(next.run(Request::from_parts(parts, body)).await)
+    let (parts, body) = std::mem::take(req).into_parts();
+    let relayed = relayed(app, &parts).await;
+    *req = Request::from_parts(parts, body);
+    relayed
 }
 
 /// A peer's answer to a read of a title; `None` once this node may answer it.
@@ -1223,7 +1223,7 @@ async fn put_render(
     body: Unread,
 ) -> Result<Answer> {
     app.auth.check(&parts.headers)?;
-    let b = bucket(app, &place)?;
+    let b = app.writes.bucket_for_write(place.bucket.clone()).await?;
     let content_type = content_type(&parts.headers)?;
     let labels = labels(&parts.headers)?;
     // A client's own tid may run a little ahead of this server's clock, not far.
@@ -1372,7 +1372,7 @@ fn changed(mut body: serde_json::Value, seq: Option<u64>) -> Answer {
 
 /// A take-down or lift, through the node's writes.
 async fn change(app: &App, place: Place, title: String, change: Change) -> Result<Receipt> {
-    bucket(app, &place)?;
+    app.writes.bucket_for_write(place.bucket.clone()).await?;
     let write = Write {
         bucket: place.bucket,
         domain: place.domain,
@@ -1406,8 +1406,8 @@ async fn create_bucket(app: &App, place: &Place, parts: &Parts, body: Incoming) 
         }
     }
     let spec = BucketSpec::parse(&body.bytes).map_err(|e| Problem::bad_request(strip(e)))?;
-    let created = tokio::task::block_in_place(|| app.registry.create(&place.bucket, &spec));
-    match created {
+    // On one node the registry makes it; in a cluster, the cluster's catalog and every node.
+    match app.writes.create_bucket(place.bucket.clone(), spec).await {
         Ok(Created::New) => Ok(json(
             StatusCode::CREATED,
             &serde_json::json!({ "message": "Created.", "bucket": place.bucket }),

@@ -42,4 +42,4 @@ pub use conditions::{Preconditions, Tags};
 pub use error::{Refusal, ServiceError};
 pub use gate::{LocalGate, Peer, ReadGate};
 pub use histogram::Histogram;
-pub use writes::{Change, Done, LocalWrites, Pending, Receipt, Write, Writes};
+pub use writes::{Change, Creating, Done, LocalWrites, Pending, Receipt, Write, Writes};

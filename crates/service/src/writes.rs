@@ -15,7 +15,8 @@ use wink_engine::store::Labels;
 use super::commit::{Job, PutError, PutJob};
 use super::conditions::Preconditions;
 use super::error::{Refusal, ServiceError};
-use super::registry::{Bucket, Registry};
+use super::registry::{Bucket, CreateError, Created, Registry};
+use super::spec::BucketSpec;
 
 /// A change to one title of a bucket, as received.
 #[derive(Debug, Clone)]
@@ -91,11 +92,23 @@ pub struct Receipt {
 /// A future of the service, boxed so that an implementation can be chosen at run time.
 pub type Pending<'a, T> = Pin<Box<dyn Future<Output = Result<T, ServiceError>> + Send + 'a>>;
 
+/// A future of a bucket's creation.
+pub type Creating<'a> = Pin<Box<dyn Future<Output = Result<Created, CreateError>> + Send + 'a>>;
+
 /// Where writes go. An answer is given only once the write is durable (`Ok`), or refused, or
 /// known not to be promised (`Err`).
 pub trait Writes: Send + Sync {
     /// Makes `write` durable and answers what it did.
     fn write(&self, write: Write) -> Pending<'_, Receipt>;
+
+    /// Creates bucket `name` with `spec`'s settings wherever this service keeps buckets, or
+    /// checks them against the bucket's when it exists ([`Registry::create`]'s answers).
+    fn create_bucket(&self, name: String, spec: BucketSpec) -> Creating<'_>;
+
+    /// The open bucket `name` a write goes to (its settings bound the write); 404 when the
+    /// service has no such bucket. A cluster node opens a bucket made through another node a
+    /// moment ago first.
+    fn bucket_for_write(&self, name: String) -> Pending<'_, Arc<Bucket>>;
 }
 
 /// The writes of a single node: each bucket's group commit.
@@ -175,6 +188,24 @@ impl Writes for LocalWrites {
                 }
             };
             Ok(Receipt { done, seq: None })
+        })
+    }
+
+    fn bucket_for_write(&self, name: String) -> Pending<'_, Arc<Bucket>> {
+        Box::pin(async move { self.registry.open_bucket(&name) })
+    }
+
+    fn create_bucket(&self, name: String, spec: BucketSpec) -> Creating<'_> {
+        let registry = self.registry.clone();
+        Box::pin(async move {
+            // Making a store's files blocks: off the runtime's workers.
+            tokio::task::spawn_blocking(move || registry.create(&name, &spec))
+                .await
+                .map_err(|e| {
+                    CreateError::Store(wink_engine::Error::internal(format!(
+                        "creating a bucket: {e}"
+                    )))
+                })?
         })
     }
 }

@@ -358,6 +358,7 @@ fn put_record(
                     .unwrap_or("application/octet-stream")
                     .to_string(),
                 value: std::mem::take(&mut r.block),
+                language: None,
             }
         }
         "response" => {
@@ -386,7 +387,8 @@ fn put_record(
         ("revisit", Some(t)) => t.to_string(),
         _ => payload.content_type,
     };
-    // A Wink render's labels, from its own fields (a response's body is decoded above: none).
+    // A Wink render's labels, from its own fields; another WARC's response keeps its
+    // Content-Language (its body is decoded above, so it has no encoding).
     let labels = Labels {
         encoding: r
             .header
@@ -395,7 +397,8 @@ fn put_record(
         language: r
             .header
             .get(mapping::FIELD_CONTENT_LANGUAGE)
-            .map(str::to_string),
+            .map(str::to_string)
+            .or(payload.language.clone()),
     };
     let put = Put {
         domain: &target.key.domain,
@@ -498,5 +501,6 @@ fn original(store: &Store, r: &Record) -> std::result::Result<Result<Payload, St
     Ok(Ok(Payload {
         content_type: got.content_type,
         value: got.value,
+        language: got.labels.language,
     }))
 }

@@ -5,12 +5,15 @@
 use std::io::Read;
 
 use flate2::read::{MultiGzDecoder, ZlibDecoder};
+use wink_engine::store::Labels;
 
-/// A render's bytes and content type.
+/// A render's bytes, content type and language.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Payload {
     pub content_type: String,
     pub value: Vec<u8>,
+    /// A response's `Content-Language`, when it is one a render can keep.
+    pub language: Option<String>,
 }
 
 /// The body of an HTTP response block whose header ends at `body_start`, at most `max` bytes;
@@ -63,9 +66,19 @@ pub(crate) fn http_response(block: &[u8], body_start: usize, max: u64) -> Result
             body.len()
         ));
     }
+    // Kept only when it is one a render can carry: a response is not refused for an odd label.
+    let language = header("Content-Language").filter(|l| {
+        Labels {
+            encoding: None,
+            language: Some(l.clone()),
+        }
+        .check()
+        .is_ok()
+    });
     Ok(Payload {
         content_type,
         value: body,
+        language,
     })
 }
 
@@ -129,6 +142,19 @@ mod tests {
             .unwrap();
         let (b, s) = block("HTTP/1.1 200 OK\nContent-Encoding: gzip\n", &gz);
         assert_eq!(http_response(&b, s, 100).unwrap().value, b"zipped");
+    }
+
+    #[test]
+    fn a_responses_language_is_kept_when_a_render_can_carry_it() {
+        let (b, s) = block("HTTP/1.1 200 OK\nContent-Language: de, en-GB\n", b"x");
+        let p = http_response(&b, s, 100).unwrap();
+        assert_eq!(p.language.as_deref(), Some("de, en-GB"));
+        let (b, s) = block("HTTP/1.1 200 OK\n", b"x");
+        assert_eq!(http_response(&b, s, 100).unwrap().language, None);
+        // Too long for a render's label: dropped, the response still stored.
+        let long = format!("HTTP/1.1 200 OK\nContent-Language: {}\n", "a".repeat(200));
+        let (b, s) = block(&long, b"x");
+        assert_eq!(http_response(&b, s, 100).unwrap().language, None);
     }
 
     #[test]

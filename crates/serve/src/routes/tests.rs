@@ -19,8 +19,8 @@ fn router_on_empty_root() -> (Router, tempfile::TempDir) {
     (router(app), dir)
 }
 
-/// The router's answer to `method path`: its status and its problem, if it is one.
-fn ask(router: &Router, method: &str, path: &str) -> (u16, Option<Problem>) {
+/// The router's answer to `method path`.
+fn answer(router: &Router, method: &str, path: &str) -> Response<Body> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
@@ -31,7 +31,12 @@ fn ask(router: &Router, method: &str, path: &str) -> (u16, Option<Problem>) {
         .uri(path)
         .body(Body::empty())
         .unwrap();
-    let mut a = rt.block_on(router.clone().oneshot(req)).unwrap();
+    rt.block_on(router.clone().oneshot(req)).unwrap()
+}
+
+/// The router's answer to `method path`: its status and its problem, if it is one.
+fn ask(router: &Router, method: &str, path: &str) -> (u16, Option<Problem>) {
+    let mut a = answer(router, method, path);
     (a.status().as_u16(), a.extensions_mut().remove::<Problem>())
 }
 
@@ -63,6 +68,48 @@ fn segments_are_decoded_one_by_one() {
         (k.title.as_deref(), k.rev, k.tid),
         (Some("T"), Some(3), None)
     );
+}
+
+#[test]
+fn answers_carry_their_routes_label() {
+    let (router, _root) = router_on_empty_root();
+    let label = |method: &str, path: &str| {
+        answer(&router, method, path)
+            .extensions()
+            .get::<Route>()
+            .copied()
+    };
+    let tid = key::tid_at(1_700_000_000, 1, [1; 6]);
+    let cases = [
+        ("GET", P.to_string(), Route::BucketGet),
+        ("PUT", P.to_string(), Route::BucketPut),
+        ("GET", format!("{P}/"), Route::Titles),
+        ("GET", format!("{P}/T"), Route::Latest),
+        (
+            "GET",
+            format!("{P}/T?as_of=2024-01-01T00:00:00Z"),
+            Route::AsOf,
+        ),
+        ("DELETE", format!("{P}/T"), Route::TakeDown),
+        ("GET", format!("{P}/T/"), Route::Renders),
+        ("GET", format!("{P}/T/3"), Route::Revision),
+        ("PUT", format!("{P}/T/3"), Route::Put),
+        ("DELETE", format!("{P}/T/3"), Route::TakeDown),
+        ("GET", format!("{P}/T/3/{tid}"), Route::Render),
+        ("PUT", format!("{P}/T/3/{tid}"), Route::Put),
+        ("POST", format!("{P}/T/_lift"), Route::Lift),
+        ("POST", format!("{P}/T/3/_lift"), Route::Lift),
+        // A 405 is counted with its route, a refused segment too.
+        ("PATCH", format!("{P}/T"), Route::Latest),
+        ("GET", format!("{P}/T/x"), Route::Revision),
+    ];
+    for (method, path, route) in cases {
+        assert_eq!(label(method, &path), Some(route), "{method} {path}");
+    }
+    // Outside the API, the front labels by path (not the router).
+    assert_eq!(route_of("/_health", &Method::GET, None), Route::Health);
+    assert_eq!(route_of("/metrics", &Method::GET, None), Route::Metrics);
+    assert_eq!(route_of("/", &Method::GET, None), Route::Other);
 }
 
 #[test]

@@ -21,7 +21,8 @@ seconds since the epoch): the newest render, by revision then tid, whose tid car
 or before T — if retention still keeps it (exit status 1 otherwise). It takes no REV or TID.
 
 --meta prints one JSON object instead: domain, title, rev, tid, size, content_type, state
-(current, recent, historical or archived) and etag (an HTTP entity tag, quotes included:
+(current, recent, historical or archived), encoding and language (only for a render put with
+them) and etag (an HTTP entity tag, quotes included:
 \"REV/TID\").
 
 Every value is verified against its CRC-32 before a byte is written: damage is reported with the
@@ -95,6 +96,7 @@ fn meta<'a>(args: &'a Args, got: &'a Got) -> MetaJson<'a> {
             got.tid,
             got.value.len() as u64,
             &got.content_type,
+            &got.labels,
             got.state,
         ),
         etag: format!("\"{}/{}\"", got.rev, got.tid),

@@ -13,7 +13,8 @@ const AFTER_HELP: &str = "\
 Lists the title's readable renders (retention at WINK_NOW when set; take-downs excluded), newest
 first: by revision, then by tid time. Text output: one tab-separated line per render: rev, tid,
 size, content type, state (current, recent, historical or archived). With --json: one JSON array
-of objects with rev, tid, size, content_type and state.
+of objects with rev, tid, size, content_type and state, and encoding and language for a render
+put with them.
 
 A render whose value is damaged and quarantined (`wink scrub --quarantine`; reads of it fail with
 exit 3) has a sixth field, `quarantined PATH` (PATH: its quarantine entry's description); in
@@ -108,5 +109,5 @@ pub fn run(args: &Args) -> Result<Status> {
 }
 
 fn json(l: &Listed) -> RenderJson<'_> {
-    RenderJson::new(l.rev, l.tid, l.size, &l.content_type, l.state)
+    RenderJson::new(l.rev, l.tid, l.size, &l.content_type, &l.labels, l.state)
 }

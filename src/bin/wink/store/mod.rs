@@ -35,7 +35,7 @@ use std::path::Path;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde::Serialize;
 use uuid::Uuid;
-use wink::store::{key, State, Store, StoreOptions};
+use wink::store::{key, Labels, State, Store, StoreOptions};
 use wink::{Error, Result};
 
 /// The option every writing verb takes.
@@ -156,19 +156,34 @@ struct RenderJson<'a> {
     size: u64,
     content_type: &'a str,
     state: &'static str,
+    /// The render's content coding, when it was put with one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    encoding: Option<&'a str>,
+    /// The render's language, when it was put with one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    language: Option<&'a str>,
     /// The quarantine entry of a damaged value (`wink scrub --quarantine`); absent otherwise.
     #[serde(skip_serializing_if = "Option::is_none")]
     quarantined: Option<String>,
 }
 
 impl<'a> RenderJson<'a> {
-    fn new(rev: u64, tid: Uuid, size: u64, content_type: &'a str, state: State) -> Self {
+    fn new(
+        rev: u64,
+        tid: Uuid,
+        size: u64,
+        content_type: &'a str,
+        labels: &'a Labels,
+        state: State,
+    ) -> Self {
         RenderJson {
             rev,
             tid: tid.to_string(),
             size,
             content_type,
             state: state.as_str(),
+            encoding: labels.encoding.as_deref(),
+            language: labels.language.as_deref(),
             quarantined: None,
         }
     }

@@ -1,8 +1,9 @@
-//! `wink put DIR DOMAIN TITLE REV [--tid UUID] [--type CT] [--historical] [--wait] [FILE | -]`.
+//! `wink put DIR DOMAIN TITLE REV [--tid UUID] [--type CT] [--encoding E] [--language L]
+//! [--historical] [--wait] [FILE | -]`.
 
 use std::path::PathBuf;
 
-use wink::store::{Config, Put};
+use wink::store::{Config, Labels, Put};
 use wink::vfs::RealFs;
 use wink::Result;
 
@@ -20,12 +21,17 @@ put of a revision is its latest render. Writing the same REV and TID again repla
 Which render is the latest depends on the revision, then the tid, never on the order puts with
 given tids arrive in.
 
+--encoding and --language label the render as HTTP's Content-Encoding and Content-Language
+would (`gzip`; `de, en`): the bytes are stored as given, never decoded, and the labels are read
+back with the render (`wink get --meta`, `wink ls --json`, `wink serve`'s answers).
+
 --historical stores an old revision regenerated on request: it stays readable for the store's
 historical TTL, and is refused for a revision newer than the current one.
 
 Exit status 2, with nothing written, for an empty or over-long domain or title, a domain with
 `/`, a revision that is not a non-negative integer, a tid that is not a version-1 UUID, a value
-over the store's maximum, a revision that is taken down, or a FILE that cannot be read.";
+over the store's maximum, an encoding that is not one token of at most 64 bytes, a language that
+is not at most 128 bytes of visible ASCII, a revision that is taken down, or a FILE that cannot be read.";
 
 /// Stores a render from FILE or stdin, and commits it.
 #[derive(clap::Args)]
@@ -46,6 +52,12 @@ pub struct Args {
     /// The content type stored with the render.
     #[arg(long = "type", value_name = "CONTENT_TYPE", default_value = DEFAULT_TYPE)]
     content_type: String,
+    /// The content coding the bytes are in (stored as given, never decoded): `gzip`, `br`, ...
+    #[arg(long, value_name = "CODING")]
+    encoding: Option<String>,
+    /// The language of the content: `de`, `en-GB, fr`, ...
+    #[arg(long, value_name = "TAGS")]
+    language: Option<String>,
     /// A historical render (an old revision regenerated on request).
     #[arg(long)]
     historical: bool,
@@ -56,6 +68,12 @@ pub struct Args {
 pub fn run(args: &Args) -> Result<Status> {
     let rev = super::parse_rev(&args.rev)?;
     let tid = args.tid.as_deref().map(super::parse_tid).transpose()?;
+    let labels = Labels {
+        encoding: args.encoding.clone(),
+        language: args.language.clone(),
+    };
+    // Checked before the input is read, so a usage error is one whatever the input.
+    labels.check()?;
     super::expect_store(&args.dir)?;
     // Read against the store's maximum before the writer lock is taken, so that a second
     // writer's presence does not hide the usage error (the store refuses it again).
@@ -70,7 +88,7 @@ pub fn run(args: &Args) -> Result<Status> {
         rev,
         tid,
         content_type: &args.content_type,
-        labels: &wink::store::Labels::NONE,
+        labels: &labels,
         value: &content,
         historical: args.historical,
     })?;

@@ -217,7 +217,9 @@ impl KvSeq {
         }
         let chunk = (chunk_from, self.filesize - chunk_from);
         if let Some((prev, prev_len)) = self.writeback.in_flight.replace(chunk) {
-            s.flush_and_drop(prev, prev_len)
+            // From the start of its first page, which the chunk before left (see drop_synced).
+            let start = page_start(prev, self.data_start);
+            s.flush_and_drop(start, prev + prev_len - start)
                 .map_err(|e| Error::io(s.path(), Some(prev), e))?;
         }
         self.writeback.chunk_from = self.filesize;
@@ -279,6 +281,11 @@ impl KvSeq {
         }
         .max(self.data_start)
         .min(self.filesize);
+        // From the start of `from`'s page: the kernel drops only whole pages, so a range that
+        // starts inside one keeps it. That page held the end of the last commit and is whole
+        // and durable now; left out, one page a commit stayed cached. The page the file ends in
+        // stays: the next append fills it.
+        let from = page_start(from, self.data_start);
         s.drop_cache(from, self.filesize.saturating_sub(from))
             .map_err(|e| Error::io(s.path(), Some(from), e))?;
         self.writeback = WritebackState {
@@ -326,5 +333,16 @@ impl Drop for KvSeq {
             // Best effort: a reader should see what was appended. Durability needs sync().
             let _ = self.flush();
         }
+    }
+}
+
+/// The start of `offset`'s page, unless that lies before `data_start` (the superblock's page,
+/// rewritten at every sync, stays cached).
+fn page_start(offset: u64, data_start: u64) -> u64 {
+    let page = offset & !(storage::PAGE - 1);
+    if page >= data_start {
+        page
+    } else {
+        offset
     }
 }
