@@ -382,8 +382,9 @@ pub fn entered(store: &mut Store, partitions: u32, since: u64) -> Result<()> {
         *e = (*e).max(since);
     }
     if record != before {
-        write_record(store, &record)?;
-        store.commit()?;
+        let mut batch = store.batch();
+        write_record(&mut batch, &record)?;
+        batch.commit()?;
     }
     Ok(())
 }
