@@ -335,6 +335,18 @@ impl PageMap {
 /// The page size the page-cache hooks round to.
 pub const PAGE: u64 = 4096;
 
+/// The start of the page `offset` lies in.
+pub(crate) fn page_floor(offset: u64) -> u64 {
+    offset & !(PAGE - 1)
+}
+
+/// The whole pages that bytes `[offset, end)` touch, as (start, length): what a page-cache hint
+/// must be given to reach them, since the kernel drops only pages wholly inside a hint's range.
+pub(crate) fn pages_touching(offset: u64, end: u64) -> (u64, u64) {
+    let start = page_floor(offset);
+    (start, end.div_ceil(PAGE) * PAGE - start)
+}
+
 /// A real file, read and written with pread/pwrite.
 #[derive(Debug)]
 pub struct FileStorage {
@@ -491,10 +503,9 @@ impl Storage for FileStorage {
         let cold = offset + cached as u64;
         let done = cached + self.read_at(&mut buf[cached..], cold)?;
         // From the page the disk read started in to the end of the last page read.
-        let start = cold & !(PAGE - 1);
-        let end = (offset + done as u64).div_ceil(PAGE) * PAGE;
-        if end > start {
-            self.drop_cache(start, end - start)?;
+        let (start, len) = pages_touching(cold, offset + done as u64);
+        if len > 0 {
+            self.drop_cache(start, len)?;
         }
         Ok(done)
     }

@@ -15,7 +15,7 @@ use std::collections::HashMap;
 use crate::error::Result;
 use crate::format::hindex::{HIndex, KeySource, UsedCells};
 use crate::format::kvseq::{KvPointer, KvSeq};
-use crate::storage::PAGE;
+use crate::storage::pages_touching;
 
 /// Keys held at once (bounds the memory: a few hundred KiB).
 const BATCH: usize = 4096;
@@ -78,9 +78,8 @@ impl<'a> BatchKeys<'a> {
                 // The whole pages the key's window touched: the kernel drops only pages that lie
                 // wholly in the range it is given, and a window inside one page is none. A hint:
                 // pages that stay cached cost memory, not correctness.
-                let start = p & !(PAGE - 1);
-                let end = (p + KEY_WINDOW).div_ceil(PAGE) * PAGE;
-                let _ = data.storage().drop_cache(start, end - start);
+                let (start, len) = pages_touching(p, p + KEY_WINDOW);
+                let _ = data.storage().drop_cache(start, len);
             }
         }
         *self.keys.borrow_mut() = keys;

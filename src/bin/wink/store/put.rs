@@ -31,7 +31,8 @@ historical TTL, and is refused for a revision newer than the current one.
 Exit status 2, with nothing written, for an empty or over-long domain or title, a domain with
 `/`, a revision that is not a non-negative integer, a tid that is not a version-1 UUID, a value
 over the store's maximum, an encoding that is not one token of at most 64 bytes, a language that
-is not at most 128 bytes of visible ASCII, a revision that is taken down, or a FILE that cannot be read.";
+is not at most 128 bytes of visible ASCII, a revision that is taken down, or a FILE that cannot
+be read.";
 
 /// Stores a render from FILE or stdin, and commits it.
 #[derive(clap::Args)]

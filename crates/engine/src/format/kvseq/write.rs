@@ -339,7 +339,7 @@ impl Drop for KvSeq {
 /// The start of `offset`'s page, unless that lies before `data_start` (the superblock's page,
 /// rewritten at every sync, stays cached).
 fn page_start(offset: u64, data_start: u64) -> u64 {
-    let page = offset & !(storage::PAGE - 1);
+    let page = storage::page_floor(offset);
     if page >= data_start {
         page
     } else {
