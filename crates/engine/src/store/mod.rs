@@ -451,7 +451,7 @@ impl Store {
         &self.cfg
     }
 
-    /// Commits of the title records made through this handle: by [`Store::commit`] (so by every
+    /// Commits of the title records made through this handle: by a commit (so by every
     /// committed put, take-down and lift), and inside a put when the container rolls over or the
     /// record index grows. After a power cut the store holds what the last completed one
     /// committed (crash tests compare this counter around an operation to know which states may
