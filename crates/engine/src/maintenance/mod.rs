@@ -28,7 +28,7 @@
 //! let report = maintenance::compact(&mut store, &CompactOptions::default(), |_, _| {})?;
 //! assert!(report.nothing_to_do());
 //! assert!(maintenance::scrub(&store, |_| {})?.is_clean());
-//! # Ok::<(), wink_engine::Error>(())
+//! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
 pub mod archive_run;
