@@ -309,6 +309,7 @@ impl Node {
         tokio::spawn(replace_lost(node.clone()));
         tokio::spawn(super::catalog::watch(node.clone()));
         tokio::spawn(apply_loop(node.clone(), reg));
+        tokio::spawn(super::router::keep(node.clone(), node.cfg.routers.clone()));
         Ok(node)
     }
 
