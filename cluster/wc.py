@@ -209,6 +209,25 @@ def http_status(url, timeout=2):
         return None
 
 
+def jetstream_whole(servers):
+    """Whether every server names the same JetStream meta leader and the leader sees every other
+    server as a current peer: until then a stream of R=3 may find "no suitable peers for
+    placement", and a node that starts meanwhile spends its start retrying."""
+    metas = []
+    for n in servers:
+        try:
+            with urllib.request.urlopen(n["monitor"] + "/jsz", timeout=2) as r:
+                metas.append(json.load(r).get("meta_cluster") or {})
+        except Exception:
+            return False
+    leaders = {m.get("leader") for m in metas}
+    if len(leaders) != 1 or not next(iter(leaders)):
+        return False
+    replicas = next((m["replicas"] for m in metas if "replicas" in m), [])
+    return (len(replicas) == len(servers) - 1
+            and all(r.get("current") and not r.get("offline") for r in replicas))
+
+
 def wait_for(what, check, seconds, entry=None, others=()):
     """Waits for `check`; on failure the logs of `entry` and of `others` (the NATS servers a
     node depends on) say why."""
@@ -424,6 +443,7 @@ def up_locked(d, args):
     # is idle, and once (CI, two busy cores) more than a minute.
     for n in state["nats"]:
         wait_for(n["name"], lambda n=n: http_status(n["monitor"] + "/healthz") == 200, 180, n)
+    wait_for("JetStream's meta group", lambda: jetstream_whole(state["nats"]), 180)
     names = [f"n{i}" for i in range(1, args.nodes + 1)]
     for name in names:
         state["nodes"].append(node_entry(d, name, free_port(d), state["config"], token_file))
