@@ -11,7 +11,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
-use common::cluster::{eventually, try_call, Cluster, D};
+use common::cluster::{eventually, node_pid, signal, try_call, Cluster, D};
 
 const PARTITIONS: u32 = 16;
 
@@ -90,15 +90,6 @@ fn router_map(cluster: &Cluster) -> Vec<(u32, String)> {
     entries
 }
 
-fn signal(pid: u64, sig: &str) {
-    let ok = std::process::Command::new("kill")
-        .args([sig, &pid.to_string()])
-        .status()
-        .expect("kill runs")
-        .success();
-    assert!(ok, "kill {sig} {pid}");
-}
-
 #[test]
 fn the_router_sends_each_key_to_a_live_owner() {
     if !common::cluster::tools("the cluster routing test") {
@@ -151,13 +142,7 @@ fn the_router_sends_each_key_to_a_live_owner() {
 
     // An owner frozen: once its lease has lapsed, the nodes point its partitions at the other
     // owner, and reads through the router are answered without a forward again.
-    let n1 = state["nodes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|n| n["name"] == "n1")
-        .and_then(|n| n["pid"].as_u64())
-        .expect("n1 runs");
+    let n1 = node_pid(&cluster, "n1").expect("n1 runs");
     signal(n1, "-STOP");
     let moved = std::panic::catch_unwind(|| {
         eventually("the map names no frozen node", || {
