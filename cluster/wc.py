@@ -209,17 +209,20 @@ def http_status(url, timeout=2):
         return None
 
 
+def meta_of(server):
+    """A server's view of JetStream's meta group (`/jsz`'s `meta_cluster`), or why none."""
+    try:
+        with urllib.request.urlopen(server["monitor"] + "/jsz", timeout=2) as r:
+            return json.load(r).get("meta_cluster") or {}
+    except Exception as e:
+        return {"error": str(e)}
+
+
 def jetstream_whole(servers):
     """Whether every server names the same JetStream meta leader and the leader sees every other
     server as a current peer: until then a stream of R=3 may find "no suitable peers for
     placement", and a node that starts meanwhile spends its start retrying."""
-    metas = []
-    for n in servers:
-        try:
-            with urllib.request.urlopen(n["monitor"] + "/jsz", timeout=2) as r:
-                metas.append(json.load(r).get("meta_cluster") or {})
-        except Exception:
-            return False
+    metas = [meta_of(n) for n in servers]
     leaders = {m.get("leader") for m in metas}
     if len(leaders) != 1 or not next(iter(leaders)):
         return False
@@ -443,7 +446,13 @@ def up_locked(d, args):
     # is idle, and once (CI, two busy cores) more than a minute.
     for n in state["nats"]:
         wait_for(n["name"], lambda n=n: http_status(n["monitor"] + "/healthz") == 200, 180, n)
-    wait_for("JetStream's meta group", lambda: jetstream_whole(state["nats"]), 180)
+    deadline = time.time() + 180
+    while not jetstream_whole(state["nats"]):
+        if time.time() > deadline:
+            die("JetStream's meta group is not whole after 180 s:\n"
+                + "".join(f"{n['name']}: {meta_of(n)}\n{tail(n['log'], 5)}"
+                          for n in state["nats"]))
+        time.sleep(0.2)
     names = [f"n{i}" for i in range(1, args.nodes + 1)]
     for name in names:
         state["nodes"].append(node_entry(d, name, free_port(d), state["config"], token_file))
