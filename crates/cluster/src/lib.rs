@@ -10,6 +10,7 @@
 //! | [`apply`] | a batch of messages into a store, with the applied sequences, in one commit |
 //! | `node.rs` | a running node: publishing, the apply loop, forwarding, read-your-writes |
 //! | `seed.rs` | a partition the stream cannot replay, copied from another owner |
+//! | `listing.rs` | title listings of the whole cluster, one owner per partition, key order |
 //! | `routes.rs` | the node's own `/_cluster` routes, mounted on the HTTP front |
 //! | `router.rs` | HAProxy's partition map, kept current through its runtime API |
 //! | [`admin`] | `wink cluster status`, `verify`, `rebalance` |
@@ -33,6 +34,7 @@ pub mod admin;
 pub mod apply;
 mod catalog;
 mod config;
+mod listing;
 pub mod message;
 mod node;
 mod placement;
@@ -60,10 +62,12 @@ pub fn serve(opts: ServeOptions, cfg: ClusterConfig, ready: impl FnOnce(SocketAd
         opts,
         |registry| async move {
             let node = Node::start(cfg, registry, auth).await?;
+            let cursor_secret = Some(node.cursor_secret().await?);
             Ok(Front {
                 writes: node.clone(),
                 gate: node.clone(),
                 extension: Some(Arc::new(routes::ClusterRoutes::new(node))),
+                cursor_secret,
             })
         },
         ready,

@@ -690,10 +690,53 @@ impl Node {
     pub(super) fn live(&self) -> Vec<String> {
         read(&self.live).clone()
     }
+
+    /// Whether this node answers for the partitions it owns: caught up, not behind the
+    /// stream's retention, not out of step with the stream.
+    pub(super) fn vouches(&self) -> bool {
+        let status = self.status();
+        status.ready && status.behind.is_none() && status.diverged.is_none()
+    }
+
+    /// The key that seals listing cursors on every node: made once, at random, and kept in the
+    /// placement bucket beside the map, so a cursor one node gave is taken by all.
+    pub async fn cursor_secret(&self) -> Result<[u8; 32]> {
+        let kv = self
+            .js
+            .get_key_value(placement::PLACEMENT_BUCKET)
+            .await
+            .map_err(|e| nats_err("the placement bucket", e))?;
+        loop {
+            if let Some(v) = kv
+                .get(placement::CURSOR_KEY)
+                .await
+                .map_err(|e| nats_err("the cursor key", e))?
+            {
+                return <[u8; 32]>::try_from(v.as_ref()).map_err(|_| {
+                    Error::invalid(format!(
+                        "cluster: the placement bucket's {} is {} bytes, not 32",
+                        placement::CURSOR_KEY,
+                        v.len()
+                    ))
+                });
+            }
+            let mut secret = [0u8; 32];
+            let random = std::path::Path::new("/dev/urandom");
+            std::io::Read::read_exact(
+                &mut std::fs::File::open(random).map_err(|e| Error::io(random, None, e))?,
+                &mut secret,
+            )
+            .map_err(|e| Error::io(random, None, e))?;
+            // Two nodes starting at once: one create wins, the other reads its key.
+            let _ = kv
+                .create(placement::CURSOR_KEY, Bytes::copy_from_slice(&secret))
+                .await;
+        }
+    }
 }
 
 /// One GET to a node, its body whole (at most 1 MiB), within `deadline`.
-async fn get_small(
+pub(super) async fn get_small(
     base: &str,
     path: &str,
     deadline: Duration,
@@ -1497,6 +1540,21 @@ impl Writes for Node {
 /// other reads go to an owner first (live leases first); a read that names a log sequence
 /// (`x-wink-min-seq`) waits until this node has applied it (docs/CLUSTER.md § Reads).
 impl ReadGate for Node {
+    fn lists_titles(&self) -> bool {
+        true
+    }
+
+    fn titles(
+        &self,
+        bucket: &str,
+        domain: &str,
+        after: Option<String>,
+        limit: usize,
+    ) -> Pending<'_, Vec<String>> {
+        let (bucket, domain) = (bucket.to_string(), domain.to_string());
+        Box::pin(async move { super::listing::titles(self, &bucket, &domain, after, limit).await })
+    }
+
     fn admit(&self, bucket: &str, domain: &str) -> std::result::Result<(), ServiceError> {
         if domain == message::RESERVED_DOMAIN {
             return Err(ServiceError::Invalid(format!(

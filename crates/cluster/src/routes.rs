@@ -13,6 +13,7 @@ use http_body_util::Full;
 use hyper::header::{HeaderValue, CONTENT_TYPE};
 use hyper::{Method, Response, StatusCode};
 
+use super::listing;
 use super::node::Node;
 use super::seed;
 use wink_serve::Problem;
@@ -114,6 +115,82 @@ async fn cluster_copy(
     }
 }
 
+/// `/_cluster/titles/BUCKET/DOMAIN?partitions=P,…&limit=N[&after=TITLE]`: this node's part
+/// of a whole-cluster title listing (docs/CLUSTER.md § Read), from its own store: the titles
+/// of those partitions after `after` in key order, at most N, as a JSON array. Only for
+/// partitions it owns and vouches for (503 otherwise: the asker tries no other way).
+fn cluster_titles(
+    app: &App,
+    node: &Arc<Node>,
+    req: &hyper::http::request::Parts,
+    rest: &str,
+) -> Result<Answer> {
+    let usage = "/_cluster/titles/BUCKET/DOMAIN?partitions=P,…&limit=N[&after=TITLE]";
+    let (bucket, domain) = rest
+        .split_once('/')
+        .ok_or_else(|| Problem::bad_request(usage))?;
+    let decode = |t: &str| percent_decode(t).ok_or_else(|| Problem::bad_request(usage));
+    let (bucket, domain) = (decode(bucket)?, decode(domain)?);
+    if !valid_bucket_name(&bucket) {
+        return Err(Problem::bad_request(format!("bucket name {bucket:?}")));
+    }
+    let query: Vec<(String, String)> = req
+        .uri
+        .query()
+        .map(|q| form_urlencoded::parse(q.as_bytes()).into_owned().collect())
+        .unwrap_or_default();
+    let param = |name: &str| {
+        query
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    };
+    let map = node.map();
+    let partitions: Vec<u32> = param("partitions")
+        .ok_or_else(|| Problem::bad_request(usage))?
+        .split(',')
+        .map(|p| p.parse::<u32>().ok().filter(|p| *p < map.partitions))
+        .collect::<Option<_>>()
+        .ok_or_else(|| Problem::bad_request(usage))?;
+    let limit = param("limit")
+        .and_then(|l| l.parse::<usize>().ok())
+        .filter(|l| (1..=listing::MAX_PART).contains(l))
+        .ok_or_else(|| Problem::bad_request(usage))?;
+    let owned = map.owned_by(&node.name);
+    if let Some(p) = partitions.iter().find(|p| !owned.contains(p)) {
+        return Err(Problem::unavailable(
+            format!("node {} does not own partition {p}", node.name),
+            1,
+        ));
+    }
+    if !node.vouches() {
+        return Err(Problem::unavailable(
+            format!("node {} does not vouch for its partitions yet", node.name),
+            1,
+        ));
+    }
+    let titles = tokio::task::block_in_place(|| {
+        listing::local_titles(
+            &app.registry,
+            &bucket,
+            &domain,
+            &partitions,
+            map.partitions,
+            param("after"),
+            limit,
+        )
+    })?;
+    Ok(json(StatusCode::OK, &titles))
+}
+
+/// A path segment's percent-escapes decoded, when they make UTF-8.
+fn percent_decode(segment: &str) -> Option<String> {
+    let decoded = percent_encoding::percent_decode_str(segment)
+        .decode_utf8()
+        .ok()?;
+    Some(decoded.into_owned())
+}
+
 /// A node's own `/_cluster` routes; `None` for any other path.
 async fn cluster_route(
     app: &App,
@@ -175,6 +252,12 @@ async fn cluster_route(
             StatusCode::OK,
             &serde_json::json!({ "message": "Replaying.", "from": from }),
         )));
+    }
+    if let Some(rest) = path.strip_prefix("/_cluster/titles/") {
+        if req.method != Method::GET {
+            return Err(Problem::method_not_allowed("GET"));
+        }
+        return cluster_titles(app, node, req, rest).map(Some);
     }
     if let Some(rest) = path.strip_prefix("/_cluster/copy/") {
         return cluster_copy(app, node, req, rest).await.map(Some);

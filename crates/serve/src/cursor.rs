@@ -61,6 +61,11 @@ impl CursorKey {
         Ok(CursorKey(key))
     }
 
+    /// A key shared by several servers (a cluster's), so each takes the cursors any gave.
+    pub fn from_secret(secret: [u8; 32]) -> CursorKey {
+        CursorKey(secret)
+    }
+
     fn tag(&self, scope: &[&str], cursor: &[u8]) -> [u8; TAG] {
         let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(&self.0).expect("any key length");
         for part in scope {

@@ -138,6 +138,9 @@ pub struct Front {
     pub gate: Arc<dyn ReadGate>,
     /// The layer's own routes, answered before the API's.
     pub extension: Option<Arc<dyn Extension>>,
+    /// The key that seals listing cursors when every node of the service must take the cursors
+    /// any of them gave (a cluster's, behind a router); `None`: the data root's own key.
+    pub cursor_secret: Option<[u8; 32]>,
 }
 
 impl Front {
@@ -147,6 +150,7 @@ impl Front {
             writes: Arc::new(LocalWrites::new(registry)),
             gate: Arc::new(LocalGate),
             extension: None,
+            cursor_secret: None,
         }
     }
 }
@@ -226,7 +230,9 @@ where
             writes,
             gate,
             extension,
+            cursor_secret,
         } = front(registry.clone()).await?;
+        let cursors = cursor_secret.map_or(cursors, cursor::CursorKey::from_secret);
         let app = Arc::new(routes::App {
             registry: registry.clone(),
             writes,

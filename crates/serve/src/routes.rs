@@ -677,6 +677,9 @@ async fn get_titles(
     InBucket(place): InBucket,
     q: Params,
 ) -> Result<Answer> {
+    if app.gate.lists_titles() {
+        return list_all_titles(&app, &place, q.get("limit"), q.get("next")).await;
+    }
     list_titles(&app, &place, q.get("limit"), q.get("next"))
 }
 
@@ -1078,19 +1081,55 @@ fn list_titles(
         }
         s.titles_after(domain, after, limit)
     })?;
-    #[derive(Serialize)]
-    struct Page {
-        items: Vec<String>,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        next: Option<String>,
-    }
     Ok(json(
         StatusCode::OK,
-        &Page {
+        &TitlesPage {
             items: page.titles,
             next: page.next.map(|n| app.cursors.seal(&scope, &n.to_string())),
         },
     ))
+}
+
+/// A title listing the gate answers (a cluster's, over every partition): in key order, its
+/// cursor the last title given, so any node takes it whatever the placement is by then.
+async fn list_all_titles(
+    app: &App,
+    place: &Place,
+    limit_text: Option<&str>,
+    next: Option<&str>,
+) -> Result<Answer> {
+    let limit = limit(limit_text)?;
+    let scope = [
+        place.bucket.as_str(),
+        place.domain.as_str(),
+        "titles in key order",
+    ];
+    let after = next.map(|n| open_cursor(app, &scope, n)).transpose()?;
+    let mut titles = app
+        .gate
+        .titles(&place.bucket, &place.domain, after, limit)
+        .await?;
+    let more = titles.len() > limit;
+    titles.truncate(limit);
+    let next = match titles.last() {
+        Some(last) if more => Some(app.cursors.seal(&scope, last)),
+        _ => None,
+    };
+    Ok(json(
+        StatusCode::OK,
+        &TitlesPage {
+            items: titles,
+            next,
+        },
+    ))
+}
+
+/// A page of a title listing, as RESTBase's.
+#[derive(Serialize)]
+struct TitlesPage {
+    items: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    next: Option<String>,
 }
 
 fn list_renders(
