@@ -32,6 +32,7 @@ pub mod admin;
 pub mod apply;
 mod catalog;
 mod config;
+pub mod digest;
 pub mod message;
 mod node;
 mod placement;
