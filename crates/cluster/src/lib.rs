@@ -11,6 +11,7 @@
 //! | `node.rs` | a running node: publishing, the apply loop, forwarding, read-your-writes |
 //! | `seed.rs` | a partition the stream cannot replay, copied from another owner |
 //! | `routes.rs` | the node's own `/_cluster` routes, mounted on the HTTP front |
+//! | `router.rs` | HAProxy's partition map, kept current through its runtime API |
 //! | [`admin`] | `wink cluster status`, `verify`, `rebalance` |
 //!
 //! It sits on the service core (the crate `wink_service`), whose `Writes` and `ReadGate` a
@@ -36,6 +37,7 @@ pub mod digest;
 pub mod message;
 mod node;
 mod placement;
+mod router;
 mod routes;
 mod seed;
 
@@ -47,6 +49,7 @@ use wink_serve::{Front, ServeOptions};
 
 pub use config::ClusterConfig;
 use node::Node;
+pub use router::RouterEntry;
 
 /// Runs the HTTP front as a node of the cluster `cfg` describes (`wink serve --cluster FILE`):
 /// writes go through the cluster's log, reads wait for or are forwarded to the owners, and the
