@@ -1,4 +1,5 @@
-//! `wink cluster status|verify|rebalance|remove|replay FILE`, where FILE is the `cluster.json` that
+//! `wink cluster status|verify|rebalance|remove|replay FILE` (and `wink cluster verify URL`,
+//! which needs no file: [`verify_url`]), where FILE is the `cluster.json` that
 //! `cluster/up` writes: the router, the configuration's path, each node's URL and data root,
 //! and the token file the nodes were started with, if any.
 //!
@@ -22,6 +23,7 @@ use serde::Deserialize;
 use sha1::{Digest, Sha1};
 
 use super::config::ClusterConfig;
+use super::digest::{PartitionDigest, TitlePage};
 use super::message::{partition_of, RESERVED_DOMAIN};
 use super::node::{self, NodeStatus};
 use super::placement::{self, Map};
@@ -542,4 +544,174 @@ async fn move_to(admin: &Admin, st: State, target: Map, patience: Duration) -> R
         "{moved} partitions moved; every new owner caught up to sequence {}",
         st.last
     ))
+}
+
+/// GET `url` with the token, within `deadline`: its status and body parsed as JSON.
+async fn get_json<T: serde::de::DeserializeOwned>(
+    url: &str,
+    auth: &Auth,
+    deadline: Duration,
+) -> std::result::Result<T, String> {
+    let (status, body) = request(Method::GET, url, auth.bearer(), deadline).await?;
+    if status != 200 {
+        return Err(format!(
+            "answered {status}: {}",
+            String::from_utf8_lossy(&body).trim()
+        ));
+    }
+    serde_json::from_slice(&body).map_err(|e| format!("not the answer expected: {e}"))
+}
+
+/// Every title digest of one partition on one owner, by key.
+async fn all_titles(
+    base: &str,
+    bucket: &str,
+    partition: u32,
+    auth: &Auth,
+) -> std::result::Result<BTreeMap<(String, String), String>, String> {
+    let mut out = BTreeMap::new();
+    let mut after: Option<String> = None;
+    loop {
+        let mut url = format!("{base}/_cluster/digest/{bucket}/{partition}?titles=1");
+        if let Some(a) = &after {
+            url.push_str(&format!("&after={a}"));
+        }
+        let page: TitlePage = get_json(&url, auth, Duration::from_secs(120)).await?;
+        for t in page.titles {
+            out.insert(
+                (t.domain, t.title),
+                format!("{} [{}]", t.held, &t.digest[..12]),
+            );
+        }
+        match page.next {
+            Some(n) => after = Some(n),
+            None => return Ok(out),
+        }
+    }
+}
+
+/// `wink cluster verify URL`: the cluster reached by one URL (a node's or the router's), the
+/// data compared over HTTP. Reads the map, the nodes' URLs and the buckets from `URL/_cluster`;
+/// waits (up to `patience`) until every owner is ready and has applied the stream as far as the
+/// furthest one; then asks every owner of every partition for its digest
+/// (`/_cluster/digest/BUCKET/PARTITION`, with the token) and, where the owners differ, for
+/// their title digests. Answers the differences (empty: the owners agree).
+pub fn verify_url(url: &str, auth: &Auth, patience: Duration) -> Result<Vec<String>> {
+    let url = url.trim_end_matches('/');
+    let rt = runtime()?;
+    rt.block_on(async {
+        let started = Instant::now();
+        let first: NodeStatus = loop {
+            match get_json(&format!("{url}/_cluster"), auth, Duration::from_secs(5)).await {
+                Ok(s) => break s,
+                Err(e) if started.elapsed() > patience => {
+                    return Err(Error::unavailable(format!("cluster: {url}/_cluster: {e}")))
+                }
+                Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+            }
+        };
+        let map = first.map.clone().ok_or_else(|| {
+            Error::invalid(format!("cluster: {url}/_cluster answers no placement map"))
+        })?;
+        let owners: BTreeSet<String> = (0..map.partitions)
+            .flat_map(|p| map.owners(p).to_vec())
+            .filter(|n| !map.removed.contains(n))
+            .collect();
+        let mut problems = Vec::new();
+        let mut base = BTreeMap::new();
+        for n in &owners {
+            match first.urls.get(n) {
+                Some(u) => {
+                    base.insert(n.clone(), u.trim_end_matches('/').to_string());
+                }
+                None => problems.push(format!("node {n}: no URL known for it")),
+            }
+        }
+        // Caught up: ready, and applied as far as the furthest owner seen.
+        let mut target = first.scanned;
+        for (n, u) in &base {
+            loop {
+                let s: std::result::Result<NodeStatus, String> =
+                    get_json(&format!("{u}/_cluster"), auth, Duration::from_secs(5)).await;
+                match s {
+                    Ok(NodeStatus {
+                        diverged: Some(why),
+                        ..
+                    }) => {
+                        problems.push(format!(
+                            "node {n} vouches for none of its partitions: {why}"
+                        ));
+                        break;
+                    }
+                    Ok(s) if s.ready && s.scanned >= target => {
+                        target = target.max(s.scanned);
+                        break;
+                    }
+                    Ok(s) if started.elapsed() > patience => {
+                        problems.push(format!(
+                            "node {n} has applied up to {}, another owner up to {target}",
+                            s.scanned
+                        ));
+                        break;
+                    }
+                    Err(e) if started.elapsed() > patience => {
+                        problems.push(format!("node {n} does not answer: {e}"));
+                        break;
+                    }
+                    Ok(s) => {
+                        target = target.max(s.scanned);
+                        tokio::time::sleep(Duration::from_millis(200)).await
+                    }
+                    Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+                }
+            }
+        }
+        for bucket in &first.buckets {
+            for p in 0..map.partitions {
+                let mut digests: Vec<(String, String)> = Vec::new();
+                for o in map.owners(p).iter().filter(|o| base.contains_key(*o)) {
+                    let u = format!("{}/_cluster/digest/{bucket}/{p}", base[o]);
+                    match get_json::<PartitionDigest>(&u, auth, Duration::from_secs(120)).await {
+                        Ok(d) => digests.push((o.clone(), d.digest)),
+                        Err(e) => {
+                            problems.push(format!("bucket {bucket} partition {p}: node {o}: {e}"))
+                        }
+                    }
+                }
+                if digests.iter().all(|(_, d)| *d == digests[0].1) {
+                    continue;
+                }
+                let mut held = Vec::new();
+                for (o, _) in &digests {
+                    match all_titles(&base[o], bucket, p, auth).await {
+                        Ok(t) => held.push((o.clone(), t)),
+                        Err(e) => problems.push(format!(
+                            "bucket {bucket} partition {p}: node {o}'s titles: {e}"
+                        )),
+                    }
+                }
+                let keys: BTreeSet<&(String, String)> =
+                    held.iter().flat_map(|(_, t)| t.keys()).collect();
+                for k in keys {
+                    let first = held[0].1.get(k);
+                    if held[1..].iter().all(|(_, t)| t.get(k) == first) {
+                        continue;
+                    }
+                    let each: Vec<String> = held
+                        .iter()
+                        .map(|(o, t)| {
+                            format!("{o} holds {}", t.get(k).map_or("nothing", |s| s.as_str()))
+                        })
+                        .collect();
+                    problems.push(format!(
+                        "bucket {bucket} partition {p}: {}/{}: {}",
+                        k.0,
+                        k.1,
+                        each.join("; ")
+                    ));
+                }
+            }
+        }
+        Ok(problems)
+    })
 }

@@ -34,6 +34,7 @@ pub mod admin;
 pub mod apply;
 mod catalog;
 mod config;
+pub mod digest;
 mod listing;
 pub mod message;
 mod node;

@@ -242,6 +242,16 @@ pub struct NodeStatus {
     /// Why this node refuses writes (a NATS server that may not sync them), when it does.
     #[serde(default)]
     pub writes_refused: Option<String>,
+    /// The placement map this node runs under, for a client that reaches the cluster by one URL
+    /// (`wink cluster verify URL`).
+    #[serde(default)]
+    pub map: Option<Map>,
+    /// Node name → base URL, for every node the map or the configuration names.
+    #[serde(default)]
+    pub urls: BTreeMap<String, String>,
+    /// The buckets this node serves (filled by the `/_cluster` route).
+    #[serde(default)]
+    pub buckets: Vec<String>,
 }
 
 impl Node {
@@ -343,6 +353,16 @@ impl Node {
             behind: lock(&self.behind).clone(),
             diverged: lock(&self.diverged).clone(),
             writes_refused: self.writes_refused(),
+            urls: self
+                .cfg
+                .nodes
+                .iter()
+                .map(|n| n.name.clone())
+                .chain((0..map.partitions).flat_map(|p| map.owners(p).to_vec()))
+                .filter_map(|n| self.url_of(&n).map(|u| (n, u)))
+                .collect(),
+            map: Some(map),
+            buckets: Vec::new(),
         }
     }
 

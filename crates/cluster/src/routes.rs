@@ -13,6 +13,7 @@ use http_body_util::Full;
 use hyper::header::{HeaderValue, CONTENT_TYPE};
 use hyper::{Method, Response, StatusCode};
 
+use super::digest;
 use super::listing;
 use super::node::Node;
 use super::seed;
@@ -191,6 +192,50 @@ fn percent_decode(segment: &str) -> Option<String> {
     Some(decoded.into_owned())
 }
 
+/// `GET /_cluster/digest/BUCKET/PARTITION[?titles=1[&after=CURSOR]]`: the digest of what this
+/// owner holds of the partition, or a page of its per-title digests (docs/CLUSTER.md § Verify
+/// over HTTP). With the token only; 503 from a node that does not own the partition.
+async fn cluster_digest(
+    app: &App,
+    node: &Arc<Node>,
+    req: &hyper::http::request::Parts,
+    rest: &str,
+) -> Result<Answer> {
+    if req.method != Method::GET {
+        return Err(Problem::method_not_allowed("GET"));
+    }
+    app.auth.check(&req.headers)?;
+    let Some((bucket, partition)) = rest.split_once('/') else {
+        return Err(Problem::not_found(format!("no route {}", req.uri.path())));
+    };
+    if !valid_bucket_name(bucket) {
+        return Err(Problem::bad_request(format!("bucket name {bucket:?}")));
+    }
+    let partition: u32 = partition
+        .parse()
+        .ok()
+        .filter(|p| *p < node.map().partitions)
+        .ok_or_else(|| Problem::bad_request("/_cluster/digest/BUCKET/PARTITION"))?;
+    let query: Vec<(String, String)> = req
+        .uri
+        .query()
+        .map(|q| form_urlencoded::parse(q.as_bytes()).into_owned().collect())
+        .unwrap_or_default();
+    let param = |name: &str| {
+        query
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    };
+    if param("titles").is_some() {
+        let page =
+            digest::title_page(node, &app.registry, bucket, partition, param("after")).await?;
+        return Ok(json(StatusCode::OK, &page));
+    }
+    let d = digest::partition_digest(node, &app.registry, bucket, partition).await?;
+    Ok(json(StatusCode::OK, &d))
+}
+
 /// A node's own `/_cluster` routes; `None` for any other path.
 async fn cluster_route(
     app: &App,
@@ -202,7 +247,14 @@ async fn cluster_route(
         if req.method != Method::GET {
             return Err(Problem::method_not_allowed("GET"));
         }
-        return Ok(Some(json(StatusCode::OK, &node.status())));
+        let mut status = node.status();
+        status.buckets = app
+            .registry
+            .buckets()
+            .iter()
+            .map(|b| b.name.clone())
+            .collect();
+        return Ok(Some(json(StatusCode::OK, &status)));
     }
     if let Some(seq) = path.strip_prefix("/_cluster/outcome/") {
         if req.method != Method::GET {
@@ -252,6 +304,9 @@ async fn cluster_route(
             StatusCode::OK,
             &serde_json::json!({ "message": "Replaying.", "from": from }),
         )));
+    }
+    if let Some(rest) = path.strip_prefix("/_cluster/digest/") {
+        return cluster_digest(app, node, req, rest).await.map(Some);
     }
     if let Some(rest) = path.strip_prefix("/_cluster/titles/") {
         if req.method != Method::GET {

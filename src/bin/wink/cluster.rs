@@ -1,5 +1,5 @@
 //! `wink cluster status|verify|rebalance|remove|replay FILE [--token-file F]`: FILE is the
-//! `cluster.json` of `cluster/up`.
+//! `cluster.json` of `cluster/up`; `verify` also takes a node's or the router's URL instead.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -21,7 +21,11 @@ pub enum Command {
     },
     /// Every owner of every partition holds the same titles, renders and bytes (exit 1 with the
     /// differences otherwise). Waits first until every node has applied the whole stream.
+    /// TARGET is a cluster.json (each node's data read from disk: the bytes re-hashed) or a
+    /// node's or the router's http:// URL (digests of each owner's records over HTTP, with the
+    /// token of --token-file).
     Verify {
+        #[arg(value_name = "TARGET")]
         file: PathBuf,
         /// Seconds to wait for the nodes to apply the stream.
         #[arg(long, value_name = "S", default_value_t = 60)]
@@ -114,8 +118,20 @@ pub fn run(command: Command) -> Result<Status> {
             patience,
             token,
         } => {
-            let admin = Admin::open(&file, token.token_file.as_deref())?;
-            let problems = admin::verify(&admin, Duration::from_secs(patience))?;
+            let patience = Duration::from_secs(patience);
+            let problems = match file.to_str().filter(|f| f.starts_with("http://")) {
+                Some(url) => {
+                    let auth = match token.token_file.as_deref() {
+                        Some(f) => wink::serve::Auth::from_file(f)?,
+                        None => wink::serve::Auth::none(),
+                    };
+                    admin::verify_url(url, &auth, patience)?
+                }
+                None => {
+                    let admin = Admin::open(&file, token.token_file.as_deref())?;
+                    admin::verify(&admin, patience)?
+                }
+            };
             for p in &problems {
                 let _ = writeln!(out, "{p}");
             }

@@ -89,6 +89,24 @@ pub struct CopyPage {
     pub next: Option<CopyCursor>,
 }
 
+/// What a store records of one title, without its bytes: its take-downs and each readable
+/// render's key, type, labels, length and the value's CRC-32 as the record keeps it. Two stores
+/// that hold the same title alike answer the same summary; comparing summaries finds where two
+/// owners differ without shipping a value.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TitleSummary {
+    /// The title's domain.
+    pub domain: String,
+    /// The title within its domain.
+    pub title: String,
+    /// The whole title is taken down.
+    pub title_down: bool,
+    /// Revisions taken down, ascending.
+    pub revs_down: Vec<u64>,
+    /// Readable renders, oldest first: (rev, tid, content type, labels, length, CRC-32).
+    pub renders: Vec<(u64, Uuid, String, super::Labels, u64, u32)>,
+}
+
 impl Store {
     /// The next page of a copy of the titles `keep` accepts (by domain and title), from `from`:
     /// items until their values add up to `budget` bytes (at least one render when one is left,
@@ -153,6 +171,53 @@ impl Store {
                 return Ok(page);
             }
         }
+    }
+
+    /// The summaries of the next titles from `cursor` that `keep` accepts, at most `max_titles`
+    /// records walked; titles with neither a readable render nor a take-down are left out. The
+    /// cursor moves past them as [`Store::dump_step`]'s does.
+    pub fn summary_step(
+        &self,
+        cursor: &mut TitleCursor,
+        max_titles: usize,
+        keep: impl Fn(&str, &str) -> bool,
+    ) -> Result<Vec<TitleSummary>> {
+        let walk = self.walk_titles(cursor, max_titles)?;
+        let mut out = Vec::new();
+        for (name, _) in &walk.titles {
+            let Some((domain, title)) = split_name(name) else {
+                continue;
+            };
+            if !keep(domain, title) {
+                continue;
+            }
+            let mut s = TitleSummary {
+                domain: domain.to_string(),
+                title: title.to_string(),
+                title_down: false,
+                revs_down: Vec::new(),
+                renders: Vec::new(),
+            };
+            if let Some(rec) = self.load_fresh(name)? {
+                s.title_down = rec.title_down;
+                s.revs_down = rec.revs_down.iter().copied().collect();
+            }
+            if let Some(t) = self.dump_title(domain, title)? {
+                s.renders = t
+                    .renders
+                    .iter()
+                    .map(|r| {
+                        let ct = r.content_type.clone();
+                        (r.rev, r.tid, ct, r.labels.clone(), r.size, r.crc())
+                    })
+                    .collect();
+            }
+            if s.title_down || !s.revs_down.is_empty() || !s.renders.is_empty() {
+                out.push(s);
+            }
+        }
+        walk.finish(cursor);
+        Ok(out)
     }
 
     /// A title's take-downs, as copy items: the whole title's first.

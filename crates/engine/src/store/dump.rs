@@ -64,6 +64,16 @@ pub struct DumpRender {
     source: Source,
 }
 
+impl DumpRender {
+    /// The CRC-32 of the value, as its record (or the archive's map) keeps it.
+    pub fn crc(&self) -> u32 {
+        match &self.source {
+            Source::Hot(l) => l.crc,
+            Source::Archived(e) => e.crc,
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Source {
     Hot(Location),

@@ -51,7 +51,7 @@ use crate::vfs::Vfs;
 
 pub use config::Config;
 use containers::{container_base, container_options, Containers};
-pub use copy::{CopyCursor, CopyItem, CopyPage};
+pub use copy::{CopyCursor, CopyItem, CopyPage, TitleSummary};
 pub use dump::{DumpReader, DumpRender, DumpTitle};
 pub use key::{TidMaker, TitleKey};
 pub use labels::Labels;
