@@ -11,6 +11,7 @@
 //! | `node.rs` | a running node: publishing, the apply loop, forwarding, read-your-writes |
 //! | `seed.rs` | a partition the stream cannot replay, copied from another owner |
 //! | `routes.rs` | the node's own `/_cluster` routes, mounted on the HTTP front |
+//! | `listing.rs` | a domain's titles over every partition, each from one of its owners |
 //! | [`admin`] | `wink cluster status`, `verify`, `rebalance` |
 //!
 //! It sits on the service core (the crate `wink_service`), whose `Writes` and `ReadGate` a
@@ -32,6 +33,7 @@ pub mod admin;
 pub mod apply;
 mod catalog;
 mod config;
+mod listing;
 pub mod message;
 mod node;
 mod placement;
@@ -57,10 +59,12 @@ pub fn serve(opts: ServeOptions, cfg: ClusterConfig, ready: impl FnOnce(SocketAd
         opts,
         |registry| async move {
             let node = Node::start(cfg, registry, auth).await?;
+            let cursors = node.cursor_key().await?;
             Ok(Front {
                 writes: node.clone(),
                 gate: node.clone(),
                 extension: Some(Arc::new(routes::ClusterRoutes::new(node))),
+                cursors: Some(cursors),
             })
         },
         ready,

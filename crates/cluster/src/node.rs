@@ -312,6 +312,43 @@ impl Node {
         Ok(node)
     }
 
+    /// The key every node seals listing cursors with, so that a page's cursor opens on any
+    /// node: kept in the placement bucket, made by the first node that finds none.
+    pub async fn cursor_key(&self) -> Result<wink_serve::CursorKey> {
+        let mut failures = 0;
+        loop {
+            let entry = match self.js.get_key_value(placement::PLACEMENT_BUCKET).await {
+                Ok(b) => match b.entry(placement::CURSOR_KEY).await {
+                    Ok(e) => Ok((b, e)),
+                    Err(e) => Err(e.to_string()),
+                },
+                Err(e) => Err(e.to_string()),
+            };
+            match entry {
+                Ok((_, Some(e))) if matches!(e.operation, kv::Operation::Put) => {
+                    let key: [u8; 32] = e.value.as_ref().try_into().map_err(|_| {
+                        Error::invalid(format!(
+                            "cluster: the placement bucket's {} holds {} bytes, not 32",
+                            placement::CURSOR_KEY,
+                            e.value.len()
+                        ))
+                    })?;
+                    return Ok(wink_serve::CursorKey::from_bytes(key));
+                }
+                Ok((b, _)) => {
+                    let fresh = wink_serve::CursorKey::random()?.to_bytes();
+                    // Fails when another node made it first: then it is read.
+                    let _ = b.create(placement::CURSOR_KEY, fresh.to_vec().into()).await;
+                }
+                Err(e) if failures >= 40 => return Err(nats_err("reading the cursor key", e)),
+                Err(_) => {
+                    failures += 1;
+                    tokio::time::sleep(Duration::from_millis(250)).await;
+                }
+            }
+        }
+    }
+
     pub fn map(&self) -> Map {
         read(&self.map).0.clone()
     }
@@ -489,6 +526,33 @@ impl Node {
     }
 
     /// A node's URL: the configuration's, else the one its lease announces.
+    /// Whether this node answers reads of `partition` itself: it owns it, has caught up, and
+    /// its records agree with the stream.
+    pub(super) fn vouches(&self, partition: u32) -> bool {
+        let status = self.status();
+        read(&self.map).0.owns(&self.name, partition)
+            && status.ready
+            && status.behind.is_none()
+            && status.diverged.is_none()
+    }
+
+    /// The owners of `partition` other than this node that can be reached, live leases first.
+    pub(super) fn other_owners(&self, partition: u32) -> Vec<Peer> {
+        let owners: Vec<String> = read(&self.map).0.owners(partition).to_vec();
+        let live = read(&self.live).clone();
+        let mut order: Vec<&String> = owners.iter().filter(|n| **n != self.name).collect();
+        order.sort_by_key(|n| !live.contains(n));
+        order
+            .into_iter()
+            .filter_map(|name| {
+                Some(Peer {
+                    name: name.clone(),
+                    url: self.url_of(name)?,
+                })
+            })
+            .collect()
+    }
+
     pub(super) fn url_of(&self, name: &str) -> Option<String> {
         if let Some(n) = self.cfg.node(name) {
             return Some(n.url.clone());
@@ -1505,27 +1569,10 @@ impl ReadGate for Node {
 
     fn peers(&self, domain: &str, title: &str, forwarded: bool) -> Vec<Peer> {
         let partition = message::partition_of(domain, title, self.cfg.partitions);
-        let owners: Vec<String> = read(&self.map).0.owners(partition).to_vec();
-        let status = self.status();
-        let vouched = owners.contains(&self.name)
-            && status.ready
-            && status.behind.is_none()
-            && status.diverged.is_none();
-        if vouched || forwarded {
+        if forwarded || self.vouches(partition) {
             return Vec::new();
         }
-        let live = read(&self.live).clone();
-        let mut order: Vec<&String> = owners.iter().filter(|n| **n != self.name).collect();
-        order.sort_by_key(|n| !live.contains(n));
-        order
-            .into_iter()
-            .filter_map(|name| {
-                Some(Peer {
-                    name: name.clone(),
-                    url: self.url_of(name)?,
-                })
-            })
-            .collect()
+        self.other_owners(partition)
     }
 
     fn ready(

@@ -1,8 +1,11 @@
 //! A cluster node's own routes, beside the API: `/_cluster` (the node's status),
 //! `/_cluster/outcome/SEQ` (what applying a message did), `/_cluster/replay`,
-//! `/_cluster/snapshot/BUCKET` and `/_cluster/copy/…` (docs/CLUSTER.md). The HTTP front mounts
+//! `/_cluster/snapshot/BUCKET`, `/_cluster/copy/…` and `/_cluster/titles/BUCKET`
+//! (docs/CLUSTER.md); and the listing of a domain's titles over every partition. The HTTP front mounts
 //! them as an [`Extension`]; it does not know what they are.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 
 use axum::extract::{Request, State};
@@ -13,10 +16,11 @@ use http_body_util::Full;
 use hyper::header::{HeaderValue, CONTENT_TYPE};
 use hyper::{Method, Response, StatusCode};
 
+use super::listing;
 use super::node::Node;
 use super::seed;
 use wink_serve::Problem;
-use wink_serve::{json, Answer, App, Extension};
+use wink_serve::{json, Answer, App, Extension, TitleSlice, Titles};
 use wink_service::spec::valid_bucket_name;
 
 type Result<T> = std::result::Result<T, Problem>;
@@ -51,6 +55,26 @@ impl Extension for ClusterRoutes {
         Router::new()
             .route("/_cluster", any(answer.clone()))
             .route("/_cluster/{*rest}", any(answer))
+    }
+
+    fn titles(&self) -> Option<&dyn Titles> {
+        Some(self)
+    }
+}
+
+/// A domain's titles over every partition, from their owners (docs/CLUSTER.md § Listings).
+impl Titles for ClusterRoutes {
+    fn titles_after<'a>(
+        &'a self,
+        app: &'a Arc<App>,
+        bucket: &'a str,
+        domain: &'a str,
+        after: Option<&'a str>,
+        limit: usize,
+    ) -> Pin<Box<dyn Future<Output = Result<TitleSlice>> + Send + 'a>> {
+        Box::pin(listing::gather(
+            &self.node, app, bucket, domain, after, limit,
+        ))
     }
 }
 
@@ -162,6 +186,9 @@ async fn cluster_route(
                 1,
             )),
         };
+    }
+    if let Some(bucket) = path.strip_prefix("/_cluster/titles/") {
+        return listing::titles_route(app, node, req, bucket).map(Some);
     }
     if path == "/_cluster/replay" {
         if req.method != Method::POST {

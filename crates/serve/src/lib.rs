@@ -22,7 +22,9 @@
 //! and [`LogFormat`]. What it offers a layer above it (the cluster): [`run_with`], which puts
 //! the layer's [`Front`] (its writes, its read gate, its own routes as an [`Extension`]) in place
 //! of this node's, and the pieces those routes answer with ([`App`], [`Answer`], [`json`],
-//! [`Problem`]) and forward with ([`http1_connect`], [`MIN_SEQ`]).
+//! [`Problem`]) and forward with ([`http1_connect`], [`MIN_SEQ`]); a title listing over more
+//! than this node's store ([`Titles`], answered from each store by [`titles_in_order`]), whose
+//! cursors a [`CursorKey`] the layer's servers share seals.
 //!
 //! ```no_run
 //! use wink_serve::{run, ServeOptions};
@@ -58,10 +60,11 @@ use wink_service::registry::Registry;
 use wink_service::{LocalGate, LocalWrites, ReadGate, Writes};
 
 pub use auth::Auth;
+pub use cursor::CursorKey;
 pub use forward::{http1_connect, MIN_SEQ};
 pub use log::{AccessLog, LogFormat};
 pub use problem::Problem;
-pub use routes::{json, Answer, App, Extension};
+pub use routes::{json, titles_in_order, Answer, App, Extension, TitleSlice, Titles};
 
 /// The default address: loopback only.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7233";
@@ -138,6 +141,9 @@ pub struct Front {
     pub gate: Arc<dyn ReadGate>,
     /// The layer's own routes, answered before the API's.
     pub extension: Option<Arc<dyn Extension>>,
+    /// The key that seals the listings' cursors when several servers share it (a cluster's
+    /// nodes, so that any of them serves the next page); `None`: the data root's own.
+    pub cursors: Option<CursorKey>,
 }
 
 impl Front {
@@ -147,6 +153,7 @@ impl Front {
             writes: Arc::new(LocalWrites::new(registry)),
             gate: Arc::new(LocalGate),
             extension: None,
+            cursors: None,
         }
     }
 }
@@ -226,6 +233,7 @@ where
             writes,
             gate,
             extension,
+            cursors: shared,
         } = front(registry.clone()).await?;
         let app = Arc::new(routes::App {
             registry: registry.clone(),
@@ -233,7 +241,7 @@ where
             metrics: Arc::new(metrics::Metrics::default()),
             auth: opts.auth.clone(),
             limits: limits::BodyLimits::new(opts.max_body, opts.max_inflight, opts.body_timeout),
-            cursors,
+            cursors: shared.unwrap_or(cursors),
             gate,
             extension,
         });
