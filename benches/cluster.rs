@@ -3,7 +3,9 @@
 //! 1. acknowledged PUTs/s and p99 through HAProxy into a 3-node cluster (R=2, stream R=3),
 //!    beside JetStream alone acking the same messages from a plain publisher (same number in
 //!    flight), and beside one `wink serve`;
-//! 2. GETs/s through HAProxy beside one node;
+//! 2. GETs/s through HAProxy (with the share of them a node forwarded) beside the same GETs
+//!    sent by the client straight to the owner the router's map names, at 64 and 4 in flight,
+//!    and beside one node;
 //! 3. catch-up of a new replica (snapshot of a peer + replay, then rebalance) in MB/s beside a
 //!    plain copy of a node's data root.
 //!
@@ -12,10 +14,12 @@
 //! Env: `WINK_BENCH_PUTS` (default 20000), `WINK_BENCH_INFLIGHT` (64), `WINK_BENCH_BYTES` (8192).
 
 use std::path::{Path, PathBuf};
+
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use wink::cluster::message::partition_of;
 
 const D: &str = "en.wikipedia.org";
 
@@ -115,6 +119,41 @@ fn get(agent: &ureq::Agent, base: &str, i: usize) -> bool {
 }
 
 use std::io::Read as _;
+
+/// [`get`], counting in `forwarded` the answers a node relayed from an owner.
+fn get_counted(agent: &ureq::Agent, base: &str, i: usize, forwarded: &AtomicUsize) -> bool {
+    let url = format!("{base}/{D}/sys/key_rev_value/html/T{}", i % 5000);
+    agent.get(&url).call().is_ok_and(|r| {
+        if r.header("x-wink-forwarded-to").is_some() {
+            forwarded.fetch_add(1, Ordering::Relaxed);
+        }
+        let mut body = Vec::new();
+        r.status() == 200 && r.into_reader().read_to_end(&mut body).is_ok() && !body.is_empty()
+    })
+}
+
+/// The node HAProxy's partition map sends each partition to, read through its runtime API.
+fn router_map(state: &serde_json::Value) -> Vec<String> {
+    use std::io::Write as _;
+    let admin = state["router_admin"]
+        .as_str()
+        .expect("a router with a runtime API");
+    let map = state["router_map"].as_str().unwrap();
+    let mut s = std::net::TcpStream::connect(admin).unwrap();
+    writeln!(s, "show map {map}").unwrap();
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).unwrap();
+    let mut entries: Vec<(usize, String)> = answer
+        .lines()
+        .filter_map(|l| {
+            let mut w = l.split_whitespace().skip(1);
+            let p = w.next()?.parse().ok()?;
+            Some((p, w.next()?.strip_prefix("node_")?.to_string()))
+        })
+        .collect();
+    entries.sort();
+    entries.into_iter().map(|(_, n)| n).collect()
+}
 
 /// JetStream alone: the same messages published by a plain client to a stream like the
 /// cluster's (R=3, file storage), `inflight` acks outstanding.
@@ -233,7 +272,7 @@ fn du(path: &Path) -> u64 {
 
 /// One line of figures.
 fn report(what: &str, (rate, p50, p99): (f64, f64, f64), extra: &str) {
-    println!("{what}: {rate:.0}/s p50 {p50:.1} ms p99 {p99:.1} ms{extra}");
+    println!("{what}: {rate:.0}/s p50 {p50:.2} ms p99 {p99:.2} ms{extra}");
 }
 
 /// A cluster's `cluster.json` under `dir`, its router's URL and its NATS servers' URLs.
@@ -317,8 +356,49 @@ fn main() {
         "verify: {}",
         String::from_utf8_lossy(&out.stdout)
     );
-    let figures = load(n, inflight, |a, i| get(a, &router, i));
-    report("cluster GET through HAProxy", figures, "");
+    // The same GETs sent by the client itself to the node the router's map names.
+    let owner_of = router_map(&state);
+    let url_of = |name: &str| -> String {
+        let nodes = state["nodes"].as_array().unwrap();
+        let node = nodes.iter().find(|x| x["name"] == name).expect("a node");
+        node["url"].as_str().unwrap().to_string()
+    };
+    let urls: Vec<String> = (0..5000)
+        .map(|t| {
+            let p = partition_of(D, &format!("T{t}"), owner_of.len() as u32) as usize;
+            url_of(&owner_of[p])
+        })
+        .collect();
+    // Loaded (as many in flight as the PUTs), then nearly idle: the router's hop shows best
+    // where no queue hides it.
+    for inflight in [inflight, 4] {
+        let forwarded = AtomicUsize::new(0);
+        let figures = load(n, inflight, |a, i| get_counted(a, &router, i, &forwarded));
+        let share = format!(
+            " ({:.2}% forwarded by the node HAProxy chose)",
+            100.0 * forwarded.load(Ordering::Relaxed) as f64 / n as f64
+        );
+        report(
+            &format!("cluster GET through HAProxy, {inflight} in flight"),
+            figures,
+            &share,
+        );
+        let routed_p50 = figures.1;
+        let forwarded = AtomicUsize::new(0);
+        let figures = load(n, inflight, |a, i| {
+            get_counted(a, &urls[i % 5000], i, &forwarded)
+        });
+        let share = format!(
+            " (router p50 {:.2}× this; {} forwarded)",
+            routed_p50 / figures.1,
+            forwarded.load(Ordering::Relaxed)
+        );
+        report(
+            &format!("cluster GET straight to an owner (no HAProxy), {inflight} in flight"),
+            figures,
+            &share,
+        );
+    }
     let figures = load(n, inflight, |a, i| get(a, &n1, i));
     let what = "cluster GET from one node (n1, forwarding what it does not own)";
     report(what, figures, "");

@@ -1,6 +1,6 @@
 //! Store compaction on the shared corpus, in one run (docs/PERFORMANCE.md § Compaction):
 //!
-//! 1. speed: an unthrottled `Store::compact` beside plain copies of the same live bytes;
+//! 1. speed: an unthrottled `maintenance::compact` beside plain copies of the same live bytes;
 //! 2. space: container bytes, live and dead bytes before the compaction and after it;
 //! 3. foreground `get_latest` latency (p50/p99) idle, then while a compaction throttled at
 //!    `WINK_COMPACT_MBPS` (default 100 MB/s) runs, and the page cache the compaction leaves.
@@ -21,7 +21,7 @@
 //!
 //! What is compared in 1 (page cache of every store file dropped with `POSIX_FADV_DONTNEED`
 //! before each contender; nothing else is dropped, so other processes are not disturbed):
-//! - `compact`: `Store::compact` (min_dead 0.25, seal_current, unthrottled), wall time of the call
+//! - `compact`: `maintenance::compact` (min_dead 0.25, seal_current, unthrottled), wall time of the call
 //!   (survey, title-grouped copy, validation, switch, record rewrite, removal).
 //! - `copy live, file order`: the same live values (their extents, found by name through a
 //!   read-only `Filesys` of each container rewritten), read with `pread` in offset order into a
@@ -32,14 +32,14 @@
 //! - `copy containers whole`: every byte of every container compacted (rewritten or dropped), in
 //!   1 MiB `pread`s: the other reading of the target ("a copy of the containers compacted"),
 //!   compared as container bytes / seconds.
-//! - `survey only`: `Store::plan_compaction` (a dry run), for where the time goes.
+//! - `survey only`: `maintenance::plan_compaction` (a dry run), for where the time goes.
 //!
 //! MB/s = live bytes copied (the compaction's `read_bytes`) / seconds, for all four; the
 //! compaction's (read + written) / seconds, what `max_mbps` limits, is printed beside it.
 //!
 //! In 3, a second, read-only `Store` handle (opened before the compaction: it keeps reading the
 //! generation it opened) does `WINK_COMPACT_READS` (default 1500) idle iterations, then
-//! iterations until the compaction ends; the writer handle runs `Store::compact` with `max_mbps`
+//! iterations until the compaction ends; the writer handle runs `maintenance::compact` with `max_mbps`
 //! on another thread. One iteration: a random title; the page cache of the container datafiles
 //! that existed when the phase began dropped (not timed); a timed `get_latest` (cold: the value
 //! from disk, the title record from the cached meta files); the same `get_latest` again (warm).
@@ -55,6 +55,7 @@ use std::time::{Duration, Instant};
 
 use wink::clock::ManualClock;
 use wink::filesys::{Filesys, OpenOptions};
+use wink::maintenance;
 use wink::maintenance::compact::{Action, CompactOptions, CompactReport};
 use wink::storage::residency;
 use wink::store::import::read_manifest;
@@ -210,12 +211,13 @@ fn churn(dir: &Path, cfg: &Cfg, c: &Corpus) -> Churned {
     Store::init(dir, &config, &opts(&clock, true)).expect("init");
     let mut store = Store::open(dir, &opts(&clock, true)).expect("open");
     let (mut pending, mut put_bytes) = (0, 0u64);
+    let mut batch = store.batch();
     for (_, t, i) in &events {
         let (rev, value) = &c.docs[c.titles[*t].doc][*i];
         for _ in 0..cfg.renders {
             clock.advance(STEP);
-            store
-                .put_uncommitted(&Put {
+            batch
+                .put(&Put {
                     domain: DOMAIN,
                     title: &c.titles[*t].name,
                     rev: *rev,
@@ -229,12 +231,12 @@ fn churn(dir: &Path, cfg: &Cfg, c: &Corpus) -> Churned {
             put_bytes += value.len() as u64;
             pending += 1;
             if pending == BATCH {
-                store.commit().expect("commit");
+                batch.commit().expect("commit");
                 pending = 0;
             }
         }
     }
-    store.commit().expect("commit");
+    batch.commit().expect("commit");
     take_downs(&mut store, c);
     clock.advance(GRACE + 1);
     let expected = c
@@ -550,7 +552,7 @@ fn part1(s: &mut Churned, c: &Corpus, work: &Path, run: &mut Run) {
     step("stat and plan");
     run.before = s.store.stat().expect("stat");
     run.disk_before = disk_bytes(&s.dir);
-    let plan = s.store.plan_compaction(&copts).expect("plan");
+    let plan = maintenance::plan_compaction(&s.store, &copts).expect("plan");
     let ids: Vec<u32> = plan
         .containers
         .iter()
@@ -581,7 +583,7 @@ fn part1(s: &mut Churned, c: &Corpus, work: &Path, run: &mut Run) {
     step("survey only (plan_compaction)");
     drop_store_cache(&s.dir);
     let (io, start) = (thread_io(), Instant::now());
-    s.store.plan_compaction(&copts).expect("plan");
+    maintenance::plan_compaction(&s.store, &copts).expect("plan");
     run.survey = Speed {
         secs: start.elapsed().as_secs_f64(),
         bytes: planned_live,
@@ -593,7 +595,7 @@ fn part1(s: &mut Churned, c: &Corpus, work: &Path, run: &mut Run) {
     let top = max_container_id(&s.dir);
     run.resident_before = container_residency(&s.dir, 0);
     let io = thread_io();
-    let report = s.store.compact(&copts, |_, _| {}).expect("compact");
+    let report = maintenance::compact(&mut s.store, &copts, |_, _| {}).expect("compact");
     let disk = io_since(io);
     run.resident_after_new = container_residency(&s.dir, top);
     run.compact = Speed {
@@ -772,7 +774,7 @@ fn part3(s: Churned, c: &Corpus, cfg: &Cfg, run: &mut Run) {
     let start = Instant::now();
     let job = std::thread::spawn(move || {
         let io = thread_io();
-        let report = writer.compact(&copts, |_, _| {}).expect("compact");
+        let report = maintenance::compact(&mut writer, &copts, |_, _| {}).expect("compact");
         (writer, report, io_since(io))
     });
     while !job.is_finished() {

@@ -4,7 +4,8 @@
 Used through cluster/up, cluster/ctl and cluster/down (docs/CLUSTER.md). Everything lives under
 one directory DIR; DIR/cluster.json says where everything is:
 
-  {"router": "http://127.0.0.1:P", "config": "DIR/config.json", "token_file": F or null,
+  {"router": "http://127.0.0.1:P", "router_admin": "127.0.0.1:P", "router_map": "DIR/owners.map",
+   "partitions": P, "config": "DIR/config.json", "token_file": F or null,
    "nodes": [{"name", "url", "data", "pid", "argv"}], "nats": [{"name", "url", "pid", "argv"}],
    ...}
 
@@ -208,6 +209,28 @@ def http_status(url, timeout=2):
         return None
 
 
+def meta_of(server):
+    """A server's view of JetStream's meta group (`/jsz`'s `meta_cluster`), or why none."""
+    try:
+        with urllib.request.urlopen(server["monitor"] + "/jsz", timeout=2) as r:
+            return json.load(r).get("meta_cluster") or {}
+    except Exception as e:
+        return {"error": str(e)}
+
+
+def jetstream_whole(servers):
+    """Whether every server names the same JetStream meta leader and the leader sees every other
+    server as a current peer: until then a stream of R=3 may find "no suitable peers for
+    placement", and a node that starts meanwhile spends its start retrying."""
+    metas = [meta_of(n) for n in servers]
+    leaders = {m.get("leader") for m in metas}
+    if len(leaders) != 1 or not next(iter(leaders)):
+        return False
+    replicas = next((m["replicas"] for m in metas if "replicas" in m), [])
+    return (len(replicas) == len(servers) - 1
+            and all(r.get("current") and not r.get("offline") for r in replicas))
+
+
 def wait_for(what, check, seconds, entry=None, others=()):
     """Waits for `check`; on failure the logs of `entry` and of `others` (the NATS servers a
     node depends on) say why."""
@@ -310,13 +333,31 @@ def node_entry(d, name, port, config, token_file):
 
 
 def haproxy_conf(d, state):
-    servers = "\n".join(
-        f"  server {n['name']} {n['url'][len('http://'):]} check inter 500 fall 2 rise 2"
+    """HAProxy's configuration, and its partition map as the first placement gives it (the
+    nodes keep the map current through the runtime API: docs/CLUSTER.md § Routing straight to an
+    owner)."""
+    def server(n, backup=False):
+        return (f"  server {n['name']} {n['url'][len('http://'):]} check inter 500 fall 2 rise 2"
+                + (" backup" if backup else ""))
+    servers = "\n".join(server(n) for n in state["nodes"])
+    # One backend per node: the node, then the others while its health check fails.
+    per_node = "".join(
+        f"""backend node_{n['name']}
+  option httpchk GET /_cluster
+  http-check expect status 200
+{server(n)}
+""" + "".join(server(o, True) + "\n" for o in state["nodes"] if o is not n)
         for n in state["nodes"])
+    names = [n["name"] for n in state["nodes"]]
+    parts = state["partitions"]
+    with open(state["router_map"], "w") as f:
+        f.writelines(f"{p} node_{names[p % len(names)]}\n" for p in range(parts))
     conf = os.path.join(d, "haproxy.cfg")
     with open(conf, "w") as f:
         f.write(f"""global
   maxconn 4096
+  # The runtime API, through which the nodes set the partition map.
+  stats socket ipv4@{state['router_admin']} level admin
 defaults
   mode http
   timeout connect 2s
@@ -334,15 +375,20 @@ defaults
   option redispatch
 frontend wink
   bind {state['router'][len('http://'):]}
+  # The key's partition as the nodes compute it: crc32("domain/title") mod P, from
+  # /domain/sys/key_rev_value/bucket/title; the map names the backend of a live owner.
+  http-request set-var(txn.title) path,field(6,/),url_dec
+  http-request set-var(txn.partition) path,field(2,/),concat(/,txn.title),crc32,mod({parts})
+  use_backend %[var(txn.partition),map({state['router_map']},nodes)]
   default_backend nodes
 backend nodes
-  # The path up to the title, /domain/sys/key_rev_value/bucket/title: one node per key.
+  # Any node: the path up to the title, /domain/sys/key_rev_value/bucket/title, hashed.
   balance uri path-only depth 5
   hash-type consistent
   option httpchk GET /_cluster
   http-check expect status 200
 {servers}
-""")
+{per_node}""")
     return conf
 
 
@@ -382,6 +428,8 @@ def up_locked(d, args):
     ports = {k: [free_port(d) for _ in range(nats_count)]
              for k in ("client", "route", "monitor")}
     state = {"router": f"http://127.0.0.1:{free_port(d)}",
+             "router_admin": f"127.0.0.1:{free_port(d)}",
+             "router_map": os.path.join(d, "owners.map"), "partitions": args.partitions,
              "config": os.path.join(d, "config.json"), "token_file": token_file,
              "nats_bin": nats_bin, "wink": wink, "nodes": [], "nats": []}
     # A name of its own: a route that reaches another cluster on this machine (a port taken
@@ -398,6 +446,13 @@ def up_locked(d, args):
     # is idle, and once (CI, two busy cores) more than a minute.
     for n in state["nats"]:
         wait_for(n["name"], lambda n=n: http_status(n["monitor"] + "/healthz") == 200, 180, n)
+    deadline = time.time() + 180
+    while not jetstream_whole(state["nats"]):
+        if time.time() > deadline:
+            die("JetStream's meta group is not whole after 180 s:\n"
+                + "".join(f"{n['name']}: {meta_of(n)}\n{tail(n['log'], 5)}"
+                          for n in state["nats"]))
+        time.sleep(0.2)
     names = [f"n{i}" for i in range(1, args.nodes + 1)]
     for name in names:
         state["nodes"].append(node_entry(d, name, free_port(d), state["config"], token_file))
@@ -407,7 +462,8 @@ def up_locked(d, args):
               "nodes": [{"name": n["name"], "url": n["url"]} for n in state["nodes"]],
               "partitions": args.partitions, "replicas": args.replicas,
               "buckets": {"html": {}}, "stream_max_age": args.stream_max_age,
-              "replace_after_secs": args.replace_after}
+              "replace_after_secs": args.replace_after,
+              "routers": [{"admin": state["router_admin"], "map": state["router_map"]}]}
     with open(state["config"], "w") as f:
         json.dump(config, f, indent=1)
     for n in state["nodes"]:

@@ -25,6 +25,7 @@ use std::time::Duration;
 
 use uuid::Uuid;
 use wink::clock::{Clock, ManualClock};
+use wink::maintenance;
 use wink::maintenance::background::{Maintenance, MaintenanceOptions};
 use wink::store::key::tid_at;
 use wink::store::policy::{ArchivePolicy, Renders};
@@ -200,7 +201,9 @@ fn twin_run(cfg: &Config, seed: u64, late: bool) -> u64 {
                 if cursor.is_done() {
                     cursor = TitleCursor::new();
                 }
-                culled += a.cull_due(&mut cursor, 2).unwrap().renders_culled;
+                culled += maintenance::cull_due(&mut a, &mut cursor, 2)
+                    .unwrap()
+                    .renders_culled;
                 let max = top.iter().copied().max().unwrap_or(0);
                 assert_same(
                     &observe(&a, &ca, TITLES, max, &universe),
@@ -211,14 +214,21 @@ fn twin_run(cfg: &Config, seed: u64, late: bool) -> u64 {
         }
     }
     // A whole cull at the end, and one more that finds nothing left.
-    culled += a.cull_all(|_, _| {}).unwrap().renders_culled;
+    culled += maintenance::cull_all(&mut a, |_, _| {})
+        .unwrap()
+        .renders_culled;
     let max = top.iter().copied().max().unwrap_or(0);
     assert_same(
         &observe(&a, &ca, TITLES, max, &universe),
         &observe(&b, &cb, TITLES, max, &universe),
         &format!("seed {seed}, the end"),
     );
-    assert_eq!(a.cull_all(|_, _| {}).unwrap().renders_culled, 0);
+    assert_eq!(
+        maintenance::cull_all(&mut a, |_, _| {})
+            .unwrap()
+            .renders_culled,
+        0
+    );
     culled
 }
 

@@ -124,9 +124,11 @@ fn replay_after_crash_applies_once() {
         apply_batch(&mut s, &msgs[..3], Some((3, &[0, 1])), None).unwrap();
         assert_eq!(read_applied(&s).unwrap(), BTreeMap::from([(0, 3), (1, 3)]));
         // The next batch is applied but the process dies before its commit: put it in without
-        // committing, then drop the handle (the next open recovers the last commit).
+        // committing, then drop the batch and the handle (the next open recovers the last
+        // commit).
+        let mut batch = s.batch();
         for m in &msgs[3..5] {
-            s.put_uncommitted(&m.change.as_put()).unwrap();
+            batch.put(&m.change.as_put()).unwrap();
         }
     }
     let mut s = store(dir.path());

@@ -9,7 +9,7 @@ mod common;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::cluster::{cmdline, eventually, running, try_call, Cluster, D};
+use common::cluster::{cmdline, eventually, node_pid, running, signal, try_call, Cluster, D};
 use wink::cluster::admin::Admin;
 
 const TOKEN: &str = "the-scripts-test-token";
@@ -90,16 +90,6 @@ fn at_once(cluster: &Cluster, actions: &[(&str, &str)]) -> Vec<(bool, String)> {
             })
             .collect()
     })
-}
-
-fn node_pid(cluster: &Cluster, name: &str) -> Option<u64> {
-    let state = cluster.state();
-    state["nodes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|n| n["name"] == name)
-        .and_then(|n| n["pid"].as_u64())
 }
 
 #[test]
@@ -262,15 +252,6 @@ fn nats_servers_start_one_by_one_after_all_stopped() {
         rev += 1;
         put(&router, "Outage", rev, None) == Ok(201)
     });
-}
-
-fn signal(pid: u64, sig: &str) {
-    let ok = std::process::Command::new("kill")
-        .args([sig, &pid.to_string()])
-        .status()
-        .expect("kill runs")
-        .success();
-    assert!(ok, "kill {sig} {pid}");
 }
 
 #[test]

@@ -14,6 +14,7 @@ use uuid::Uuid;
 mod common;
 
 use wink::clock::ManualClock;
+use wink::maintenance;
 use wink::maintenance::compact::{Action, CompactOptions, CompactReport, Reason};
 use wink::storage::residency;
 use wink::store::policy::ArchivePolicy;
@@ -119,9 +120,7 @@ fn churned(titles: usize) -> (TempDir, Arc<ManualClock>, Store) {
 
 /// A compaction with the default options.
 fn compact(store: &mut Store) -> CompactReport {
-    store
-        .compact(&CompactOptions::default(), |_, _| {})
-        .unwrap()
+    maintenance::compact(store, &CompactOptions::default(), |_, _| {}).unwrap()
 }
 
 fn assert_all_kept(report: &CompactReport) {
@@ -239,7 +238,7 @@ fn a_second_run_copies_nothing_even_where_overhead_passes_min_dead() {
     // What is left is two small values in a container whose index, time index and journal are
     // several times their size: by bytes, mostly "dead" (over half, where min_dead is a quarter).
     let ids = store.container_ids().unwrap();
-    let plan = store.plan_compaction(&CompactOptions::default()).unwrap();
+    let plan = maintenance::plan_compaction(&store, &CompactOptions::default()).unwrap();
     assert!(plan
         .containers
         .iter()
@@ -286,17 +285,19 @@ fn a_dry_run_reports_what_a_run_does_and_changes_nothing() {
     let (dir, clock, mut store) = churned(30);
     store.take_down(D, &title(2), None).unwrap();
     clock.advance(TTL + 60);
-    store.commit().unwrap();
+    store.batch().commit().unwrap();
     drop(store);
     let files = snapshot_bytes(dir.path());
 
     let store = Store::open(dir.path(), &opts(&clock, false)).unwrap();
-    let dry = store
-        .plan_compaction(&CompactOptions {
+    let dry = maintenance::plan_compaction(
+        &store,
+        &CompactOptions {
             dry_run: true,
             ..CompactOptions::default()
-        })
-        .unwrap();
+        },
+    )
+    .unwrap();
     drop(store);
     assert!(dry.dry_run);
     assert_eq!(snapshot_bytes(dir.path()), files, "a dry run wrote");
@@ -355,7 +356,7 @@ fn online_compaction_beside_puts_and_reads_loses_no_write() {
     let mut expected = readable(&store, 80);
     let mut rev = 100;
     for id in sealed {
-        let job = store.start_compaction(id, &opts).unwrap();
+        let job = maintenance::start_compaction(&mut store, id, &opts).unwrap();
         let built = std::thread::scope(|s| {
             let worker = s.spawn(|| job.run());
             // The writer keeps writing and reading while the job copies.
@@ -374,7 +375,7 @@ fn online_compaction_beside_puts_and_reads_loses_no_write() {
             }
             worker.join().unwrap()
         });
-        store.adopt(&job, built).unwrap();
+        maintenance::adopt(&mut store, &job, built).unwrap();
     }
     assert!(rev > 100, "no write ran beside the compaction");
     // Every title's latest is the last write; every older render the put superseded is past
@@ -509,7 +510,7 @@ fn a_take_down_of_an_archived_revision_is_rewritten_out_of_the_archive() {
         revs.push((rev, tid, v));
         clock.advance(TTL + 1);
     }
-    store.archive_due(|_, _| {}).unwrap();
+    maintenance::archive_due(&mut store, |_, _| {}).unwrap();
     let marked = |store: &Store| {
         common::decompressed_blocks(store.archive().unwrap())
             .iter()
@@ -634,29 +635,32 @@ fn a_survey_beside_a_writer_reads_rewritten_records_again() {
             .put(&Put::new(D, &title(t), 500, HTML, &value(t, 500, 0, 100)))
             .unwrap();
     }
-    let plan = reader
-        .plan_compaction(&CompactOptions {
+    let plan = maintenance::plan_compaction(
+        &reader,
+        &CompactOptions {
             dry_run: true,
             ..CompactOptions::default()
-        })
-        .unwrap();
-    let from_writer = store
-        .plan_compaction(&CompactOptions {
+        },
+    )
+    .unwrap();
+    let from_writer = maintenance::plan_compaction(
+        &store,
+        &CompactOptions {
             dry_run: true,
             ..CompactOptions::default()
-        })
-        .unwrap();
+        },
+    )
+    .unwrap();
     assert_eq!(plan.dropped(), from_writer.dropped());
     // A job started before the writer rewrites its titles' records, run after.
     let sealed = store.container_ids().unwrap()[0];
-    let job = store
-        .start_compaction(sealed, &CompactOptions::default())
-        .unwrap();
+    let job =
+        maintenance::start_compaction(&mut store, sealed, &CompactOptions::default()).unwrap();
     for t in 0..30 {
         store
             .put(&Put::new(D, &title(t), 501, HTML, &value(t, 501, 0, 100)))
             .unwrap();
     }
     let built = job.run();
-    store.adopt(&job, built).unwrap();
+    maintenance::adopt(&mut store, &job, built).unwrap();
 }

@@ -43,6 +43,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use wink::clock::ManualClock;
+use wink::maintenance;
 use wink::maintenance::compact::{Action, CompactOptions};
 use wink::store::check::check_store;
 use wink::store::generation::Generation;
@@ -235,7 +236,7 @@ fn template() -> Template {
             "{t} {rev}"
         );
     }
-    let plan = s.plan_compaction(&CompactOptions::default()).unwrap();
+    let plan = maintenance::plan_compaction(&s, &CompactOptions::default()).unwrap();
     let acts = |a: Action| plan.containers.iter().filter(|c| c.action == a).count();
     assert!(
         acts(Action::Drop) >= 2 && acts(Action::Rewrite) >= 2,
@@ -394,8 +395,7 @@ fn verify_recovered(t: &Template, dir: &Path) -> Result<Vec<String>, String> {
 /// A compaction to completion in this process, then the checks of a finished one.
 fn compact_fully(t: &Template, dir: &Path) -> Result<(), String> {
     let mut s = open_at_now(dir, true).map_err(|e| e.to_string())?;
-    let report = s
-        .compact(&CompactOptions::default(), |_, _| {})
+    let report = maintenance::compact(&mut s, &CompactOptions::default(), |_, _| {})
         .map_err(|e| format!("compaction after recovery: {e}"))?;
     verify(t, dir, &s, true).map_err(|e| format!("{e}\nreport: {report:#?}"))?;
     let after = s.stat().unwrap().container_bytes;
@@ -408,7 +408,7 @@ fn compact_fully(t: &Template, dir: &Path) -> Result<(), String> {
     if data_ids(dir)?.len() >= t.containers.len() {
         return Err("no container file was removed".into());
     }
-    let again = s.compact(&CompactOptions::default(), |_, _| {}).unwrap();
+    let again = maintenance::compact(&mut s, &CompactOptions::default(), |_, _| {}).unwrap();
     if again.reclaimed() != 0 {
         return Err(format!("a second compaction reclaimed more: {again:#?}"));
     }
@@ -588,7 +588,7 @@ fn fsize_compact_child(spec: &str) {
         rl.rlim_cur = limit.min(rl.rlim_max);
         assert_eq!(libc::setrlimit(libc::RLIMIT_FSIZE, &rl), 0);
     }
-    match s.compact(&CompactOptions::default(), |_, _| {}) {
+    match maintenance::compact(&mut s, &CompactOptions::default(), |_, _| {}) {
         Ok(_) => println!("compacted"),
         Err(e) => println!("error: {e}"),
     }
@@ -665,7 +665,7 @@ fn tmpfs_compact_child(spec: &str) {
         seal_current: false,
         ..CompactOptions::default()
     };
-    let err = s.compact(&opts, |_, _| {}).unwrap_err();
+    let err = maintenance::compact(&mut s, &opts, |_, _| {}).unwrap_err();
     assert!(matches!(err, Error::Full { .. }), "{err}");
     assert_eq!(err.exit_code(), 2);
     println!("refused: {err}");
@@ -686,7 +686,7 @@ fn tmpfs_compact_child(spec: &str) {
         .unwrap();
     assert!(remount.success());
     let mut s = open_at_now(&dir, true).unwrap();
-    let report = s.compact(&CompactOptions::default(), |_, _| {}).unwrap();
+    let report = maintenance::compact(&mut s, &CompactOptions::default(), |_, _| {}).unwrap();
     assert!(report.reclaimed() > 0, "{report:#?}");
     assert_eq!(view(&s), expected);
     drop(s);

@@ -27,6 +27,7 @@ mod common;
 
 use common::cli::Run;
 use wink::clock::ManualClock;
+use wink::maintenance;
 use wink::maintenance::compact::{Action, CompactOptions, CompactReport};
 use wink::store::Put;
 use wink::store::{Config, Store, StoreOptions};
@@ -174,9 +175,9 @@ fn within_5_percent(estimate: u64, real: u64) -> bool {
 /// A dry run, then the run: the estimate is the result within 5%, and the store is no bigger.
 fn estimate_then_run(dir: &Path, now: i64) -> (CompactReport, CompactReport) {
     let mut s = open_at(dir, now);
-    let dry = s.plan_compaction(&CompactOptions::default()).unwrap();
+    let dry = maintenance::plan_compaction(&s, &CompactOptions::default()).unwrap();
     let before = store_bytes(dir);
-    let real = s.compact(&CompactOptions::default(), |_, _| {}).unwrap();
+    let real = maintenance::compact(&mut s, &CompactOptions::default(), |_, _| {}).unwrap();
     drop(s);
     let after = store_bytes(dir);
     println!(
@@ -235,7 +236,7 @@ fn a_dry_run_estimates_the_reclaimed_bytes_and_the_store_never_grows() {
     assert!(idx_len < 64 << 10, "{}: {idx_len} bytes", idx.display());
     // Again: nothing left to do, and nothing done.
     let mut s = open_at(dir.path(), T);
-    let again = s.compact(&CompactOptions::default(), |_, _| {}).unwrap();
+    let again = maintenance::compact(&mut s, &CompactOptions::default(), |_, _| {}).unwrap();
     assert!(again.nothing_to_do(), "{again:#?}");
 }
 
@@ -260,8 +261,8 @@ fn a_few_dead_values_in_the_current_container_do_not_make_a_run_grow_the_store()
     drop(s);
     let before = store_bytes(dir.path());
     let mut s = open_at(dir.path(), T + 2 * TTL);
-    let dry = s.plan_compaction(&CompactOptions::default()).unwrap();
-    let real = s.compact(&CompactOptions::default(), |_, _| {}).unwrap();
+    let dry = maintenance::plan_compaction(&s, &CompactOptions::default()).unwrap();
+    let real = maintenance::compact(&mut s, &CompactOptions::default(), |_, _| {}).unwrap();
     drop(s);
     let after = store_bytes(dir.path());
     println!("{before:?} -> {after:?}: {:?}", real.containers);
@@ -278,7 +279,7 @@ fn dead_containers_are_dropped_without_a_container_written() {
     template(dir.path(), false);
     // Revisions 1 and 2 are dead: their containers hold nothing live.
     let mut s = open_at(dir.path(), NOW);
-    let plan = s.plan_compaction(&CompactOptions::default()).unwrap();
+    let plan = maintenance::plan_compaction(&s, &CompactOptions::default()).unwrap();
     let dead: Vec<u32> = plan
         .containers
         .iter()
@@ -287,16 +288,16 @@ fn dead_containers_are_dropped_without_a_container_written() {
         .collect();
     assert!(dead.len() >= 2, "{plan:#?}");
     let before = container_ids(dir.path());
-    let report = s
-        .compact(
-            &CompactOptions {
-                // Only the drops: nothing else passes.
-                min_dead: 1.0,
-                ..CompactOptions::default()
-            },
-            |_, _| {},
-        )
-        .unwrap();
+    let report = maintenance::compact(
+        &mut s,
+        &CompactOptions {
+            // Only the drops: nothing else passes.
+            min_dead: 1.0,
+            ..CompactOptions::default()
+        },
+        |_, _| {},
+    )
+    .unwrap();
     drop(s);
     let rewritten: Vec<u32> = report
         .containers
@@ -334,11 +335,11 @@ fn a_run_with_nothing_to_do_writes_nothing() {
     let dir = tempfile::tempdir().unwrap();
     template(dir.path(), true);
     let mut s = open_at(dir.path(), NOW);
-    s.compact(&CompactOptions::default(), |_, _| {}).unwrap();
+    maintenance::compact(&mut s, &CompactOptions::default(), |_, _| {}).unwrap();
     drop(s);
     let before = files(dir.path());
     let mut s = open_at(dir.path(), NOW);
-    let report = s.compact(&CompactOptions::default(), |_, _| {}).unwrap();
+    let report = maintenance::compact(&mut s, &CompactOptions::default(), |_, _| {}).unwrap();
     drop(s);
     assert!(report.nothing_to_do(), "{report:#?}");
     assert_eq!(report.generation_after, report.generation_before);
@@ -357,11 +358,10 @@ fn progress_counts_bytes_copied_and_json_is_the_report_alone() {
     template(dir.path(), true);
     let mut s = open_at(dir.path(), NOW);
     let mut seen = Vec::new();
-    let report = s
-        .compact(&CompactOptions::default(), |done, total| {
-            seen.push((done, total))
-        })
-        .unwrap();
+    let report = maintenance::compact(&mut s, &CompactOptions::default(), |done, total| {
+        seen.push((done, total))
+    })
+    .unwrap();
     let total = seen.first().map(|s| s.1).unwrap();
     assert!(seen.windows(2).all(|w| w[0].0 <= w[1].0), "{seen:?}");
     assert_eq!(seen.last(), Some(&(total, total)), "{seen:?}");
@@ -518,7 +518,7 @@ fn on_full_disk(case: &str, current_dead: bool, compacted: bool) {
     template(template_dir.path(), current_dead);
     if compacted {
         let mut s = open_at(template_dir.path(), NOW);
-        s.compact(&CompactOptions::default(), |_, _| {}).unwrap();
+        maintenance::compact(&mut s, &CompactOptions::default(), |_, _| {}).unwrap();
     }
     let mount: PathBuf = tempfile::tempdir().unwrap().keep();
     let script = format!(

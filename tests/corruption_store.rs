@@ -25,6 +25,7 @@ use std::sync::Arc;
 
 use uuid::Uuid;
 use wink::clock::ManualClock;
+use wink::maintenance;
 use wink::store::policy::ArchivePolicy;
 use wink::store::Put;
 use wink::store::Which;
@@ -102,7 +103,7 @@ fn build(dir: &Path) -> ManualClock {
         }
     }
     clock.advance(1000);
-    let report = s.archive_due(|_, _| {}).unwrap();
+    let report = maintenance::archive_due(&mut s, |_, _| {}).unwrap();
     assert_eq!(report.revisions, ARCHIVED as u64 * (REVS - 1));
     s.take_down(D, &title(ARCHIVED - 1), Some(2)).unwrap();
     clock
@@ -330,7 +331,7 @@ fn damage_found(dir: &Path, clock: &ManualClock) -> bool {
         return true;
     }
     match open(dir, clock, false) {
-        Ok(s) => s.scrub(|_| {}).map_or(true, |r| !r.is_clean()),
+        Ok(s) => maintenance::scrub(&s, |_| {}).map_or(true, |r| !r.is_clean()),
         Err(_) => true,
     }
 }

@@ -15,6 +15,7 @@ use std::time::Duration;
 use serde_json::Value;
 use uuid::Uuid;
 use wink::clock::ManualClock;
+use wink::maintenance;
 use wink::maintenance::scrub::Tier;
 use wink::storage::residency;
 use wink::store::policy::ArchivePolicy;
@@ -101,7 +102,7 @@ fn populate(dir: &Path, titles: usize, len: usize) -> BTreeMap<(usize, u64), Uui
             tids.insert((t, rev), tid);
         }
     }
-    let report = open(dir, LATER).archive_due(|_, _| {}).unwrap();
+    let report = maintenance::archive_due(&mut open(dir, LATER), |_, _| {}).unwrap();
     assert_eq!(report.revisions, titles as u64);
     tids
 }
@@ -142,10 +143,8 @@ fn scrub_reports_exactly_the_damaged_values_by_title_revision_and_tid() {
     create(&dir);
     let tids = populate(&dir, 3, 3000);
 
-    let clean = Store::open(&dir, &opts(LATER, false))
-        .unwrap()
-        .scrub(|_| {})
-        .unwrap();
+    let clean =
+        maintenance::scrub(&Store::open(&dir, &opts(LATER, false)).unwrap(), |_| {}).unwrap();
     assert!(clean.is_clean(), "{:?}", clean.damaged);
     assert_eq!((clean.values, clean.bytes, clean.archived), (3, 9000, 3));
     // Page-cache polite: the pages the scrub read are dropped again (all clean, as committed).
@@ -169,10 +168,8 @@ fn scrub_reports_exactly_the_damaged_values_by_title_revision_and_tid() {
     let archived_at = find_once(&archive, &archived[1000..1064]);
     flip(&archive, archived_at + 10);
 
-    let report = Store::open(&dir, &opts(LATER, false))
-        .unwrap()
-        .scrub(|_| {})
-        .unwrap();
+    let report =
+        maintenance::scrub(&Store::open(&dir, &opts(LATER, false)).unwrap(), |_| {}).unwrap();
     assert_eq!((report.values, report.archived), (3, 3));
     let mut damaged = report.damaged.clone();
     damaged.sort_by_key(|d| (d.title.clone(), d.rev));
@@ -338,7 +335,10 @@ fn snapshot_refuses_an_existing_dest_and_waits_for_the_writer() {
     // The library refuses a read-only handle: it cannot hold the writer lock.
     let ro = tmp.path().join("ro");
     let mut reader = Store::open(&dir, &opts(LATER, false)).unwrap();
-    assert!(matches!(reader.snapshot(&ro), Err(wink::Error::Invalid(_))));
+    assert!(matches!(
+        maintenance::snapshot(&mut reader, &ro),
+        Err(wink::Error::Invalid(_))
+    ));
     assert!(!ro.exists());
     drop(reader);
 

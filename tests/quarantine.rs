@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 use wink::clock::ManualClock;
+use wink::maintenance;
 use wink::maintenance::scrub::ScrubOptions;
 use wink::store::check::check_store;
 use wink::store::quarantine;
@@ -130,9 +131,8 @@ fn scrub_quarantines_a_damaged_value_and_reads_name_it() {
     assert!(matches!(err, Error::Corrupt { .. }), "{err}");
     let tid = reader.list(D, &title(VICTIM), Page::default()).unwrap()[0].tid;
 
-    let report = reader
-        .scrub_with(ScrubOptions { quarantine: true }, |_| {})
-        .unwrap();
+    let report =
+        maintenance::scrub_with(&reader, ScrubOptions { quarantine: true }, |_| {}).unwrap();
     assert_eq!(report.values, TITLES as u64);
     assert_eq!(report.damaged.len(), 1, "{:?}", report.damaged);
     let d = &report.damaged[0];
@@ -197,9 +197,8 @@ fn scrub_quarantines_a_damaged_value_and_reads_name_it() {
     // A second scrub keeps the entry as it was.
     let first = std::fs::read(&description).unwrap();
     clock.advance(100);
-    let again = reader
-        .scrub_with(ScrubOptions { quarantine: true }, |_| {})
-        .unwrap();
+    let again =
+        maintenance::scrub_with(&reader, ScrubOptions { quarantine: true }, |_| {}).unwrap();
     assert_eq!(again.damaged.len(), 1);
     assert_eq!(std::fs::read(&description).unwrap(), first);
 
@@ -356,7 +355,7 @@ fn compaction_keeps_a_container_with_a_damaged_value_and_compacts_the_others() {
     let kept_before = container_one(dir);
 
     let mut s = Store::open(dir, &opts(&clock, true)).unwrap();
-    let report = s.compact(&CompactOptions::default(), |_, _| {}).unwrap();
+    let report = maintenance::compact(&mut s, &CompactOptions::default(), |_, _| {}).unwrap();
     let plan = |id: u32| report.containers.iter().find(|c| c.id == id).unwrap();
     // Container 1: kept whole, with a note naming the file and the offset.
     assert_eq!(plan(1).action, Action::Keep, "{:?}", plan(1));
@@ -388,9 +387,7 @@ fn compaction_keeps_a_container_with_a_damaged_value_and_compacts_the_others() {
         }
     }
     // The damage is still there to be found and quarantined.
-    let scrub = s
-        .scrub_with(ScrubOptions { quarantine: true }, |_| {})
-        .unwrap();
+    let scrub = maintenance::scrub_with(&s, ScrubOptions { quarantine: true }, |_| {}).unwrap();
     assert_eq!(scrub.damaged.len(), 1);
     assert_eq!(scrub.damaged[0].offset, at as u64);
     assert!(matches!(

@@ -373,20 +373,22 @@ fn read_only_handles_beside_the_writer_share_its_committed_records_and_no_older_
     assert_eq!(latest(&other), Some((1, value("T", 1))));
     assert_eq!(meta_reads.load(Ordering::SeqCst), before);
     // An uncommitted rewrite is not seen, and the kept record is not used meanwhile.
-    w.put_uncommitted(&wink::store::Put {
-        domain: D,
-        title: "T",
-        rev: 2,
-        tid: None,
-        content_type: HTML,
-        labels: &wink::store::Labels::NONE,
-        value: &value("T", 2),
-        historical: false,
-    })
-    .unwrap();
+    let mut batch = w.batch();
+    batch
+        .put(&wink::store::Put {
+            domain: D,
+            title: "T",
+            rev: 2,
+            tid: None,
+            content_type: HTML,
+            labels: &wink::store::Labels::NONE,
+            value: &value("T", 2),
+            historical: false,
+        })
+        .unwrap();
     assert_eq!(latest(&reader), Some((1, value("T", 1))));
     assert!(meta_reads.load(Ordering::SeqCst) > before);
-    w.commit().unwrap();
+    batch.commit().unwrap();
     // The commit is seen at once, and kept again for the next read.
     assert_eq!(latest(&reader), Some((2, value("T", 2))));
     let after = meta_reads.load(Ordering::SeqCst);

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use wink::clock::ManualClock;
+use wink::maintenance;
 use wink::store::policy::ArchivePolicy;
 use wink::store::Put;
 use wink::store::Which;
@@ -74,7 +75,7 @@ fn revisions_leaving_the_hot_tier_are_archived_and_stay_readable() {
             .is_none(),
         "a non-candidate render expired"
     );
-    let report = s.archive_due(|_, _| {}).unwrap();
+    let report = maintenance::archive_due(&mut s, |_, _| {}).unwrap();
     assert_eq!(report.revisions, 19);
     for rev in 1..20u64 {
         let got = s.get(D, "Page", Which::Rev(rev)).unwrap().unwrap();
@@ -93,7 +94,12 @@ fn revisions_leaving_the_hot_tier_are_archived_and_stay_readable() {
     );
     assert!(listed.windows(2).all(|w| w[0].rev >= w[1].rev));
     // A rerun finds nothing to do; stats count what the archive holds.
-    assert_eq!(s.archive_due(|_, _| {}).unwrap().revisions, 0);
+    assert_eq!(
+        maintenance::archive_due(&mut s, |_, _| {})
+            .unwrap()
+            .revisions,
+        0
+    );
     let st = s.stat().unwrap().archive.unwrap();
     assert_eq!(st.revisions, 19);
     assert_eq!(
@@ -133,7 +139,7 @@ fn first_policy_keeps_the_first_render_and_no_archive_keeps_hot_semantics() {
         }
     }
     clock.advance(1000);
-    s.archive_due(|_, _| {}).unwrap();
+    maintenance::archive_due(&mut s, |_, _| {}).unwrap();
     assert_eq!(
         s.get(D, "T", Which::Rev(1)).unwrap().unwrap().value,
         page(1, 0)
@@ -148,7 +154,7 @@ fn first_policy_keeps_the_first_render_and_no_archive_keeps_hot_semantics() {
         p.get(D, "T", Which::Rev(1)).unwrap().is_none(),
         "without an archive, expired is gone"
     );
-    assert!(p.archive_due(|_, _| {}).is_err());
+    assert!(maintenance::archive_due(&mut p, |_, _| {}).is_err());
 }
 
 #[test]
@@ -166,7 +172,7 @@ fn archiving_a_candidate_never_brings_back_a_render_past_its_deadline() {
     clock.advance(1000);
     assert!(s.get(D, "Page", Which::Render(1, old)).unwrap().is_none());
 
-    let report = s.archive_due(|_, _| {}).unwrap();
+    let report = maintenance::archive_due(&mut s, |_, _| {}).unwrap();
     assert_eq!(report.revisions, 1);
     // With the newest render archived, the older one is not the newest of what is left in
     // the hot tier: it stays past its deadline, unreadable, and is never archived.
@@ -184,7 +190,12 @@ fn archiving_a_candidate_never_brings_back_a_render_past_its_deadline() {
             (1, newest, State::Archived)
         ]
     );
-    assert_eq!(s.archive_due(|_, _| {}).unwrap().revisions, 0);
+    assert_eq!(
+        maintenance::archive_due(&mut s, |_, _| {})
+            .unwrap()
+            .revisions,
+        0
+    );
     assert!(s.get(D, "Page", Which::Render(1, old)).unwrap().is_none());
 }
 
@@ -245,7 +256,7 @@ fn a_v1_archive_converts_to_v2_while_reads_go_on() {
     };
     // The archive was filled beside the store, so no title record says it holds these titles:
     // reads would take that for a lost record. The index rebuild gives each archived title one.
-    let rebuilt = Store::rebuild_index(dir.path(), &opts(true)).unwrap();
+    let rebuilt = maintenance::rebuild_index(dir.path(), &opts(true)).unwrap();
     assert_eq!(rebuilt.archive_only.len(), titles.len());
     let mut writer = Store::open(dir.path(), &opts(true)).unwrap();
     let key = format!("{D}/{}", titles[0]);
@@ -276,7 +287,7 @@ fn a_v1_archive_converts_to_v2_while_reads_go_on() {
             }
             passes
         });
-        let report = writer.rewrite_archive().unwrap();
+        let report = maintenance::rewrite_archive(&mut writer).unwrap();
         assert_eq!((report.titles, report.revisions), (2, 60));
         done.store(true, std::sync::atomic::Ordering::Relaxed);
         reads.join().unwrap()

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use wink::clock::ManualClock;
+use wink::maintenance;
 use wink::store::policy::ArchivePolicy;
 use wink::store::Put;
 use wink::store::Which;
@@ -64,7 +65,7 @@ fn filled(dir: &std::path::Path, clock: &ManualClock) -> Store {
         }
     }
     clock.advance(500);
-    s.archive_due(|_, _| {}).unwrap();
+    maintenance::archive_due(&mut s, |_, _| {}).unwrap();
     for t in 0..12 {
         let (domain, title) = (["a.org", "b.org"][t % 2], format!("T/{t}"));
         s.put(&Put::new(domain, &title, 6, HTML, &page(&title, 6, 0)))

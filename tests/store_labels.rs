@@ -8,6 +8,7 @@ mod common;
 use std::sync::Arc;
 
 use wink::clock::ManualClock;
+use wink::maintenance;
 use wink::store::policy::ArchivePolicy;
 use wink::store::Which;
 use wink::store::{
@@ -103,10 +104,15 @@ fn labels_travel_with_their_render_through_archive_compaction_dump_and_copy() {
     assert_labelled(&s, "Kept", &[4], &[]);
 
     clock.advance(1000);
-    assert_eq!(s.archive_due(|_, _| {}).unwrap().revisions, 11);
+    assert_eq!(
+        maintenance::archive_due(&mut s, |_, _| {})
+            .unwrap()
+            .revisions,
+        11
+    );
     assert_labelled(&s, "Page", &all, &all[..11]);
 
-    let report = s.compact(&CompactOptions::default(), |_, _| {}).unwrap();
+    let report = maintenance::compact(&mut s, &CompactOptions::default(), |_, _| {}).unwrap();
     assert!(
         report
             .containers

@@ -14,6 +14,7 @@ use std::sync::Arc;
 use common::cli::{s, wink_at, Run};
 use common::require;
 use wink::clock::ManualClock;
+use wink::maintenance;
 use wink::store::policy::ArchivePolicy;
 use wink::store::Which;
 use wink::store::{
@@ -115,7 +116,7 @@ fn generated(dir: &Path) -> Store {
         }
     }
     clock.advance(2000);
-    st.archive_due(|_, _| {}).unwrap();
+    maintenance::archive_due(&mut st, |_, _| {}).unwrap();
     st.put(&Put {
         historical: true,
         ..Put::new(

@@ -8,6 +8,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use wink::clock::ManualClock;
+use wink::maintenance;
 use wink::storage::{residency, PageMap};
 use wink::store::policy::ArchivePolicy;
 use wink::store::Which;
@@ -93,7 +94,12 @@ fn a_full_export_leaves_at_most_one_percent_of_what_it_read_in_the_page_cache() 
         batch.commit().unwrap();
     }
     clock.advance(1000);
-    assert_eq!(st.archive_due(|_, _| {}).unwrap().revisions, 1024);
+    assert_eq!(
+        maintenance::archive_due(&mut st, |_, _| {})
+            .unwrap()
+            .revisions,
+        1024
+    );
     drop(st);
 
     let files = value_files(&dir);

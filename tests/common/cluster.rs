@@ -521,3 +521,24 @@ pub fn check_acked(
     }
     checked
 }
+
+/// The PID of node `name` as cluster.json lists it (`None` while it is stopped).
+pub fn node_pid(cluster: &Cluster, name: &str) -> Option<u64> {
+    let state = cluster.state();
+    state["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["name"] == name)
+        .and_then(|n| n["pid"].as_u64())
+}
+
+/// Sends `sig` (`-STOP`, `-CONT`, …) to `pid` with kill(1).
+pub fn signal(pid: u64, sig: &str) {
+    let ok = std::process::Command::new("kill")
+        .args([sig, &pid.to_string()])
+        .status()
+        .expect("kill runs")
+        .success();
+    assert!(ok, "kill {sig} {pid}");
+}

@@ -1,5 +1,5 @@
-//! wink's render store through its public API: `Store::put_uncommitted` per put, `Store::commit`
-//! per batch, `Store::get_latest` / `Store::get_render` per read (each returns a fresh `Vec`,
+//! wink's render store through its public API: one `Store::batch` per batch (its puts, one
+//! commit), `Store::get_latest` / `Store::get_render` per read (each returns a fresh `Vec`,
 //! verified against its CRC-32). Retention keeps everything (revisions `all`, renders `all`), as
 //! the other contenders do.
 
@@ -74,9 +74,10 @@ impl Contender for Wink {
 
     fn write_batch(&mut self, n: u64, fill: &mut dyn FnMut(u64, &mut PutBuf)) -> Res<()> {
         let mut buf = PutBuf::default();
+        let mut batch = self.store.batch();
         for i in 0..n {
             fill(i, &mut buf);
-            self.store.put_uncommitted(&Put {
+            batch.put(&Put {
                 domain: buf.domain,
                 title: &buf.title,
                 rev: buf.rev,
@@ -88,7 +89,7 @@ impl Contender for Wink {
             })?;
         }
         let start = std::time::Instant::now();
-        self.store.commit()?;
+        batch.commit()?;
         self.commit_secs += start.elapsed().as_secs_f64();
         self.commits += 1;
         Ok(())

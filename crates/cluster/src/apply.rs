@@ -20,7 +20,7 @@ use uuid::Uuid;
 use super::message::{Change, Kind, RESERVED_DOMAIN};
 use wink_engine::clock::StampedClock;
 use wink_engine::store::Which;
-use wink_engine::store::{key, Put, Store};
+use wink_engine::store::{key, Batch, Put, Store};
 use wink_engine::{Error, Result};
 
 /// The record's title, revision and tid.
@@ -185,8 +185,8 @@ pub fn read_record(store: &Store) -> Result<Record> {
     Ok(out)
 }
 
-/// Rewrites the record (uncommitted: it rides in the caller's commit).
-pub fn write_record(store: &mut Store, record: &Record) -> Result<()> {
+/// Rewrites the record in `batch` (it is durable at the batch's commit).
+pub fn write_record(batch: &mut Batch<'_>, record: &Record) -> Result<()> {
     let mut text = String::new();
     if let Some(m) = &record.mark {
         text.push_str(&format!("stream={} {} {:08x}\n", m.stream, m.seq, m.crc));
@@ -198,7 +198,7 @@ pub fn write_record(store: &mut Store, record: &Record) -> Result<()> {
     for (p, s) in &record.applied {
         text.push_str(&format!("{p}={s}\n"));
     }
-    store.put_uncommitted(&Put {
+    batch.put(&Put {
         domain: RESERVED_DOMAIN,
         title: APPLIED_TITLE,
         rev: APPLIED_REV,
@@ -226,6 +226,7 @@ pub fn apply_batch(
     let mut record = read_record(store)?;
     let before = record.clone();
     let mut report = Report::default();
+    let mut batch = store.batch();
     for m in messages {
         let done = record.applied.get(&m.partition).copied().unwrap_or(0);
         if m.seq <= done {
@@ -239,7 +240,7 @@ pub fn apply_batch(
                 let named = c.names_render.then_some(c.tid);
                 match c
                     .conditions
-                    .check(store, &c.domain, &c.title, c.rev, named)?
+                    .check(batch.store(), &c.domain, &c.title, c.rev, named)?
                 {
                     // Checked at the same point of the log on every replica: the same answer.
                     Err(why) => {
@@ -251,19 +252,19 @@ pub fn apply_batch(
                         continue;
                     }
                     Ok(()) => StampedClock::with(c.arrival, || {
-                        store.put_uncommitted(&c.as_put()).map(|_| Outcome::Stored)
+                        batch.put(&c.as_put()).map(|_| Outcome::Stored)
                     }),
                 }
             }
             // These commit themselves: the record written first rides in their commit.
             Kind::TakeDown | Kind::Lift | Kind::TakeDownTitle | Kind::LiftTitle => {
                 record.applied.insert(m.partition, m.seq);
-                write_record(store, &record)?;
+                write_record(&mut batch, &record)?;
                 StampedClock::with(c.arrival, || match c.kind {
-                    Kind::TakeDown | Kind::TakeDownTitle => store
+                    Kind::TakeDown | Kind::TakeDownTitle => batch
                         .take_down(&c.domain, &c.title, rev)
                         .map(|removed| Outcome::Removed { removed }),
-                    _ => store
+                    _ => batch
                         .lift(&c.domain, &c.title, rev)
                         .map(|lifted| Outcome::Lifted { lifted }),
                 })
@@ -277,7 +278,7 @@ pub fn apply_batch(
             // The store refuses the same message the same way on every replica.
             Err(Error::Invalid(why)) => {
                 report.refused.push(format!("{}: {why}", m.seq));
-                if c.kind == Kind::Put && store.is_taken_down(&c.domain, &c.title, rev)? {
+                if c.kind == Kind::Put && batch.store().is_taken_down(&c.domain, &c.title, rev)? {
                     Outcome::TakenDown
                 } else {
                     Outcome::Refused { why }
@@ -298,8 +299,8 @@ pub fn apply_batch(
         record.mark = Some(mark.clone());
     }
     if record != before {
-        write_record(store, &record)?;
-        store.commit()?;
+        write_record(&mut batch, &record)?;
+        batch.commit()?;
     }
     Ok(report)
 }
@@ -314,8 +315,9 @@ pub fn diverge(store: &mut Store, why: &str, rewind_to: u64) -> Result<()> {
     }
     record.mark = None;
     record.diverged = Some(why.to_string());
-    write_record(store, &record)?;
-    store.commit()
+    let mut batch = store.batch();
+    write_record(&mut batch, &record)?;
+    batch.commit().map(drop)
 }
 
 /// Asks for a replay: every partition rewound to `from - 1` (the stream's first sequence held),
@@ -329,8 +331,9 @@ pub fn replay_from(store: &mut Store, from: u64) -> Result<()> {
     }
     record.mark = None;
     record.diverged = None;
-    write_record(store, &record)?;
-    store.commit()
+    let mut batch = store.batch();
+    write_record(&mut batch, &record)?;
+    batch.commit().map(drop)
 }
 
 /// Applies one page of a copy of another owner's store (puts at their arrival times, take-downs)
@@ -338,22 +341,22 @@ pub fn replay_from(store: &mut Store, from: u64) -> Result<()> {
 /// the store refuses (a take-down of it arrived first) is left out, as on the owner.
 pub fn apply_copy(store: &mut Store, changes: &[Change]) -> Result<usize> {
     let mut stored = 0;
+    let mut batch = store.batch();
     for c in changes {
         match c.kind {
-            Kind::Put => match StampedClock::with(c.arrival, || store.put_uncommitted(&c.as_put()))
-            {
+            Kind::Put => match StampedClock::with(c.arrival, || batch.put(&c.as_put())) {
                 Ok(_) => stored += 1,
                 Err(Error::Invalid(_)) => {}
                 Err(e) => return Err(e),
             },
             Kind::TakeDown | Kind::TakeDownTitle => {
-                store.take_down(&c.domain, &c.title, c.kind.of_rev(c.rev))?;
+                batch.take_down(&c.domain, &c.title, c.kind.of_rev(c.rev))?;
             }
             // A copy holds state, not history: no lifts.
             Kind::Lift | Kind::LiftTitle => {}
         }
     }
-    store.commit()?;
+    batch.commit()?;
     Ok(stored)
 }
 
@@ -363,8 +366,9 @@ pub fn seeded(store: &mut Store, partition: u32, seq: u64) -> Result<()> {
     let mut record = read_record(store)?;
     let e = record.applied.entry(partition).or_insert(0);
     *e = (*e).max(seq);
-    write_record(store, &record)?;
-    store.commit()
+    let mut batch = store.batch();
+    write_record(&mut batch, &record)?;
+    batch.commit().map(drop)
 }
 
 /// Records every partition (`0..partitions`) of a bucket entered in the cluster's catalog when
@@ -378,8 +382,9 @@ pub fn entered(store: &mut Store, partitions: u32, since: u64) -> Result<()> {
         *e = (*e).max(since);
     }
     if record != before {
-        write_record(store, &record)?;
-        store.commit()?;
+        let mut batch = store.batch();
+        write_record(&mut batch, &record)?;
+        batch.commit()?;
     }
     Ok(())
 }

@@ -6,6 +6,8 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+pub use super::router::RouterEntry;
+
 use wink_engine::{Error, Result};
 
 /// The largest configuration file read.
@@ -64,6 +66,10 @@ pub struct ClusterConfig {
     /// through other nodes (a write of one is applied without waiting for it).
     #[serde(default = "default_catalog_read")]
     pub catalog_read_ms: u64,
+    /// The HAProxies in front, whose partition maps the nodes keep current (docs/CLUSTER.md
+    /// § Routing straight to an owner). None: a router balances by path and nodes forward.
+    #[serde(default)]
+    pub routers: Vec<RouterEntry>,
 }
 
 fn default_partitions() -> u32 {
@@ -126,6 +132,17 @@ impl ClusterConfig {
         }
         if self.replicas == 0 {
             return Err("replicas: at least 1".into());
+        }
+        for r in &self.routers {
+            // A runtime API command is words separated by spaces, commands by semicolons.
+            let word =
+                |w: &str| !w.is_empty() && !w.contains(|c: char| c.is_whitespace() || c == ';');
+            if !word(&r.admin) || !word(&r.map) {
+                return Err(format!(
+                    "routers: admin {:?} and map {:?}, each one word",
+                    r.admin, r.map
+                ));
+            }
         }
         if self.stream_max_age == 0 {
             return Err("stream_max_age: at least 1 second".into());

@@ -12,6 +12,7 @@
 //! | `seed.rs` | a partition the stream cannot replay, copied from another owner |
 //! | `routes.rs` | the node's own `/_cluster` routes, mounted on the HTTP front |
 //! | `listing.rs` | a domain's titles over every partition, each from one of its owners |
+//! | `router.rs` | HAProxy's partition map, kept current through its runtime API |
 //! | [`admin`] | `wink cluster status`, `verify`, `rebalance` |
 //!
 //! It sits on the service core (the crate `wink_service`), whose `Writes` and `ReadGate` a
@@ -37,6 +38,7 @@ mod listing;
 pub mod message;
 mod node;
 mod placement;
+mod router;
 mod routes;
 mod seed;
 
@@ -48,6 +50,7 @@ use wink_serve::{Front, ServeOptions};
 
 pub use config::ClusterConfig;
 use node::Node;
+pub use router::RouterEntry;
 
 /// Runs the HTTP front as a node of the cluster `cfg` describes (`wink serve --cluster FILE`):
 /// writes go through the cluster's log, reads wait for or are forwarded to the owners, and the

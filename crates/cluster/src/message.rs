@@ -90,18 +90,15 @@ pub struct Change {
     pub names_render: bool,
 }
 
-/// The partition of a key: FNV-1a (64 bits) of `domain 0x00 title`, modulo `partitions`. Fixed
-/// by its definition, so every node and every version agree.
+/// The partition of a key: the CRC-32 (IEEE, as zlib's and HAProxy's `crc32` converter) of
+/// `domain "/" title`, modulo `partitions`. Fixed by its definition, so every node and every
+/// version agree, and a router computes it from the path itself (docs/CLUSTER.md § Routing).
 pub fn partition_of(domain: &str, title: &str, partitions: u32) -> u32 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    let mut eat = |b: u8| {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    };
-    domain.bytes().for_each(&mut eat);
-    eat(0);
-    title.bytes().for_each(&mut eat);
-    (h % u64::from(partitions.max(1))) as u32
+    let mut h = crc32fast::Hasher::new();
+    h.update(domain.as_bytes());
+    h.update(b"/");
+    h.update(title.as_bytes());
+    h.finalize() % partitions.max(1)
 }
 
 /// The subject a change of `bucket` in `partition` is published to.
@@ -607,8 +604,9 @@ mod tests {
         assert_eq!(parse_subject(&subject("html", 17)), Some(("html", 17)));
         assert_eq!(parse_subject("wink.HTML.1"), None);
         assert_eq!(parse_subject("other.html.1"), None);
-        // FNV-1a is fixed: these values must never change (they place every key).
-        assert_eq!(partition_of("en.wikipedia.org", "Main_Page", 64), 26);
+        // The CRC is fixed: these values must never change (they place every key). Python's
+        // `zlib.crc32(b"en.wikipedia.org/Main_Page") % 64` is 15 too.
+        assert_eq!(partition_of("en.wikipedia.org", "Main_Page", 64), 15);
         assert_eq!(partition_of("", "", 64), partition_of("", "", 64));
         let id = message_id("html", &change());
         assert!(

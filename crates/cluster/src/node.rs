@@ -309,6 +309,7 @@ impl Node {
         tokio::spawn(replace_lost(node.clone()));
         tokio::spawn(super::catalog::watch(node.clone()));
         tokio::spawn(apply_loop(node.clone(), reg));
+        tokio::spawn(super::router::keep(node.clone(), node.cfg.routers.clone()));
         Ok(node)
     }
 
@@ -1131,10 +1132,15 @@ fn same_stream(a: &str, b: &str) -> bool {
     }
 }
 
-/// How many checks, a second apart, must all find the mark out of step before the node
-/// diverges: a stream's info can lag what its consumers delivered (seen under load, a leader
-/// answering from a moment before), while a lost tail or another stream stays lost.
-const DIVERGENCE_CHECKS: usize = 3;
+/// How many checks, [`DIVERGENCE_GAP`] apart, must all find the mark out of step before the
+/// node diverges: a stream's info can lag what its consumers delivered (seen under load, a
+/// leader answering from a moment before; and a leader frozen for 30 s answered from before its
+/// freeze for over 2 s once thawed, until it learnt it had been replaced), while a lost tail or
+/// another stream stays lost. A divergence stops the node vouching until an operator's replay,
+/// so waiting 8 s more to be sure is cheap.
+const DIVERGENCE_CHECKS: usize = 5;
+/// Between two of those checks.
+const DIVERGENCE_GAP: Duration = Duration::from_secs(2);
 
 /// Whether the stream has lost the message `mark` names, checked [`DIVERGENCE_CHECKS`] times
 /// with fresh info: `Some((why, the stream's first sequence))` only when every check says so.
@@ -1145,7 +1151,7 @@ async fn confirmed_divergence(
     let mut found = None;
     for i in 0..DIVERGENCE_CHECKS {
         if i > 0 {
-            tokio::time::sleep(Duration::from_secs(1)).await;
+            tokio::time::sleep(DIVERGENCE_GAP).await;
         }
         let info = stream
             .info()

@@ -70,7 +70,7 @@ pub(super) async fn snapshot_into(
     let (tx, rx) = tokio::sync::oneshot::channel();
     let to = dest.clone();
     let work = ExclusiveWork(Box::new(move |s: &mut Store| {
-        let _ = tx.send(s.snapshot(&to).map(|_| ()));
+        let _ = tx.send(wink_engine::maintenance::snapshot(s, &to).map(|_| ()));
     }));
     if !b.submit(Job::Exclusive(work)) {
         return Err(Problem::unavailable("the server is shutting down", 5));

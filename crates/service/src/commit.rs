@@ -181,10 +181,11 @@ fn commit_puts(store: &Mutex<Store>, puts: Vec<(PutJob, PutReply)>, stats: &Comm
         return;
     };
     let mut done: Vec<(PutReply, std::result::Result<Uuid, PutError>)> = Vec::new();
+    let mut batch = s.batch();
     for (put, reply) in puts {
         match put
             .conditions
-            .check(&s, &put.domain, &put.title, put.rev, put.tid)
+            .check(batch.store(), &put.domain, &put.title, put.rev, put.tid)
         {
             Ok(Ok(())) => {}
             Ok(Err(why)) => {
@@ -196,7 +197,7 @@ fn commit_puts(store: &Mutex<Store>, puts: Vec<(PutJob, PutReply)>, stats: &Comm
                 continue;
             }
         }
-        let result = s.put_uncommitted(&Put {
+        let result = batch.put(&Put {
             domain: &put.domain,
             title: &put.title,
             rev: put.rev,
@@ -206,12 +207,13 @@ fn commit_puts(store: &Mutex<Store>, puts: Vec<(PutJob, PutReply)>, stats: &Comm
             value: &put.value,
             historical: false,
         });
-        let result = result.map_err(|e| refusal(&s, &put, e));
+        let result = result.map_err(|e| refusal(batch.store(), &put, e));
         done.push((reply, result));
     }
     let applied = done.iter().filter(|(_, r)| r.is_ok()).count();
+    // A batch of refusals only is not committed: nothing of it was applied.
     if applied > 0 {
-        if let Err(e) = s.commit() {
+        if let Err(e) = batch.commit() {
             // Nothing of the batch is promised: its puts may or may not have reached the disk.
             let e = Arc::new(e);
             for (_, r) in done.iter_mut().filter(|(_, r)| r.is_ok()) {

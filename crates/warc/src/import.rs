@@ -25,7 +25,7 @@ use md5::{Digest as _, Md5};
 use uuid::Uuid;
 
 use crate::error::{Error, Result};
-use wink_engine::store::{key, Labels, Put, State, Store, Which};
+use wink_engine::store::{key, Batch, Labels, Put, State, Store, Which};
 
 use super::date::Ticks;
 use super::digest;
@@ -114,6 +114,7 @@ pub fn import_warc(
     // them: two cores at work. The channel bounds the records between them.
     let (tx, rx) = mpsc::sync_channel::<Item>(READ_AHEAD_RECORDS);
     let skip = opts.skip_damaged;
+    let mut batch = store.batch();
     let result = std::thread::scope(|scope| {
         scope.spawn(move || read_files(files, max.saturating_add(64 << 10), skip, &tx));
         let mut done_before = 0u64;
@@ -134,14 +135,14 @@ pub fn import_warc(
             };
             report.records += 1;
             let (at, length) = (record.offset, record.length.unwrap_or(0));
-            match put_record(store, &mut record, max) {
+            match put_record(&mut batch, &mut record, max) {
                 Ok(Outcome::Put { bytes, revisit }) => {
                     report.renders += 1;
                     report.revisits += u64::from(revisit);
                     report.bytes += bytes;
                     pending += 1;
                     if pending >= opts.batch.max(1) {
-                        store.commit()?;
+                        batch.commit()?;
                         pending = 0;
                     }
                 }
@@ -170,7 +171,11 @@ pub fn import_warc(
         Ok(())
     });
     // What came before an error is kept: the batch under way is committed too.
-    let committed = if pending > 0 { store.commit() } else { Ok(()) };
+    let committed = if pending > 0 {
+        batch.commit().map(drop)
+    } else {
+        Ok(())
+    };
     result?;
     committed?;
     report.file_bytes = total;
@@ -312,7 +317,11 @@ fn wink_fields(r: &Record) -> std::result::Result<Option<(u64, Uuid)>, String> {
     Ok(Some((rev, tid)))
 }
 
-fn put_record(store: &mut Store, r: &mut Record, max: u64) -> std::result::Result<Outcome, Fault> {
+fn put_record(
+    batch: &mut Batch<'_>,
+    r: &mut Record,
+    max: u64,
+) -> std::result::Result<Outcome, Fault> {
     let kind = r.kind().to_string();
     if !matches!(kind.as_str(), "resource" | "response" | "revisit") {
         return Ok(Outcome::PassedOver);
@@ -369,7 +378,7 @@ fn put_record(store: &mut Store, r: &mut Record, max: u64) -> std::result::Resul
                 Err(why) => return Ok(Outcome::Refused(why)),
             }
         }
-        _ => match original(store, r)? {
+        _ => match original(batch.store(), r)? {
             Ok(p) => p,
             Err(why) => return Ok(Outcome::Refused(why)),
         },
@@ -401,7 +410,7 @@ fn put_record(store: &mut Store, r: &mut Record, max: u64) -> std::result::Resul
         value: &payload.value,
         historical: target.historical,
     };
-    match store.put_uncommitted(&put) {
+    match batch.put(&put) {
         Ok(_) => Ok(Outcome::Put {
             bytes: payload.value.len() as u64,
             revisit: kind == "revisit",

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use uuid::Uuid;
 use wink::clock::{Clock, ManualClock};
+use wink::maintenance;
 use wink::store::check::check_store;
 use wink::store::policy::ArchivePolicy;
 use wink::store::Which;
@@ -502,7 +503,7 @@ fn archive(demo: &mut Demo) -> Result<()> {
     demo.clock
         .set(demo.clock.now().saturating_add(ttl).saturating_add(1));
     let started = Instant::now();
-    let report = demo.store.archive_due(|_, _| {})?;
+    let report = maintenance::archive_due(&mut demo.store, |_, _| {})?;
     let secs = started.elapsed().as_secs_f64().max(1e-9);
     demo.archived = report.revisions;
     demo.archived_bytes = report.bytes;
@@ -518,7 +519,7 @@ fn archive(demo: &mut Demo) -> Result<()> {
     }
     let times = read_archived(demo)?;
     list_archived(demo)?;
-    if demo.store.archive_due(|_, _| {})?.revisions != 0 {
+    if maintenance::archive_due(&mut demo.store, |_, _| {})?.revisions != 0 {
         demo.failures
             .push("a second archive run archived something".to_string());
     }
@@ -565,7 +566,8 @@ fn archive(demo: &mut Demo) -> Result<()> {
 fn compact(demo: &mut Demo) -> Result<()> {
     let before = demo.store.stat()?;
     let started = Instant::now();
-    let report = demo.store.compact(
+    let report = maintenance::compact(
+        &mut demo.store,
         &wink::maintenance::compact::CompactOptions::default(),
         |_, _| {},
     )?;
@@ -696,7 +698,7 @@ fn percent(part: u64, whole: u64) -> String {
 
 /// Checks the whole store's structure, as `wink check DIR` does.
 fn check(demo: &mut Demo) -> Result<()> {
-    demo.store.commit()?;
+    demo.store.batch().commit()?;
     let report = check_store(&demo.dir);
     for problem in &report.problems {
         demo.failures.push(format!("check: {problem}"));

@@ -45,95 +45,93 @@ type Moved<'a> = (&'a [u8], Vec<(u64, Uuid)>);
 /// The (rev, tid) of the renders of one title added to the archive, and their raw bytes.
 type Archived = (Vec<(u64, Uuid)>, u64);
 
-impl Store {
-    /// Archives the candidates of every revision that has left the hot tier, then removes them
-    /// from the hot tier: [`Store::archive_step`]s of 256 titles until the pass is done.
-    /// `progress(done, total)` counts titles (the total is counted first).
-    pub fn archive_due(&mut self, mut progress: impl FnMut(u64, u64)) -> Result<ArchiveReport> {
-        archive_policy(self)?;
-        self.writer()?;
-        let total = self.meta().iter().count() as u64;
-        let mut cursor = TitleCursor::new();
-        let mut report = ArchiveReport::default();
-        while !cursor.is_done() {
-            let step = self.archive_step(&mut cursor, STEP_TITLES)?;
-            report.add(&step);
-            progress(report.titles_walked.min(total), total);
-        }
-        Ok(report)
+/// Archives the candidates of every revision that has left the hot tier, then removes them
+/// from the hot tier: [`archive_step`](fn@crate::maintenance::archive_step)s of 256 titles until the pass is done.
+/// `progress(done, total)` counts titles (the total is counted first).
+pub fn archive_due(store: &mut Store, mut progress: impl FnMut(u64, u64)) -> Result<ArchiveReport> {
+    archive_policy(store)?;
+    store.writer()?;
+    let total = store.meta().iter().count() as u64;
+    let mut cursor = TitleCursor::new();
+    let mut report = ArchiveReport::default();
+    while !cursor.is_done() {
+        let step = archive_step(store, &mut cursor, STEP_TITLES)?;
+        report.add(&step);
+        progress(report.titles_walked.min(total), total);
     }
+    Ok(report)
+}
 
-    /// One step of an archive run, over the next `max_titles` title records from `cursor`: the
-    /// candidates of every revision whose recent window has passed are added to the archive, the
-    /// archive is committed, and only then are they removed from their records (which are culled
-    /// as a put would), committed too. The writer is held for the step only; between steps the
-    /// store takes puts and reads as usual (the compression needs the archive's one writer
-    /// handle, the one reads go through: see docs/INTERNALS.md). The cursor moves past the
-    /// titles done; on an error, past the title that failed as well, with what was archived
-    /// before it committed.
-    pub fn archive_step(
-        &mut self,
-        cursor: &mut TitleCursor,
-        max_titles: usize,
-    ) -> Result<ArchiveReport> {
-        let policy = archive_policy(self)?;
-        self.writer()?;
-        let Revisions::Recent { ttl } = self.config().policy.revisions else {
-            // With every revision retained, no revision ever leaves the hot tier.
-            cursor.finish_pass();
-            return Ok(ArchiveReport::default());
+/// One step of an archive run, over the next `max_titles` title records from `cursor`: the
+/// candidates of every revision whose recent window has passed are added to the archive, the
+/// archive is committed, and only then are they removed from their records (which are culled
+/// as a put would), committed too. The writer is held for the step only; between steps the
+/// store takes puts and reads as usual (the compression needs the archive's one writer
+/// handle, the one reads go through: see docs/INTERNALS.md). The cursor moves past the
+/// titles done; on an error, past the title that failed as well, with what was archived
+/// before it committed.
+pub fn archive_step(
+    store: &mut Store,
+    cursor: &mut TitleCursor,
+    max_titles: usize,
+) -> Result<ArchiveReport> {
+    let policy = archive_policy(store)?;
+    store.writer()?;
+    let Revisions::Recent { ttl } = store.config().policy.revisions else {
+        // With every revision retained, no revision ever leaves the hot tier.
+        cursor.finish_pass();
+        return Ok(ArchiveReport::default());
+    };
+    let now = store.now();
+    let walk = store.walk_titles(cursor, max_titles)?;
+    store.archive_tier()?;
+    let mut report = ArchiveReport::default();
+    let mut moved: Vec<Moved<'_>> = Vec::new();
+    let mut failed = None;
+    for (i, (name, _)) in walk.titles.iter().enumerate() {
+        report.titles_walked += 1;
+        match archive_title(store, name, policy, ttl, now) {
+            Ok(None) => {}
+            Ok(Some((gone, bytes))) => {
+                report.titles += 1;
+                report.revisions += gone.len() as u64;
+                report.bytes += bytes;
+                moved.push((name, gone));
+            }
+            Err(e) => {
+                failed = Some((i, e));
+                break;
+            }
+        }
+    }
+    // The archive is durable before anything leaves the hot tier.
+    if let Some(archive) = store.archive_tier_mut()? {
+        archive.commit()?;
+    }
+    for (name, gone) in moved {
+        let Some(mut rec) = store.load(name)? else {
+            continue;
         };
-        let now = self.now();
-        let walk = self.walk_titles(cursor, max_titles)?;
-        self.archive_tier()?;
-        let mut report = ArchiveReport::default();
-        let mut moved: Vec<Moved<'_>> = Vec::new();
-        let mut failed = None;
-        for (i, (name, _)) in walk.titles.iter().enumerate() {
-            report.titles_walked += 1;
-            match archive_title(self, name, policy, ttl, now) {
-                Ok(None) => {}
-                Ok(Some((gone, bytes))) => {
-                    report.titles += 1;
-                    report.revisions += gone.len() as u64;
-                    report.bytes += bytes;
-                    moved.push((name, gone));
-                }
-                Err(e) => {
-                    failed = Some((i, e));
-                    break;
-                }
-            }
+        // Culled with the candidates as they were before the archived ones leave: culled
+        // after, a render its deadline had hidden would take an archived candidate's place
+        // (the newest render left, say) and be readable again, then archived by the next run.
+        rec.cull_keeping(&store.config().policy, now, Some(policy));
+        rec.renders.retain(|r| !gone.contains(&(r.rev, r.tid)));
+        // Reads look in the archive only for titles whose record says so.
+        rec.archive = InArchive::Yes;
+        store.save(name, &rec)?;
+    }
+    if report.titles > 0 {
+        store.commit()?;
+    }
+    match failed {
+        Some((i, e)) => {
+            walk.stop_after(cursor, i);
+            Err(e)
         }
-        // The archive is durable before anything leaves the hot tier.
-        if let Some(archive) = self.archive_tier_mut()? {
-            archive.commit()?;
-        }
-        for (name, gone) in moved {
-            let Some(mut rec) = self.load(name)? else {
-                continue;
-            };
-            // Culled with the candidates as they were before the archived ones leave: culled
-            // after, a render its deadline had hidden would take an archived candidate's place
-            // (the newest render left, say) and be readable again, then archived by the next run.
-            rec.cull_keeping(&self.config().policy, now, Some(policy));
-            rec.renders.retain(|r| !gone.contains(&(r.rev, r.tid)));
-            // Reads look in the archive only for titles whose record says so.
-            rec.archive = InArchive::Yes;
-            self.save(name, &rec)?;
-        }
-        if report.titles > 0 {
-            self.commit()?;
-        }
-        match failed {
-            Some((i, e)) => {
-                walk.stop_after(cursor, i);
-                Err(e)
-            }
-            None => {
-                walk.finish(cursor);
-                Ok(report)
-            }
+        None => {
+            walk.finish(cursor);
+            Ok(report)
         }
     }
 }

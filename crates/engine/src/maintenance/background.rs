@@ -4,17 +4,17 @@
 //! The thread takes the lock for one bounded step at a time and lets it go in between, so a put
 //! or a read waits for one step at most, never for a whole run:
 //!
-//! - cull: one [`Store::cull_due`] step (N title records, a commit) under the lock; nothing
+//! - cull: one [`cull_due`](fn@crate::maintenance::cull_due) step (N title records, a commit) under the lock; nothing
 //!   without it.
-//! - archive: one [`Store::archive_step`] (N titles: read, compress, commit twice) under the lock;
+//! - archive: one [`archive_step`](fn@crate::maintenance::archive_step) (N titles: read, compress, commit twice) under the lock;
 //!   nothing without it.
 //! - compaction, plan: nothing under the lock; without it, a dry-run survey through a read-only
 //!   handle.
-//! - compaction, per job: [`Store::start_compaction_of`] (and sealing the current one, if asked)
+//! - compaction, per job: [`start_compaction_of`](fn@crate::maintenance::start_compaction_of) (and sealing the current one, if asked)
 //!   under the lock; nothing without it.
 //! - compaction, build: nothing under the lock; without it, [`CompactJob::run`]: survey and copy,
 //!   throttled.
-//! - compaction, switch: [`Store::adopt`] under the lock: validate, switch, point the records;
+//! - compaction, switch: [`adopt`](fn@crate::maintenance::adopt) under the lock: validate, switch, point the records;
 //!   nothing without it.
 //!
 //! Every step is one the store can stop after (each is committed, and a compaction's crash
@@ -39,9 +39,10 @@ use crate::store::{Store, StoreOptions, TitleCursor};
 use crate::vfs::Vfs;
 
 use super::compact::{
-    Action, Adopted, CompactJob, CompactOptions, CompactReport, ContainerPlan, Reason,
+    adopt, plan_compaction, start_compaction_of, Action, Adopted, CompactJob, CompactOptions,
+    CompactReport, ContainerPlan, Reason,
 };
-use super::{ArchiveReport, CullReport};
+use super::{archive_step, cull_due, ArchiveReport, CullReport};
 
 /// Tries of a compaction's dry run before its error is reported (see [`Runner::plan`]).
 const PLAN_ATTEMPTS: u32 = 3;
@@ -362,7 +363,7 @@ impl Runner {
         let mut cursor = fresh_if_done(std::mem::take(&mut self.cull_cursor));
         while !cursor.is_done() && !self.shared.stopping() {
             let before = cursor.clone();
-            match self.with_store(|s| s.cull_due(&mut cursor, n))? {
+            match self.with_store(|s| cull_due(s, &mut cursor, n))? {
                 Ok(report) => self.shared.update(|s| s.culled.add(&report)),
                 Err(e) => {
                     self.shared.error("cull", &e);
@@ -380,7 +381,7 @@ impl Runner {
         let mut cursor = fresh_if_done(std::mem::take(&mut self.archive_cursor));
         while !cursor.is_done() && !self.shared.stopping() {
             let before = cursor.clone();
-            match self.with_store(|s| s.archive_step(&mut cursor, n))? {
+            match self.with_store(|s| archive_step(s, &mut cursor, n))? {
                 Ok(report) => self.shared.update(|s| s.archived.add(&report)),
                 Err(e) => {
                     self.shared.error("archive", &e);
@@ -464,10 +465,13 @@ impl Runner {
                 record_cache_bytes: 0,
             },
         )?;
-        reader.plan_compaction(&CompactOptions {
-            dry_run: true,
-            ..opts.clone()
-        })
+        plan_compaction(
+            &reader,
+            &CompactOptions {
+                dry_run: true,
+                ..opts.clone()
+            },
+        )
     }
 
     /// One job over the first of `due` (it takes those whose live bytes fit one container):
@@ -486,7 +490,7 @@ impl Runner {
                 }
                 s.rotate()?;
             }
-            s.start_compaction_of(&candidates, opts).map(Some)
+            start_compaction_of(s, &candidates, opts).map(Some)
         })?;
         let job = match job {
             Ok(Some(job)) => job,
@@ -499,7 +503,7 @@ impl Runner {
             Err(e) => return Ok(Err(e)),
         };
         let built = job.run();
-        let adopted = self.with_store(|s| s.adopt(&job, built))?;
+        let adopted = self.with_store(|s| adopt(s, &job, built))?;
         Ok(adopted.inspect(|adopted| {
             self.shared.update(|s| {
                 for plan in &adopted.plans {

@@ -43,71 +43,73 @@ impl CullReport {
     }
 }
 
-impl Store {
-    /// One step of a cull: the next `max_titles` title records from `cursor` rewritten without
-    /// the renders no read can return any more (see the module doc), then committed. The cursor
-    /// moves past the titles done; on an error, past the title that failed too (so a rerun goes
-    /// on after it), with what was done before it committed.
-    pub fn cull_due(&mut self, cursor: &mut TitleCursor, max_titles: usize) -> Result<CullReport> {
-        self.writer()?;
-        let walk = self.walk_titles(cursor, max_titles)?;
-        let (policy, archive, now) = (self.config().policy, self.config().archive, self.now());
-        let mut report = CullReport::default();
-        let mut failed = None;
-        for (i, (name, _)) in walk.titles.iter().enumerate() {
-            report.titles += 1;
-            let culled = self.load(name).and_then(|rec| match rec {
-                Some(mut rec) => {
-                    let gone = rec.cull_keeping(&policy, now, archive);
-                    if !gone.is_empty() {
-                        self.save(name, &rec)?;
-                    }
-                    Ok(gone)
+/// One step of a cull: the next `max_titles` title records from `cursor` rewritten without
+/// the renders no read can return any more (see the module doc), then committed. The cursor
+/// moves past the titles done; on an error, past the title that failed too (so a rerun goes
+/// on after it), with what was done before it committed.
+pub fn cull_due(
+    store: &mut Store,
+    cursor: &mut TitleCursor,
+    max_titles: usize,
+) -> Result<CullReport> {
+    store.writer()?;
+    let walk = store.walk_titles(cursor, max_titles)?;
+    let (policy, archive, now) = (store.config().policy, store.config().archive, store.now());
+    let mut report = CullReport::default();
+    let mut failed = None;
+    for (i, (name, _)) in walk.titles.iter().enumerate() {
+        report.titles += 1;
+        let culled = store.load(name).and_then(|rec| match rec {
+            Some(mut rec) => {
+                let gone = rec.cull_keeping(&policy, now, archive);
+                if !gone.is_empty() {
+                    store.save(name, &rec)?;
                 }
-                None => Ok(Vec::new()),
-            });
-            match culled {
-                Ok(gone) if gone.is_empty() => {}
-                Ok(gone) => {
-                    report.titles_touched += 1;
-                    report.renders_culled += gone.len() as u64;
-                    let bytes = gone.iter().map(|r| r.location.len);
-                    report.dead_bytes = bytes.fold(report.dead_bytes, u64::saturating_add);
-                }
-                Err(e) => {
-                    failed = Some((i, e));
-                    break;
-                }
+                Ok(gone)
             }
-        }
-        let committed = if report.titles_touched > 0 {
-            self.commit()
-        } else {
-            Ok(())
-        };
-        match failed {
-            Some((i, e)) => {
-                walk.stop_after(cursor, i);
-                Err(e)
+            None => Ok(Vec::new()),
+        });
+        match culled {
+            Ok(gone) if gone.is_empty() => {}
+            Ok(gone) => {
+                report.titles_touched += 1;
+                report.renders_culled += gone.len() as u64;
+                let bytes = gone.iter().map(|r| r.location.len);
+                report.dead_bytes = bytes.fold(report.dead_bytes, u64::saturating_add);
             }
-            None => {
-                committed?;
-                walk.finish(cursor);
-                Ok(report)
+            Err(e) => {
+                failed = Some((i, e));
+                break;
             }
         }
     }
+    let committed = if report.titles_touched > 0 {
+        store.commit()
+    } else {
+        Ok(())
+    };
+    match failed {
+        Some((i, e)) => {
+            walk.stop_after(cursor, i);
+            Err(e)
+        }
+        None => {
+            committed?;
+            walk.finish(cursor);
+            Ok(report)
+        }
+    }
+}
 
-    /// A whole cull: [`Store::cull_due`] steps of [`STEP_TITLES`] titles until the pass is done.
-    /// `progress(done, total)` counts bytes of the meta datafile walked.
-    pub fn cull_all(&mut self, mut progress: impl FnMut(u64, u64)) -> Result<CullReport> {
-        let mut cursor = TitleCursor::new();
-        let mut report = CullReport::default();
-        while !cursor.is_done() {
-            report.add(&self.cull_due(&mut cursor, STEP_TITLES)?);
-            let (done, total) = cursor.progress();
-            progress(done, total);
-        }
-        Ok(report)
+/// A whole cull: [`cull_due`](fn@crate::maintenance::cull_due) steps of [`STEP_TITLES`] titles until the pass is done.
+/// `progress(done, total)` counts bytes of the meta datafile walked.
+pub fn cull_all(store: &mut Store, mut progress: impl FnMut(u64, u64)) -> Result<CullReport> {
+    let mut cursor = TitleCursor::new();
+    let mut report = CullReport::default();
+    while !cursor.is_done() {
+        report.add(&cull_due(store, &mut cursor, STEP_TITLES)?);
+        let (done, total) = cursor.progress();
+        progress(done, total);
     }
+    Ok(report)
 }

@@ -38,8 +38,6 @@ fn read_available(s: &dyn Storage, offset: u64, len: u64) -> Result<Vec<u8>> {
     Ok(buf)
 }
 
-impl Store {}
-
 /// Copies a damaged value's bytes from `container` (its datafile, opened) and writes its
 /// description; returns the description's path. An entry that exists already is kept as it
 /// is (the first copy is the one closest to the damage as it happened).

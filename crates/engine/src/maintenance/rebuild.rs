@@ -38,79 +38,78 @@ pub struct RebuildReport {
     pub archive_only: Vec<String>,
 }
 
-impl Store {
-    /// Rebuilds the title index of the store in `dir` from its records (see the module doc);
-    /// takes the writer's lock. Committed when it returns.
-    pub fn rebuild_index(dir: &std::path::Path, opts: &StoreOptions) -> Result<RebuildReport> {
-        let open = filesys::OpenOptions {
-            writable: true,
-            wait: opts.wait,
-            clock: opts.clock.clone(),
-            drop_behind: None,
-        };
-        let mut report = RebuildReport {
-            indexed: Filesys::reindex_in(opts.vfs.clone(), &meta_base(dir), &open)?,
-            ..RebuildReport::default()
-        };
-        let mut store = Store::open(dir, opts)?;
-        store.writer()?;
-        let mut misnamed = Vec::new();
-        for item in store.meta().iter() {
-            let file = item?;
-            let path = store.meta().data().path();
-            let decoded = store.meta().read_stat(&file).and_then(|bytes| {
-                Ok((TitleRecord::decode_any(&bytes, path, file.inode.0)?, bytes))
-            });
-            match decoded {
-                Err(e) => report
-                    .refused
-                    .push(format!("{:?}: {e}", String::from_utf8_lossy(&file.name))),
-                Ok(((None, _), _)) => report.unverified += 1,
-                Ok(((Some(own), _), _)) if own == file.name => report.verified += 1,
-                Ok(((Some(own), _), bytes)) => misnamed.push((file, own, bytes)),
-            }
+/// Rebuilds the title index of the store in `dir` from its records (see the module doc);
+/// takes the writer's lock. Committed when it returns.
+pub fn rebuild_index(dir: &std::path::Path, opts: &StoreOptions) -> Result<RebuildReport> {
+    let open = filesys::OpenOptions {
+        writable: true,
+        wait: opts.wait,
+        clock: opts.clock.clone(),
+        drop_behind: None,
+    };
+    let mut report = RebuildReport {
+        indexed: Filesys::reindex_in(opts.vfs.clone(), &meta_base(dir), &open)?,
+        ..RebuildReport::default()
+    };
+    let mut store = Store::open(dir, opts)?;
+    store.writer()?;
+    let mut misnamed = Vec::new();
+    for item in store.meta().iter() {
+        let file = item?;
+        let path = store.meta().data().path();
+        let decoded = store
+            .meta()
+            .read_stat(&file)
+            .and_then(|bytes| Ok((TitleRecord::decode_any(&bytes, path, file.inode.0)?, bytes)));
+        match decoded {
+            Err(e) => report
+                .refused
+                .push(format!("{:?}: {e}", String::from_utf8_lossy(&file.name))),
+            Ok(((None, _), _)) => report.unverified += 1,
+            Ok(((Some(own), _), _)) if own == file.name => report.verified += 1,
+            Ok(((Some(own), _), bytes)) => misnamed.push((file, own, bytes)),
         }
-        for (file, own, bytes) in misnamed {
-            let (found, named) = (
-                String::from_utf8_lossy(&file.name).into_owned(),
-                String::from_utf8_lossy(&own).into_owned(),
-            );
-            let taken = store.meta().stat(&own)?.is_some();
-            let indexed_here = store.meta().stat(&file.name)?.map(|s| s.inode) == Some(file.inode);
-            if taken || !indexed_here || !is_record_name(&own) {
-                report.refused.push(format!(
-                    "{found:?}: the record names {named:?}, which {}; left as it is",
-                    if taken {
-                        "has a record of its own"
-                    } else {
-                        "cannot be written as found"
-                    }
-                ));
-                continue;
-            }
-            store.meta_mut().put(&own, 0, &bytes)?;
-            store.meta_mut().delete(&file.name)?;
-            report.renamed.push((found, named));
-        }
-        let archived = match store.archive_tier()? {
-            Some(archive) => archive.titles()?,
-            None => Vec::new(),
-        };
-        for key in archived {
-            if store.meta().stat(&key)?.is_none() {
-                let rec = TitleRecord {
-                    archive: InArchive::Yes,
-                    ..TitleRecord::default()
-                };
-                store.save(&key, &rec)?;
-                report
-                    .archive_only
-                    .push(String::from_utf8_lossy(&key).into_owned());
-            }
-        }
-        store.commit()?;
-        Ok(report)
     }
+    for (file, own, bytes) in misnamed {
+        let (found, named) = (
+            String::from_utf8_lossy(&file.name).into_owned(),
+            String::from_utf8_lossy(&own).into_owned(),
+        );
+        let taken = store.meta().stat(&own)?.is_some();
+        let indexed_here = store.meta().stat(&file.name)?.map(|s| s.inode) == Some(file.inode);
+        if taken || !indexed_here || !is_record_name(&own) {
+            report.refused.push(format!(
+                "{found:?}: the record names {named:?}, which {}; left as it is",
+                if taken {
+                    "has a record of its own"
+                } else {
+                    "cannot be written as found"
+                }
+            ));
+            continue;
+        }
+        store.meta_mut().put(&own, 0, &bytes)?;
+        store.meta_mut().delete(&file.name)?;
+        report.renamed.push((found, named));
+    }
+    let archived = match store.archive_tier()? {
+        Some(archive) => archive.titles()?,
+        None => Vec::new(),
+    };
+    for key in archived {
+        if store.meta().stat(&key)?.is_none() {
+            let rec = TitleRecord {
+                archive: InArchive::Yes,
+                ..TitleRecord::default()
+            };
+            store.save(&key, &rec)?;
+            report
+                .archive_only
+                .push(String::from_utf8_lossy(&key).into_owned());
+        }
+    }
+    store.commit()?;
+    Ok(report)
 }
 
 /// Whether `name` is a record name the store could have written: `DOMAIN/TITLE`, both valid.

@@ -174,43 +174,41 @@ fn located(e: &Error, file: &Path, offset: u64) -> (PathBuf, u64) {
     }
 }
 
-impl Store {
-    /// Reads every readable hot value and every archived revision and verifies their checksums.
-    /// Damaged values are reported, not errors; an error means the store itself (its title
-    /// records, the archive's maps) could not be read. `progress` is called as work is done.
-    pub fn scrub(&self, progress: impl FnMut(ScrubProgress)) -> Result<ScrubReport> {
-        self.scrub_with(ScrubOptions::default(), progress)
-    }
+/// Reads every readable hot value and every archived revision and verifies their checksums.
+/// Damaged values are reported, not errors; an error means the store itself (its title
+/// records, the archive's maps) could not be read. `progress` is called as work is done.
+pub fn scrub(store: &Store, progress: impl FnMut(ScrubProgress)) -> Result<ScrubReport> {
+    scrub_with(store, ScrubOptions::default(), progress)
+}
 
-    /// [`Store::scrub`], quarantining damaged hot values when `opts` says so. A value that cannot
-    /// be quarantined (its container cannot be opened, or the quarantine cannot be written) is
-    /// reported as damaged all the same, the failure added to its `what`.
-    pub fn scrub_with(
-        &self,
-        opts: ScrubOptions,
-        mut progress: impl FnMut(ScrubProgress),
-    ) -> Result<ScrubReport> {
-        let mut report = ScrubReport::default();
-        scrub_titles(self, &mut report);
-        let sizes = container_sizes(self)?;
-        let total: u64 = sizes.iter().map(|(_, s)| s).sum();
-        let mut done = 0u64;
-        for group in groups(&sizes) {
-            let pass = gather(self, &group)?;
-            for id in group {
-                let jobs: Vec<&Job> = pass.jobs.iter().filter(|j| j.loc.container == id).collect();
-                scrub_container(self, id, &jobs, &pass.titles, opts, &mut report);
-                done += sizes.iter().find(|(i, _)| *i == id).map_or(0, |(_, s)| *s);
-                progress(ScrubProgress {
-                    what: "bytes",
-                    done,
-                    total,
-                });
-            }
+/// [`scrub`](fn@crate::maintenance::scrub), quarantining damaged hot values when `opts` says so. A value that cannot
+/// be quarantined (its container cannot be opened, or the quarantine cannot be written) is
+/// reported as damaged all the same, the failure added to its `what`.
+pub fn scrub_with(
+    store: &Store,
+    opts: ScrubOptions,
+    mut progress: impl FnMut(ScrubProgress),
+) -> Result<ScrubReport> {
+    let mut report = ScrubReport::default();
+    scrub_titles(store, &mut report);
+    let sizes = container_sizes(store)?;
+    let total: u64 = sizes.iter().map(|(_, s)| s).sum();
+    let mut done = 0u64;
+    for group in groups(&sizes) {
+        let pass = gather(store, &group)?;
+        for id in group {
+            let jobs: Vec<&Job> = pass.jobs.iter().filter(|j| j.loc.container == id).collect();
+            scrub_container(store, id, &jobs, &pass.titles, opts, &mut report);
+            done += sizes.iter().find(|(i, _)| *i == id).map_or(0, |(_, s)| *s);
+            progress(ScrubProgress {
+                what: "bytes",
+                done,
+                total,
+            });
         }
-        scrub_archive(self, &mut report, &mut progress)?;
-        Ok(report)
     }
+    scrub_archive(store, &mut report, &mut progress)?;
+    Ok(report)
 }
 
 /// Containers in groups whose datafiles add up to at most [`PASS_BYTES`] (one container at least).

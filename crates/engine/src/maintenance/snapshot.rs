@@ -32,46 +32,44 @@ pub struct SnapshotReport {
     pub copied_bytes: u64,
 }
 
-impl Store {
-    /// Copies the store to `dest`, a directory that must not exist yet (its parent must). Needs
-    /// the writer's handle; commits first. On failure `dest` may hold a partial copy without a
-    /// configuration file, which opens as no store.
-    pub fn snapshot(&mut self, dest: &Path) -> Result<SnapshotReport> {
-        self.writer()?;
-        self.commit()?;
-        fs::create_dir(dest).map_err(|e| match e.kind() {
-            io::ErrorKind::AlreadyExists => {
-                Error::invalid(format!("{}: already exists", dest.display()))
-            }
-            _ => Error::io(dest, None, e),
-        })?;
-        let mut report = SnapshotReport::default();
-        let current = self.current_container()?;
-        for id in self.container_ids()? {
-            let sealed = id != current;
-            for src in existing(&container_base(self.dir(), id)) {
-                place(&src, dest, sealed, &mut report)?;
-            }
+/// Copies the store to `dest`, a directory that must not exist yet (its parent must). Needs
+/// the writer's handle; commits first. On failure `dest` may hold a partial copy without a
+/// configuration file, which opens as no store.
+pub fn snapshot(store: &mut Store, dest: &Path) -> Result<SnapshotReport> {
+    store.writer()?;
+    store.commit()?;
+    fs::create_dir(dest).map_err(|e| match e.kind() {
+        io::ErrorKind::AlreadyExists => {
+            Error::invalid(format!("{}: already exists", dest.display()))
         }
-        let mut bases = vec![meta_base(self.dir())];
-        if self.archive().is_some() {
-            bases.push(self.archive_base().to_path_buf());
+        _ => Error::io(dest, None, e),
+    })?;
+    let mut report = SnapshotReport::default();
+    let current = store.current_container()?;
+    for id in store.container_ids()? {
+        let sealed = id != current;
+        for src in existing(&container_base(store.dir(), id)) {
+            place(&src, dest, sealed, &mut report)?;
         }
-        for base in bases {
-            for src in existing(&base) {
-                place(&src, dest, false, &mut report)?;
-            }
-        }
-        let generation = generation::path(self.dir());
-        if generation.exists() {
-            place(&generation, dest, false, &mut report)?;
-        }
-        place(&self.dir().join("store"), dest, false, &mut report)?;
-        sync_dir(dest)?;
-        // The new directory's entry in its parent.
-        crate::storage::sync_parent_dir(dest).map_err(|e| Error::io(dest, None, e))?;
-        Ok(report)
     }
+    let mut bases = vec![meta_base(store.dir())];
+    if store.archive().is_some() {
+        bases.push(store.archive_base().to_path_buf());
+    }
+    for base in bases {
+        for src in existing(&base) {
+            place(&src, dest, false, &mut report)?;
+        }
+    }
+    let generation = generation::path(store.dir());
+    if generation.exists() {
+        place(&generation, dest, false, &mut report)?;
+    }
+    place(&store.dir().join("store"), dest, false, &mut report)?;
+    sync_dir(dest)?;
+    // The new directory's entry in its parent.
+    crate::storage::sync_parent_dir(dest).map_err(|e| Error::io(dest, None, e))?;
+    Ok(report)
 }
 
 /// The files of the filesys at `base` that exist.

@@ -49,54 +49,52 @@ pub struct Space {
     pub meta: Vec<Residency>,
 }
 
-impl Store {
-    /// Space by container (a scan of the title records, the same readability rule as
-    /// [`Store::stat`]: the containers' live bytes add up to its `live_bytes`) and the page-cache
-    /// residency of the containers and the meta files. Residency is asked of the kernel without
-    /// touching a page, so asking does not change it.
-    pub fn space(&self) -> Result<Space> {
-        let now = self.now();
-        let policy = self.config().policy;
-        let mut live: BTreeMap<u32, u64> = BTreeMap::new();
-        for item in self.meta().iter() {
-            // Damaged records are [`Store::stat`]'s to report: their values are not counted.
-            let Ok(file) = item else { break };
-            let Ok(rec) = crate::store::record_of(self.meta(), &file) else {
-                continue;
-            };
-            for r in rec
-                .renders
-                .iter()
-                .filter(|r| policy.readable(&r.stamps, now))
-            {
-                let bytes = live.entry(r.location.container).or_default();
-                *bytes = bytes.saturating_add(r.location.len);
-            }
+/// Space by container (a scan of the title records, the same readability rule as
+/// [`Store::stat`]: the containers' live bytes add up to its `live_bytes`) and the page-cache
+/// residency of the containers and the meta files. Residency is asked of the kernel without
+/// touching a page, so asking does not change it.
+pub fn space(store: &Store) -> Result<Space> {
+    let now = store.now();
+    let policy = store.config().policy;
+    let mut live: BTreeMap<u32, u64> = BTreeMap::new();
+    for item in store.meta().iter() {
+        // Damaged records are [`Store::stat`]'s to report: their values are not counted.
+        let Ok(file) = item else { break };
+        let Ok(rec) = crate::store::record_of(store.meta(), &file) else {
+            continue;
+        };
+        for r in rec
+            .renders
+            .iter()
+            .filter(|r| policy.readable(&r.stamps, now))
+        {
+            let bytes = live.entry(r.location.container).or_default();
+            *bytes = bytes.saturating_add(r.location.len);
         }
-        let mut space = Space::default();
-        for id in self.container_ids()? {
-            let path = filesys::file_path(&container_base(self.dir(), id), "data");
-            let bytes = KvSeq::open(self.vfs().open(&path, false)?, false)?.filesize();
-            let live_bytes = live.get(&id).copied().unwrap_or(0);
-            space.containers.push(ContainerSpace {
-                id,
+    }
+    let mut space = Space::default();
+    for id in store.container_ids()? {
+        let path = filesys::file_path(&container_base(store.dir(), id), "data");
+        let bytes = KvSeq::open(store.vfs().open(&path, false)?, false)?.filesize();
+        let live_bytes = live.get(&id).copied().unwrap_or(0);
+        space.containers.push(ContainerSpace {
+            id,
+            bytes,
+            live_bytes,
+            dead_bytes: bytes.saturating_sub(live_bytes),
+            resident_bytes: residency(&path)?.0,
+        });
+    }
+    for ext in filesys::FILES {
+        let path = filesys::file_path(&meta_base(store.dir()), ext);
+        if store.vfs().exists(&path) {
+            let (resident_bytes, bytes) = residency(&path)?;
+            space.meta.push(Residency {
+                path,
                 bytes,
-                live_bytes,
-                dead_bytes: bytes.saturating_sub(live_bytes),
-                resident_bytes: residency(&path)?.0,
+                resident_bytes,
             });
         }
-        for ext in filesys::FILES {
-            let path = filesys::file_path(&meta_base(self.dir()), ext);
-            if self.vfs().exists(&path) {
-                let (resident_bytes, bytes) = residency(&path)?;
-                space.meta.push(Residency {
-                    path,
-                    bytes,
-                    resident_bytes,
-                });
-            }
-        }
-        Ok(space)
     }
+    Ok(space)
 }

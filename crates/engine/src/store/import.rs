@@ -267,6 +267,7 @@ pub fn import(
     let mut titles = std::collections::BTreeSet::new();
     let mut pending = 0;
     let max_value = store.config().max_value;
+    let mut group = store.batch();
     for e in entries {
         let value = read_entry(e, max_value)?;
         let tid = key::tid_at(
@@ -274,7 +275,7 @@ pub fn import(
             (e.rev & 0x3fff) as u16,
             node_for(domain, &e.doc),
         );
-        store.put_uncommitted(&Put {
+        group.put(&Put {
             domain,
             title: &e.doc,
             rev: e.rev,
@@ -289,14 +290,14 @@ pub fn import(
         titles.insert(e.doc.clone());
         pending += 1;
         if pending >= batch.max(1) {
-            store.commit()?;
+            group.commit()?;
             stats.batches += 1;
             pending = 0;
         }
         progress(stats.bytes, total);
     }
     if pending > 0 {
-        store.commit()?;
+        group.commit()?;
         stats.batches += 1;
     }
     stats.titles = titles.len() as u64;

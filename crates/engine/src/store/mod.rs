@@ -451,7 +451,7 @@ impl Store {
         &self.cfg
     }
 
-    /// Commits of the title records made through this handle: by [`Store::commit`] (so by every
+    /// Commits of the title records made through this handle: by a commit (so by every
     /// committed put, take-down and lift), and inside a put when the container rolls over or the
     /// record index grows. After a power cut the store holds what the last completed one
     /// committed (crash tests compare this counter around an operation to know which states may
@@ -500,7 +500,7 @@ impl Store {
     }
 
     /// Applies a put without committing it (see [`Store::batch`]).
-    pub fn put_uncommitted(&mut self, put: &Put<'_>) -> Result<Uuid> {
+    pub(crate) fn put_uncommitted(&mut self, put: &Put<'_>) -> Result<Uuid> {
         self.writer()?;
         let title = TitleKey::new(put.domain, put.title)?;
         check_content_type(put.content_type)?;
@@ -622,7 +622,7 @@ impl Store {
     /// commit; one barrier then syncs both filesys's files at once; then both apply their held
     /// writes. After a crash the records' commit counts only if the container's arrived whole,
     /// so no record ever points at a value that is not durable.
-    pub fn commit(&mut self) -> Result<()> {
+    pub(crate) fn commit(&mut self) -> Result<()> {
         let w = self.containers.writer()?;
         let meta = &mut self.records.fs;
         let staged = w.fs.commit_begin().and_then(|()| {
@@ -807,6 +807,9 @@ fn check_content_type(ct: &str) -> Result<()> {
 }
 
 /// Puts made durable together by [`Batch::commit`] (group commit).
+///
+/// A batch dropped without a commit promises nothing of its puts: they stay applied in memory
+/// and ride in the store's next commit, or are lost with the process.
 #[derive(Debug)]
 pub struct Batch<'a> {
     store: &'a mut Store,
@@ -826,10 +829,23 @@ impl Batch<'_> {
         self.store
     }
 
-    /// Commits every put of the batch with one sync; returns how many there were.
-    pub fn commit(self) -> Result<usize> {
+    /// Takes a revision (or, with `None`, the whole title) down, as [`Store::take_down`]:
+    /// committed, and with it the batch's puts so far.
+    pub fn take_down(&mut self, domain: &str, title: &str, rev: Option<u64>) -> Result<usize> {
+        self.store.take_down(domain, title, rev)
+    }
+
+    /// Lifts a take-down, as [`Store::lift`]: when there was one, committed, and with it the
+    /// batch's puts so far.
+    pub fn lift(&mut self, domain: &str, title: &str, rev: Option<u64>) -> Result<bool> {
+        self.store.lift(domain, title, rev)
+    }
+
+    /// Commits every put of the batch so far with one sync; returns how many there were. The
+    /// batch stays open: puts after this are durable at its next commit.
+    pub fn commit(&mut self) -> Result<usize> {
         self.store.commit()?;
-        Ok(self.puts)
+        Ok(std::mem::take(&mut self.puts))
     }
 }
 

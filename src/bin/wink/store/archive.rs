@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use wink::archive::ArchiveStats;
+use wink::maintenance;
 use wink::maintenance::ArchiveReport;
 use wink::store::Config;
 use wink::vfs::RealFs;
@@ -64,7 +65,7 @@ pub fn run(args: &Args) -> Result<Status> {
     }
     let bar = super::progress_bar(None, "{bar:40} {pos}/{len} titles, eta {eta}");
     let started = Instant::now();
-    let result = store.archive_due(|done, total| {
+    let result = maintenance::archive_due(&mut store, |done, total| {
         bar.set_length(total);
         bar.set_position(done);
     });
@@ -78,7 +79,7 @@ pub fn run(args: &Args) -> Result<Status> {
 
 fn rewrite(args: &Args, store: &mut wink::store::Store) -> Result<Status> {
     let started = Instant::now();
-    let report = store.rewrite_archive()?;
+    let report = maintenance::rewrite_archive(store)?;
     let seconds = started.elapsed().as_secs_f64();
     let totals = store.archive().ok_or_else(|| no_archive(args))?.stats()?;
     let mut out = Out::new();

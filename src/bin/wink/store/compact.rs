@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use serde::Serialize;
+use wink::maintenance;
 use wink::maintenance::compact::{Action, CompactOptions, CompactReport};
 use wink::{Error, Result};
 
@@ -137,7 +138,7 @@ pub fn run(args: &Args) -> Result<Status> {
         dry_run: args.dry_run,
     };
     let report = if args.dry_run {
-        super::open_reader(&args.dir)?.plan_compaction(&opts)?
+        maintenance::plan_compaction(&super::open_reader(&args.dir)?, &opts)?
     } else {
         let mut store = super::open_writer(&args.dir, &args.writing)?;
         let bar = if args.json {
@@ -148,7 +149,7 @@ pub fn run(args: &Args) -> Result<Status> {
                 "compacting {bar:40} {bytes}/{total_bytes} copied, {bytes_per_sec}, eta {eta}",
             )
         };
-        let report = store.compact(&opts, |done, total| {
+        let report = maintenance::compact(&mut store, &opts, |done, total| {
             bar.set_length(total);
             bar.set_position(done);
         });

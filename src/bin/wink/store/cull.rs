@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use serde::Serialize;
+use wink::maintenance;
 use wink::maintenance::CullReport;
 use wink::{Error, Result};
 
@@ -53,7 +54,7 @@ pub fn run(args: &Args) -> Result<Status> {
     let mut store = super::open_writer(&args.dir, &args.writing)?;
     let bar = super::progress_bar(None, "culling {bar:40} {percent}%, eta {eta}");
     let started = Instant::now();
-    let result = store.cull_all(|done, total| {
+    let result = maintenance::cull_all(&mut store, |done, total| {
         bar.set_length(total);
         bar.set_position(done);
     });

@@ -2,7 +2,8 @@
 
 use std::path::PathBuf;
 
-use wink::store::{Store, StoreOptions};
+use wink::maintenance;
+use wink::store::StoreOptions;
 use wink::Result;
 
 use super::Writing;
@@ -82,7 +83,7 @@ fn rebuild(args: &Args, out: &mut Out) -> Result<()> {
         clock: crate::clock_from_env()?,
         ..StoreOptions::writer()
     };
-    let report = Store::rebuild_index(&args.dir, &opts)?;
+    let report = maintenance::rebuild_index(&args.dir, &opts)?;
     for (found, own) in &report.renamed {
         out.line(&format!(
             "repaired: title record found as {found:?} names {own:?}: written again under it"

@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 
+use wink::maintenance;
 use wink::maintenance::scrub::{ScrubOptions, ScrubProgress, ScrubReport, Tier};
 use wink::Result;
 
@@ -51,7 +52,7 @@ pub fn run(args: &Args) -> Result<Status> {
     let opts = ScrubOptions {
         quarantine: args.quarantine,
     };
-    let result = store.scrub_with(opts, |p: ScrubProgress| {
+    let result = maintenance::scrub_with(&store, opts, |p: ScrubProgress| {
         if bar.length() != Some(p.total) {
             bar.set_length(p.total);
             bar.set_message(p.what);

@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 
+use wink::maintenance;
 use wink::{Error, Result};
 
 use super::Writing;
@@ -46,7 +47,7 @@ pub fn run(args: &Args) -> Result<Status> {
     }
     super::expect_store(&args.dir)?;
     let mut store = super::open_writer(&args.dir, &args.writing)?;
-    let report = store.snapshot(&args.dest)?;
+    let report = maintenance::snapshot(&mut store, &args.dest)?;
     let mut out = Out::new();
     for (field, value) in [
         ("linked", report.linked),

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 use wink::archive::ArchiveStats;
+use wink::maintenance;
 use wink::maintenance::space::Space;
 use wink::store::generation::Generation;
 use wink::store::{Config, StoreStat};
@@ -276,7 +277,7 @@ impl StatJson {
 pub fn run(args: &Args) -> Result<Status> {
     let store = super::open_reader(&args.dir)?;
     let mut stat = StatJson::new(&store.stat()?, store.config(), &store.generation()?)
-        .with_space(&store.space()?);
+        .with_space(&maintenance::space(&store)?);
     let quarantined = store.quarantined()?.len() as u64;
     stat.quarantined = (quarantined > 0).then_some(quarantined);
     let mut out = Out::new();

@@ -10,15 +10,13 @@ use crate::store::Store;
 use super::report::{archive_worth_it, CompactReport};
 use super::CompactOptions;
 
-impl Store {
-    /// Rewrites the archive whether or not it holds anything to reclaim: what converts an
-    /// archive of format 1 to format 2 (`wink archive --rewrite`). Reads go on meanwhile, from
-    /// the old archive until the switch.
-    pub fn rewrite_archive(&mut self) -> Result<RewriteReport> {
-        archive_policy_set(self)?;
-        self.writer()?;
-        switch_archive(self)
-    }
+/// Rewrites the archive whether or not it holds anything to reclaim: what converts an
+/// archive of format 1 to format 2 (`wink archive --rewrite`). Reads go on meanwhile, from
+/// the old archive until the switch.
+pub fn rewrite_archive(store: &mut Store) -> Result<RewriteReport> {
+    archive_policy_set(store)?;
+    store.writer()?;
+    switch_archive(store)
 }
 
 /// Rewrites the archive without taken-down bytes or dead entries when it is worth it: into

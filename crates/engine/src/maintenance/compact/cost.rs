@@ -161,8 +161,6 @@ pub(super) fn free_bytes(dir: &Path) -> Option<u64> {
     Some(st.blocks_available() as u64 * st.fragment_size() as u64)
 }
 
-impl Store {}
-
 /// Refuses a run (nothing changed yet) whose steps the free space cannot hold, in the order
 /// they come: the seal of the current container (its preallocated room given back, its
 /// replacement's files written), the drops (the generation file and the records' commit;

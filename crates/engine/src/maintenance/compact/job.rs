@@ -57,7 +57,7 @@ impl Throttle {
 }
 
 /// A compaction of one or more sealed containers into one new container, to run on any thread;
-/// [`Store::adopt`] finishes it.
+/// [`adopt`](fn@crate::maintenance::adopt) finishes it.
 ///
 /// Sparse containers are merged: the job takes its sources in order while their live bytes
 /// together fit one container (`container_bytes`; the first always fits), so a run over many
@@ -76,7 +76,7 @@ pub struct CompactJob {
     target: u32,
 }
 
-/// A finished build, for [`Store::adopt`].
+/// A finished build, for [`adopt`](fn@crate::maintenance::adopt).
 #[derive(Debug)]
 pub struct Built {
     /// One per source the job took (a prefix of its candidates, less `retry`).
@@ -110,7 +110,7 @@ impl Built {
     }
 }
 
-/// What [`Store::adopt`] did with a job.
+/// What [`adopt`](fn@crate::maintenance::adopt) did with a job.
 #[derive(Debug, Default)]
 pub struct Adopted {
     /// One per source the job took, with its action as done.
@@ -497,42 +497,44 @@ fn read_checked_into(storage: &dyn Storage, loc: &Location, value: &mut Vec<u8>)
     loc.verify(storage.path(), value)
 }
 
-impl Store {
-    /// Prepares the compaction of sealed container `source` (see [`Store::start_compaction_of`]).
-    pub fn start_compaction(&mut self, source: u32, opts: &CompactOptions) -> Result<CompactJob> {
-        self.start_compaction_of(&[source], opts)
+/// Prepares the compaction of sealed container `source` (see [`start_compaction_of`](fn@crate::maintenance::start_compaction_of)).
+pub fn start_compaction(
+    store: &mut Store,
+    source: u32,
+    opts: &CompactOptions,
+) -> Result<CompactJob> {
+    start_compaction_of(store, &[source], opts)
+}
+/// Prepares the compaction of sealed containers `candidates` (oldest first; the job takes
+/// those whose live bytes fit one container, up to the current container): allocates the
+/// new container. The job may run on another thread.
+pub fn start_compaction_of(
+    store: &mut Store,
+    candidates: &[u32],
+    opts: &CompactOptions,
+) -> Result<CompactJob> {
+    store.writer()?;
+    let current = store.current_container()?;
+    let sources: Vec<u32> = candidates
+        .iter()
+        .copied()
+        .take_while(|id| *id != current)
+        .collect();
+    if sources.is_empty() {
+        return Err(Error::invalid(format!(
+            "container {current} is the current one; only sealed containers are compacted"
+        )));
     }
-    /// Prepares the compaction of sealed containers `candidates` (oldest first; the job takes
-    /// those whose live bytes fit one container, up to the current container): allocates the
-    /// new container. The job may run on another thread.
-    pub fn start_compaction_of(
-        &mut self,
-        candidates: &[u32],
-        opts: &CompactOptions,
-    ) -> Result<CompactJob> {
-        self.writer()?;
-        let current = self.current_container()?;
-        let sources: Vec<u32> = candidates
-            .iter()
-            .copied()
-            .take_while(|id| *id != current)
-            .collect();
-        if sources.is_empty() {
-            return Err(Error::invalid(format!(
-                "container {current} is the current one; only sealed containers are compacted"
-            )));
-        }
-        let target = self.allocate_container()?;
-        let g = self.generation()?;
-        Ok(CompactJob {
-            vfs: self.vfs().clone(),
-            dir: self.dir().to_path_buf(),
-            cfg: *self.config(),
-            clock: self.clock().clone(),
-            archive_base: self.archive().map(|_| g.archive_base(self.dir())),
-            opts: opts.clone(),
-            sources,
-            target,
-        })
-    }
+    let target = store.allocate_container()?;
+    let g = store.generation()?;
+    Ok(CompactJob {
+        vfs: store.vfs().clone(),
+        dir: store.dir().to_path_buf(),
+        cfg: *store.config(),
+        clock: store.clock().clone(),
+        archive_base: store.archive().map(|_| g.archive_base(store.dir())),
+        opts: opts.clone(),
+        sources,
+        target,
+    })
 }

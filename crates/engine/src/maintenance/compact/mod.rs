@@ -30,7 +30,7 @@
 //! A source with no live value is dropped whole (`move N 0`), without a copy and without writing
 //! a target. Free space needed: what one target's build writes (`TargetCost`: its values and
 //! their overhead, an index sized for them, its small files, room for the records' commit),
-//! checked for the whole run before [`Store::compact`](crate::store::Store::compact) changes
+//! checked for the whole run before [`compact`](fn@crate::maintenance::compact) changes
 //! anything, and again before each build. Only sealed containers are compacted;
 //! [`CompactOptions::seal_current`] rotates the current one first when it holds dead values (so
 //! that a take-down can be verified at once), once the run is known to go ahead. A live value
@@ -39,7 +39,7 @@
 //!
 //! The survey and the build need no writer: [`CompactJob::run`] works on its own read-only handles
 //! and can run on another thread while the writer keeps taking puts; the validation, switch and
-//! roll-forward ([`Store::adopt`](crate::store::Store::adopt)) take the writer's handle for as
+//! roll-forward ([`adopt`](fn@crate::maintenance::adopt)) take the writer's handle for as
 //! long as it takes to rewrite the records of the sources' titles. A render that became live
 //! again after the survey (it cannot, by the retention rules — deadlines only move earlier — but a
 //! survey may race a commit) fails the validation, and the job is abandoned with its sources
@@ -53,8 +53,11 @@ mod run;
 mod survey;
 mod switch;
 
-pub use job::{Adopted, Built, CompactJob};
+pub use archive::rewrite_archive;
+pub use job::{start_compaction, start_compaction_of, Adopted, Built, CompactJob};
 pub use report::{Action, CompactReport, ContainerPlan, Reason, Tally};
+pub use run::{compact, plan_compaction};
+pub use switch::adopt;
 
 /// How to compact.
 #[derive(Clone, Debug)]

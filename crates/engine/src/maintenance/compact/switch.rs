@@ -27,15 +27,13 @@ pub(super) fn join_removal(removal: std::thread::JoinHandle<Result<()>>) -> Resu
         .unwrap_or_else(|p| Err(Error::panicked("a container removal thread", &*p)))
 }
 
-impl Store {
-    /// Finishes a job: validates it against the records as they are now, switches the
-    /// generation (one `move` per source), points the records into the new container and
-    /// removes the old ones. A job that failed or no longer fits leaves its sources as they were.
-    pub fn adopt(&mut self, job: &CompactJob, built: Result<Built>) -> Result<Adopted> {
-        let adopted = adopt_switched(self, job, built)?;
-        remove_sources(self.vfs().as_ref(), self.dir(), &adopted.switched)?;
-        Ok(adopted)
-    }
+/// Finishes a job: validates it against the records as they are now, switches the
+/// generation (one `move` per source), points the records into the new container and
+/// removes the old ones. A job that failed or no longer fits leaves its sources as they were.
+pub fn adopt(store: &mut Store, job: &CompactJob, built: Result<Built>) -> Result<Adopted> {
+    let adopted = adopt_switched(store, job, built)?;
+    remove_sources(store.vfs().as_ref(), store.dir(), &adopted.switched)?;
+    Ok(adopted)
 }
 
 /// Removes a job's unfinished target and clears `pending`.
@@ -52,7 +50,7 @@ pub(super) fn abandon(store: &mut Store, job: &CompactJob) -> Result<()> {
     Ok(())
 }
 
-/// [`Store::adopt`] up to the removal of the sources: the sources switched away from are
+/// [`adopt`](fn@crate::maintenance::adopt) up to the removal of the sources: the sources switched away from are
 /// in `Adopted::switched`, their records committed and their readers forgotten; they are to
 /// be removed ([`remove_sources`]).
 pub(super) fn adopt_switched(

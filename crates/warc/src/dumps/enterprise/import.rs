@@ -33,7 +33,7 @@ use serde::Deserialize;
 use crate::date::Ticks;
 use crate::error::{Error, Result};
 use crate::writer::Budget;
-use wink_engine::store::{key, Page, Put, Store};
+use wink_engine::store::{key, Batch, Page, Put, Store};
 
 use super::{
     article_url, content_type_of, dbname_of_domain, domain_of_dbname, language_of_domain, tid_of,
@@ -210,6 +210,7 @@ pub fn import_enterprise(
     let (lines_tx, lines_rx) = mpsc::sync_channel::<Item>(64);
     let (tx, rx) = mpsc::sync_channel::<Item>(READ_AHEAD);
     let budget = Arc::new(Budget::default());
+    let mut batch = store.batch();
     let result = std::thread::scope(|scope| {
         let reader = Reader {
             max_line,
@@ -236,10 +237,10 @@ pub fn import_enterprise(
                 Item::Article(place, a) => {
                     report.lines += 1;
                     report.articles += 1;
-                    if put(store, &place, &a, &mut report, listener)? {
+                    if put(&mut batch, &place, &a, &mut report, listener)? {
                         pending += 1;
                         if pending >= opts.batch.max(1) {
-                            store.commit()?;
+                            batch.commit()?;
                             pending = 0;
                         }
                     }
@@ -253,7 +254,11 @@ pub fn import_enterprise(
         Ok(())
     });
     // What came before a bad line or a failure is kept: the batch under way is committed too.
-    let committed = if pending > 0 { store.commit() } else { Ok(()) };
+    let committed = if pending > 0 {
+        batch.commit().map(drop)
+    } else {
+        Ok(())
+    };
     result?;
     committed?;
     report.seconds = started.elapsed().as_secs_f64();
@@ -262,13 +267,13 @@ pub fn import_enterprise(
 
 /// Puts one article unless its revision is there; true when it was put.
 fn put(
-    store: &mut Store,
+    batch: &mut Batch<'_>,
     place: &EnterprisePlace,
     a: &Article,
     report: &mut EnterpriseImportReport,
     listener: &mut dyn EnterpriseListener,
 ) -> Result<bool> {
-    let listed = store.list(&a.domain, &a.title, Page::default())?;
+    let listed = batch.store().list(&a.domain, &a.title, Page::default())?;
     if listed.iter().any(|l| l.rev == a.rev) {
         report.unchanged += 1;
         return Ok(false);
@@ -283,7 +288,7 @@ fn put(
         value: a.html.as_bytes(),
         historical: false,
     };
-    match store.put_uncommitted(&put) {
+    match batch.put(&put) {
         Ok(_) => {}
         Err(Error::Invalid(why)) => {
             report.refused += 1;
