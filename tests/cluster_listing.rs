@@ -9,8 +9,9 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::cluster::{eventually, put_once, Cluster, D};
+use common::cluster::{eventually, get_json, put_once, Cluster, D};
 use common::server::{agent, call, try_call, Answer};
+use wink::cluster::message::partition_of;
 
 const PARTITIONS: u32 = 16;
 const TITLES: usize = 120;
@@ -177,4 +178,56 @@ fn titles_are_listed_over_every_partition_whatever_serves_each_page() {
     // The same cursor, untouched, still works there.
     let (items, _) = page(&nodes[1], 5, Some(&next));
     assert_eq!(items, expected[5..10]);
+
+    // The owners' route: a partition's titles past a title, in order, from an owner; 503 from a
+    // node that does not own the partition; 400 for a query out of bounds.
+    let status = get_json(&format!("{}/_cluster", nodes[0])).expect("n1's status");
+    let owned: Vec<u32> = status["owned"]
+        .as_array()
+        .expect("owned")
+        .iter()
+        .map(|p| p.as_u64().expect("a partition") as u32)
+        .collect();
+    let mine = owned[0];
+    let foreign = (0..PARTITIONS)
+        .find(|p| !owned.contains(p))
+        .expect("n1 does not own every partition");
+    let route = |partitions: &str, limit: &str, after: &str| {
+        format!(
+            "{}/_cluster/titles/html?domain={D}&partitions={partitions}&limit={limit}{after}",
+            nodes[0]
+        )
+    };
+    let of_mine: Vec<&String> = expected
+        .iter()
+        .filter(|t| partition_of(D, t, PARTITIONS) == mine)
+        .collect();
+    assert!(of_mine.len() > 2, "partition {mine} holds {of_mine:?}");
+    let got = call(&a, "GET", &route(&mine.to_string(), "1000", ""), &[], None);
+    assert_eq!(got.status, 200, "{}", String::from_utf8_lossy(&got.body));
+    assert_eq!(got.json()["titles"], serde_json::json!(of_mine));
+    assert_eq!(got.json()["more"], false);
+    let after = format!("&after={}", of_mine[0]);
+    let got = call(&a, "GET", &route(&mine.to_string(), "1", &after), &[], None);
+    assert_eq!(got.status, 200, "{}", String::from_utf8_lossy(&got.body));
+    assert_eq!(got.json()["titles"], serde_json::json!([of_mine[1]]));
+    assert_eq!(got.json()["more"], true);
+    let both = format!("{mine},{foreign}");
+    let got = call(&a, "GET", &route(&both, "10", ""), &[], None);
+    assert_eq!(got.status, 503, "{}", String::from_utf8_lossy(&got.body));
+    let beyond = PARTITIONS.to_string();
+    for url in [
+        route(&mine.to_string(), "0", ""),
+        route(&mine.to_string(), "1001", ""),
+        route(&beyond, "10", ""),
+        route("", "10", ""),
+    ] {
+        let got = call(&a, "GET", &url, &[], None);
+        assert_eq!(
+            got.status,
+            400,
+            "GET {url}: {}",
+            String::from_utf8_lossy(&got.body)
+        );
+    }
 }

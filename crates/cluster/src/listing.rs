@@ -263,3 +263,49 @@ pub fn titles_route(
     })?;
     Ok(wink_serve::json(StatusCode::OK, &slice))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn slice(titles: &[&str], more: bool) -> TitleSlice {
+        TitleSlice {
+            titles: titles.iter().map(|t| t.to_string()).collect(),
+            more,
+        }
+    }
+
+    #[test]
+    fn an_owners_answer_is_taken_only_in_order_past_the_cursor_and_of_the_partitions_asked() {
+        let d = "d.org";
+        let p = |t: &str| partition_of(d, t, 4);
+        let titles = ["A", "B", "C", "D", "E", "F", "G", "H"];
+        let asked: Vec<u32> = vec![p("B")];
+        let of: Vec<&str> = titles
+            .iter()
+            .copied()
+            .filter(|t| p(t) == asked[0])
+            .collect();
+        let other = titles.iter().copied().find(|t| p(t) != asked[0]).unwrap();
+        assert!(checked(slice(&of, true), d, &asked, 4, None, 8).is_ok());
+        assert!(checked(slice(&of, false), d, &asked, 4, Some("0"), 8).is_ok());
+        assert!(checked(slice(&of, false), d, &asked, 4, Some("B"), 8).is_err());
+        assert!(checked(slice(&[other], false), d, &asked, 4, None, 8).is_err());
+        assert!(checked(slice(&["B", "B"], false), d, &asked, 4, None, 8).is_err());
+        assert!(checked(slice(&["B"], false), d, &asked, 4, None, 0).is_err());
+    }
+
+    #[test]
+    fn the_path_asking_an_owner_carries_the_title_escaped() {
+        let path = titles_path("html", "d.org", &[1, 5], Some("AC/DC & Café"), 7);
+        assert_eq!(
+            path,
+            "/_cluster/titles/html?domain=d.org&partitions=1%2C5&limit=7&after=AC%2FDC+%26+Caf%C3%A9"
+        );
+        let query: Vec<(String, String)> =
+            form_urlencoded::parse(path.split_once('?').unwrap().1.as_bytes())
+                .into_owned()
+                .collect();
+        assert_eq!(query[3], ("after".into(), "AC/DC & Café".into()));
+    }
+}
