@@ -10,8 +10,8 @@
 //! | [`apply`] | a batch of messages into a store, with the applied sequences, in one commit |
 //! | `node.rs` | a running node: publishing, the apply loop, forwarding, read-your-writes |
 //! | `seed.rs` | a partition the stream cannot replay, copied from another owner |
+//! | `listing.rs` | title listings of the whole cluster, one owner per partition, key order |
 //! | `routes.rs` | the node's own `/_cluster` routes, mounted on the HTTP front |
-//! | `listing.rs` | a domain's titles over every partition, each from one of its owners |
 //! | `router.rs` | HAProxy's partition map, kept current through its runtime API |
 //! | [`admin`] | `wink cluster status`, `verify`, `rebalance` |
 //!
@@ -62,12 +62,12 @@ pub fn serve(opts: ServeOptions, cfg: ClusterConfig, ready: impl FnOnce(SocketAd
         opts,
         |registry| async move {
             let node = Node::start(cfg, registry, auth).await?;
-            let cursors = node.cursor_key().await?;
+            let cursor_secret = Some(node.cursor_secret().await?);
             Ok(Front {
                 writes: node.clone(),
                 gate: node.clone(),
                 extension: Some(Arc::new(routes::ClusterRoutes::new(node))),
-                cursors: Some(cursors),
+                cursor_secret,
             })
         },
         ready,

@@ -313,43 +313,6 @@ impl Node {
         Ok(node)
     }
 
-    /// The key every node seals listing cursors with, so that a page's cursor opens on any
-    /// node: kept in the placement bucket, made by the first node that finds none.
-    pub async fn cursor_key(&self) -> Result<wink_serve::CursorKey> {
-        let mut failures = 0;
-        loop {
-            let entry = match self.js.get_key_value(placement::PLACEMENT_BUCKET).await {
-                Ok(b) => match b.entry(placement::CURSOR_KEY).await {
-                    Ok(e) => Ok((b, e)),
-                    Err(e) => Err(e.to_string()),
-                },
-                Err(e) => Err(e.to_string()),
-            };
-            match entry {
-                Ok((_, Some(e))) if matches!(e.operation, kv::Operation::Put) => {
-                    let key: [u8; 32] = e.value.as_ref().try_into().map_err(|_| {
-                        Error::invalid(format!(
-                            "cluster: the placement bucket's {} holds {} bytes, not 32",
-                            placement::CURSOR_KEY,
-                            e.value.len()
-                        ))
-                    })?;
-                    return Ok(wink_serve::CursorKey::from_bytes(key));
-                }
-                Ok((b, _)) => {
-                    let fresh = wink_serve::CursorKey::random()?.to_bytes();
-                    // Fails when another node made it first: then it is read.
-                    let _ = b.create(placement::CURSOR_KEY, fresh.to_vec().into()).await;
-                }
-                Err(e) if failures >= 40 => return Err(nats_err("reading the cursor key", e)),
-                Err(_) => {
-                    failures += 1;
-                    tokio::time::sleep(Duration::from_millis(250)).await;
-                }
-            }
-        }
-    }
-
     pub fn map(&self) -> Map {
         read(&self.map).0.clone()
     }
@@ -527,33 +490,6 @@ impl Node {
     }
 
     /// A node's URL: the configuration's, else the one its lease announces.
-    /// Whether this node answers reads of `partition` itself: it owns it, has caught up, and
-    /// its records agree with the stream.
-    pub(super) fn vouches(&self, partition: u32) -> bool {
-        let status = self.status();
-        read(&self.map).0.owns(&self.name, partition)
-            && status.ready
-            && status.behind.is_none()
-            && status.diverged.is_none()
-    }
-
-    /// The owners of `partition` other than this node that can be reached, live leases first.
-    pub(super) fn other_owners(&self, partition: u32) -> Vec<Peer> {
-        let owners: Vec<String> = read(&self.map).0.owners(partition).to_vec();
-        let live = read(&self.live).clone();
-        let mut order: Vec<&String> = owners.iter().filter(|n| **n != self.name).collect();
-        order.sort_by_key(|n| !live.contains(n));
-        order
-            .into_iter()
-            .filter_map(|name| {
-                Some(Peer {
-                    name: name.clone(),
-                    url: self.url_of(name)?,
-                })
-            })
-            .collect()
-    }
-
     pub(super) fn url_of(&self, name: &str) -> Option<String> {
         if let Some(n) = self.cfg.node(name) {
             return Some(n.url.clone());
@@ -754,10 +690,53 @@ impl Node {
     pub(super) fn live(&self) -> Vec<String> {
         read(&self.live).clone()
     }
+
+    /// Whether this node answers for the partitions it owns: caught up, not behind the
+    /// stream's retention, not out of step with the stream.
+    pub(super) fn vouches(&self) -> bool {
+        let status = self.status();
+        status.ready && status.behind.is_none() && status.diverged.is_none()
+    }
+
+    /// The key that seals listing cursors on every node: made once, at random, and kept in the
+    /// placement bucket beside the map, so a cursor one node gave is taken by all.
+    pub async fn cursor_secret(&self) -> Result<[u8; 32]> {
+        let kv = self
+            .js
+            .get_key_value(placement::PLACEMENT_BUCKET)
+            .await
+            .map_err(|e| nats_err("the placement bucket", e))?;
+        loop {
+            if let Some(v) = kv
+                .get(placement::CURSOR_KEY)
+                .await
+                .map_err(|e| nats_err("the cursor key", e))?
+            {
+                return <[u8; 32]>::try_from(v.as_ref()).map_err(|_| {
+                    Error::invalid(format!(
+                        "cluster: the placement bucket's {} is {} bytes, not 32",
+                        placement::CURSOR_KEY,
+                        v.len()
+                    ))
+                });
+            }
+            let mut secret = [0u8; 32];
+            let random = std::path::Path::new("/dev/urandom");
+            std::io::Read::read_exact(
+                &mut std::fs::File::open(random).map_err(|e| Error::io(random, None, e))?,
+                &mut secret,
+            )
+            .map_err(|e| Error::io(random, None, e))?;
+            // Two nodes starting at once: one create wins, the other reads its key.
+            let _ = kv
+                .create(placement::CURSOR_KEY, Bytes::copy_from_slice(&secret))
+                .await;
+        }
+    }
 }
 
 /// One GET to a node, its body whole (at most 1 MiB), within `deadline`.
-async fn get_small(
+pub(super) async fn get_small(
     base: &str,
     path: &str,
     deadline: Duration,
@@ -1561,6 +1540,21 @@ impl Writes for Node {
 /// other reads go to an owner first (live leases first); a read that names a log sequence
 /// (`x-wink-min-seq`) waits until this node has applied it (docs/CLUSTER.md § Reads).
 impl ReadGate for Node {
+    fn lists_titles(&self) -> bool {
+        true
+    }
+
+    fn titles(
+        &self,
+        bucket: &str,
+        domain: &str,
+        after: Option<String>,
+        limit: usize,
+    ) -> Pending<'_, Vec<String>> {
+        let (bucket, domain) = (bucket.to_string(), domain.to_string());
+        Box::pin(async move { super::listing::titles(self, &bucket, &domain, after, limit).await })
+    }
+
     fn admit(&self, bucket: &str, domain: &str) -> std::result::Result<(), ServiceError> {
         if domain == message::RESERVED_DOMAIN {
             return Err(ServiceError::Invalid(format!(
@@ -1575,10 +1569,27 @@ impl ReadGate for Node {
 
     fn peers(&self, domain: &str, title: &str, forwarded: bool) -> Vec<Peer> {
         let partition = message::partition_of(domain, title, self.cfg.partitions);
-        if forwarded || self.vouches(partition) {
+        let owners: Vec<String> = read(&self.map).0.owners(partition).to_vec();
+        let status = self.status();
+        let vouched = owners.contains(&self.name)
+            && status.ready
+            && status.behind.is_none()
+            && status.diverged.is_none();
+        if vouched || forwarded {
             return Vec::new();
         }
-        self.other_owners(partition)
+        let live = read(&self.live).clone();
+        let mut order: Vec<&String> = owners.iter().filter(|n| **n != self.name).collect();
+        order.sort_by_key(|n| !live.contains(n));
+        order
+            .into_iter()
+            .filter_map(|name| {
+                Some(Peer {
+                    name: name.clone(),
+                    url: self.url_of(name)?,
+                })
+            })
+            .collect()
     }
 
     fn ready(

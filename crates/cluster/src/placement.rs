@@ -9,8 +9,8 @@ use super::config::ClusterConfig;
 pub const PLACEMENT_BUCKET: &str = "wink_placement";
 /// The map's key in it.
 pub const MAP_KEY: &str = "map";
-/// The key (in the placement bucket) of the listing cursors' key every node seals them with.
-pub const CURSOR_KEY: &str = "cursor-key";
+/// The key of the secret that seals listing cursors, in the same bucket.
+pub const CURSOR_KEY: &str = "cursor_key";
 /// The key-value bucket of node leases (its max age is the lease).
 pub const LEASE_BUCKET: &str = "wink_leases";
 /// A lease's length, and so the lease bucket's max age.

@@ -1,11 +1,8 @@
 //! A cluster node's own routes, beside the API: `/_cluster` (the node's status),
 //! `/_cluster/outcome/SEQ` (what applying a message did), `/_cluster/replay`,
-//! `/_cluster/snapshot/BUCKET`, `/_cluster/copy/…` and `/_cluster/titles/BUCKET`
-//! (docs/CLUSTER.md); and the listing of a domain's titles over every partition. The HTTP front mounts
+//! `/_cluster/snapshot/BUCKET` and `/_cluster/copy/…` (docs/CLUSTER.md). The HTTP front mounts
 //! them as an [`Extension`]; it does not know what they are.
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 
 use axum::extract::{Request, State};
@@ -20,7 +17,7 @@ use super::listing;
 use super::node::Node;
 use super::seed;
 use wink_serve::Problem;
-use wink_serve::{json, Answer, App, Extension, TitleSlice, Titles};
+use wink_serve::{json, Answer, App, Extension};
 use wink_service::spec::valid_bucket_name;
 
 type Result<T> = std::result::Result<T, Problem>;
@@ -55,26 +52,6 @@ impl Extension for ClusterRoutes {
         Router::new()
             .route("/_cluster", any(answer.clone()))
             .route("/_cluster/{*rest}", any(answer))
-    }
-
-    fn titles(&self) -> Option<&dyn Titles> {
-        Some(self)
-    }
-}
-
-/// A domain's titles over every partition, from their owners (docs/CLUSTER.md § Listings).
-impl Titles for ClusterRoutes {
-    fn titles_after<'a>(
-        &'a self,
-        app: &'a Arc<App>,
-        bucket: &'a str,
-        domain: &'a str,
-        after: Option<&'a str>,
-        limit: usize,
-    ) -> Pin<Box<dyn Future<Output = Result<TitleSlice>> + Send + 'a>> {
-        Box::pin(listing::gather(
-            &self.node, app, bucket, domain, after, limit,
-        ))
     }
 }
 
@@ -138,6 +115,82 @@ async fn cluster_copy(
     }
 }
 
+/// `/_cluster/titles/BUCKET/DOMAIN?partitions=P,…&limit=N[&after=TITLE]`: this node's part
+/// of a whole-cluster title listing (docs/CLUSTER.md § Read), from its own store: the titles
+/// of those partitions after `after` in key order, at most N, as a JSON array. Only for
+/// partitions it owns and vouches for (503 otherwise: the asker tries no other way).
+fn cluster_titles(
+    app: &App,
+    node: &Arc<Node>,
+    req: &hyper::http::request::Parts,
+    rest: &str,
+) -> Result<Answer> {
+    let usage = "/_cluster/titles/BUCKET/DOMAIN?partitions=P,…&limit=N[&after=TITLE]";
+    let (bucket, domain) = rest
+        .split_once('/')
+        .ok_or_else(|| Problem::bad_request(usage))?;
+    let decode = |t: &str| percent_decode(t).ok_or_else(|| Problem::bad_request(usage));
+    let (bucket, domain) = (decode(bucket)?, decode(domain)?);
+    if !valid_bucket_name(&bucket) {
+        return Err(Problem::bad_request(format!("bucket name {bucket:?}")));
+    }
+    let query: Vec<(String, String)> = req
+        .uri
+        .query()
+        .map(|q| form_urlencoded::parse(q.as_bytes()).into_owned().collect())
+        .unwrap_or_default();
+    let param = |name: &str| {
+        query
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    };
+    let map = node.map();
+    let partitions: Vec<u32> = param("partitions")
+        .ok_or_else(|| Problem::bad_request(usage))?
+        .split(',')
+        .map(|p| p.parse::<u32>().ok().filter(|p| *p < map.partitions))
+        .collect::<Option<_>>()
+        .ok_or_else(|| Problem::bad_request(usage))?;
+    let limit = param("limit")
+        .and_then(|l| l.parse::<usize>().ok())
+        .filter(|l| (1..=listing::MAX_PART).contains(l))
+        .ok_or_else(|| Problem::bad_request(usage))?;
+    let owned = map.owned_by(&node.name);
+    if let Some(p) = partitions.iter().find(|p| !owned.contains(p)) {
+        return Err(Problem::unavailable(
+            format!("node {} does not own partition {p}", node.name),
+            1,
+        ));
+    }
+    if !node.vouches() {
+        return Err(Problem::unavailable(
+            format!("node {} does not vouch for its partitions yet", node.name),
+            1,
+        ));
+    }
+    let titles = tokio::task::block_in_place(|| {
+        listing::local_titles(
+            &app.registry,
+            &bucket,
+            &domain,
+            &partitions,
+            map.partitions,
+            param("after"),
+            limit,
+        )
+    })?;
+    Ok(json(StatusCode::OK, &titles))
+}
+
+/// A path segment's percent-escapes decoded, when they make UTF-8.
+fn percent_decode(segment: &str) -> Option<String> {
+    let decoded = percent_encoding::percent_decode_str(segment)
+        .decode_utf8()
+        .ok()?;
+    Some(decoded.into_owned())
+}
+
 /// A node's own `/_cluster` routes; `None` for any other path.
 async fn cluster_route(
     app: &App,
@@ -187,9 +240,6 @@ async fn cluster_route(
             )),
         };
     }
-    if let Some(bucket) = path.strip_prefix("/_cluster/titles/") {
-        return listing::titles_route(app, node, req, bucket).map(Some);
-    }
     if path == "/_cluster/replay" {
         if req.method != Method::POST {
             return Err(Problem::method_not_allowed("POST"));
@@ -202,6 +252,12 @@ async fn cluster_route(
             StatusCode::OK,
             &serde_json::json!({ "message": "Replaying.", "from": from }),
         )));
+    }
+    if let Some(rest) = path.strip_prefix("/_cluster/titles/") {
+        if req.method != Method::GET {
+            return Err(Problem::method_not_allowed("GET"));
+        }
+        return cluster_titles(app, node, req, rest).map(Some);
     }
     if let Some(rest) = path.strip_prefix("/_cluster/copy/") {
         return cluster_copy(app, node, req, rest).await.map(Some);

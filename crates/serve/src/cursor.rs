@@ -5,8 +5,7 @@
 //! it did not make: it hands out `base64url(cursor ‖ tag)`, the tag being the first 16 bytes of
 //! HMAC-SHA-256 over the listing's scope (bucket, domain, and title for a render listing) and
 //! the cursor, keyed by a secret of the data root (`ROOT/.cursor-key`, 32 random bytes made at
-//! the first start; a cluster's nodes share one key instead, kept by the cluster). A cursor
-//! edited by hand, or given for another listing, is 400.
+//! the first start). A cursor edited by hand, or given for another listing, is 400.
 
 use std::io::{Read as _, Write as _};
 use std::path::Path;
@@ -37,9 +36,9 @@ impl CursorKey {
     /// The key kept in `root/.cursor-key`, made (from the system's random source) when absent.
     pub fn load_or_create(root: &Path) -> Result<CursorKey> {
         let path = root.join(".cursor-key");
+        let mut key = [0u8; 32];
         match std::fs::File::open(&path) {
             Ok(mut f) => {
-                let mut key = [0u8; 32];
                 f.read_exact(&mut key)
                     .map_err(|e| Error::io(&path, None, e))?;
                 return Ok(CursorKey(key));
@@ -47,7 +46,10 @@ impl CursorKey {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => return Err(Error::io(&path, None, e)),
         }
-        let key = CursorKey::random()?.0;
+        let random = Path::new("/dev/urandom");
+        std::fs::File::open(random)
+            .and_then(|mut r| r.read_exact(&mut key))
+            .map_err(|e| Error::io(random, None, e))?;
         // Written whole under another name, then renamed: a crash never leaves half a key.
         let tmp = root.join(".cursor-key.tmp");
         let mut f = std::fs::File::create(&tmp).map_err(|e| Error::io(&tmp, None, e))?;
@@ -59,25 +61,9 @@ impl CursorKey {
         Ok(CursorKey(key))
     }
 
-    /// A new key, from the system's random source.
-    pub fn random() -> Result<CursorKey> {
-        let mut key = [0u8; 32];
-        let random = Path::new("/dev/urandom");
-        std::fs::File::open(random)
-            .and_then(|mut r| r.read_exact(&mut key))
-            .map_err(|e| Error::io(random, None, e))?;
-        Ok(CursorKey(key))
-    }
-
-    /// The key whose bytes are `key`: one that several servers share, so that a cursor one of
-    /// them gave opens on any of them (a cluster's, kept where every node reads it).
-    pub fn from_bytes(key: [u8; 32]) -> CursorKey {
-        CursorKey(key)
-    }
-
-    /// The key's bytes, to be kept where the servers that share it read it.
-    pub fn to_bytes(&self) -> [u8; 32] {
-        self.0
+    /// A key shared by several servers (a cluster's), so each takes the cursors any gave.
+    pub fn from_secret(secret: [u8; 32]) -> CursorKey {
+        CursorKey(secret)
     }
 
     fn tag(&self, scope: &[&str], cursor: &[u8]) -> [u8; TAG] {

@@ -22,9 +22,7 @@
 //! and [`LogFormat`]. What it offers a layer above it (the cluster): [`run_with`], which puts
 //! the layer's [`Front`] (its writes, its read gate, its own routes as an [`Extension`]) in place
 //! of this node's, and the pieces those routes answer with ([`App`], [`Answer`], [`json`],
-//! [`Problem`]) and forward with ([`http1_connect`], [`MIN_SEQ`]); a title listing over more
-//! than this node's store ([`Titles`], answered from each store by [`titles_in_order`]), whose
-//! cursors a [`CursorKey`] the layer's servers share seals.
+//! [`Problem`]) and forward with ([`http1_connect`], [`MIN_SEQ`]).
 //!
 //! ```no_run
 //! use wink_serve::{run, ServeOptions};
@@ -60,11 +58,10 @@ use wink_service::registry::Registry;
 use wink_service::{LocalGate, LocalWrites, ReadGate, Writes};
 
 pub use auth::Auth;
-pub use cursor::CursorKey;
 pub use forward::{http1_connect, MIN_SEQ};
 pub use log::{AccessLog, LogFormat};
 pub use problem::Problem;
-pub use routes::{json, titles_in_order, Answer, App, Extension, TitleSlice, Titles};
+pub use routes::{json, Answer, App, Extension};
 
 /// The default address: loopback only.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7233";
@@ -141,9 +138,9 @@ pub struct Front {
     pub gate: Arc<dyn ReadGate>,
     /// The layer's own routes, answered before the API's.
     pub extension: Option<Arc<dyn Extension>>,
-    /// The key that seals the listings' cursors when several servers share it (a cluster's
-    /// nodes, so that any of them serves the next page); `None`: the data root's own.
-    pub cursors: Option<CursorKey>,
+    /// The key that seals listing cursors when every node of the service must take the cursors
+    /// any of them gave (a cluster's, behind a router); `None`: the data root's own key.
+    pub cursor_secret: Option<[u8; 32]>,
 }
 
 impl Front {
@@ -153,7 +150,7 @@ impl Front {
             writes: Arc::new(LocalWrites::new(registry)),
             gate: Arc::new(LocalGate),
             extension: None,
-            cursors: None,
+            cursor_secret: None,
         }
     }
 }
@@ -233,15 +230,16 @@ where
             writes,
             gate,
             extension,
-            cursors: shared,
+            cursor_secret,
         } = front(registry.clone()).await?;
+        let cursors = cursor_secret.map_or(cursors, cursor::CursorKey::from_secret);
         let app = Arc::new(routes::App {
             registry: registry.clone(),
             writes,
             metrics: Arc::new(metrics::Metrics::default()),
             auth: opts.auth.clone(),
             limits: limits::BodyLimits::new(opts.max_body, opts.max_inflight, opts.body_timeout),
-            cursors: shared.unwrap_or(cursors),
+            cursors,
             gate,
             extension,
         });

@@ -93,83 +93,6 @@ pub struct App {
 pub trait Extension: Send + Sync {
     /// The routes; their paths are none of the API's.
     fn routes(&self) -> Router<Arc<App>>;
-
-    /// Who lists a domain's titles (`GET P/`) when this node's store holds only some of them (a
-    /// cluster's node: every partition's owners); `None` (the default): this node's store.
-    fn titles(&self) -> Option<&dyn Titles> {
-        None
-    }
-}
-
-/// A domain's titles gathered from more than this node's store, in title (byte) order: the
-/// cursor of such a listing is the last title returned, so any server sharing the cursor key
-/// serves the next page, whatever held the titles in between.
-pub trait Titles: Send + Sync {
-    /// The titles of `domain` in `bucket` after `after` (all when `None`), at most `limit`.
-    fn titles_after<'a>(
-        &'a self,
-        app: &'a Arc<App>,
-        bucket: &'a str,
-        domain: &'a str,
-        after: Option<&'a str>,
-        limit: usize,
-    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<TitleSlice>> + Send + 'a>>;
-}
-
-/// Titles in order, and whether more follow them.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
-pub struct TitleSlice {
-    /// The titles, in byte order, none twice.
-    pub titles: Vec<String>,
-    /// Whether titles past the last one exist.
-    pub more: bool,
-}
-
-/// Titles of a page of this node's store walked at a time by [`titles_in_order`].
-const ORDER_WALK_PAGE: usize = 1000;
-
-/// The titles of `domain` in this node's `bucket` that `keep` accepts, after `after`, at most
-/// `limit` of them, in byte order. The store keeps titles in the order they were written, so
-/// this walks every title of the domain (holding at most `limit + 1`): its cost is the domain's
-/// size, whatever the page's. It blocks; call it where blocking is allowed.
-pub fn titles_in_order(
-    app: &App,
-    bucket: &str,
-    domain: &str,
-    after: Option<&str>,
-    limit: usize,
-    keep: impl Fn(&str) -> bool,
-) -> Result<TitleSlice> {
-    let place = Place {
-        domain: domain.to_string(),
-        bucket: bucket.to_string(),
-    };
-    let mut best = std::collections::BTreeSet::new();
-    let mut at = None;
-    loop {
-        let page = read(app, &place, |b, s| {
-            if b.has_archive() {
-                return through_writer(app, b, |w| w.titles_after(domain, at, ORDER_WALK_PAGE));
-            }
-            s.titles_after(domain, at, ORDER_WALK_PAGE)
-        })?;
-        for t in page.titles {
-            if after.is_none_or(|a| t.as_str() > a) && keep(&t) {
-                best.insert(t);
-                if best.len() > limit.saturating_add(1) {
-                    best.pop_last();
-                }
-            }
-        }
-        match page.next {
-            Some(next) => at = Some(next),
-            None => break,
-        }
-    }
-    let more = best.len() > limit;
-    let mut titles: Vec<String> = best.into_iter().collect();
-    titles.truncate(limit);
-    Ok(TitleSlice { titles, more })
 }
 
 /// An answer: head and a whole body.
@@ -754,11 +677,10 @@ async fn get_titles(
     InBucket(place): InBucket,
     q: Params,
 ) -> Result<Answer> {
-    let titles = app.extension.as_ref().and_then(|e| e.titles());
-    match titles {
-        Some(titles) => list_all_titles(&app, titles, &place, q.get("limit"), q.get("next")).await,
-        None => list_titles(&app, &place, q.get("limit"), q.get("next")),
+    if app.gate.lists_titles() {
+        return list_all_titles(&app, &place, q.get("limit"), q.get("next")).await;
     }
+    list_titles(&app, &place, q.get("limit"), q.get("next"))
 }
 
 async fn get_renders(
@@ -1159,68 +1081,55 @@ fn list_titles(
         }
         s.titles_after(domain, after, limit)
     })?;
-    #[derive(Serialize)]
-    struct Page {
-        items: Vec<String>,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        next: Option<String>,
-    }
     Ok(json(
         StatusCode::OK,
-        &Page {
+        &TitlesPage {
             items: page.titles,
             next: page.next.map(|n| app.cursors.seal(&scope, &n.to_string())),
         },
     ))
 }
 
-/// What a cursor of a [`Titles`] listing seals before the last title returned: it tells such a
-/// cursor from a store's position.
-const AFTER_TITLE: &str = "t";
-
-/// `GET P/` answered by a layer's [`Titles`]: the same page as [`list_titles`]'s, in title
-/// order, its cursor the last title returned.
+/// A title listing the gate answers (a cluster's, over every partition): in key order, its
+/// cursor the last title given, so any node takes it whatever the placement is by then.
 async fn list_all_titles(
-    app: &Arc<App>,
-    titles: &dyn Titles,
+    app: &App,
     place: &Place,
     limit_text: Option<&str>,
     next: Option<&str>,
 ) -> Result<Answer> {
     let limit = limit(limit_text)?;
-    let scope = [place.bucket.as_str(), place.domain.as_str()];
-    let after = next
-        .map(|n| {
-            let text = open_cursor(app, &scope, n)?;
-            text.strip_prefix(AFTER_TITLE)
-                .map(str::to_string)
-                .ok_or_else(|| Problem::bad_request("invalid next: not a title listing's cursor"))
-        })
-        .transpose()?;
-    wink_engine::store::key::check_domain(&place.domain)
-        .map_err(|e| Problem::bad_request(strip(e)))?;
-    // 404 here for a bucket this node does not have, not whatever the owners say.
-    bucket(app, place)?;
-    let slice = titles
-        .titles_after(app, &place.bucket, &place.domain, after.as_deref(), limit)
+    let scope = [
+        place.bucket.as_str(),
+        place.domain.as_str(),
+        "titles in key order",
+    ];
+    let after = next.map(|n| open_cursor(app, &scope, n)).transpose()?;
+    let mut titles = app
+        .gate
+        .titles(&place.bucket, &place.domain, after, limit)
         .await?;
-    let next = match slice.titles.last() {
-        Some(last) if slice.more => Some(app.cursors.seal(&scope, &format!("{AFTER_TITLE}{last}"))),
+    let more = titles.len() > limit;
+    titles.truncate(limit);
+    let next = match titles.last() {
+        Some(last) if more => Some(app.cursors.seal(&scope, last)),
         _ => None,
     };
-    #[derive(Serialize)]
-    struct Page {
-        items: Vec<String>,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        next: Option<String>,
-    }
     Ok(json(
         StatusCode::OK,
-        &Page {
-            items: slice.titles,
+        &TitlesPage {
+            items: titles,
             next,
         },
     ))
+}
+
+/// A page of a title listing, as RESTBase's.
+#[derive(Serialize)]
+struct TitlesPage {
+    items: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    next: Option<String>,
 }
 
 fn list_renders(

@@ -35,6 +35,30 @@ pub trait ReadGate: Send + Sync {
         min_seq: Option<u64>,
         forwarded: bool,
     ) -> Pending<'_, ()>;
+
+    /// Whether a title listing spans more than this node's store (a cluster's): then
+    /// [`ReadGate::titles`] answers it, in key order, rather than the local store's walk.
+    fn lists_titles(&self) -> bool {
+        false
+    }
+
+    /// The titles of `domain` in `bucket` that sort after `after` (bytewise), in that order: at
+    /// most `limit + 1` of them, so that the caller knows whether more follow. Asked only of a
+    /// gate whose [`ReadGate::lists_titles`] is true.
+    fn titles(
+        &self,
+        bucket: &str,
+        domain: &str,
+        after: Option<String>,
+        limit: usize,
+    ) -> Pending<'_, Vec<String>> {
+        let _ = (bucket, domain, after, limit);
+        Box::pin(async {
+            Err(ServiceError::Internal(
+                "this gate lists no titles itself".into(),
+            ))
+        })
+    }
 }
 
 /// A single node's gate: every read is answered here, at once.
