@@ -464,10 +464,16 @@ fn random_operations_match_the_model() {
     let Some(mut fx) = Fixture::new("cutfs: random operations") else {
         return;
     };
-    let seed = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos() as u64;
+    // CUTFS_SEED replays a failing run's seed.
+    let seed = std::env::var("CUTFS_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64
+        });
     eprintln!("seed {seed}");
     let mut rng = Rng(seed);
     const DIRS: [&str; 2] = ["", "d"];
@@ -543,10 +549,15 @@ fn random_operations_match_the_model() {
                     } else {
                         &files[*id].0
                     };
+                    let got = fs::read(path(fx, d, name)).unwrap();
+                    let first = got.iter().zip(c.iter()).position(|(a, b)| a != b);
                     assert!(
-                        fs::read(path(fx, d, name)).unwrap() == *c,
-                        "seed {seed}: {}/{name}, durable {durable}",
-                        DIRS[d]
+                        got == *c,
+                        "seed {seed}: {}/{name}, durable {durable}: {} bytes, {} wanted, first \
+                         difference at {first:?}",
+                        DIRS[d],
+                        got.len(),
+                        c.len()
                     );
                 }
             }
