@@ -85,11 +85,7 @@ async fn cluster_copy(
             let partition: u32 = partition
                 .parse()
                 .map_err(|_| Problem::bad_request("/_cluster/copy/BUCKET/ID/PARTITION"))?;
-            let cursor: Option<String> = req.uri.query().and_then(|q| {
-                form_urlencoded::parse(q.as_bytes())
-                    .find(|(k, _)| k == "cursor")
-                    .map(|(_, v)| v.into_owned())
-            });
+            let cursor = Query::of(req).get("cursor").map(str::to_string);
             let (body, next) = seed::copy_page(
                 node,
                 &app.registry,
@@ -135,17 +131,8 @@ fn cluster_titles(
     if !valid_bucket_name(&bucket) {
         return Err(Problem::bad_request(format!("bucket name {bucket:?}")));
     }
-    let query: Vec<(String, String)> = req
-        .uri
-        .query()
-        .map(|q| form_urlencoded::parse(q.as_bytes()).into_owned().collect())
-        .unwrap_or_default();
-    let param = |name: &str| {
-        query
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.as_str())
-    };
+    let query = Query::of(req);
+    let param = |name: &str| query.get(name);
     let map = node.map();
     let partitions: Vec<u32> = param("partitions")
         .ok_or_else(|| Problem::bad_request(usage))?
@@ -216,17 +203,8 @@ async fn cluster_digest(
         .ok()
         .filter(|p| *p < node.map().partitions)
         .ok_or_else(|| Problem::bad_request("/_cluster/digest/BUCKET/PARTITION"))?;
-    let query: Vec<(String, String)> = req
-        .uri
-        .query()
-        .map(|q| form_urlencoded::parse(q.as_bytes()).into_owned().collect())
-        .unwrap_or_default();
-    let param = |name: &str| {
-        query
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.as_str())
-    };
+    let query = Query::of(req);
+    let param = |name: &str| query.get(name);
     if param("titles").is_some() {
         let page =
             digest::title_page(node, &app.registry, bucket, partition, param("after")).await?;
@@ -234,6 +212,27 @@ async fn cluster_digest(
     }
     let d = digest::partition_digest(node, &app.registry, bucket, partition).await?;
     Ok(json(StatusCode::OK, &d))
+}
+
+/// A request's query, decoded: name and value pairs.
+struct Query(Vec<(String, String)>);
+
+impl Query {
+    fn of(req: &hyper::http::request::Parts) -> Query {
+        let pairs = req
+            .uri
+            .query()
+            .map(|q| form_urlencoded::parse(q.as_bytes()).into_owned());
+        Query(pairs.map(Iterator::collect).unwrap_or_default())
+    }
+
+    /// The first value of `name`.
+    fn get(&self, name: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
 }
 
 /// A node's own `/_cluster` routes; `None` for any other path.
@@ -263,12 +262,8 @@ async fn cluster_route(
         let seq: u64 = seq
             .parse()
             .map_err(|_| Problem::bad_request("/_cluster/outcome/SEQUENCE"))?;
-        let query: Vec<(String, String)> = req
-            .uri
-            .query()
-            .map(|q| form_urlencoded::parse(q.as_bytes()).into_owned().collect())
-            .unwrap_or_default();
-        let param = |name: &str| query.iter().find(|(k, _)| k == name).map(|(_, v)| v);
+        let query = Query::of(req);
+        let param = |name: &str| query.get(name);
         let (Some(partition), Some(crc)) = (
             param("partition").and_then(|p| p.parse::<u32>().ok()),
             param("crc").and_then(|c| u32::from_str_radix(c, 16).ok()),
