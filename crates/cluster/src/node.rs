@@ -1590,11 +1590,7 @@ impl ReadGate for Node {
     fn peers(&self, domain: &str, title: &str, forwarded: bool) -> Vec<Peer> {
         let partition = message::partition_of(domain, title, self.cfg.partitions);
         let owners: Vec<String> = read(&self.map).0.owners(partition).to_vec();
-        let status = self.status();
-        let vouched = owners.contains(&self.name)
-            && status.ready
-            && status.behind.is_none()
-            && status.diverged.is_none();
+        let vouched = owners.contains(&self.name) && self.vouches();
         if vouched || forwarded {
             return Vec::new();
         }
