@@ -11,7 +11,9 @@
 //!
 //!   cargo build --release && flock /tmp/wink-bench.lock cargo bench --bench cluster
 //!
-//! Env: `WINK_BENCH_PUTS` (default 20000), `WINK_BENCH_INFLIGHT` (64), `WINK_BENCH_BYTES` (8192).
+//! Env: `WINK_BENCH_PUTS` (default 20000), `WINK_BENCH_INFLIGHT` (64), `WINK_BENCH_BYTES` (8192),
+//! `WINK_BENCH_ONLY=reads` (the PUTs through HAProxy that fill the cluster, then the GETs: for
+//! trying the router's settings).
 
 use std::path::{Path, PathBuf};
 
@@ -318,8 +320,13 @@ fn main() {
          3 nats-servers (R=3), 3 nodes (R=2)"
     );
 
+    let reads_only = std::env::var("WINK_BENCH_ONLY").is_ok_and(|v| v == "reads");
     let before = cpu(&state);
-    let figures = jetstream_alone(nats, n, inflight, len);
+    let figures = if reads_only {
+        (f64::NAN, 0.0, 0.0)
+    } else {
+        jetstream_alone(nats, n, inflight, len)
+    };
     report("jetstream alone (acked publishes)", figures, "");
     println!("  {}", cpu_used(&before, &cpu(&state)));
     let js_rate = figures.0;
@@ -337,7 +344,11 @@ fn main() {
 
     let durable_rate = figures.0;
 
-    let figures = load(n, inflight, |a, i| put(a, &n1, n + i, len));
+    let figures = if reads_only {
+        (f64::NAN, 0.0, 0.0)
+    } else {
+        load(n, inflight, |a, i| put(a, &n1, n + i, len))
+    };
     let share = format!(" ({:.0}% of JetStream's)", 100.0 * figures.0 / js_rate);
     report(
         "cluster PUT to one node, no HAProxy (acked)",
@@ -402,6 +413,9 @@ fn main() {
     let figures = load(n, inflight, |a, i| get(a, &n1, i));
     let what = "cluster GET from one node (n1, forwarding what it does not own)";
     report(what, figures, "");
+    if reads_only {
+        return;
+    }
 
     // Catch-up of a new replica: snapshot of a peer + replay, then rebalance onto it.
     let bytes = du(&n1_data);
