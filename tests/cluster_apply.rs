@@ -37,7 +37,7 @@ fn put(seq: u64, partition: u32, title: &str, rev: u64, tick: u16, body: &str) -
             title: title.into(),
             content_type: "text/html".into(),
             labels: Default::default(),
-            value: body.as_bytes().to_vec(),
+            value: body.as_bytes().to_vec().into(),
             conditions: Default::default(),
             names_render: false,
         },

@@ -2,6 +2,7 @@
 //! and the message id. Every message read is untrusted bytes: each length is checked against
 //! what is left, and a bad message is an error naming what is wrong, never a panic.
 
+use bytes::Bytes;
 use sha1::{Digest, Sha1};
 use uuid::Uuid;
 
@@ -80,8 +81,9 @@ pub struct Change {
     pub content_type: String,
     /// A put's content encoding and language.
     pub labels: Labels,
-    /// A put's bytes.
-    pub value: Vec<u8>,
+    /// A put's bytes: the request body's own buffer on the node that received it, so that the
+    /// body is copied once between the socket and the message ([`Change::encode`]).
+    pub value: Bytes,
     /// A put's conditions (`If-Match`, `If-None-Match`), checked by every replica when it
     /// applies the message.
     pub conditions: Preconditions,
@@ -312,7 +314,7 @@ impl Change {
             VERSION_LABELS => r.conditions(true)?,
             _ => (Preconditions::default(), false),
         };
-        let value = bytes[r.at..].to_vec();
+        let value = Bytes::copy_from_slice(&bytes[r.at..]);
         Ok(Change {
             kind,
             arrival,
@@ -426,7 +428,7 @@ mod tests {
             title: "AC/DC ü".into(),
             content_type: "text/html".into(),
             labels: Labels::NONE,
-            value: b"<p>hi</p>".to_vec(),
+            value: Bytes::from_static(b"<p>hi</p>"),
             conditions: Preconditions::default(),
             names_render: false,
         }
@@ -472,7 +474,7 @@ mod tests {
             kind: Kind::TakeDownTitle,
             rev: 0,
             content_type: String::new(),
-            value: Vec::new(),
+            value: Bytes::new(),
             ..change()
         };
         let labelled = Change {
@@ -594,7 +596,7 @@ mod tests {
     fn other_bytes_under_the_same_rev_and_tid_are_another_message() {
         let a = change();
         let mut b = change();
-        b.value.push(b'!');
+        b.value = [&b.value[..], b"!"].concat().into();
         assert_ne!(message_id("html", &a), message_id("html", &b));
         assert_eq!(message_id("html", &a), message_id("html", &a.clone()));
     }

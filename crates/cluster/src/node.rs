@@ -644,7 +644,7 @@ impl Node {
             title,
             content_type: String::new(),
             labels: Default::default(),
-            value: Vec::new(),
+            value: Bytes::new(),
             conditions: Default::default(),
             names_render: false,
         };
@@ -660,7 +660,7 @@ impl Node {
                 c.rev = rev;
                 c.content_type = content_type;
                 c.labels = labels;
-                c.value = value.to_vec();
+                c.value = value;
                 c.conditions = conditions;
                 c.names_render = tid.is_some();
                 tid

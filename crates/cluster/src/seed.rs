@@ -217,7 +217,7 @@ fn change_of(item: CopyItem) -> Change {
             title,
             content_type,
             labels,
-            value,
+            value: value.into(),
             conditions: Default::default(),
             names_render: false,
         },
@@ -234,7 +234,7 @@ fn change_of(item: CopyItem) -> Change {
             title,
             content_type: String::new(),
             labels: Default::default(),
-            value: Vec::new(),
+            value: bytes::Bytes::new(),
             conditions: Default::default(),
             names_render: false,
         },
@@ -463,7 +463,7 @@ mod tests {
         let changes = parse_page(&body).unwrap();
         assert_eq!(changes.len(), 2);
         assert_eq!(changes[0].kind, Kind::TakeDownTitle);
-        assert_eq!(changes[1].value, b"<p/>");
+        assert_eq!(changes[1].value, &b"<p/>"[..]);
         assert!(parse_page(&body[..body.len() - 1])
             .unwrap_err()
             .contains("offset"));
