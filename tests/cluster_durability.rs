@@ -11,7 +11,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use common::cluster::{
-    check_acked, eventually, get_json, last_seq, put_once, Attempt, Cluster, Writers, D,
+    check_acked, eventually, eventually_within, get_json, last_seq, put_once, Attempt, Cluster,
+    Writers, D,
 };
 use common::server::{try_call, Server};
 
@@ -65,11 +66,15 @@ fn a_frozen_nats_server_loses_no_acknowledged_write_and_writes_go_on() {
     signal(pid, "STOP");
     let frozen = Instant::now();
     // Writes go on while the server is still frozen: the nodes move to the other two servers,
-    // which hold a quorum.
+    // which hold a quorum. About 11 s here when the machine is quiet (a leader on the frozen
+    // server is replaced after the raft election timeouts); the full suite's load stretches the
+    // elections, hence the wider bound.
     let before = writers.acked();
-    eventually("writes acknowledged while a NATS server is frozen", || {
-        writers.acked() >= before + 100
-    });
+    eventually_within(
+        "writes acknowledged while a NATS server is frozen",
+        Duration::from_secs(120),
+        || writers.acked() >= before + 100,
+    );
     let resumed = frozen.elapsed();
     let frozen_for = Duration::from_secs(30);
     if let Some(rest) = frozen_for.checked_sub(frozen.elapsed()) {

@@ -269,14 +269,21 @@ pub fn get_json(url: &str) -> Option<serde_json::Value> {
 }
 
 /// Waits (bounded: 60 s) until `f` holds; panics naming `what` otherwise.
-pub fn eventually(what: &str, mut f: impl FnMut() -> bool) {
-    for _ in 0..300 {
+pub fn eventually(what: &str, f: impl FnMut() -> bool) {
+    eventually_within(what, Duration::from_secs(60), f)
+}
+
+/// [`eventually`] with its own bound, for a recovery whose pace is the NATS servers' elections
+/// on a loaded machine rather than ours.
+pub fn eventually_within(what: &str, bound: Duration, mut f: impl FnMut() -> bool) {
+    let started = std::time::Instant::now();
+    while started.elapsed() < bound {
         if f() {
             return;
         }
         std::thread::sleep(Duration::from_millis(200));
     }
-    panic!("{what}: not within 60 s");
+    panic!("{what}: not within {} s", bound.as_secs());
 }
 
 /// A PUT a client made, and what came of it.
