@@ -59,8 +59,25 @@ cannot be read or written (the files of the failed export are removed).";
 #[derive(clap::Args)]
 #[command(after_help = AFTER_HELP)]
 pub struct Args {
-    /// The store's directory.
-    pub(super) dir: PathBuf,
+    /// The store's directory (none with --cluster).
+    #[arg(required_unless_present = "cluster")]
+    pub(super) dir: Option<PathBuf>,
+    /// Export a whole cluster's bucket instead: a node's or the router's http:// URL.
+    #[cfg(feature = "cluster")]
+    #[arg(long, value_name = "URL", conflicts_with = "dir", requires = "bucket")]
+    cluster: Option<String>,
+    /// With --cluster: the bucket to export.
+    #[cfg(feature = "cluster")]
+    #[arg(long, value_name = "NAME", requires = "cluster")]
+    bucket: Option<String>,
+    /// With --cluster: the nodes' token file (`wink serve --token-file`), sent with each request.
+    #[cfg(feature = "cluster")]
+    #[arg(long, value_name = "F", requires = "cluster")]
+    token_file: Option<PathBuf>,
+    /// Titles in key order (domain, then title, bytewise) rather than the order of the store's
+    /// files: the same bytes as a --cluster export of the same renders.
+    #[arg(long)]
+    pub(super) key_order: bool,
     /// The file to write: BASE.warc.gz, BASE.warc.zst or BASE.warc (with --format enterprise:
     /// NAME.json.tar.gz).
     #[arg(short, long, value_name = "OUT", required_unless_present = "wacz")]
@@ -153,17 +170,28 @@ struct ReportJson {
     mb_per_s: f64,
 }
 
+/// The store's directory: given unless --cluster is.
+fn dir(args: &Args) -> Result<&std::path::Path> {
+    args.dir
+        .as_deref()
+        .ok_or_else(|| Error::invalid("a store's DIR, or --cluster URL --bucket NAME"))
+}
+
 pub fn run(args: &Args) -> Result<Status> {
+    #[cfg(feature = "cluster")]
+    if let Some(url) = &args.cluster {
+        return run_cluster(args, url);
+    }
     #[cfg(feature = "dumps")]
     if args.format.as_deref() == Some("enterprise") {
-        return super::export_enterprise::run(&args.dir, args.output.as_deref(), args);
+        return super::export_enterprise::run(dir(args)?, args.output.as_deref(), args);
     }
     #[cfg(feature = "dumps")]
     if let Some(wacz) = &args.wacz {
         return run_wacz(args, wacz);
     }
     let opts = options(args, args.output.as_deref())?;
-    let store = super::open_reader(&args.dir)?;
+    let store = super::open_reader(dir(args)?)?;
     let bar = super::progress_bar(Some(0), "exporting {bar:40} {percent}% {msg}, eta {eta}");
     let result = export_warc(&store, &opts, |p| {
         bar.set_length(p.walked.1);
@@ -172,6 +200,40 @@ pub fn run(args: &Args) -> Result<Status> {
             "{} renders, {:.0} MB read, {:.0} MB written",
             p.renders,
             p.value_bytes as f64 / 1e6,
+            p.written_bytes as f64 / 1e6
+        ));
+    });
+    bar.finish_and_clear();
+    summary(&result?, args.json)?;
+    Ok(0)
+}
+
+/// `--cluster URL --bucket NAME`: the WARC export of a whole cluster's bucket.
+#[cfg(feature = "cluster")]
+fn run_cluster(args: &Args, url: &str) -> Result<Status> {
+    #[cfg(feature = "dumps")]
+    if args.wacz.is_some() || args.format.as_deref() == Some("enterprise") {
+        return Err(Error::invalid(
+            "--cluster writes a WARC export: not --wacz or --format enterprise",
+        ));
+    }
+    if !url.starts_with("http://") {
+        return Err(Error::invalid(format!("--cluster {url:?}: an http:// URL")));
+    }
+    // The cluster's own list of buckets is what the name is checked against.
+    let bucket = args.bucket.as_deref().unwrap_or_default();
+    let auth = match args.token_file.as_deref() {
+        Some(f) => wink::serve::Auth::from_file(f)?,
+        None => wink::serve::Auth::none(),
+    };
+    let opts = options(args, args.output.as_deref())?;
+    let bar = super::progress_bar(Some(0), "exporting {bar:40} {pos}/{len} partitions {msg}");
+    let result = super::export_cluster::export(url, bucket, &auth, &opts, |p| {
+        bar.set_length(p.walked.1);
+        bar.set_position(p.walked.0);
+        bar.set_message(format!(
+            "{} renders, {:.0} MB written",
+            p.renders,
             p.written_bytes as f64 / 1e6
         ));
     });
@@ -193,7 +255,7 @@ fn run_wacz(args: &Args, wacz: &std::path::Path) -> Result<Status> {
     let kind = args.compress.unwrap_or(Compression::Gzip);
     let placeholder = PathBuf::from(format!("wacz{}", kind.extension()));
     let opts = options(args, Some(&placeholder))?;
-    let store = super::open_reader(&args.dir)?;
+    let store = super::open_reader(dir(args)?)?;
     let bar = super::progress_bar(Some(0), "packaging {bar:40} {percent}% {msg}, eta {eta}");
     let result = wink::warc::export_wacz(&store, wacz, &opts, |p| {
         bar.set_length(p.walked.1);
@@ -272,6 +334,9 @@ fn options(args: &Args, output: Option<&std::path::Path>) -> Result<ExportOption
         opts.threads = t.max(1);
     }
     opts.index = !args.no_index;
+    if args.key_order {
+        opts.order = wink::warc::Order::Key;
+    }
     opts.filter = Filter {
         domain: args.domain.clone(),
         title: args.title.clone(),

@@ -46,6 +46,7 @@ fn options(output: Option<&Path>, args: &Args) -> Result<EnterpriseExportOptions
         (args.compress.is_some(), "--compress"),
         (args.max_file_bytes.is_some(), "--max-file-bytes"),
         (args.no_index, "--no-index"),
+        (args.key_order, "--key-order"),
     ];
     if let Some((_, flag)) = warc_only.iter().find(|(given, _)| *given) {
         return Err(Error::invalid(format!(
