@@ -358,10 +358,14 @@ fn a_cluster_export_is_the_key_order_export_of_the_same_renders_even_with_an_own
     assert_eq!(page(own, "?after=zz"), 400);
 
     // The first owner of partition 0 stopped: its partitions come from the other owners.
-    let first = status["map"]["owners"][0][0].as_str().unwrap().to_string();
+    let p0: Vec<String> = owners(0)
+        .iter()
+        .map(|o| o.as_str().unwrap().to_string())
+        .collect();
+    let (first, second) = (p0[0].clone(), p0[1].clone());
     let through = ["n1", "n2", "n3"]
         .into_iter()
-        .find(|n| *n != first)
+        .find(|n| !p0.iter().any(|o| o == n))
         .unwrap();
     let (url, _) = cluster.node(through);
     cluster.ctl("stop", &first);
@@ -381,6 +385,8 @@ fn a_cluster_export_is_the_key_order_export_of_the_same_renders_even_with_an_own
         export_now,
     );
     assert_eq!(code, 0, "cluster export with {first} down: {err}");
+    assert!(field(&sum, "retries") >= 1, "{sum}");
+    assert_eq!(field(&cluster_sum, "retries"), 0, "{cluster_sum}");
     assert_eq!(field(&sum, "records"), field(&cluster_sum, "records"));
     same_warc(&la, &lc);
     assert_eq!(
@@ -418,5 +424,23 @@ fn a_cluster_export_is_the_key_order_export_of_the_same_renders_even_with_an_own
         export_now,
     );
     assert_eq!(code, 2, "an existing output: {err}");
-    cluster.ctl("start", &first);
+
+    // Both owners of partition 0 down: the export fails as unavailable and leaves no file.
+    cluster.ctl("stop", &second);
+    let z = c.join("z.warc");
+    let (code, _, err) = wink(
+        &[
+            "export",
+            "--cluster",
+            &url,
+            "--bucket",
+            "html",
+            "-o",
+            z.to_str().unwrap(),
+        ],
+        export_now,
+    );
+    assert_eq!(code, 5, "no owner of partition 0: {err}");
+    assert!(err.contains("partition 0"), "{err}");
+    assert!(!z.exists() && !c.join("z.cdxj").exists());
 }

@@ -168,6 +168,8 @@ struct ReportJson {
     index_lines: u64,
     seconds: f64,
     mb_per_s: f64,
+    #[serde(flatten)]
+    more: std::collections::BTreeMap<String, u64>,
 }
 
 /// The store's directory: given unless --cluster is.
@@ -238,7 +240,13 @@ fn run_cluster(args: &Args, url: &str) -> Result<Status> {
         ));
     });
     bar.finish_and_clear();
-    summary(&result?, args.json)?;
+    let (report, stats) = result?;
+    let fetched = [
+        ("pages", stats.pages),
+        ("page_bytes", stats.bytes),
+        ("retries", stats.retries),
+    ];
+    summary_with(&report, args.json, &fetched)?;
     Ok(0)
 }
 
@@ -348,6 +356,11 @@ fn options(args: &Args, output: Option<&std::path::Path>) -> Result<ExportOption
 }
 
 fn summary(r: &ExportReport, json: bool) -> Result<()> {
+    summary_with(r, json, &[])
+}
+
+/// The summary, then `more` fields (a cluster export's pages, bytes fetched, retries).
+fn summary_with(r: &ExportReport, json: bool, more: &[(&str, u64)]) -> Result<()> {
     let rate = if r.seconds > 0.0 {
         r.value_bytes as f64 / 1e6 / r.seconds
     } else {
@@ -369,6 +382,7 @@ fn summary(r: &ExportReport, json: bool) -> Result<()> {
             index_lines: r.index_lines,
             seconds: r.seconds,
             mb_per_s: rate,
+            more: more.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
         })?;
     } else {
         for (field, value) in [
@@ -384,6 +398,9 @@ fn summary(r: &ExportReport, json: bool) -> Result<()> {
             ("seconds", format!("{:.3}", r.seconds)),
             ("mb_per_s", format!("{rate:.1}")),
         ] {
+            out.line(&format!("{field}\t{value}"))?;
+        }
+        for (field, value) in more {
             out.line(&format!("{field}\t{value}"))?;
         }
     }

@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 
 use uuid::Uuid;
-use wink::cluster::dump::ClusterDump;
+use wink::cluster::dump::{ClusterDump, DumpStats};
 use wink::store::{DumpRender, DumpTitle};
 use wink::warc::{DumpSource, ExportOptions, ExportReport, SourceInfo};
 use wink::{Error, Result};
@@ -71,14 +71,15 @@ impl DumpSource for ClusterSource {
     }
 }
 
-/// Exports bucket `bucket` of the cluster at `url` as `opts` says.
+/// Exports bucket `bucket` of the cluster at `url` as `opts` says; also answers what was
+/// fetched.
 pub fn export(
     url: &str,
     bucket: &str,
     auth: &wink::serve::Auth,
     opts: &ExportOptions,
     progress: impl FnMut(&wink::warc::ExportProgress),
-) -> Result<ExportReport> {
+) -> Result<(ExportReport, DumpStats)> {
     // The output's name and index are checked before the cluster is asked anything.
     opts.base()?;
     if let Some(p) = Some(opts.index_path()?).filter(|p| opts.index && p.exists()) {
@@ -94,5 +95,6 @@ pub fn export(
         titles: 0,
         now: crate::clock_from_env()?.now(),
     };
-    wink::warc::export_source(&mut source, opts, progress)
+    let report = wink::warc::export_source(&mut source, opts, progress)?;
+    Ok((report, source.dump.stats()))
 }
