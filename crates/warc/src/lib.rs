@@ -105,7 +105,8 @@ pub use reader::Damage;
 // Wikimedia Enterprise HTML snapshots, and WACZ packages.
 #[cfg(feature = "dumps")]
 pub use dumps::enterprise::export::{
-    export_enterprise, EnterpriseExportOptions, EnterpriseExportProgress, EnterpriseExportReport,
+    export_enterprise, export_enterprise_from, EnterpriseExportOptions, EnterpriseExportProgress,
+    EnterpriseExportReport,
 };
 #[cfg(feature = "dumps")]
 pub use dumps::enterprise::import::{
