@@ -10,7 +10,9 @@
 //! record; a revisit's `WARC-Refers-To` then still names the same record); the `warcinfo`
 //! record is compared too, its `WARC-Date` being `WINK_NOW` for both exports. The CDXJ indexes
 //! byte for byte (they hold no record id). A gzip export with filters (--domain, --current)
-//! is compared decompressed in the same way.
+//! is compared decompressed in the same way, and an Enterprise HTML snapshot byte for byte
+//! (it holds no random id; its tar times are `WINK_NOW`). Both owners of a partition down: the
+//! export fails (exit 5) and leaves no file.
 #![cfg(feature = "cluster")]
 
 mod common;
@@ -338,6 +340,41 @@ fn a_cluster_export_is_the_key_order_export_of_the_same_renders_even_with_an_own
     assert_eq!(code, 0, "cluster gzip export: {err}");
     assert!(field(&sum, "resources") > 10, "{sum}");
     same_warc(&ga, &gb);
+
+    // An Enterprise HTML snapshot (the latest render of every title): the same bytes.
+    let (ea, eb) = (a.join("w-NS0.json.tar.gz"), b.join("w-NS0.json.tar.gz"));
+    let (code, local_e, err) = wink(
+        &[
+            "export",
+            local.to_str().unwrap(),
+            "--format",
+            "enterprise",
+            "--key-order",
+            "-o",
+            ea.to_str().unwrap(),
+        ],
+        export_now,
+    );
+    assert_eq!(code, 0, "local enterprise export: {err}");
+    let (code, cluster_e, err) = wink(
+        &[
+            "export",
+            "--cluster",
+            &cluster.router,
+            "--bucket",
+            "html",
+            "--format",
+            "enterprise",
+            "-o",
+            eb.to_str().unwrap(),
+        ],
+        export_now,
+    );
+    assert_eq!(code, 0, "cluster enterprise export: {err}");
+    assert_eq!(field(&local_e, "articles"), field(&cluster_e, "articles"));
+    assert!(field(&cluster_e, "articles") >= 70, "{cluster_e}");
+    assert_eq!(plain(&ea), plain(&eb), "the snapshots, decompressed");
+    assert_eq!(std::fs::read(&ea).unwrap(), std::fs::read(&eb).unwrap());
 
     // The route: a node that does not own a partition refuses its page (503); a cursor it did
     // not make is 400.

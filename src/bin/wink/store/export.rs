@@ -1,7 +1,8 @@
 //! `wink export DIR -o OUT.warc.gz [filters] [--compress gzip|zstd|none] [--max-file-bytes N]
-//! [--json]`: the store's renders as WARC 1.1 records with a CDXJ index; with `--wacz FILE.wacz`
-//! packaged as WACZ; with `--format enterprise` an Enterprise HTML snapshot
-//! ([`super::export_enterprise`]).
+//! [--key-order] [--json]`: the store's renders as WARC 1.1 records with a CDXJ index; with
+//! `--wacz FILE.wacz` packaged as WACZ; with `--format enterprise` an Enterprise HTML snapshot
+//! ([`super::export_enterprise`]); with `--cluster URL --bucket NAME` instead of DIR, a whole
+//! cluster's bucket ([`super::export_cluster`]).
 
 use std::path::PathBuf;
 
@@ -49,11 +50,24 @@ then pages, entries, wacz_bytes.
 With --format enterprise, -o names a Wikimedia Enterprise HTML snapshot (*.json.tar.gz): the
 latest render of every title (--as-of T: the latest made at or before T), one article per line
 in members of at most --member-bytes of NDJSON (default 1 GiB), written and read back as
-docs/DUMPS.md says; only --domain, --as-of, --level, --threads and --json apply. Summary fields:
-articles, not_html, not_utf8, html_bytes, raw_bytes, written_bytes, members, seconds, mb_per_s.
+docs/DUMPS.md says; only --domain, --as-of, --level, --threads, --key-order and --json apply
+(and --cluster). Summary fields: articles, not_html, not_utf8, html_bytes, raw_bytes,
+written_bytes, members, seconds, mb_per_s.
 
-Exit status: 0 on success; 2 on bad usage, no store, or an output file that exists; 3 when data
-cannot be read or written (the files of the failed export are removed).";
+With --key-order, titles are written in key order (domain, then title, bytewise) instead of the
+order of the store's files; each step of 4096 titles walks the title records once more.
+
+With --cluster URL --bucket NAME instead of DIR (URL: a cluster node's or the router's), the
+export is of a whole cluster's bucket: each partition read from one owner over
+GET /_cluster/dump/... (the next owner when one fails), merged in key order, so the file holds the
+records and index of `wink export DIR --key-order` of a store with the same renders (record ids
+are random in every export). --token-file F sends the nodes' token. The filters and output
+options apply, and --format enterprise; --wacz does not. The summary adds pages, page_bytes and
+retries (pages asked again of another owner). See docs/CLUSTER.md § Export.
+
+Exit status: 0 on success; 2 on bad usage, no store, an unknown bucket, or an output file that
+exists; 3 when data cannot be read or written (the files of the failed export are removed); 5
+when no owner of a partition answers (--cluster).";
 
 /// Exports a store's renders as WARC records with a CDXJ index.
 #[derive(clap::Args)]
@@ -214,9 +228,9 @@ pub fn run(args: &Args) -> Result<Status> {
 #[cfg(feature = "cluster")]
 fn run_cluster(args: &Args, url: &str) -> Result<Status> {
     #[cfg(feature = "dumps")]
-    if args.wacz.is_some() || args.format.as_deref() == Some("enterprise") {
+    if args.wacz.is_some() {
         return Err(Error::invalid(
-            "--cluster writes a WARC export: not --wacz or --format enterprise",
+            "--cluster writes a WARC export or an Enterprise snapshot: not --wacz",
         ));
     }
     if !url.starts_with("http://") {
@@ -228,6 +242,11 @@ fn run_cluster(args: &Args, url: &str) -> Result<Status> {
         Some(f) => wink::serve::Auth::from_file(f)?,
         None => wink::serve::Auth::none(),
     };
+    #[cfg(feature = "dumps")]
+    if args.format.as_deref() == Some("enterprise") {
+        let output = args.output.as_deref();
+        return super::export_enterprise::run_cluster(url, bucket, &auth, output, args);
+    }
     let opts = options(args, args.output.as_deref())?;
     let bar = super::progress_bar(Some(0), "exporting {bar:40} {pos}/{len} partitions {msg}");
     let result = super::export_cluster::export(url, bucket, &auth, &opts, |p| {

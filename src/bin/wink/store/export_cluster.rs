@@ -16,7 +16,7 @@ const STEP_TITLES: usize = 64;
 
 /// A cluster dump as the export's source: its titles in key order, their values held for the
 /// step that gives them.
-struct ClusterSource {
+pub struct ClusterSource {
     dump: ClusterDump,
     values: HashMap<(String, String, u64, Uuid), Vec<u8>>,
     titles: u64,
@@ -71,6 +71,22 @@ impl DumpSource for ClusterSource {
     }
 }
 
+/// The titles of `bucket` of the cluster at `url` (of `domain` only, when given) in key order,
+/// as an export's source; the first page of every partition is read.
+pub fn source(
+    url: &str,
+    bucket: &str,
+    auth: &wink::serve::Auth,
+    domain: Option<&str>,
+) -> Result<ClusterSource> {
+    Ok(ClusterSource {
+        dump: ClusterDump::open(url, bucket, auth, domain)?,
+        values: HashMap::new(),
+        titles: 0,
+        now: crate::clock_from_env()?.now(),
+    })
+}
+
 /// Exports bucket `bucket` of the cluster at `url` as `opts` says; also answers what was
 /// fetched.
 pub fn export(
@@ -88,13 +104,7 @@ pub fn export(
             p.display()
         )));
     }
-    let dump = ClusterDump::open(url, bucket, auth, opts.filter.domain.as_deref())?;
-    let mut source = ClusterSource {
-        dump,
-        values: HashMap::new(),
-        titles: 0,
-        now: crate::clock_from_env()?.now(),
-    };
+    let mut source = source(url, bucket, auth, opts.filter.domain.as_deref())?;
     let report = wink::warc::export_source(&mut source, opts, progress)?;
     Ok((report, source.dump.stats()))
 }
