@@ -81,6 +81,19 @@ fn renders(now: u64) -> Vec<Render> {
             }
         }
     }
+    // Many small titles, so that each partition takes more than one page.
+    for j in 0..1100u64 {
+        tick += 1;
+        let ts = Timestamp::from_unix(NoContext, now - 3600 + tick, 0);
+        let domain = DOMAINS[(j % 3) as usize];
+        out.push(Render {
+            domain,
+            title: format!("Small_{j:04}"),
+            rev: 1 + j % 5,
+            tid: Uuid::new_v1(ts, &[2, 0, 0, 0, 1, 0]),
+            value: format!("<p>small {j}</p>").into_bytes(),
+        });
+    }
     out
 }
 
@@ -206,29 +219,36 @@ fn a_cluster_export_is_the_key_order_export_of_the_same_renders_even_with_an_own
     Store::init(&local, &Config::default(), &StoreOptions::writer()).unwrap();
     let mut store = Store::open(&local, &StoreOptions::writer()).unwrap();
 
+    // Through the router, four clients at once (a title's renders in order, by one client).
+    let mut clients: Vec<Vec<&Render>> = vec![Vec::new(); 4];
+    let mut client_of: HashMap<(&str, &str), usize> = HashMap::new();
     for r in &all {
-        let url = format!(
-            "{}/{}/sys/key_rev_value/html/{}/{}/{}",
-            cluster.router,
-            r.domain,
-            enc(&r.title),
-            r.rev,
-            r.tid
-        );
-        let a = try_call(
-            &agent,
-            "PUT",
-            &url,
-            &[("Content-Type", "text/html")],
-            Some(&r.value),
-        )
-        .unwrap_or_else(|e| panic!("PUT {url}: {e}"));
-        assert_eq!(
-            a.status,
-            201,
-            "PUT {url}: {:?}",
-            String::from_utf8_lossy(&a.body)
-        );
+        let n = client_of.len();
+        let c = *client_of.entry((r.domain, &r.title)).or_insert(n % 4);
+        clients[c].push(r);
+    }
+    std::thread::scope(|s| {
+        for renders in &clients {
+            let (agent, router) = (&agent, &cluster.router);
+            s.spawn(move || {
+                for r in renders {
+                    let url = format!(
+                        "{router}/{}/sys/key_rev_value/html/{}/{}/{}",
+                        r.domain,
+                        enc(&r.title),
+                        r.rev,
+                        r.tid
+                    );
+                    let ct = [("Content-Type", "text/html")];
+                    let a = try_call(agent, "PUT", &url, &ct, Some(&r.value))
+                        .unwrap_or_else(|e| panic!("PUT {url}: {e}"));
+                    let body = String::from_utf8_lossy(&a.body).into_owned();
+                    assert_eq!(a.status, 201, "PUT {url}: {body}");
+                }
+            });
+        }
+    });
+    for r in &all {
         store
             .put(&Put {
                 domain: r.domain,
@@ -290,7 +310,14 @@ fn a_cluster_export_is_the_key_order_export_of_the_same_renders_even_with_an_own
     eprintln!("local:\n{local_sum}\ncluster:\n{cluster_sum}");
     let resources = field(&cluster_sum, "resources");
     let revisits = field(&cluster_sum, "revisits");
-    assert!(revisits > 20 && resources + revisits > 250, "{cluster_sum}");
+    assert!(
+        revisits > 20 && resources + revisits > 1300,
+        "{cluster_sum}"
+    );
+    assert!(
+        field(&cluster_sum, "pages") > u64::from(PARTITIONS),
+        "{cluster_sum}"
+    );
     for f in [
         "titles",
         "records",
@@ -393,6 +420,47 @@ fn a_cluster_export_is_the_key_order_export_of_the_same_renders_even_with_an_own
         .expect("a partition n1 owns");
     assert_eq!(page(own, ""), 200);
     assert_eq!(page(own, "?after=zz"), 400);
+    assert_eq!(page(own, "?max_bytes=0"), 400);
+    // A partition page by page: one title a page with max_bytes=1, the same titles in the same
+    // order as in pages of the default size.
+    let walk = |max: &str| {
+        let mut titles = Vec::new();
+        let mut pages = 0;
+        let mut after: Option<String> = None;
+        loop {
+            let mut url = format!("{n1}/_cluster/dump/html/{own}?{max}");
+            if let Some(a) = &after {
+                url.push_str(&format!("&after={a}"));
+            }
+            let a = try_call(&agent, "GET", &url, &[], None).unwrap();
+            assert_eq!(a.status, 200, "{url}");
+            let got = wink::cluster::dump::parse_page(&url, &a.body).unwrap();
+            pages += 1;
+            for t in got {
+                titles.push((t.title.domain, t.title.title, t.values));
+            }
+            match a.header("x-wink-next") {
+                Some(n) => after = Some(n.to_string()),
+                None => return (pages, titles),
+            }
+        }
+    };
+    let (small_pages, small) = walk("max_bytes=1");
+    let (pages, whole) = walk("");
+    assert!(
+        whole.len() > 256 && pages >= 2,
+        "{pages} pages of {}",
+        whole.len()
+    );
+    // (A title taken down whole has no render left: its page is empty.)
+    assert!(
+        (whole.len()..whole.len() + 3).contains(&small_pages),
+        "{small_pages} pages"
+    );
+    assert_eq!(small, whole);
+    assert!(whole
+        .windows(2)
+        .all(|w| (&w[0].0, &w[0].1) < (&w[1].0, &w[1].1)));
 
     // The first owner of partition 0 stopped: its partitions come from the other owners.
     let p0: Vec<String> = owners(0)

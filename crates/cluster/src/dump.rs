@@ -1,8 +1,8 @@
 //! A dump of a whole cluster (docs/CLUSTER.md § Export): each partition read from one owner, in
 //! key order, a page at a time, and the partitions merged in key order.
 //!
-//! `GET /_cluster/dump/BUCKET/PARTITION[?after=CURSOR][&domain=D]` (with the token) answers a
-//! page of the partition's titles after the cursor, each with its readable renders oldest first
+//! `GET /_cluster/dump/BUCKET/PARTITION[?after=CURSOR][&domain=D][&max_bytes=N]` (with the
+//! token) answers a page of the partition's titles after the cursor, each with its readable renders oldest first
 //! and their values, from an owner that vouches for the partition (503 otherwise); the header
 //! `x-wink-next` carries the cursor of the next page, absent on the last, and
 //! `x-wink-settings` the bucket's settings (what an export's `warcinfo` says of the store).
@@ -42,9 +42,12 @@ pub const MAGIC: &[u8; 8] = b"WINKDMP1";
 pub const SETTINGS: &str = "x-wink-settings";
 /// Titles in a page at most.
 pub const PAGE_TITLES: usize = 256;
-/// A page ends after the title that takes its values past this many bytes (a title larger
-/// than that is a page of its own).
+/// A page ends after the title that takes it past this many bytes (a title larger than that is
+/// a page of its own), or past the reader's `max_bytes` when smaller.
 pub const PAGE_BYTES: usize = 8 << 20;
+/// What a reader holds of all partitions' pages together, about: each page is asked for at most
+/// this divided by the number of partitions (64 KiB at least, [`PAGE_BYTES`] at most).
+pub const READER_BYTES: usize = 256 << 20;
 /// The largest page a reader takes: a title's renders are bounded by the store's policy and
 /// largest value, this bounds what one answer may make a reader hold.
 pub const MAX_PAGE: usize = 1 << 30;
@@ -334,8 +337,18 @@ pub(super) fn page(
     partition: u32,
     after: Option<&str>,
     domain: Option<&str>,
+    max_bytes: Option<&str>,
 ) -> std::result::Result<(Vec<u8>, Option<String>, String), Problem> {
     let map = node.map();
+    let page_bytes = match max_bytes {
+        None => PAGE_BYTES,
+        Some(m) => m
+            .parse::<usize>()
+            .ok()
+            .filter(|m| *m > 0)
+            .ok_or_else(|| Problem::bad_request(format!("max_bytes {m:?}")))?
+            .min(PAGE_BYTES),
+    };
     if partition >= map.partitions {
         return Err(Problem::bad_request(format!("partition {partition}")));
     }
@@ -388,7 +401,7 @@ pub(super) fn page(
                 frame(&mut body, &title_payload(t, &values));
                 given += 1;
             }
-            if body.len() >= PAGE_BYTES && i + 1 < names.len() {
+            if body.len() >= page_bytes && i + 1 < names.len() {
                 cut = Some(i);
                 break;
             }
@@ -459,7 +472,8 @@ pub struct DumpStats {
 }
 
 /// A whole cluster's titles of one bucket in key order, each partition read from one owner
-/// (module doc). Holds one page per partition.
+/// (module doc). Holds one page per partition, all of them about [`READER_BYTES`] (a title
+/// larger than its partition's share is a page of its own).
 pub struct ClusterDump {
     rt: tokio::runtime::Runtime,
     auth: Auth,
@@ -625,6 +639,8 @@ impl ClusterDump {
             if let Some(d) = &self.domain {
                 q.append_pair("domain", d);
             }
+            let share = READER_BYTES / self.parts.len().max(1);
+            q.append_pair("max_bytes", &share.clamp(64 << 10, PAGE_BYTES).to_string());
             q.finish()
         };
         let url = format!(

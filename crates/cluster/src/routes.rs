@@ -172,8 +172,8 @@ fn cluster_titles(
     Ok(json(StatusCode::OK, &titles))
 }
 
-/// `GET /_cluster/dump/BUCKET/PARTITION[?after=CURSOR][&domain=D]`: a page of the partition's
-/// titles with their renders and values, in key order, from this owner's store (docs/CLUSTER.md
+/// `GET /_cluster/dump/BUCKET/PARTITION[?after=CURSOR][&domain=D][&max_bytes=N]`: a page of the
+/// partition's titles with their renders and values, in key order, from this owner's store (docs/CLUSTER.md
 /// § Export). With the token only; 503 from a node that does not own the partition or does not
 /// vouch for it.
 fn cluster_dump(
@@ -186,7 +186,7 @@ fn cluster_dump(
         return Err(Problem::method_not_allowed("GET"));
     }
     app.auth.check(&req.headers)?;
-    let usage = "/_cluster/dump/BUCKET/PARTITION[?after=CURSOR][&domain=D]";
+    let usage = "/_cluster/dump/BUCKET/PARTITION[?after=CURSOR][&domain=D][&max_bytes=N]";
     let (bucket, partition) = rest
         .split_once('/')
         .ok_or_else(|| Problem::bad_request(usage))?;
@@ -202,6 +202,7 @@ fn cluster_dump(
         partition,
         query.get("after"),
         query.get("domain"),
+        query.get("max_bytes"),
     )?;
     let mut a = Response::new(Full::new(Bytes::from(body)));
     let h = a.headers_mut();
