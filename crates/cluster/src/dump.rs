@@ -22,6 +22,7 @@
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use std::path::Path;
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use hyper::header::HeaderValue;
@@ -327,6 +328,43 @@ fn title_of(f: &mut PageReader<'_>) -> Result<DumpedTitle> {
 
 // ---- The owner's side ----
 
+/// Names a walk keeps in key order (the pages after this one take them without a walk).
+const WALK_TITLES: usize = 4096;
+/// Walks' names kept for the pages after them, at most (the oldest is dropped).
+const AHEAD_KEPT: usize = 64;
+
+/// What a page's names continue from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct AheadKey {
+    node: String,
+    bucket: String,
+    partition: u32,
+    domain: Option<String>,
+    /// The last title of the page served.
+    after: (String, String),
+}
+
+/// The names a walk found past the pages it served, and whether the walk went to the end:
+/// each page would otherwise walk every title record of the store. A title put since the walk
+/// in that range is not in the dump, as if it had come after its page; one gone since has no
+/// render left and is skipped.
+static AHEAD: Mutex<VecDeque<(AheadKey, Vec<(String, String)>, bool)>> =
+    Mutex::new(VecDeque::new());
+
+fn take_ahead(key: &AheadKey) -> Option<(Vec<(String, String)>, bool)> {
+    let mut ahead = AHEAD.lock().unwrap_or_else(|p| p.into_inner());
+    let i = ahead.iter().position(|(k, _, _)| k == key)?;
+    ahead.remove(i).map(|(_, names, all)| (names, all))
+}
+
+fn keep_ahead(key: AheadKey, names: Vec<(String, String)>, walked_all: bool) {
+    let mut ahead = AHEAD.lock().unwrap_or_else(|p| p.into_inner());
+    if ahead.len() >= AHEAD_KEPT {
+        ahead.pop_front();
+    }
+    ahead.push_back((key, names, walked_all));
+}
+
 /// One page of `partition` of `bucket` from this node's store: the page's bytes, the next
 /// page's cursor and the bucket's settings (JSON). 503 from a node that does not own the
 /// partition or does not vouch for what it owns.
@@ -372,15 +410,31 @@ pub(super) fn page(
     }
     let total = map.partitions;
     let walk = |_: &wink_service::registry::Bucket, s: &wink_engine::Store| {
-        let names = s.titles_in_key_order(
-            after.as_ref().map(|(d, t)| (d.as_str(), t.as_str())),
-            |d, t| {
-                d != RESERVED_DOMAIN
-                    && domain.is_none_or(|x| x == d)
-                    && partition_of(d, t, total) == partition
-            },
-            PAGE_TITLES,
-        )?;
+        let key = |after: (String, String)| AheadKey {
+            node: node.name.clone(),
+            bucket: bucket.to_string(),
+            partition,
+            domain: domain.map(str::to_string),
+            after,
+        };
+        // The names a walk found past the page before, when this node served it; else a walk.
+        let (mut names, walked_all) = match after.clone().and_then(|a| take_ahead(&key(a))) {
+            Some(ahead) => ahead,
+            None => {
+                let names = s.titles_in_key_order(
+                    after.as_ref().map(|(d, t)| (d.as_str(), t.as_str())),
+                    |d, t| {
+                        d != RESERVED_DOMAIN
+                            && domain.is_none_or(|x| x == d)
+                            && partition_of(d, t, total) == partition
+                    },
+                    WALK_TITLES,
+                )?;
+                let all = names.len() < WALK_TITLES;
+                (names, all)
+            }
+        };
+        let mut rest = names.split_off(names.len().min(PAGE_TITLES));
         let mut titles = Vec::with_capacity(names.len());
         for (d, t) in &names {
             titles.push(s.dump_title(d, t)?);
@@ -410,13 +464,23 @@ pub(super) fn page(
         let mut end = vec![b'Z'];
         end.extend_from_slice(&given.to_be_bytes());
         frame(&mut body, &end);
-        let next = match cut {
-            Some(i) => Some(&names[i]),
-            None if names.len() == PAGE_TITLES => names.last(),
-            None => None,
+        let last = match cut {
+            Some(i) => {
+                let unsent = names.split_off(i + 1);
+                rest.splice(0..0, unsent);
+                names.last()
+            }
+            None => names.last(),
         };
+        let next = match last {
+            Some(last) if !rest.is_empty() || !walked_all => Some(last.clone()),
+            _ => None,
+        };
+        if let Some(last) = next.clone().filter(|_| !rest.is_empty()) {
+            keep_ahead(key(last), rest, walked_all);
+        }
         let settings = wink_service::spec::describe(s.config()).to_string();
-        Ok((body, next.map(|(d, t)| cursor_of(d, t)), settings))
+        Ok((body, next.map(|(d, t)| cursor_of(&d, &t)), settings))
     };
     match tokio::task::block_in_place(|| reg.read(bucket, walk)) {
         Ok(Some(page)) => Ok(page),
