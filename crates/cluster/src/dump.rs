@@ -348,16 +348,18 @@ struct AheadKey {
 /// each page would otherwise walk every title record of the store. A title put since the walk
 /// in that range is not in the dump, as if it had come after its page; one gone since has no
 /// render left and is skipped.
-static AHEAD: Mutex<VecDeque<(AheadKey, Vec<(String, String)>, bool)>> =
-    Mutex::new(VecDeque::new());
+static AHEAD: Mutex<VecDeque<(AheadKey, Names, bool)>> = Mutex::new(VecDeque::new());
 
-fn take_ahead(key: &AheadKey) -> Option<(Vec<(String, String)>, bool)> {
+/// Titles as (domain, title), in key order.
+type Names = Vec<(String, String)>;
+
+fn take_ahead(key: &AheadKey) -> Option<(Names, bool)> {
     let mut ahead = AHEAD.lock().unwrap_or_else(|p| p.into_inner());
     let i = ahead.iter().position(|(k, _, _)| k == key)?;
     ahead.remove(i).map(|(_, names, all)| (names, all))
 }
 
-fn keep_ahead(key: AheadKey, names: Vec<(String, String)>, walked_all: bool) {
+fn keep_ahead(key: AheadKey, names: Names, walked_all: bool) {
     let mut ahead = AHEAD.lock().unwrap_or_else(|p| p.into_inner());
     if ahead.len() >= AHEAD_KEPT {
         ahead.pop_front();
