@@ -2,8 +2,9 @@
 //! key order, a page at a time, and the partitions merged in key order.
 //!
 //! `GET /_cluster/dump/BUCKET/PARTITION[?after=CURSOR][&domain=D][&max_bytes=N]` (with the
-//! token) answers a page of the partition's titles after the cursor, each with its readable renders oldest first
-//! and their values, from an owner that vouches for the partition (503 otherwise); the header
+//! token) answers a page of the partition's titles after the cursor, each with its readable
+//! renders oldest first and their values, from an owner that vouches for the partition (503
+//! otherwise); the header
 //! `x-wink-next` carries the cursor of the next page, absent on the last, and
 //! `x-wink-settings` the bucket's settings (what an export's `warcinfo` says of the store).
 //!

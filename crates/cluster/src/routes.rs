@@ -173,9 +173,9 @@ fn cluster_titles(
 }
 
 /// `GET /_cluster/dump/BUCKET/PARTITION[?after=CURSOR][&domain=D][&max_bytes=N]`: a page of the
-/// partition's titles with their renders and values, in key order, from this owner's store (docs/CLUSTER.md
-/// § Export). With the token only; 503 from a node that does not own the partition or does not
-/// vouch for it.
+/// partition's titles with their renders and values, in key order, from this owner's store
+/// (docs/CLUSTER.md § Export). With the token only; 503 from a node that does not own the
+/// partition or does not vouch for it.
 fn cluster_dump(
     app: &App,
     node: &Arc<Node>,

@@ -6,8 +6,8 @@
 //! through a [`DumpReader`](wink_engine::store::DumpReader), as the WARC export does, so the page
 //! cache is left as it was found (the titles may also come from any other [`DumpSource`]: a
 //! cluster's, [`export_enterprise_from`]); the file is written by
-//! [`targz`](super::super::targz) with drop-behind. Memory holds one step of titles, the lines in flight to the compressors, and nothing that
-//! grows with the store.
+//! [`targz`](super::super::targz) with drop-behind. Memory holds one step of titles, the lines
+//! in flight to the compressors, and nothing that grows with the store.
 //!
 //! Members are named `{wiki}_{n}.ndjson`, `{wiki}` being the database name of `--domain`, else
 //! what the file's name starts with before its first `-` (Enterprise's
