@@ -549,3 +549,68 @@ fn a_cluster_export_is_the_key_order_export_of_the_same_renders_even_with_an_own
     assert!(err.contains("partition 0"), "{err}");
     assert!(!z.exists() && !c.join("z.cdxj").exists());
 }
+
+#[test]
+fn a_cluster_export_sends_the_nodes_token() {
+    if !common::cluster::tools("the cluster export token test") {
+        return;
+    }
+    let secrets = tempfile::tempdir().unwrap();
+    let (token, wrong) = (secrets.path().join("token"), secrets.path().join("wrong"));
+    std::fs::write(&token, "the-export-test-token\n").unwrap();
+    std::fs::write(&wrong, "not-the-token\n").unwrap();
+    let cluster = Cluster::up_with(3, 2, 4, &["--token-file", token.to_str().unwrap()]);
+    let agent = ureq::AgentBuilder::new()
+        .timeout(Duration::from_secs(30))
+        .build();
+    for i in 0..20 {
+        let url = format!(
+            "{}/{}/sys/key_rev_value/html/T_{i}/1",
+            cluster.router, DOMAINS[0]
+        );
+        let auth = [
+            ("Content-Type", "text/html"),
+            ("Authorization", "Bearer the-export-test-token"),
+        ];
+        let a = try_call(&agent, "PUT", &url, &auth, Some(b"<p>t</p>")).unwrap();
+        assert_eq!(a.status, 201, "PUT {url}");
+    }
+    let (n1, _) = cluster.node("n1");
+    let status = common::cluster::get_json(&format!("{n1}/_cluster")).expect("status");
+    let own = (0..PARTITIONS as usize)
+        .find(|p| {
+            status["map"]["owners"][*p]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|o| o == "n1")
+        })
+        .unwrap();
+    let url = format!("{n1}/_cluster/dump/html/{own}");
+    assert_eq!(
+        try_call(&agent, "GET", &url, &[], None).unwrap().status,
+        401
+    );
+    let out = secrets.path().join("out");
+    std::fs::create_dir_all(&out).unwrap();
+    let export = |file: &str, token: Option<&Path>| {
+        let o = out.join(file);
+        let mut args = vec!["export", "--cluster", &cluster.router, "--bucket", "html"];
+        args.extend(["-o", o.to_str().unwrap()]);
+        if let Some(t) = token {
+            args.extend(["--token-file", t.to_str().unwrap()]);
+        }
+        let (code, sum, err) = wink(&args, 1_800_000_000);
+        (code, sum, err, o.exists())
+    };
+    let (code, _, err, made) = export("none.warc", None);
+    assert_eq!(code, 2, "without the token: {err}");
+    assert!(err.contains("401") && !made, "{err}");
+    let (code, _, err, made) = export("wrong.warc", Some(&wrong));
+    assert_eq!(code, 2, "a wrong token: {err}");
+    assert!(!made);
+    let (code, sum, err, made) = export("ok.warc", Some(&token));
+    assert_eq!(code, 0, "with the token: {err}");
+    assert!(made);
+    assert_eq!(field(&sum, "resources"), 20, "{sum}");
+}

@@ -678,6 +678,7 @@ impl ClusterDump {
             let (name, base) = self.parts[i].owners[0].clone();
             match self.fetch_from(i, &base) {
                 Ok(page) => return Ok(page),
+                Err(e @ Error::Invalid(_)) => return Err(e),
                 Err(e) => {
                     tracing::warn!(partition = self.parts[i].partition, node = %name, "dump: {e}");
                     self.stats.retries += 1;
@@ -729,7 +730,8 @@ impl ClusterDump {
             let text = String::from_utf8_lossy(&body[..body.len().min(512)]).into_owned();
             let e = format!("{url}: answered {status}: {}", text.trim());
             return Err(match status {
-                400 | 404 => Error::invalid(e),
+                // Bad usage, or a token the nodes refuse (--token-file): no owner answers better.
+                400 | 401 | 403 | 404 => Error::invalid(e),
                 _ => Error::unavailable(e),
             });
         }
