@@ -204,6 +204,19 @@ async fn request(
     authorization: Option<HeaderValue>,
     deadline: Duration,
 ) -> std::result::Result<(u16, Bytes), String> {
+    let (status, _, body) = request_full(method, url, authorization, deadline, 16 << 20).await?;
+    Ok((status, body))
+}
+
+/// A request with an empty body: the answer's status, headers and body (at most `max_body`
+/// bytes, or an error), within `deadline`.
+pub(super) async fn request_full(
+    method: Method,
+    url: &str,
+    authorization: Option<HeaderValue>,
+    deadline: Duration,
+    max_body: usize,
+) -> std::result::Result<(u16, hyper::HeaderMap, Bytes), String> {
     let rest = url.strip_prefix("http://").ok_or("not an http:// URL")?;
     let (authority, path) = match rest.find('/') {
         Some(i) => (&rest[..i], &rest[i..]),
@@ -223,12 +236,13 @@ async fn request(
             .map_err(|e| e.to_string())?;
         let answer = send.send_request(req).await.map_err(|e| e.to_string())?;
         let status = answer.status().as_u16();
-        let body = http_body_util::Limited::new(answer.into_body(), 16 << 20)
+        let headers = answer.headers().clone();
+        let body = http_body_util::Limited::new(answer.into_body(), max_body)
             .collect()
             .await
             .map_err(|e| e.to_string())?
             .to_bytes();
-        Ok((status, body))
+        Ok((status, headers, body))
     };
     tokio::time::timeout(deadline, work)
         .await
@@ -547,7 +561,7 @@ async fn move_to(admin: &Admin, st: State, target: Map, patience: Duration) -> R
 }
 
 /// GET `url` with the token, within `deadline`: its status and body parsed as JSON.
-async fn get_json<T: serde::de::DeserializeOwned>(
+pub(super) async fn get_json<T: serde::de::DeserializeOwned>(
     url: &str,
     auth: &Auth,
     deadline: Duration,

@@ -180,7 +180,7 @@ pub async fn partition_digest(
 }
 
 /// The cursor after `(domain, title)`: both, hex, joined by `.`.
-fn cursor_of(domain: &str, title: &str) -> String {
+pub(super) fn cursor_of(domain: &str, title: &str) -> String {
     format!("{}.{}", hex(domain.as_bytes()), hex(title.as_bytes()))
 }
 
@@ -195,6 +195,12 @@ fn unhex(text: &str) -> Option<String> {
     String::from_utf8(bytes?).ok()
 }
 
+/// The `(domain, title)` of a cursor [`cursor_of`] made.
+pub(super) fn parse_cursor(text: &str) -> Option<(String, String)> {
+    let (d, t) = text.split_once('.')?;
+    Some((unhex(d)?, unhex(t)?))
+}
+
 /// A page of the title digests of `partition` after the cursor `after` (from the start: `None`).
 pub async fn title_page(
     node: &Arc<Node>,
@@ -206,10 +212,7 @@ pub async fn title_page(
     let after = match after {
         None => None,
         Some(c) => {
-            let parsed = c
-                .split_once('.')
-                .and_then(|(d, t)| Some((unhex(d)?, unhex(t)?)));
-            Some(parsed.ok_or_else(|| Problem::bad_request(format!("cursor {c:?}")))?)
+            Some(parse_cursor(c).ok_or_else(|| Problem::bad_request(format!("cursor {c:?}")))?)
         }
     };
     let titles = title_digests(node, reg, bucket, partition).await?;

@@ -11,6 +11,7 @@
 //! | `node.rs` | a running node: publishing, the apply loop, forwarding, read-your-writes |
 //! | `seed.rs` | a partition the stream cannot replay, copied from another owner |
 //! | `listing.rs` | title listings of the whole cluster, one owner per partition, key order |
+//! | [`dump`] | a whole cluster's titles and values in key order, for `wink export --cluster` |
 //! | `routes.rs` | the node's own `/_cluster` routes, mounted on the HTTP front |
 //! | `router.rs` | HAProxy's partition map, kept current through its runtime API |
 //! | [`admin`] | `wink cluster status`, `verify`, `rebalance` |
@@ -35,6 +36,7 @@ pub mod apply;
 mod catalog;
 mod config;
 pub mod digest;
+pub mod dump;
 mod listing;
 pub mod message;
 mod node;

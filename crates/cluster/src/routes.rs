@@ -1,7 +1,7 @@
 //! A cluster node's own routes, beside the API: `/_cluster` (the node's status),
 //! `/_cluster/outcome/SEQ` (what applying a message did), `/_cluster/replay`,
-//! `/_cluster/snapshot/BUCKET` and `/_cluster/copy/…` (docs/CLUSTER.md). The HTTP front mounts
-//! them as an [`Extension`]; it does not know what they are.
+//! `/_cluster/snapshot/BUCKET`, `/_cluster/copy/…` and `/_cluster/dump/…` (docs/CLUSTER.md).
+//! The HTTP front mounts them as an [`Extension`]; it does not know what they are.
 
 use std::sync::Arc;
 
@@ -14,6 +14,7 @@ use hyper::header::{HeaderValue, CONTENT_TYPE};
 use hyper::{Method, Response, StatusCode};
 
 use super::digest;
+use super::dump;
 use super::listing;
 use super::node::Node;
 use super::seed;
@@ -171,6 +172,53 @@ fn cluster_titles(
     Ok(json(StatusCode::OK, &titles))
 }
 
+/// `GET /_cluster/dump/BUCKET/PARTITION[?after=CURSOR][&domain=D][&max_bytes=N]`: a page of the
+/// partition's titles with their renders and values, in key order, from this owner's store
+/// (docs/CLUSTER.md § Export). With the token only; 503 from a node that does not own the
+/// partition or does not vouch for it.
+fn cluster_dump(
+    app: &App,
+    node: &Arc<Node>,
+    req: &hyper::http::request::Parts,
+    rest: &str,
+) -> Result<Answer> {
+    if req.method != Method::GET {
+        return Err(Problem::method_not_allowed("GET"));
+    }
+    app.auth.check(&req.headers)?;
+    let usage = "/_cluster/dump/BUCKET/PARTITION[?after=CURSOR][&domain=D][&max_bytes=N]";
+    let (bucket, partition) = rest
+        .split_once('/')
+        .ok_or_else(|| Problem::bad_request(usage))?;
+    if !valid_bucket_name(bucket) {
+        return Err(Problem::bad_request(format!("bucket name {bucket:?}")));
+    }
+    let partition: u32 = partition.parse().map_err(|_| Problem::bad_request(usage))?;
+    let query = Query::of(req);
+    let (body, next, settings) = dump::page(
+        node,
+        &app.registry,
+        bucket,
+        partition,
+        query.get("after"),
+        query.get("domain"),
+        query.get("max_bytes"),
+    )?;
+    let mut a = Response::new(Full::new(Bytes::from(body)));
+    let h = a.headers_mut();
+    h.insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static("application/octet-stream"),
+    );
+    if let Some(next) = next.and_then(|n| HeaderValue::from_str(&n).ok()) {
+        h.insert(seed::NEXT, next);
+    }
+    if let Ok(v) = HeaderValue::from_str(&settings) {
+        h.insert(dump::SETTINGS, v);
+    }
+    Ok(a)
+}
+
 /// A path segment's percent-escapes decoded, when they make UTF-8.
 fn percent_decode(segment: &str) -> Option<String> {
     let decoded = percent_encoding::percent_decode_str(segment)
@@ -308,6 +356,9 @@ async fn cluster_route(
             return Err(Problem::method_not_allowed("GET"));
         }
         return cluster_titles(app, node, req, rest).map(Some);
+    }
+    if let Some(rest) = path.strip_prefix("/_cluster/dump/") {
+        return cluster_dump(app, node, req, rest).map(Some);
     }
     if let Some(rest) = path.strip_prefix("/_cluster/copy/") {
         return cluster_copy(app, node, req, rest).await.map(Some);

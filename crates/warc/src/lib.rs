@@ -92,7 +92,10 @@ mod error {
 // The WARC export, and what it is made of.
 pub use codec::Compression;
 pub use date::Ticks;
-pub use export::{export_warc, ExportOptions, ExportProgress, ExportReport, Filter};
+pub use export::{
+    export_source, export_warc, DumpSource, ExportOptions, ExportProgress, ExportReport, Filter,
+    Order, SourceInfo, StoreSource,
+};
 pub use mapping::{parse_render_uri, RenderKey};
 // The WARC import and check.
 pub use check::{check_warc, FileSummary, Problem};
@@ -102,7 +105,8 @@ pub use reader::Damage;
 // Wikimedia Enterprise HTML snapshots, and WACZ packages.
 #[cfg(feature = "dumps")]
 pub use dumps::enterprise::export::{
-    export_enterprise, EnterpriseExportOptions, EnterpriseExportProgress, EnterpriseExportReport,
+    export_enterprise, export_enterprise_from, EnterpriseExportOptions, EnterpriseExportProgress,
+    EnterpriseExportReport,
 };
 #[cfg(feature = "dumps")]
 pub use dumps::enterprise::import::{

@@ -70,6 +70,32 @@ impl DumpRender {
         match &self.source {
             Source::Hot(l) => l.crc,
             Source::Archived(e) => e.crc,
+            Source::Carried { crc } => *crc,
+        }
+    }
+
+    /// A render described by another store (a cluster node's dump): its value travels with
+    /// it, so no [`DumpReader`] of this store reads it.
+    #[allow(clippy::too_many_arguments)]
+    pub fn carried(
+        rev: u64,
+        tid: Uuid,
+        content_type: String,
+        labels: super::Labels,
+        state: State,
+        size: u64,
+        arrival: i64,
+        crc: u32,
+    ) -> DumpRender {
+        DumpRender {
+            rev,
+            tid,
+            content_type,
+            labels,
+            state,
+            size,
+            arrival,
+            source: Source::Carried { crc },
         }
     }
 }
@@ -78,6 +104,7 @@ impl DumpRender {
 enum Source {
     Hot(Location),
     Archived(ArchiveEntry),
+    Carried { crc: u32 },
 }
 
 /// Bytes of announced hot values asked for ahead of the one being read.
@@ -95,13 +122,7 @@ impl Store {
         let mut out = Vec::with_capacity(walk.titles.len());
         for (name, _) in &walk.titles {
             let Some((domain, title)) = split_name(name) else {
-                return Err(Error::corrupt(
-                    self.records.fs.data().path(),
-                    0,
-                    "title record name",
-                    "DOMAIN/TITLE in UTF-8",
-                    String::from_utf8_lossy(name),
-                ));
+                return Err(bad_name(self, name));
             };
             if let Some(t) = self.dump_title(domain, title)? {
                 out.push(t);
@@ -159,6 +180,44 @@ impl Store {
         }))
     }
 
+    /// The titles after `after` in key order (domain, then title, bytewise) that `keep`
+    /// accepts, at most `limit`: the next part of a dump in key order. Each call walks every
+    /// title record once, holding no more than `limit` names, so memory is bounded whatever the
+    /// store's size; the titles are those [`Store::dump_step`] walks (some may have no readable
+    /// render: [`Store::dump_title`] tells).
+    pub fn titles_in_key_order(
+        &self,
+        after: Option<(&str, &str)>,
+        keep: impl Fn(&str, &str) -> bool,
+        limit: usize,
+    ) -> Result<Vec<(String, String)>> {
+        let limit = limit.max(1);
+        let mut best: std::collections::BTreeSet<(String, String)> = Default::default();
+        let mut cursor = TitleCursor::new();
+        while !cursor.is_done() {
+            let walk = self.walk_titles(&mut cursor, super::walk::STEP_TITLES)?;
+            for (name, _) in &walk.titles {
+                let Some((domain, title)) = split_name(name) else {
+                    return Err(bad_name(self, name));
+                };
+                if after.is_some_and(|a| (domain, title) <= a) || !keep(domain, title) {
+                    continue;
+                }
+                if best.len() == limit {
+                    match best.last() {
+                        Some((d, t)) if (domain, title) < (d.as_str(), t.as_str()) => {
+                            best.pop_last();
+                        }
+                        _ => continue,
+                    }
+                }
+                best.insert((domain.to_string(), title.to_string()));
+            }
+            walk.finish(&mut cursor);
+        }
+        Ok(best.into_iter().collect())
+    }
+
     /// A reader of dumped values that leaves the page cache as it found it (module doc).
     pub fn dump_reader(&self) -> Result<DumpReader<'_>> {
         let archive = match self.archive() {
@@ -184,6 +243,16 @@ impl Store {
             ahead_bytes: 0,
         })
     }
+}
+
+fn bad_name(store: &Store, name: &[u8]) -> Error {
+    Error::corrupt(
+        store.records.fs.data().path(),
+        0,
+        "title record name",
+        "DOMAIN/TITLE in UTF-8",
+        String::from_utf8_lossy(name),
+    )
 }
 
 /// "DOMAIN/TITLE" as (domain, title): a domain never holds `/`.
@@ -300,6 +369,9 @@ impl DumpReader<'_> {
                 }
                 Ok(value)
             }
+            Source::Carried { .. } => Err(Error::invalid(
+                "a render carried from another store is not read from this one",
+            )),
         }
     }
 

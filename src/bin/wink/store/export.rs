@@ -1,7 +1,8 @@
 //! `wink export DIR -o OUT.warc.gz [filters] [--compress gzip|zstd|none] [--max-file-bytes N]
-//! [--json]`: the store's renders as WARC 1.1 records with a CDXJ index; with `--wacz FILE.wacz`
-//! packaged as WACZ; with `--format enterprise` an Enterprise HTML snapshot
-//! ([`super::export_enterprise`]).
+//! [--key-order] [--json]`: the store's renders as WARC 1.1 records with a CDXJ index; with
+//! `--wacz FILE.wacz` packaged as WACZ; with `--format enterprise` an Enterprise HTML snapshot
+//! ([`super::export_enterprise`]); with `--cluster URL --bucket NAME` instead of DIR, a whole
+//! cluster's bucket ([`super::export_cluster`]).
 
 use std::path::PathBuf;
 
@@ -49,18 +50,48 @@ then pages, entries, wacz_bytes.
 With --format enterprise, -o names a Wikimedia Enterprise HTML snapshot (*.json.tar.gz): the
 latest render of every title (--as-of T: the latest made at or before T), one article per line
 in members of at most --member-bytes of NDJSON (default 1 GiB), written and read back as
-docs/DUMPS.md says; only --domain, --as-of, --level, --threads and --json apply. Summary fields:
-articles, not_html, not_utf8, html_bytes, raw_bytes, written_bytes, members, seconds, mb_per_s.
+docs/DUMPS.md says; only --domain, --as-of, --level, --threads, --key-order and --json apply
+(and --cluster). Summary fields: articles, not_html, not_utf8, html_bytes, raw_bytes,
+written_bytes, members, seconds, mb_per_s.
 
-Exit status: 0 on success; 2 on bad usage, no store, or an output file that exists; 3 when data
-cannot be read or written (the files of the failed export are removed).";
+With --key-order, titles are written in key order (domain, then title, bytewise) instead of the
+order of the store's files; each step of 4096 titles walks the title records once more.
+
+With --cluster URL --bucket NAME instead of DIR (URL: a cluster node's or the router's), the
+export is of a whole cluster's bucket: each partition read from one owner over
+GET /_cluster/dump/... (the next owner when one fails), merged in key order, so the file holds the
+records and index of `wink export DIR --key-order` of a store with the same renders (record ids
+are random in every export). --token-file F sends the nodes' token. The filters and output
+options apply, and --format enterprise; --wacz does not. The summary adds pages, page_bytes and
+retries (pages asked again of another owner). See docs/CLUSTER.md § Export.
+
+Exit status: 0 on success; 2 on bad usage, no store, an unknown bucket, or an output file that
+exists; 3 when data cannot be read or written (the files of the failed export are removed); 5
+when no owner of a partition answers (--cluster).";
 
 /// Exports a store's renders as WARC records with a CDXJ index.
 #[derive(clap::Args)]
 #[command(after_help = AFTER_HELP)]
 pub struct Args {
-    /// The store's directory.
-    pub(super) dir: PathBuf,
+    /// The store's directory (none with --cluster).
+    #[arg(required_unless_present = "cluster")]
+    pub(super) dir: Option<PathBuf>,
+    /// Export a whole cluster's bucket instead: a node's or the router's http:// URL.
+    #[cfg(feature = "cluster")]
+    #[arg(long, value_name = "URL", conflicts_with = "dir", requires = "bucket")]
+    cluster: Option<String>,
+    /// With --cluster: the bucket to export.
+    #[cfg(feature = "cluster")]
+    #[arg(long, value_name = "NAME", requires = "cluster")]
+    bucket: Option<String>,
+    /// With --cluster: the nodes' token file (`wink serve --token-file`), sent with each request.
+    #[cfg(feature = "cluster")]
+    #[arg(long, value_name = "F", requires = "cluster")]
+    token_file: Option<PathBuf>,
+    /// Titles in key order (domain, then title, bytewise) rather than the order of the store's
+    /// files: the same bytes as a --cluster export of the same renders.
+    #[arg(long)]
+    pub(super) key_order: bool,
     /// The file to write: BASE.warc.gz, BASE.warc.zst or BASE.warc (with --format enterprise:
     /// NAME.json.tar.gz).
     #[arg(short, long, value_name = "OUT", required_unless_present = "wacz")]
@@ -151,19 +182,32 @@ struct ReportJson {
     index_lines: u64,
     seconds: f64,
     mb_per_s: f64,
+    #[serde(flatten)]
+    more: std::collections::BTreeMap<String, u64>,
+}
+
+/// The store's directory: given unless --cluster is.
+fn dir(args: &Args) -> Result<&std::path::Path> {
+    args.dir
+        .as_deref()
+        .ok_or_else(|| Error::invalid("a store's DIR, or --cluster URL --bucket NAME"))
 }
 
 pub fn run(args: &Args) -> Result<Status> {
+    #[cfg(feature = "cluster")]
+    if let Some(url) = &args.cluster {
+        return run_cluster(args, url);
+    }
     #[cfg(feature = "dumps")]
     if args.format.as_deref() == Some("enterprise") {
-        return super::export_enterprise::run(&args.dir, args.output.as_deref(), args);
+        return super::export_enterprise::run(dir(args)?, args.output.as_deref(), args);
     }
     #[cfg(feature = "dumps")]
     if let Some(wacz) = &args.wacz {
         return run_wacz(args, wacz);
     }
     let opts = options(args, args.output.as_deref())?;
-    let store = super::open_reader(&args.dir)?;
+    let store = super::open_reader(dir(args)?)?;
     let bar = super::progress_bar(Some(0), "exporting {bar:40} {percent}% {msg}, eta {eta}");
     let result = export_warc(&store, &opts, |p| {
         bar.set_length(p.walked.1);
@@ -180,6 +224,51 @@ pub fn run(args: &Args) -> Result<Status> {
     Ok(0)
 }
 
+/// `--cluster URL --bucket NAME`: the WARC export of a whole cluster's bucket.
+#[cfg(feature = "cluster")]
+fn run_cluster(args: &Args, url: &str) -> Result<Status> {
+    #[cfg(feature = "dumps")]
+    if args.wacz.is_some() {
+        return Err(Error::invalid(
+            "--cluster writes a WARC export or an Enterprise snapshot: not --wacz",
+        ));
+    }
+    if !url.starts_with("http://") {
+        return Err(Error::invalid(format!("--cluster {url:?}: an http:// URL")));
+    }
+    // The cluster's own list of buckets is what the name is checked against.
+    let bucket = args.bucket.as_deref().unwrap_or_default();
+    let auth = match args.token_file.as_deref() {
+        Some(f) => wink::serve::Auth::from_file(f)?,
+        None => wink::serve::Auth::none(),
+    };
+    #[cfg(feature = "dumps")]
+    if args.format.as_deref() == Some("enterprise") {
+        let output = args.output.as_deref();
+        return super::export_enterprise::run_cluster(url, bucket, &auth, output, args);
+    }
+    let opts = options(args, args.output.as_deref())?;
+    let bar = super::progress_bar(Some(0), "exporting {bar:40} {pos}/{len} partitions {msg}");
+    let result = super::export_cluster::export(url, bucket, &auth, &opts, |p| {
+        bar.set_length(p.walked.1);
+        bar.set_position(p.walked.0);
+        bar.set_message(format!(
+            "{} renders, {:.0} MB written",
+            p.renders,
+            p.written_bytes as f64 / 1e6
+        ));
+    });
+    bar.finish_and_clear();
+    let (report, stats) = result?;
+    let fetched = [
+        ("pages", stats.pages),
+        ("page_bytes", stats.bytes),
+        ("retries", stats.retries),
+    ];
+    summary_with(&report, args.json, &fetched)?;
+    Ok(0)
+}
+
 /// `--wacz`: the WARC export packaged.
 #[cfg(feature = "dumps")]
 fn run_wacz(args: &Args, wacz: &std::path::Path) -> Result<Status> {
@@ -193,7 +282,7 @@ fn run_wacz(args: &Args, wacz: &std::path::Path) -> Result<Status> {
     let kind = args.compress.unwrap_or(Compression::Gzip);
     let placeholder = PathBuf::from(format!("wacz{}", kind.extension()));
     let opts = options(args, Some(&placeholder))?;
-    let store = super::open_reader(&args.dir)?;
+    let store = super::open_reader(dir(args)?)?;
     let bar = super::progress_bar(Some(0), "packaging {bar:40} {percent}% {msg}, eta {eta}");
     let result = wink::warc::export_wacz(&store, wacz, &opts, |p| {
         bar.set_length(p.walked.1);
@@ -272,6 +361,9 @@ fn options(args: &Args, output: Option<&std::path::Path>) -> Result<ExportOption
         opts.threads = t.max(1);
     }
     opts.index = !args.no_index;
+    if args.key_order {
+        opts.order = wink::warc::Order::Key;
+    }
     opts.filter = Filter {
         domain: args.domain.clone(),
         title: args.title.clone(),
@@ -283,6 +375,11 @@ fn options(args: &Args, output: Option<&std::path::Path>) -> Result<ExportOption
 }
 
 fn summary(r: &ExportReport, json: bool) -> Result<()> {
+    summary_with(r, json, &[])
+}
+
+/// The summary, then `more` fields (a cluster export's pages, bytes fetched, retries).
+fn summary_with(r: &ExportReport, json: bool, more: &[(&str, u64)]) -> Result<()> {
     let rate = if r.seconds > 0.0 {
         r.value_bytes as f64 / 1e6 / r.seconds
     } else {
@@ -304,6 +401,7 @@ fn summary(r: &ExportReport, json: bool) -> Result<()> {
             index_lines: r.index_lines,
             seconds: r.seconds,
             mb_per_s: rate,
+            more: more.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
         })?;
     } else {
         for (field, value) in [
@@ -319,6 +417,9 @@ fn summary(r: &ExportReport, json: bool) -> Result<()> {
             ("seconds", format!("{:.3}", r.seconds)),
             ("mb_per_s", format!("{rate:.1}")),
         ] {
+            out.line(&format!("{field}\t{value}"))?;
+        }
+        for (field, value) in more {
             out.line(&format!("{field}\t{value}"))?;
         }
     }

@@ -16,8 +16,39 @@ use crate::Status;
 pub fn run(dir: &Path, output: Option<&Path>, args: &Args) -> Result<Status> {
     let opts = options(output, args)?;
     let store = super::open_reader(dir)?;
+    export(args, |progress| export_enterprise(&store, &opts, progress))
+}
+
+/// `--format enterprise --cluster URL --bucket NAME`: a whole cluster's bucket.
+#[cfg(feature = "cluster")]
+pub fn run_cluster(
+    url: &str,
+    bucket: &str,
+    auth: &wink::serve::Auth,
+    output: Option<&Path>,
+    args: &Args,
+) -> Result<Status> {
+    let opts = options(output, args)?;
+    if opts.out.exists() {
+        return Err(Error::invalid(format!(
+            "{} exists; remove it or choose another name",
+            opts.out.display()
+        )));
+    }
+    let mut source = super::export_cluster::source(url, bucket, auth, opts.domain.as_deref())?;
+    export(args, |progress| {
+        wink::warc::export_enterprise_from(&mut source, &opts, progress)
+    })
+}
+
+fn export(
+    args: &Args,
+    run: impl FnOnce(
+        &mut dyn FnMut(&wink::warc::EnterpriseExportProgress),
+    ) -> Result<EnterpriseExportReport>,
+) -> Result<Status> {
     let bar = super::progress_bar(Some(0), "exporting {bar:40} {percent}% {msg}, eta {eta}");
-    let result = export_enterprise(&store, &opts, |p| {
+    let result = run(&mut |p| {
         bar.set_length(p.walked.1);
         bar.set_position(p.walked.0);
         bar.set_message(format!(
@@ -74,6 +105,9 @@ fn options(output: Option<&Path>, args: &Args) -> Result<EnterpriseExportOptions
     }
     if let Some(t) = args.threads {
         opts.threads = t.max(1);
+    }
+    if args.key_order {
+        opts.order = wink::warc::Order::Key;
     }
     Ok(opts)
 }

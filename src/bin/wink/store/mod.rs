@@ -12,6 +12,8 @@ pub mod compact;
 pub mod cull;
 #[cfg(feature = "warc")]
 pub mod export;
+#[cfg(feature = "cluster")]
+pub mod export_cluster;
 #[cfg(feature = "dumps")]
 pub mod export_enterprise;
 pub mod get;

@@ -2,11 +2,12 @@
 //! (or the latest as of a time) as an Enterprise HTML snapshot: a tar.gz of NDJSON members of
 //! bounded size, one article per line.
 //!
-//! Titles are walked in steps ([`Store::dump_step`]) and the chosen renders read through a
-//! [`DumpReader`](wink_engine::store::DumpReader), as the WARC export does, so the page cache is left
-//! as it was found; the file is written by [`targz`](super::super::targz) with drop-behind.
-//! Memory holds one step of titles, the lines in flight to the compressors, and nothing that
-//! grows with the store.
+//! Titles are walked in steps ([`Store::dump_step`], or in key order) and the chosen renders read
+//! through a [`DumpReader`](wink_engine::store::DumpReader), as the WARC export does, so the page
+//! cache is left as it was found (the titles may also come from any other [`DumpSource`]: a
+//! cluster's, [`export_enterprise_from`]); the file is written by
+//! [`targz`](super::super::targz) with drop-behind. Memory holds one step of titles, the lines
+//! in flight to the compressors, and nothing that grows with the store.
 //!
 //! Members are named `{wiki}_{n}.ndjson`, `{wiki}` being the database name of `--domain`, else
 //! what the file's name starts with before its first `-` (Enterprise's
@@ -22,14 +23,12 @@ use std::time::Instant;
 use serde::Serialize;
 
 use crate::error::{Error, Result};
+use crate::export::{DumpSource, Filter, Order, StoreSource};
 use crate::mapping::tid_time;
-use wink_engine::store::{DumpRender, DumpTitle, Store, TitleCursor};
+use wink_engine::store::{DumpRender, DumpTitle, Store};
 
 use super::super::targz::{self, TarGzOptions};
 use super::{article_url, date_modified, dbname_of_domain, language_of_domain, name_of_title};
-
-/// Titles walked per step.
-const STEP_TITLES: usize = 64;
 
 /// How to export.
 #[derive(Clone, Debug)]
@@ -46,6 +45,8 @@ pub struct EnterpriseExportOptions {
     pub level: u32,
     /// Compressor threads.
     pub threads: usize,
+    /// The order of a store's titles (a [`DumpSource`] other than a store has its own).
+    pub order: Order,
 }
 
 /// The member size bound unless one is given: 1 GiB of NDJSON.
@@ -68,6 +69,7 @@ impl EnterpriseExportOptions {
             member_bytes: MEMBER_BYTES,
             level: 6,
             threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
+            order: Order::File,
         })
     }
 
@@ -176,6 +178,20 @@ fn is_html(content_type: &str) -> bool {
 pub fn export_enterprise(
     store: &Store,
     opts: &EnterpriseExportOptions,
+    progress: impl FnMut(&EnterpriseExportProgress),
+) -> Result<EnterpriseExportReport> {
+    let filter = Filter {
+        domain: opts.domain.clone(),
+        ..Filter::default()
+    };
+    let mut source = StoreSource::new(store, &filter, opts.order)?;
+    export_enterprise_from(&mut source, opts, progress)
+}
+
+/// Exports the titles `source` gives as `opts` says (a cluster's, merged in key order).
+pub fn export_enterprise_from(
+    source: &mut dyn DumpSource,
+    opts: &EnterpriseExportOptions,
     mut progress: impl FnMut(&EnterpriseExportProgress),
 ) -> Result<EnterpriseExportReport> {
     let started = Instant::now();
@@ -183,17 +199,14 @@ pub fn export_enterprise(
     let tar_opts = TarGzOptions {
         level: opts.level,
         threads: opts.threads,
-        mtime: u64::try_from(store.now()).unwrap_or(0),
+        mtime: u64::try_from(source.info().now).unwrap_or(0),
     };
     let mut report = EnterpriseExportReport::default();
     let mut p = EnterpriseExportProgress::default();
     let written = targz::write(&opts.out, &tar_opts, |members| {
-        let mut reader = store.dump_reader()?;
-        let mut cursor = TitleCursor::new();
         let (mut member_len, mut member_no) = (0u64, 0u64);
         let mut line = Vec::new();
-        while !cursor.is_done() {
-            let titles = store.dump_step(&mut cursor, STEP_TITLES)?;
+        while let Some(titles) = source.next_titles()? {
             let picked: Vec<(&DumpTitle, &DumpRender)> = titles
                 .iter()
                 .filter(|t| opts.domain.as_ref().is_none_or(|d| *d == t.domain))
@@ -206,10 +219,10 @@ pub fn export_enterprise(
                 })
                 .collect();
             for (_, r) in &picked {
-                reader.plan(r);
+                source.plan(r);
             }
             for (t, r) in picked {
-                let value = reader.read(t, r)?;
+                let value = source.read(t, r)?;
                 let Ok(html) = std::str::from_utf8(&value) else {
                     report.not_utf8 += 1;
                     continue;
@@ -231,11 +244,11 @@ pub fn export_enterprise(
                 p.articles += 1;
                 p.html_bytes += html.len() as u64;
             }
-            p.walked = cursor.progress();
+            p.walked = source.walked();
             p.written_bytes = members.written.load(Ordering::Relaxed);
             progress(&p);
         }
-        reader.finish()
+        source.finish()
     })?;
     report.members = written.members;
     report.raw_bytes = written.raw_bytes;
