@@ -11,9 +11,11 @@
 
 use uuid::Uuid;
 
-use crate::error::Result;
+use std::collections::HashSet;
 
-use super::dump::split_name;
+use crate::error::{Error, Result};
+
+use super::dump::{split_name, DumpRender, DumpTitle};
 use super::{Store, TitleCursor};
 
 /// What a copy holds of one title: a take-down, or one readable render.
@@ -79,6 +81,9 @@ impl CopyCursor {
         })
     }
 }
+
+/// A render whose value failed its check: (rev, tid, what is wrong).
+pub type Unreadable = (u64, Uuid, String);
 
 /// One page of a copy.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -175,12 +180,33 @@ impl Store {
 
     /// The summaries of the next titles from `cursor` that `keep` accepts, at most `max_titles`
     /// records walked; titles with neither a readable render nor a take-down are left out. The
-    /// cursor moves past them as [`Store::dump_step`]'s does.
+    /// cursor moves past them as [`Store::dump_step`]'s does. A render whose value is in
+    /// quarantine is left out: the store holds no good copy of it, so a comparison with another
+    /// store shows it missing here (and a repair brings it back).
     pub fn summary_step(
         &self,
         cursor: &mut TitleCursor,
         max_titles: usize,
         keep: impl Fn(&str, &str) -> bool,
+    ) -> Result<Vec<TitleSummary>> {
+        let quarantined: HashSet<(u32, u64)> = self
+            .quarantined()?
+            .into_iter()
+            .map(|e| (e.container, e.offset))
+            .collect();
+        self.summary_step_with(cursor, max_titles, keep, |_, r| {
+            Ok(r.hot()
+                .is_none_or(|l| !quarantined.contains(&(l.container, l.offset))))
+        })
+    }
+
+    /// [`Store::summary_step`] with the renders `good` accepts (the others are left out).
+    pub(crate) fn summary_step_with(
+        &self,
+        cursor: &mut TitleCursor,
+        max_titles: usize,
+        keep: impl Fn(&str, &str) -> bool,
+        mut good: impl FnMut(&DumpTitle, &DumpRender) -> Result<bool>,
     ) -> Result<Vec<TitleSummary>> {
         let walk = self.walk_titles(cursor, max_titles)?;
         let mut out = Vec::new();
@@ -203,14 +229,13 @@ impl Store {
                 s.revs_down = rec.revs_down.iter().copied().collect();
             }
             if let Some(t) = self.dump_title(domain, title)? {
-                s.renders = t
-                    .renders
-                    .iter()
-                    .map(|r| {
+                for r in &t.renders {
+                    if good(&t, r)? {
                         let ct = r.content_type.clone();
-                        (r.rev, r.tid, ct, r.labels.clone(), r.size, r.crc())
-                    })
-                    .collect();
+                        s.renders
+                            .push((r.rev, r.tid, ct, r.labels.clone(), r.size, r.crc()));
+                    }
+                }
             }
             if s.title_down || !s.revs_down.is_empty() || !s.renders.is_empty() {
                 out.push(s);
@@ -218,6 +243,41 @@ impl Store {
         }
         walk.finish(cursor);
         Ok(out)
+    }
+
+    /// What the store holds of one title, as copy items: its take-downs (the whole title's
+    /// first), then every readable render whose value reads back intact. A render whose value
+    /// fails its check is never copied: it is answered apart, as (rev, tid, what is wrong).
+    pub fn copy_title(
+        &self,
+        domain: &str,
+        title: &str,
+    ) -> Result<(Vec<CopyItem>, Vec<Unreadable>)> {
+        let mut items = self.take_downs_of(domain, title)?;
+        let mut damaged = Vec::new();
+        if let Some(t) = self.dump_title(domain, title)? {
+            let mut reader = self.dump_reader()?;
+            for r in &t.renders {
+                match reader.read(&t, r) {
+                    Ok(value) => items.push(CopyItem::Render {
+                        domain: t.domain.clone(),
+                        title: t.title.clone(),
+                        rev: r.rev,
+                        tid: r.tid,
+                        content_type: r.content_type.clone(),
+                        labels: r.labels.clone(),
+                        arrival: r.arrival,
+                        value,
+                    }),
+                    Err(e @ (Error::Corrupt { .. } | Error::Io { .. } | Error::Damaged { .. })) => {
+                        damaged.push((r.rev, r.tid, e.to_string()))
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            reader.finish()?;
+        }
+        Ok((items, damaged))
     }
 
     /// A title's take-downs, as copy items: the whole title's first.

@@ -72,6 +72,14 @@ impl DumpRender {
             Source::Archived(e) => e.crc,
         }
     }
+
+    /// Where the value is in the hot tier (`None`: in the archive).
+    pub(crate) fn hot(&self) -> Option<&Location> {
+        match &self.source {
+            Source::Hot(l) => Some(l),
+            Source::Archived(_) => None,
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
