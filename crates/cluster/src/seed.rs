@@ -197,7 +197,7 @@ pub fn end_copy(reg: &Registry, bucket: &str, id: &str) -> Result<(), Problem> {
 }
 
 /// A copy item as the stream message that would make it.
-fn change_of(item: CopyItem) -> Change {
+pub(super) fn change_of(item: CopyItem) -> Change {
     match item {
         CopyItem::Render {
             domain,
