@@ -7,7 +7,8 @@
 //!   quarantined there (never served), and copied back from the healthy owner, whose files do
 //!   not change; both owners then answer the right bytes.
 //!
-//! After each repair, `verify --check` finds nothing.
+//! After each repair, `verify --check` finds nothing. The repair routes refuse what is not a
+//! repair (400, 405, 503 off the owner's partitions) and change nothing.
 #![cfg(feature = "cluster")]
 
 mod common;
@@ -18,7 +19,7 @@ use std::time::Duration;
 
 use common::cluster::{owners, put_once, Attempt, Cluster, D};
 use common::server::try_call;
-use wink::cluster::message::partition_of;
+use wink::cluster::message::{partition_of, Change, Kind};
 use wink::store::{Labels, Put, Store, StoreOptions};
 
 const PARTITIONS: u32 = 4;
@@ -290,4 +291,78 @@ fn repair_copies_what_an_owner_lacks_and_replaces_a_damaged_value_from_a_healthy
             "the repaired title: other bytes from {node}"
         );
     }
+
+    // The repair routes refuse what is not a repair, and change nothing.
+    let part = partition_of(D, &damaged.title, PARTITIONS);
+    let repair = format!("{victim_url}/_cluster/repair/html/{part}");
+    let call = |method: &str, url: &str, body: Option<&[u8]>| {
+        let a = try_call(&agent, method, url, &[], body).unwrap();
+        (a.status, String::from_utf8_lossy(&a.body).into_owned())
+    };
+    let change = |kind: Kind, title: &str| Change {
+        kind,
+        arrival: 1_700_000_000,
+        rev: 1,
+        tid: uuid::Uuid::nil(),
+        domain: D.to_string(),
+        title: title.to_string(),
+        content_type: "text/html".to_string(),
+        labels: Labels::NONE,
+        value: b"<p>not a repair</p>".to_vec(),
+        conditions: Default::default(),
+        names_render: false,
+    };
+    let elsewhere = (0..)
+        .map(|i| format!("Elsewhere_{i}"))
+        .find(|t| partition_of(D, t, PARTITIONS) != part)
+        .unwrap();
+    let reserved = {
+        let mut c = change(Kind::TakeDownTitle, "applied");
+        c.domain = "wink.cluster".into();
+        c.encode()
+    };
+    for (what, body) in [
+        ("junk", b"junk".to_vec()),
+        ("a lift", change(Kind::LiftTitle, &damaged.title).encode()),
+        (
+            "another partition's title",
+            change(Kind::Put, &elsewhere).encode(),
+        ),
+        ("the reserved domain", reserved),
+    ] {
+        let (status_code, body) = call("POST", &repair, Some(&body));
+        assert_eq!(status_code, 400, "{what}: {body}");
+        assert!(!body.contains("/tmp"), "{what}: a path in {body}");
+    }
+    let (status_code, _) = call("GET", &repair, None);
+    assert_eq!(status_code, 405, "GET of a repair");
+    let not_owned = (0..PARTITIONS)
+        .find(|p| {
+            let o = status["map"]["owners"][*p as usize].as_array().unwrap();
+            !o.iter().any(|o| *o == *victim)
+        })
+        .expect("a partition the victim does not own");
+    let (status_code, body) = call(
+        "GET",
+        &format!("{victim_url}/_cluster/held/html/{not_owned}?domain={D}&title=X"),
+        None,
+    );
+    assert_eq!(status_code, 503, "held of a partition not owned: {body}");
+    let (status_code, body) = call(
+        "POST",
+        &format!("{victim_url}/_cluster/repair/html/{not_owned}"),
+        Some(&change(Kind::Put, "X").encode()),
+    );
+    assert_eq!(status_code, 503, "repair of a partition not owned: {body}");
+    let (status_code, body) = call(
+        "GET",
+        &format!("{victim_url}/_cluster/held/html/{part}?domain={D}"),
+        None,
+    );
+    assert_eq!(status_code, 400, "held without a title: {body}");
+    let (code, out, err) = run("verify", &cluster.router, &["--check"]);
+    assert_eq!(
+        code, 0,
+        "verify --check after the refused requests: {out} {err}"
+    );
 }
