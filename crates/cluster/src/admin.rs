@@ -707,7 +707,7 @@ struct Differences {
     owners: Vec<String>,
     /// The titles whose digests differ, each with what every owner holds of it, in words.
     titles: Vec<(TitleKey, Holdings)>,
-    /// Owners that did not answer, values found damaged (`check`): in words.
+    /// Owners that did not answer, in words.
     problems: Vec<String>,
     /// With `check`: the renders whose values failed their check, per owner, in words.
     damaged: BTreeSet<(String, String)>,
@@ -718,27 +718,32 @@ struct Differences {
 async fn differences(r: &Reached, bucket: &str, p: u32, auth: &Auth, check: bool) -> Differences {
     let mut out = Differences::default();
     let flag = if check { "?check=1" } else { "" };
-    let mut digests: Vec<(String, String)> = Vec::new();
+    // (owner, digest, whether its check found a damaged value)
+    let mut digests: Vec<(String, String, bool)> = Vec::new();
     for o in r.map.owners(p).iter().filter(|o| r.base.contains_key(*o)) {
         let u = format!("{}/_cluster/digest/{bucket}/{p}{flag}", r.base[o]);
         match get_json::<PartitionDigest>(&u, auth, Duration::from_secs(600)).await {
             Ok(d) => {
+                let found = !d.damaged.is_empty();
                 out.damaged
                     .extend(d.damaged.into_iter().map(|w| (o.clone(), w)));
-                digests.push((o.clone(), d.digest));
+                digests.push((o.clone(), d.digest, found));
             }
             Err(e) => out
                 .problems
                 .push(format!("bucket {bucket} partition {p}: node {o}: {e}")),
         }
     }
-    out.owners = digests.iter().map(|(o, _)| o.clone()).collect();
-    if digests.iter().all(|(_, d)| *d == digests[0].1) {
+    out.owners = digests.iter().map(|(o, _, _)| o.clone()).collect();
+    if digests.iter().all(|(_, d, _)| *d == digests[0].1) {
         return out;
     }
     let mut held = Vec::new();
-    for (o, _) in &digests {
-        match all_titles(&r.base[o], bucket, p, auth, check).await {
+    for (o, _, found) in &digests {
+        // Each page of titles walks the whole partition again: its values are read again only
+        // where the check just found damage. A damaged hot value is quarantined by then, and
+        // left out of unchecked pages too; a damaged archived one is not, and needs the check.
+        match all_titles(&r.base[o], bucket, p, auth, check && *found).await {
             Ok((t, damaged)) => {
                 out.damaged
                     .extend(damaged.into_iter().map(|w| (o.clone(), w)));
