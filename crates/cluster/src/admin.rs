@@ -1083,3 +1083,92 @@ pub fn repair_url(url: &str, auth: &Auth, patience: Duration) -> Result<Repaired
         Ok(out)
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn render(rev: u64, n: u16, value: &[u8]) -> Change {
+        Change {
+            kind: Kind::Put,
+            arrival: 1_700_000_000,
+            rev,
+            tid: wink_engine::store::key::tid_at(1_700_000_000, n, *b"repair"),
+            domain: "d.org".into(),
+            title: "T".into(),
+            content_type: "text/html".into(),
+            labels: wink_engine::store::Labels::NONE,
+            value: value.to_vec(),
+            conditions: Default::default(),
+            names_render: false,
+        }
+    }
+
+    fn held(changes: &[Change]) -> Held {
+        let mut body = Vec::new();
+        for c in changes {
+            let frame = c.encode();
+            body.extend_from_slice(&(frame.len() as u32).to_be_bytes());
+            body.extend_from_slice(&frame);
+        }
+        parse_held(&body).unwrap()
+    }
+
+    fn what(out: &[(&str, Change, String)]) -> Vec<String> {
+        out.iter()
+            .map(|(from, _, w)| format!("{w} from {from}"))
+            .collect()
+    }
+
+    #[test]
+    fn an_owner_lacks_what_another_holds_and_never_a_copy_precedence_cannot_choose() {
+        let (a, b) = (render(1, 1, b"one"), render(2, 2, b"two"));
+        let full = held(&[a.clone(), b.clone()]);
+        let part = held(std::slice::from_ref(&a));
+        let key = ("d.org", "T");
+        let mut conflicts = BTreeSet::new();
+        let out = lacking(key, &part, &[("n1", &full)], &mut conflicts);
+        assert_eq!(what(&out), vec![format!("render 2/{} from n1", b.tid)]);
+        assert!(out[0].1 == b, "the render as held, bytes and all");
+        assert!(lacking(key, &full, &[("n2", &part)], &mut conflicts).is_empty());
+
+        // A take-down is copied; a render the lacking owner has taken down is not offered.
+        let down = held(&[take_down("d.org", "T", Some(2)), a.clone()]);
+        let out = lacking(key, &full, &[("n2", &down)], &mut conflicts);
+        assert_eq!(what(&out), vec!["the take-down of revision 2 from n2"]);
+        assert!(lacking(key, &down, &[("n1", &full)], &mut conflicts).is_empty());
+        let whole = held(&[take_down("d.org", "T", None)]);
+        let out = lacking(key, &full, &[("n2", &whole)], &mut conflicts);
+        assert_eq!(what(&out), vec!["the title's take-down from n2"]);
+        assert_eq!((out[0].1.domain.as_str(), out[0].1.title.as_str()), key);
+        assert!(lacking(key, &whole, &[("n1", &full)], &mut conflicts).is_empty());
+
+        // One (rev, tid) held with other bytes: neither copy is sent; it is named.
+        let mut other = b.clone();
+        other.value = b"TWO".to_vec();
+        let odd = held(&[a.clone(), other]);
+        assert!(lacking(key, &full, &[("n2", &odd)], &mut conflicts).is_empty());
+        assert_eq!(conflicts.into_iter().collect::<Vec<_>>(), vec![(2, b.tid)]);
+
+        // Two owners holding it: copied once, from the first.
+        let mut none = BTreeSet::new();
+        let out = lacking(key, &held(&[]), &[("n1", &full), ("n3", &full)], &mut none);
+        assert_eq!(out.len(), 2);
+        assert!(out.iter().all(|(from, _, _)| *from == "n1"));
+    }
+
+    #[test]
+    fn a_damaged_answer_is_refused() {
+        let one = render(1, 1, b"one").encode();
+        let mut body = (one.len() as u32 + 1).to_be_bytes().to_vec();
+        body.extend_from_slice(&one);
+        assert!(parse_held(&body).is_err());
+        assert!(parse_held(&[0, 0]).is_err());
+        let mut lift = render(1, 1, b"");
+        lift.kind = Kind::Lift;
+        let frame = lift.encode();
+        let mut body = (frame.len() as u32).to_be_bytes().to_vec();
+        body.extend_from_slice(&frame);
+        assert!(parse_held(&body).is_err());
+    }
+}
