@@ -1,12 +1,13 @@
-//! `wink cluster status|verify|rebalance|remove|replay FILE` (and `wink cluster verify URL`,
-//! which needs no file: [`verify_url`]), where FILE is the `cluster.json` that
-//! `cluster/up` writes: the router, the configuration's path, each node's URL and data root,
-//! and the token file the nodes were started with, if any.
+//! `wink cluster status|verify|rebalance|remove|replay FILE` (and `wink cluster verify URL` and
+//! `wink cluster repair URL`, which need no file: [`verify_url`], [`repair_url`]), where FILE is
+//! the `cluster.json` that `cluster/up` writes: the router, the configuration's path, each
+//! node's URL and data root, and the token file the nodes were started with, if any.
 //!
 //! Every request to a node goes through [`Admin::request`], which sends the bearer token with
 //! the requests that change something (any method but GET and HEAD); reads go without it, as
 //! nodes serve them to anyone: `replay` (a POST) carries it; `status`, `verify`, `rebalance`
 //! and `remove` only read from the nodes (`GET /_cluster`) and change the map through NATS.
+//! `verify URL` and `repair URL` send the token they are given with every request.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
