@@ -1,12 +1,13 @@
-//! `wink cluster status|verify|rebalance|remove|replay FILE` (and `wink cluster verify URL`,
-//! which needs no file: [`verify_url`]), where FILE is the `cluster.json` that
-//! `cluster/up` writes: the router, the configuration's path, each node's URL and data root,
-//! and the token file the nodes were started with, if any.
+//! `wink cluster status|verify|rebalance|remove|replay FILE` (and `wink cluster verify URL` and
+//! `wink cluster repair URL`, which need no file: [`verify_url`], [`repair_url`]), where FILE is
+//! the `cluster.json` that `cluster/up` writes: the router, the configuration's path, each
+//! node's URL and data root, and the token file the nodes were started with, if any.
 //!
 //! Every request to a node goes through [`Admin::request`], which sends the bearer token with
 //! the requests that change something (any method but GET and HEAD); reads go without it, as
 //! nodes serve them to anyone: `replay` (a POST) carries it; `status`, `verify`, `rebalance`
 //! and `remove` only read from the nodes (`GET /_cluster`) and change the map through NATS.
+//! `verify URL` and `repair URL` send the token they are given with every request.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -22,9 +23,10 @@ use hyper::Method;
 use serde::Deserialize;
 use sha1::{Digest, Sha1};
 
+use super::apply::Outcome;
 use super::config::ClusterConfig;
 use super::digest::{PartitionDigest, TitlePage};
-use super::message::{partition_of, RESERVED_DOMAIN};
+use super::message::{partition_of, Change, Kind, RESERVED_DOMAIN};
 use super::node::{self, NodeStatus};
 use super::placement::{self, Map};
 use wink_engine::store::Which;
@@ -204,16 +206,31 @@ async fn request(
     authorization: Option<HeaderValue>,
     deadline: Duration,
 ) -> std::result::Result<(u16, Bytes), String> {
-    let (status, _, body) = request_full(method, url, authorization, deadline, 16 << 20).await?;
+    let (status, _, body) =
+        request_full(method, url, authorization, Bytes::new(), deadline, 16 << 20).await?;
     Ok((status, body))
 }
 
-/// A request with an empty body: the answer's status, headers and body (at most `max_body`
-/// bytes, or an error), within `deadline`.
+/// One request with `body`: its status and body (at most `limit` bytes), within `deadline`.
+async fn request_with(
+    method: Method,
+    url: &str,
+    authorization: Option<HeaderValue>,
+    body: Bytes,
+    limit: usize,
+    deadline: Duration,
+) -> std::result::Result<(u16, Bytes), String> {
+    let (status, _, body) = request_full(method, url, authorization, body, deadline, limit).await?;
+    Ok((status, body))
+}
+
+/// A request with `body`: the answer's status, headers and body (at most `max_body` bytes, or
+/// an error), within `deadline`.
 pub(super) async fn request_full(
     method: Method,
     url: &str,
     authorization: Option<HeaderValue>,
+    body: Bytes,
     deadline: Duration,
     max_body: usize,
 ) -> std::result::Result<(u16, hyper::HeaderMap, Bytes), String> {
@@ -231,9 +248,7 @@ pub(super) async fn request_full(
         if let Some(value) = authorization {
             req = req.header(hyper::header::AUTHORIZATION, value);
         }
-        let req = req
-            .body(Full::new(Bytes::new()))
-            .map_err(|e| e.to_string())?;
+        let req = req.body(Full::new(body)).map_err(|e| e.to_string())?;
         let answer = send.send_request(req).await.map_err(|e| e.to_string())?;
         let status = answer.status().as_u16();
         let headers = answer.headers().clone();
@@ -576,21 +591,28 @@ pub(super) async fn get_json<T: serde::de::DeserializeOwned>(
     serde_json::from_slice(&body).map_err(|e| format!("not the answer expected: {e}"))
 }
 
-/// Every title digest of one partition on one owner, by key.
+/// Every title digest of one partition on one owner, by key, and (`check`) the renders whose
+/// values failed their check.
 async fn all_titles(
     base: &str,
     bucket: &str,
     partition: u32,
     auth: &Auth,
-) -> std::result::Result<BTreeMap<(String, String), String>, String> {
+    check: bool,
+) -> std::result::Result<(BTreeMap<(String, String), String>, Vec<String>), String> {
     let mut out = BTreeMap::new();
+    let mut damaged = Vec::new();
     let mut after: Option<String> = None;
     loop {
         let mut url = format!("{base}/_cluster/digest/{bucket}/{partition}?titles=1");
+        if check {
+            url.push_str("&check=1");
+        }
         if let Some(a) = &after {
             url.push_str(&format!("&after={a}"));
         }
-        let page: TitlePage = get_json(&url, auth, Duration::from_secs(120)).await?;
+        let page: TitlePage = get_json(&url, auth, Duration::from_secs(600)).await?;
+        damaged.extend(page.damaged);
         for t in page.titles {
             out.insert(
                 (t.domain, t.title),
@@ -599,133 +621,556 @@ async fn all_titles(
         }
         match page.next {
             Some(n) => after = Some(n),
-            None => return Ok(out),
+            None => return Ok((out, damaged)),
         }
     }
+}
+
+/// A cluster reached by one URL: its map, each owner's base URL, its buckets, and what was
+/// wrong on the way (an owner with no URL, one that vouches for nothing or never caught up).
+struct Reached {
+    map: Map,
+    base: BTreeMap<String, String>,
+    buckets: Vec<String>,
+    problems: Vec<String>,
+}
+
+/// Reads the map, the nodes' URLs and the buckets from `URL/_cluster`; waits (up to
+/// `patience`) until every owner is ready and has applied the stream as far as the furthest
+/// one.
+async fn reach(url: &str, auth: &Auth, patience: Duration) -> Result<Reached> {
+    let started = Instant::now();
+    let first: NodeStatus = loop {
+        match get_json(&format!("{url}/_cluster"), auth, Duration::from_secs(5)).await {
+            Ok(s) => break s,
+            Err(e) if started.elapsed() > patience => {
+                return Err(Error::unavailable(format!("cluster: {url}/_cluster: {e}")))
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+        }
+    };
+    let map = first.map.clone().ok_or_else(|| {
+        Error::invalid(format!("cluster: {url}/_cluster answers no placement map"))
+    })?;
+    let owners: BTreeSet<String> = (0..map.partitions)
+        .flat_map(|p| map.owners(p).to_vec())
+        .filter(|n| !map.removed.contains(n))
+        .collect();
+    let mut problems = Vec::new();
+    let mut base = BTreeMap::new();
+    for n in &owners {
+        match first.urls.get(n) {
+            Some(u) => {
+                base.insert(n.clone(), u.trim_end_matches('/').to_string());
+            }
+            None => problems.push(format!("node {n}: no URL known for it")),
+        }
+    }
+    // Caught up: ready, and applied as far as the furthest owner seen.
+    let mut target = first.scanned;
+    for (n, u) in &base {
+        loop {
+            let s: std::result::Result<NodeStatus, String> =
+                get_json(&format!("{u}/_cluster"), auth, Duration::from_secs(5)).await;
+            match s {
+                Ok(NodeStatus {
+                    diverged: Some(why),
+                    ..
+                }) => {
+                    problems.push(format!(
+                        "node {n} vouches for none of its partitions: {why}"
+                    ));
+                    break;
+                }
+                Ok(s) if s.ready && s.scanned >= target => {
+                    target = target.max(s.scanned);
+                    break;
+                }
+                Ok(s) if started.elapsed() > patience => {
+                    problems.push(format!(
+                        "node {n} has applied up to {}, another owner up to {target}",
+                        s.scanned
+                    ));
+                    break;
+                }
+                Err(e) if started.elapsed() > patience => {
+                    problems.push(format!("node {n} does not answer: {e}"));
+                    break;
+                }
+                Ok(s) => {
+                    target = target.max(s.scanned);
+                    tokio::time::sleep(Duration::from_millis(200)).await
+                }
+                Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+            }
+        }
+    }
+    Ok(Reached {
+        map,
+        base,
+        buckets: first.buckets,
+        problems,
+    })
+}
+
+/// A title: (domain, title).
+type TitleKey = (String, String);
+/// What each owner holds of a title, in words (`None`: nothing).
+type Holdings = Vec<(String, Option<String>)>;
+
+/// Where the owners of one partition differ.
+#[derive(Default)]
+struct Differences {
+    /// The owners asked (those that answered their digest), in the map's order.
+    owners: Vec<String>,
+    /// The titles whose digests differ, each with what every owner holds of it, in words.
+    titles: Vec<(TitleKey, Holdings)>,
+    /// Owners that did not answer, in words.
+    problems: Vec<String>,
+    /// With `check`: the renders whose values failed their check, per owner, in words.
+    damaged: BTreeSet<(String, String)>,
+}
+
+/// Asks every owner of `partition` of `bucket` for its digest (with `check`: every value read
+/// and checked first) and, where they differ, for their title digests.
+async fn differences(r: &Reached, bucket: &str, p: u32, auth: &Auth, check: bool) -> Differences {
+    let mut out = Differences::default();
+    let flag = if check { "?check=1" } else { "" };
+    // (owner, digest, whether its check found a damaged value)
+    let mut digests: Vec<(String, String, bool)> = Vec::new();
+    for o in r.map.owners(p).iter().filter(|o| r.base.contains_key(*o)) {
+        let u = format!("{}/_cluster/digest/{bucket}/{p}{flag}", r.base[o]);
+        match get_json::<PartitionDigest>(&u, auth, Duration::from_secs(600)).await {
+            Ok(d) => {
+                let found = !d.damaged.is_empty();
+                out.damaged
+                    .extend(d.damaged.into_iter().map(|w| (o.clone(), w)));
+                digests.push((o.clone(), d.digest, found));
+            }
+            Err(e) => out
+                .problems
+                .push(format!("bucket {bucket} partition {p}: node {o}: {e}")),
+        }
+    }
+    out.owners = digests.iter().map(|(o, _, _)| o.clone()).collect();
+    if digests.iter().all(|(_, d, _)| *d == digests[0].1) {
+        return out;
+    }
+    let mut held = Vec::new();
+    for (o, _, found) in &digests {
+        // Each page of titles walks the whole partition again: its values are read again only
+        // where the check just found damage. A damaged hot value is quarantined by then, and
+        // left out of unchecked pages too; a damaged archived one is not, and needs the check.
+        match all_titles(&r.base[o], bucket, p, auth, check && *found).await {
+            Ok((t, damaged)) => {
+                out.damaged
+                    .extend(damaged.into_iter().map(|w| (o.clone(), w)));
+                held.push((o.clone(), t));
+            }
+            Err(e) => out.problems.push(format!(
+                "bucket {bucket} partition {p}: node {o}'s titles: {e}"
+            )),
+        }
+    }
+    let keys: BTreeSet<&(String, String)> = held.iter().flat_map(|(_, t)| t.keys()).collect();
+    for k in keys {
+        let first = held[0].1.get(k);
+        if held[1..].iter().all(|(_, t)| t.get(k) == first) {
+            continue;
+        }
+        let each = held
+            .iter()
+            .map(|(o, t)| (o.clone(), t.get(k).cloned()))
+            .collect();
+        out.titles.push((k.clone(), each));
+    }
+    out
+}
+
+/// One difference as `verify` names it.
+fn described(
+    bucket: &str,
+    p: u32,
+    key: &(String, String),
+    each: &[(String, Option<String>)],
+) -> String {
+    let each: Vec<String> = each
+        .iter()
+        .map(|(o, h)| format!("{o} holds {}", h.as_deref().unwrap_or("nothing")))
+        .collect();
+    format!(
+        "bucket {bucket} partition {p}: {}/{}: {}",
+        key.0,
+        key.1,
+        each.join("; ")
+    )
+}
+
+/// Every difference of the cluster `r`, in words (empty: the owners agree).
+async fn all_differences(r: &Reached, auth: &Auth, check: bool) -> Vec<String> {
+    let mut problems = r.problems.clone();
+    for bucket in &r.buckets {
+        for p in 0..r.map.partitions {
+            let d = differences(r, bucket, p, auth, check).await;
+            problems.extend(d.problems);
+            for (o, what) in &d.damaged {
+                problems.push(format!("bucket {bucket} partition {p}: node {o}: {what}"));
+            }
+            for (k, each) in &d.titles {
+                problems.push(described(bucket, p, k, each));
+            }
+        }
+    }
+    problems
 }
 
 /// `wink cluster verify URL`: the cluster reached by one URL (a node's or the router's), the
 /// data compared over HTTP. Reads the map, the nodes' URLs and the buckets from `URL/_cluster`;
 /// waits (up to `patience`) until every owner is ready and has applied the stream as far as the
 /// furthest one; then asks every owner of every partition for its digest
-/// (`/_cluster/digest/BUCKET/PARTITION`, with the token) and, where the owners differ, for
-/// their title digests. Answers the differences (empty: the owners agree).
-pub fn verify_url(url: &str, auth: &Auth, patience: Duration) -> Result<Vec<String>> {
+/// (`/_cluster/digest/BUCKET/PARTITION`, with the token; with `check`, `?check=1`: every value
+/// read back and checked, a damaged one quarantined) and, where the owners differ, for their
+/// title digests. Answers the differences (empty: the owners agree).
+pub fn verify_url(url: &str, auth: &Auth, patience: Duration, check: bool) -> Result<Vec<String>> {
     let url = url.trim_end_matches('/');
-    let rt = runtime()?;
-    rt.block_on(async {
-        let started = Instant::now();
-        let first: NodeStatus = loop {
-            match get_json(&format!("{url}/_cluster"), auth, Duration::from_secs(5)).await {
-                Ok(s) => break s,
-                Err(e) if started.elapsed() > patience => {
-                    return Err(Error::unavailable(format!("cluster: {url}/_cluster: {e}")))
-                }
-                Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+    runtime()?.block_on(async {
+        let r = reach(url, auth, patience).await?;
+        Ok(all_differences(&r, auth, check).await)
+    })
+}
+
+/// What `wink cluster repair URL` did and what is left.
+#[derive(Debug, Default)]
+pub struct Repaired {
+    /// One line per action: a value quarantined, a change copied (and what applying it did).
+    pub actions: Vec<String>,
+    /// The differences a verify with value checks finds afterwards (empty: nothing is left).
+    pub remaining: Vec<String>,
+}
+
+/// A title as one owner holds it: `/_cluster/held/…`'s frames, decoded.
+#[derive(Default)]
+struct Held {
+    title_down: bool,
+    revs_down: BTreeSet<u64>,
+    renders: BTreeMap<(u64, uuid::Uuid), Change>,
+}
+
+/// Items a title's answer may hold: far more than any title holds renders.
+const HELD_ITEMS: usize = 1 << 20;
+/// The largest answer of `/_cluster/held/…` read: a title holding more is not repaired.
+const HELD_BYTES: usize = 1 << 30;
+
+fn parse_held(body: &[u8]) -> std::result::Result<Held, String> {
+    let mut held = Held::default();
+    let mut rest = body;
+    let mut n = 0;
+    while !rest.is_empty() {
+        n += 1;
+        if n > HELD_ITEMS || rest.len() < 4 {
+            return Err("a damaged answer".into());
+        }
+        let len = u32::from_be_bytes([rest[0], rest[1], rest[2], rest[3]]) as usize;
+        let frame = rest
+            .get(4..4 + len)
+            .ok_or("a frame longer than the answer")?;
+        rest = &rest[4 + len..];
+        let c = Change::decode(frame)?;
+        match c.kind {
+            Kind::Put => {
+                held.renders.insert((c.rev, c.tid), c);
             }
-        };
-        let map = first.map.clone().ok_or_else(|| {
-            Error::invalid(format!("cluster: {url}/_cluster answers no placement map"))
-        })?;
-        let owners: BTreeSet<String> = (0..map.partitions)
-            .flat_map(|p| map.owners(p).to_vec())
-            .filter(|n| !map.removed.contains(n))
+            Kind::TakeDown => {
+                held.revs_down.insert(c.rev);
+            }
+            Kind::TakeDownTitle => held.title_down = true,
+            Kind::Lift | Kind::LiftTitle => return Err("a lift in a title's holdings".into()),
+        }
+    }
+    Ok(held)
+}
+
+/// A take-down (of `rev`, or of the whole title) as the change that makes it.
+fn take_down(domain: &str, title: &str, rev: Option<u64>) -> Change {
+    Change::take_down(domain.to_string(), title.to_string(), rev)
+}
+
+/// What one owner lacks of what the others hold of one title: the take-downs it does not have
+/// (first), then the renders it has no copy of and does not refuse by a take-down of its own,
+/// each with the owner it is copied from (the first that holds it). A render that two owners
+/// hold with other bytes or labels is not copied either way: precedence cannot choose between
+/// two copies of one (rev, tid); it is answered in `conflicts`.
+fn lacking<'a>(
+    (domain, title): (&str, &str),
+    me: &Held,
+    others: &[(&'a str, &'a Held)],
+    conflicts: &mut BTreeSet<(u64, uuid::Uuid)>,
+) -> Vec<(&'a str, Change, String)> {
+    let mut out = Vec::new();
+    for (from, h) in others {
+        if h.title_down
+            && !me.title_down
+            && !out
+                .iter()
+                .any(|(_, c, _): &(_, Change, _)| c.kind == Kind::TakeDownTitle)
+        {
+            out.push((
+                *from,
+                take_down(domain, title, None),
+                "the title's take-down".into(),
+            ));
+        }
+        for rev in &h.revs_down {
+            let have = me.revs_down.contains(rev)
+                || out
+                    .iter()
+                    .any(|(_, c, _)| c.kind == Kind::TakeDown && c.rev == *rev);
+            if !have {
+                let what = format!("the take-down of revision {rev}");
+                out.push((*from, take_down(domain, title, Some(*rev)), what));
+            }
+        }
+    }
+    for (from, h) in others {
+        for (key, c) in &h.renders {
+            match me.renders.get(key) {
+                Some(mine) => {
+                    let same = mine.value == c.value
+                        && mine.content_type == c.content_type
+                        && mine.labels == c.labels;
+                    if !same {
+                        conflicts.insert(*key);
+                    }
+                }
+                None => {
+                    let refused = me.title_down || me.revs_down.contains(&c.rev);
+                    let copied = out
+                        .iter()
+                        .any(|(_, o, _)| o.kind == Kind::Put && (o.rev, o.tid) == *key);
+                    if !refused && !copied {
+                        let what = format!("render {}/{}", c.rev, c.tid);
+                        out.push((*from, c.clone(), what));
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// GET `url` with the token: its body, at most [`HELD_BYTES`].
+async fn get_held(url: &str, auth: &Auth) -> std::result::Result<Held, String> {
+    let (status, body) = request_with(
+        Method::GET,
+        url,
+        auth.bearer(),
+        Bytes::new(),
+        HELD_BYTES,
+        Duration::from_secs(600),
+    )
+    .await?;
+    if status != 200 {
+        return Err(format!(
+            "answered {status}: {}",
+            String::from_utf8_lossy(&body).trim()
+        ));
+    }
+    parse_held(&body)
+}
+
+/// Repairs one title of `partition` of `bucket` whose owners differ: fetches what each owner
+/// holds of it (values that fail their check are never sent), then copies to each owner what
+/// it lacks from another (`POST /_cluster/repair/BUCKET/PARTITION`).
+async fn repair_title(
+    r: &Reached,
+    bucket: &str,
+    p: u32,
+    owners: &[String],
+    key: &(String, String),
+    auth: &Auth,
+    actions: &mut Vec<String>,
+) {
+    let (domain, title) = key;
+    let q: String = form_urlencoded::Serializer::new(String::new())
+        .append_pair("domain", domain)
+        .append_pair("title", title)
+        .finish();
+    let at = format!("bucket {bucket} partition {p}: {domain}/{title}");
+    let mut held = Vec::new();
+    for o in owners {
+        let u = format!("{}/_cluster/held/{bucket}/{p}?{q}", r.base[o]);
+        match get_held(&u, auth).await {
+            Ok(h) => held.push((o.as_str(), h)),
+            Err(e) => {
+                actions.push(format!("{at}: not repaired: node {o}'s holdings: {e}"));
+                return;
+            }
+        }
+    }
+    let mut conflicts = BTreeSet::new();
+    for (i, (o, mine)) in held.iter().enumerate() {
+        let others: Vec<(&str, &Held)> = held
+            .iter()
+            .enumerate()
+            .filter(|(j, _)| *j != i)
+            .map(|(_, (n, h))| (*n, h))
             .collect();
-        let mut problems = Vec::new();
-        let mut base = BTreeMap::new();
-        for n in &owners {
-            match first.urls.get(n) {
-                Some(u) => {
-                    base.insert(n.clone(), u.trim_end_matches('/').to_string());
-                }
-                None => problems.push(format!("node {n}: no URL known for it")),
-            }
+        for (from, change, what) in lacking((domain, title), mine, &others, &mut conflicts) {
+            let u = format!("{}/_cluster/repair/{bucket}/{p}", r.base[*o]);
+            let body = Bytes::from(change.encode());
+            let done = request_with(
+                Method::POST,
+                &u,
+                auth.bearer(),
+                body,
+                1 << 20,
+                Duration::from_secs(600),
+            )
+            .await;
+            let outcome = match done {
+                Ok((200, b)) => match serde_json::from_slice::<Outcome>(&b) {
+                    Ok(Outcome::Stored) => "stored".to_string(),
+                    Ok(Outcome::Removed { removed }) => format!("{removed} renders removed"),
+                    Ok(Outcome::TakenDown) => "refused: taken down there".to_string(),
+                    Ok(other) => format!("{other:?}"),
+                    Err(e) => format!("an answer not understood: {e}"),
+                },
+                Ok((status, b)) => format!(
+                    "failed: answered {status}: {}",
+                    String::from_utf8_lossy(&b).trim()
+                ),
+                Err(e) => format!("failed: {e}"),
+            };
+            actions.push(format!("{at}: copied {what} from {from} to {o}: {outcome}"));
         }
-        // Caught up: ready, and applied as far as the furthest owner seen.
-        let mut target = first.scanned;
-        for (n, u) in &base {
-            loop {
-                let s: std::result::Result<NodeStatus, String> =
-                    get_json(&format!("{u}/_cluster"), auth, Duration::from_secs(5)).await;
-                match s {
-                    Ok(NodeStatus {
-                        diverged: Some(why),
-                        ..
-                    }) => {
-                        problems.push(format!(
-                            "node {n} vouches for none of its partitions: {why}"
-                        ));
-                        break;
-                    }
-                    Ok(s) if s.ready && s.scanned >= target => {
-                        target = target.max(s.scanned);
-                        break;
-                    }
-                    Ok(s) if started.elapsed() > patience => {
-                        problems.push(format!(
-                            "node {n} has applied up to {}, another owner up to {target}",
-                            s.scanned
-                        ));
-                        break;
-                    }
-                    Err(e) if started.elapsed() > patience => {
-                        problems.push(format!("node {n} does not answer: {e}"));
-                        break;
-                    }
-                    Ok(s) => {
-                        target = target.max(s.scanned);
-                        tokio::time::sleep(Duration::from_millis(200)).await
-                    }
-                    Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+    }
+    for (rev, tid) in conflicts {
+        actions.push(format!(
+            "{at}: not repaired: render {rev}/{tid} is held with other bytes or labels by \
+             different owners (precedence cannot choose between them)"
+        ));
+    }
+}
+
+/// `wink cluster repair URL`: for every difference a verify with value checks finds (each
+/// value read back first; one that fails is quarantined on its owner and counts as missing
+/// there), copies to each owner what another owner holds and it lacks, by the store's
+/// precedence: a render it has no copy of, a take-down it does not have. What a render is held
+/// as is never guessed: two owners holding one (rev, tid) with other bytes are left as they
+/// are. Then verifies again, with value checks. See docs/CLUSTER.md § Repair.
+pub fn repair_url(url: &str, auth: &Auth, patience: Duration) -> Result<Repaired> {
+    let url = url.trim_end_matches('/');
+    runtime()?.block_on(async {
+        let r = reach(url, auth, patience).await?;
+        let mut out = Repaired::default();
+        for bucket in &r.buckets {
+            for p in 0..r.map.partitions {
+                let d = differences(&r, bucket, p, auth, true).await;
+                for (o, what) in &d.damaged {
+                    out.actions
+                        .push(format!("bucket {bucket} partition {p}: node {o}: {what}"));
                 }
-            }
-        }
-        for bucket in &first.buckets {
-            for p in 0..map.partitions {
-                let mut digests: Vec<(String, String)> = Vec::new();
-                for o in map.owners(p).iter().filter(|o| base.contains_key(*o)) {
-                    let u = format!("{}/_cluster/digest/{bucket}/{p}", base[o]);
-                    match get_json::<PartitionDigest>(&u, auth, Duration::from_secs(120)).await {
-                        Ok(d) => digests.push((o.clone(), d.digest)),
-                        Err(e) => {
-                            problems.push(format!("bucket {bucket} partition {p}: node {o}: {e}"))
-                        }
-                    }
-                }
-                if digests.iter().all(|(_, d)| *d == digests[0].1) {
+                if !d.problems.is_empty() {
+                    // An owner that did not answer: what it lacks is not known.
+                    out.actions
+                        .extend(d.problems.iter().map(|e| format!("{e}: not repaired")));
                     continue;
                 }
-                let mut held = Vec::new();
-                for (o, _) in &digests {
-                    match all_titles(&base[o], bucket, p, auth).await {
-                        Ok(t) => held.push((o.clone(), t)),
-                        Err(e) => problems.push(format!(
-                            "bucket {bucket} partition {p}: node {o}'s titles: {e}"
-                        )),
-                    }
-                }
-                let keys: BTreeSet<&(String, String)> =
-                    held.iter().flat_map(|(_, t)| t.keys()).collect();
-                for k in keys {
-                    let first = held[0].1.get(k);
-                    if held[1..].iter().all(|(_, t)| t.get(k) == first) {
-                        continue;
-                    }
-                    let each: Vec<String> = held
-                        .iter()
-                        .map(|(o, t)| {
-                            format!("{o} holds {}", t.get(k).map_or("nothing", |s| s.as_str()))
-                        })
-                        .collect();
-                    problems.push(format!(
-                        "bucket {bucket} partition {p}: {}/{}: {}",
-                        k.0,
-                        k.1,
-                        each.join("; ")
-                    ));
+                for (key, _) in &d.titles {
+                    repair_title(&r, bucket, p, &d.owners, key, auth, &mut out.actions).await;
                 }
             }
         }
-        Ok(problems)
+        out.remaining = all_differences(&r, auth, true).await;
+        Ok(out)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn render(rev: u64, n: u16, value: &[u8]) -> Change {
+        Change {
+            kind: Kind::Put,
+            arrival: 1_700_000_000,
+            rev,
+            tid: wink_engine::store::key::tid_at(1_700_000_000, n, *b"repair"),
+            domain: "d.org".into(),
+            title: "T".into(),
+            content_type: "text/html".into(),
+            labels: wink_engine::store::Labels::NONE,
+            value: bytes::Bytes::copy_from_slice(value),
+            conditions: Default::default(),
+            names_render: false,
+        }
+    }
+
+    fn held(changes: &[Change]) -> Held {
+        let mut body = Vec::new();
+        for c in changes {
+            let frame = c.encode();
+            body.extend_from_slice(&(frame.len() as u32).to_be_bytes());
+            body.extend_from_slice(&frame);
+        }
+        parse_held(&body).unwrap()
+    }
+
+    fn what(out: &[(&str, Change, String)]) -> Vec<String> {
+        out.iter()
+            .map(|(from, _, w)| format!("{w} from {from}"))
+            .collect()
+    }
+
+    #[test]
+    fn an_owner_lacks_what_another_holds_and_never_a_copy_precedence_cannot_choose() {
+        let (a, b) = (render(1, 1, b"one"), render(2, 2, b"two"));
+        let full = held(&[a.clone(), b.clone()]);
+        let part = held(std::slice::from_ref(&a));
+        let key = ("d.org", "T");
+        let mut conflicts = BTreeSet::new();
+        let out = lacking(key, &part, &[("n1", &full)], &mut conflicts);
+        assert_eq!(what(&out), vec![format!("render 2/{} from n1", b.tid)]);
+        assert!(out[0].1 == b, "the render as held, bytes and all");
+        assert!(lacking(key, &full, &[("n2", &part)], &mut conflicts).is_empty());
+
+        // A take-down is copied; a render the lacking owner has taken down is not offered.
+        let down = held(&[take_down("d.org", "T", Some(2)), a.clone()]);
+        let out = lacking(key, &full, &[("n2", &down)], &mut conflicts);
+        assert_eq!(what(&out), vec!["the take-down of revision 2 from n2"]);
+        assert!(lacking(key, &down, &[("n1", &full)], &mut conflicts).is_empty());
+        let whole = held(&[take_down("d.org", "T", None)]);
+        let out = lacking(key, &full, &[("n2", &whole)], &mut conflicts);
+        assert_eq!(what(&out), vec!["the title's take-down from n2"]);
+        assert_eq!((out[0].1.domain.as_str(), out[0].1.title.as_str()), key);
+        assert!(lacking(key, &whole, &[("n1", &full)], &mut conflicts).is_empty());
+
+        // One (rev, tid) held with other bytes: neither copy is sent; it is named.
+        let mut other = b.clone();
+        other.value = bytes::Bytes::from_static(b"TWO");
+        let odd = held(&[a.clone(), other]);
+        assert!(lacking(key, &full, &[("n2", &odd)], &mut conflicts).is_empty());
+        assert_eq!(conflicts.into_iter().collect::<Vec<_>>(), vec![(2, b.tid)]);
+
+        // Two owners holding it: copied once, from the first.
+        let mut none = BTreeSet::new();
+        let out = lacking(key, &held(&[]), &[("n1", &full), ("n3", &full)], &mut none);
+        assert_eq!(out.len(), 2);
+        assert!(out.iter().all(|(from, _, _)| *from == "n1"));
+    }
+
+    #[test]
+    fn a_damaged_answer_is_refused() {
+        let one = render(1, 1, b"one").encode();
+        let mut body = (one.len() as u32 + 1).to_be_bytes().to_vec();
+        body.extend_from_slice(&one);
+        assert!(parse_held(&body).is_err());
+        assert!(parse_held(&[0, 0]).is_err());
+        let mut lift = render(1, 1, b"");
+        lift.kind = Kind::Lift;
+        let frame = lift.encode();
+        let mut body = (frame.len() as u32).to_be_bytes().to_vec();
+        body.extend_from_slice(&frame);
+        assert!(parse_held(&body).is_err());
+    }
 }

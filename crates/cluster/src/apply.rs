@@ -388,3 +388,34 @@ pub fn entered(store: &mut Store, partitions: u32, since: u64) -> Result<()> {
     }
     Ok(())
 }
+
+/// Applies one change a repair brings from another owner (docs/CLUSTER.md § Repair): a put at
+/// its arrival time, or a take-down, by the store's precedence like any put or take-down, and
+/// commits. The record of applied sequences is not changed: the change is not the stream's.
+/// A put the store refuses (its revision is taken down here) is answered, not an error.
+pub fn apply_repair(store: &mut Store, c: &Change) -> Result<Outcome> {
+    let rev = c.kind.of_rev(c.rev);
+    let mut batch = store.batch();
+    let outcome = match c.kind {
+        Kind::Put => match StampedClock::with(c.arrival, || batch.put(&c.as_put())) {
+            Ok(_) => Outcome::Stored,
+            Err(Error::Invalid(why)) => {
+                if batch.store().is_taken_down(&c.domain, &c.title, rev)? {
+                    Outcome::TakenDown
+                } else {
+                    Outcome::Refused { why }
+                }
+            }
+            Err(e) => return Err(e),
+        },
+        Kind::TakeDown | Kind::TakeDownTitle => Outcome::Removed {
+            removed: batch.take_down(&c.domain, &c.title, rev)?,
+        },
+        // A repair copies what an owner holds, and a lift leaves nothing held.
+        Kind::Lift | Kind::LiftTitle => {
+            return Err(Error::invalid("a repair applies puts and take-downs only"))
+        }
+    };
+    batch.commit()?;
+    Ok(outcome)
+}

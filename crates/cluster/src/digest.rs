@@ -6,7 +6,11 @@
 //! A title's digest covers what the store records of it: its take-downs, and each readable
 //! render's revision, tid, content type, labels, length and the CRC-32 its record keeps of the
 //! value ([`TitleSummary`]). The bytes themselves are not read: a value damaged on disk after it
-//! was stored keeps its recorded CRC, and is found by the file-based verify or a read.
+//! was stored keeps its recorded CRC. With `?check=1` they are: every value of the partition is
+//! read back and checked against its CRC-32 first, and one that fails is quarantined on this
+//! owner and left out of its title's digest, which then differs from a healthy owner's (and
+//! `wink cluster repair` copies the render back). A render already in quarantine is left out
+//! either way.
 //!
 //! The partition is walked in one exclusive job on the bucket's writer, so the digest is of one
 //! committed state (writes wait for the walk).
@@ -19,6 +23,7 @@ use sha1::{Digest as _, Sha1};
 
 use super::message::{partition_of, RESERVED_DOMAIN};
 use super::node::{on_writer, Node};
+use wink_engine::maintenance::checked_summary_step;
 use wink_engine::store::{TitleCursor, TitleSummary};
 use wink_serve::Problem;
 use wink_service::registry::Registry;
@@ -35,6 +40,9 @@ pub struct PartitionDigest {
     pub titles: u64,
     /// SHA-1 (hex) of every title's key and digest, in key order.
     pub digest: String,
+    /// With `?check=1`: the renders whose values failed their check (and were quarantined).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub damaged: Vec<String>,
 }
 
 /// One title's digest, and what it stands for, in words.
@@ -59,6 +67,9 @@ pub struct TitlePage {
     pub titles: Vec<TitleDigest>,
     /// The `after` of the next page; `None` on the last.
     pub next: Option<String>,
+    /// With `?check=1`: the renders whose values failed their check (and were quarantined).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub damaged: Vec<String>,
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -104,14 +115,16 @@ fn held(s: &TitleSummary) -> String {
     parts.join(", ")
 }
 
-/// The title digests of `partition` of `bucket` on this node, in key order. Refused (503) by a
-/// node that does not own the partition, or does not vouch for what it owns.
+/// The title digests of `partition` of `bucket` on this node, in key order, and (`check`: every
+/// value read and checked) the renders whose values failed. Refused (503) by a node that does
+/// not own the partition, or does not vouch for what it owns.
 async fn title_digests(
     node: &Node,
     reg: &Registry,
     bucket: &str,
     partition: u32,
-) -> Result<BTreeMap<(String, String), TitleDigest>, Problem> {
+    check: bool,
+) -> Result<(BTreeMap<(String, String), TitleDigest>, Vec<String>), Problem> {
     let map = node.map();
     if !map.owned_by(&node.name).contains(&partition) {
         return Err(Problem::unavailable(
@@ -131,19 +144,44 @@ async fn title_digests(
         _ => return Err(Problem::not_found(format!("no bucket {bucket}"))),
     };
     let partitions = map.partitions;
-    let summaries = on_writer(&b, move |store| {
+    let (summaries, damaged) = on_writer(&b, move |store| {
         let mut cursor = TitleCursor::new();
         let mut out = Vec::new();
+        let mut damaged = Vec::new();
+        let keep =
+            |d: &str, t: &str| d != RESERVED_DOMAIN && partition_of(d, t, partitions) == partition;
         while !cursor.is_done() {
-            out.extend(store.summary_step(&mut cursor, 1024, |d, t| {
-                d != RESERVED_DOMAIN && partition_of(d, t, partitions) == partition
-            })?);
+            if check {
+                let (step, bad) = checked_summary_step(store, &mut cursor, 1024, keep)?;
+                out.extend(step);
+                damaged.extend(bad);
+            } else {
+                out.extend(store.summary_step(&mut cursor, 1024, keep)?);
+            }
         }
-        Ok(out)
+        Ok((out, damaged))
     })
     .await
     .map_err(|e| Problem::from_store(&e))?;
-    Ok(summaries
+    // Named by render only: what the store said names files, which no answer shows.
+    let damaged = damaged
+        .iter()
+        .map(|d| {
+            let fate = match d.quarantined {
+                Some(_) => "quarantined",
+                None => "not quarantined",
+            };
+            format!(
+                "{}/{} {}/{}: the value fails its check ({} tier, {fate})",
+                d.domain,
+                d.title,
+                d.rev,
+                d.tid,
+                d.tier.as_str()
+            )
+        })
+        .collect();
+    let titles = summaries
         .into_iter()
         .map(|s| {
             let d = TitleDigest {
@@ -154,7 +192,8 @@ async fn title_digests(
             };
             ((s.domain, s.title), d)
         })
-        .collect())
+        .collect();
+    Ok((titles, damaged))
 }
 
 /// The digest of `partition` of `bucket` on this node.
@@ -163,8 +202,9 @@ pub async fn partition_digest(
     reg: &Registry,
     bucket: &str,
     partition: u32,
+    check: bool,
 ) -> Result<PartitionDigest, Problem> {
-    let titles = title_digests(node, reg, bucket, partition).await?;
+    let (titles, damaged) = title_digests(node, reg, bucket, partition, check).await?;
     let mut h = Sha1::new();
     for ((domain, title), d) in &titles {
         for f in [domain.as_bytes(), title.as_bytes(), d.digest.as_bytes()] {
@@ -176,6 +216,7 @@ pub async fn partition_digest(
         node: node.name.clone(),
         titles: titles.len() as u64,
         digest: hex(&h.finalize()),
+        damaged,
     })
 }
 
@@ -208,6 +249,7 @@ pub async fn title_page(
     bucket: &str,
     partition: u32,
     after: Option<&str>,
+    check: bool,
 ) -> Result<TitlePage, Problem> {
     let after = match after {
         None => None,
@@ -215,7 +257,7 @@ pub async fn title_page(
             Some(parse_cursor(c).ok_or_else(|| Problem::bad_request(format!("cursor {c:?}")))?)
         }
     };
-    let titles = title_digests(node, reg, bucket, partition).await?;
+    let (titles, damaged) = title_digests(node, reg, bucket, partition, check).await?;
     let mut page: Vec<TitleDigest> = match &after {
         None => titles.into_values().take(TITLES_PER_PAGE + 1).collect(),
         Some(key) => titles
@@ -237,6 +279,7 @@ pub async fn title_page(
         node: node.name.clone(),
         titles: page,
         next,
+        damaged,
     })
 }
 

@@ -722,6 +722,7 @@ impl ClusterDump {
                 hyper::Method::GET,
                 &url,
                 self.auth.bearer(),
+                bytes::Bytes::new(),
                 PAGE_DEADLINE,
                 MAX_PAGE,
             ))

@@ -150,6 +150,28 @@ pub fn message_id(bucket: &str, c: &Change) -> String {
 }
 
 impl Change {
+    /// A take-down of `rev`, or of the whole title: a change with no arrival, tid or value
+    /// (what a copy or a repair carries of a take-down another owner holds).
+    pub fn take_down(domain: String, title: String, rev: Option<u64>) -> Change {
+        Change {
+            kind: if rev.is_some() {
+                Kind::TakeDown
+            } else {
+                Kind::TakeDownTitle
+            },
+            arrival: 0,
+            rev: rev.unwrap_or(0),
+            tid: Uuid::nil(),
+            domain,
+            title,
+            content_type: String::new(),
+            labels: Labels::NONE,
+            value: Bytes::new(),
+            conditions: Default::default(),
+            names_render: false,
+        }
+    }
+
     /// The store's put of this change (of kind [`Kind::Put`]): the render with the tid the
     /// receiving node gave it, so that every replica stores the same one.
     pub fn as_put(&self) -> wink_engine::store::Put<'_> {

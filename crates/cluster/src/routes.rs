@@ -1,7 +1,8 @@
 //! A cluster node's own routes, beside the API: `/_cluster` (the node's status),
 //! `/_cluster/outcome/SEQ` (what applying a message did), `/_cluster/replay`,
-//! `/_cluster/snapshot/BUCKET`, `/_cluster/copy/…` and `/_cluster/dump/…` (docs/CLUSTER.md).
-//! The HTTP front mounts them as an [`Extension`]; it does not know what they are.
+//! `/_cluster/snapshot/BUCKET`, `/_cluster/copy/…`, `/_cluster/digest/…`, `/_cluster/held/…`,
+//! `/_cluster/repair/…` and `/_cluster/dump/…` (docs/CLUSTER.md). The HTTP front mounts them as
+//! an [`Extension`]; it does not know what they are.
 
 use std::sync::Arc;
 
@@ -13,10 +14,12 @@ use http_body_util::Full;
 use hyper::header::{HeaderValue, CONTENT_TYPE};
 use hyper::{Method, Response, StatusCode};
 
+use super::apply;
 use super::digest;
 use super::dump;
 use super::listing;
-use super::node::Node;
+use super::message::{partition_of, Change, Kind, RESERVED_DOMAIN};
+use super::node::{on_writer, Node};
 use super::seed;
 use wink_serve::Problem;
 use wink_serve::{json, Answer, App, Extension};
@@ -253,13 +256,151 @@ async fn cluster_digest(
         .ok_or_else(|| Problem::bad_request("/_cluster/digest/BUCKET/PARTITION"))?;
     let query = Query::of(req);
     let param = |name: &str| query.get(name);
+    let check = match param("check") {
+        None | Some("0") => false,
+        Some("1") => true,
+        Some(other) => return Err(Problem::bad_request(format!("check={other:?}: 0 or 1"))),
+    };
+    let reg = &app.registry;
     if param("titles").is_some() {
-        let page =
-            digest::title_page(node, &app.registry, bucket, partition, param("after")).await?;
+        let page = digest::title_page(node, reg, bucket, partition, param("after"), check).await?;
         return Ok(json(StatusCode::OK, &page));
     }
-    let d = digest::partition_digest(node, &app.registry, bucket, partition).await?;
+    let d = digest::partition_digest(node, reg, bucket, partition, check).await?;
     Ok(json(StatusCode::OK, &d))
+}
+
+/// The bucket and partition of `/_cluster/held/BUCKET/PARTITION` or `/_cluster/repair/…`: a
+/// partition this node owns and vouches for (503 otherwise), and the bucket open here.
+fn owned_partition(
+    app: &App,
+    node: &Node,
+    req: &hyper::http::request::Parts,
+    rest: &str,
+) -> Result<(Arc<wink_service::registry::Bucket>, u32)> {
+    let Some((bucket, partition)) = rest.split_once('/') else {
+        return Err(Problem::not_found(format!("no route {}", req.uri.path())));
+    };
+    if !valid_bucket_name(bucket) {
+        return Err(Problem::bad_request(format!("bucket name {bucket:?}")));
+    }
+    let map = node.map();
+    let partition: u32 = partition
+        .parse()
+        .ok()
+        .filter(|p| *p < map.partitions)
+        .ok_or_else(|| Problem::bad_request("BUCKET/PARTITION"))?;
+    if !map.owned_by(&node.name).contains(&partition) {
+        return Err(Problem::unavailable(
+            format!("node {} does not own partition {partition}", node.name),
+            1,
+        ));
+    }
+    if !node.vouches() {
+        return Err(Problem::unavailable(
+            format!("node {} does not vouch for its partitions yet", node.name),
+            1,
+        ));
+    }
+    match app.registry.bucket(bucket) {
+        Ok(Some(b)) => Ok((b, partition)),
+        _ => Err(Problem::not_found(format!("no bucket {bucket}"))),
+    }
+}
+
+/// `GET /_cluster/held/BUCKET/PARTITION?domain=D&title=T`: what this owner holds of one title
+/// of the partition, with the values, for a repair to copy to an owner that lacks it
+/// (docs/CLUSTER.md § Repair): frames (a big-endian u32 length, then a [`Change`]) of its
+/// take-downs, then of each render whose value reads back intact. A render whose value fails
+/// its check is never sent; the header `x-wink-damaged` counts them. With the token only.
+///
+/// [`Change`]: super::message::Change
+async fn cluster_held(
+    app: &App,
+    node: &Arc<Node>,
+    req: &hyper::http::request::Parts,
+    rest: &str,
+) -> Result<Answer> {
+    if req.method != Method::GET {
+        return Err(Problem::method_not_allowed("GET"));
+    }
+    app.auth.check(&req.headers)?;
+    let (b, partition) = owned_partition(app, node, req, rest)?;
+    let query = Query::of(req);
+    let usage = "/_cluster/held/BUCKET/PARTITION?domain=D&title=T";
+    let (Some(domain), Some(title)) = (query.get("domain"), query.get("title")) else {
+        return Err(Problem::bad_request(usage));
+    };
+    let (domain, title) = (domain.to_string(), title.to_string());
+    if domain == RESERVED_DOMAIN
+        || partition_of(&domain, &title, node.map().partitions) != partition
+    {
+        return Err(Problem::bad_request(format!(
+            "{domain}/{title} is not a title of partition {partition}"
+        )));
+    }
+    let (items, damaged) = on_writer(&b, move |store| store.copy_title(&domain, &title))
+        .await
+        .map_err(|e| Problem::from_store(&e))?;
+    let mut body = Vec::new();
+    for item in items {
+        let frame = seed::change_of(item).encode();
+        body.extend_from_slice(&(frame.len() as u32).to_be_bytes());
+        body.extend_from_slice(&frame);
+    }
+    let mut a = Response::new(Full::new(Bytes::from(body)));
+    a.headers_mut().insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static("application/octet-stream"),
+    );
+    a.headers_mut()
+        .insert(DAMAGED, HeaderValue::from(damaged.len()));
+    Ok(a)
+}
+
+/// Header of `/_cluster/held/…`'s answer: renders left out because their values failed.
+pub const DAMAGED: &str = "x-wink-damaged";
+
+/// `POST /_cluster/repair/BUCKET/PARTITION` with one [`Change`] (a put or a take-down of a
+/// title of the partition) as its body: applied to this owner's store by the store's
+/// precedence, as any put or take-down, outside the stream (docs/CLUSTER.md § Repair). Answers
+/// what applying it did ([`Outcome`]). With the token only.
+///
+/// [`Change`]: super::message::Change
+/// [`Outcome`]: super::apply::Outcome
+async fn cluster_repair(
+    app: &App,
+    node: &Arc<Node>,
+    req: &hyper::http::request::Parts,
+    rest: &str,
+) -> Result<Answer> {
+    if req.method != Method::POST {
+        return Err(Problem::method_not_allowed("POST"));
+    }
+    app.auth.check(&req.headers)?;
+    let (b, partition) = owned_partition(app, node, req, rest)?;
+    // A value the store takes, and its framing (a key and a content type are far shorter).
+    let limit = b.config.max_value.saturating_add(1 << 20);
+    let over = format!("a repair's change is over this bucket's {limit} bytes");
+    let bytes = app.read_body(req, limit, &over).await?;
+    let change = Change::decode(&bytes).map_err(Problem::bad_request)?;
+    if change.domain == RESERVED_DOMAIN
+        || partition_of(&change.domain, &change.title, node.map().partitions) != partition
+    {
+        return Err(Problem::bad_request(format!(
+            "{}/{} is not a title of partition {partition}",
+            change.domain, change.title
+        )));
+    }
+    if matches!(change.kind, Kind::Lift | Kind::LiftTitle) {
+        return Err(Problem::bad_request(
+            "a repair applies puts and take-downs only",
+        ));
+    }
+    let outcome = on_writer(&b, move |store| apply::apply_repair(store, &change))
+        .await
+        .map_err(|e| Problem::from_store(&e))?;
+    Ok(json(StatusCode::OK, &outcome))
 }
 
 /// A request's query, decoded: name and value pairs.
@@ -350,6 +491,12 @@ async fn cluster_route(
     }
     if let Some(rest) = path.strip_prefix("/_cluster/digest/") {
         return cluster_digest(app, node, req, rest).await.map(Some);
+    }
+    if let Some(rest) = path.strip_prefix("/_cluster/repair/") {
+        return cluster_repair(app, node, req, rest).await.map(Some);
+    }
+    if let Some(rest) = path.strip_prefix("/_cluster/held/") {
+        return cluster_held(app, node, req, rest).await.map(Some);
     }
     if let Some(rest) = path.strip_prefix("/_cluster/titles/") {
         if req.method != Method::GET {

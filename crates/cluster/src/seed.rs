@@ -197,7 +197,7 @@ pub fn end_copy(reg: &Registry, bucket: &str, id: &str) -> Result<(), Problem> {
 }
 
 /// A copy item as the stream message that would make it.
-fn change_of(item: CopyItem) -> Change {
+pub(super) fn change_of(item: CopyItem) -> Change {
     match item {
         CopyItem::Render {
             domain,
@@ -221,23 +221,7 @@ fn change_of(item: CopyItem) -> Change {
             conditions: Default::default(),
             names_render: false,
         },
-        CopyItem::TakeDown { domain, title, rev } => Change {
-            kind: if rev.is_some() {
-                Kind::TakeDown
-            } else {
-                Kind::TakeDownTitle
-            },
-            arrival: 0,
-            rev: rev.unwrap_or(0),
-            tid: uuid::Uuid::nil(),
-            domain,
-            title,
-            content_type: String::new(),
-            labels: Default::default(),
-            value: bytes::Bytes::new(),
-            conditions: Default::default(),
-            names_render: false,
-        },
+        CopyItem::TakeDown { domain, title, rev } => Change::take_down(domain, title, rev),
     }
 }
 

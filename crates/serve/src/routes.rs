@@ -89,6 +89,29 @@ pub struct App {
     pub extension: Option<Arc<dyn Extension>>,
 }
 
+impl App {
+    /// The request's body, for a route of an [`Extension`]: read as the API's routes read
+    /// theirs (the server's body limits, its timeout, its in-flight bytes), and refused (413,
+    /// `over` its detail) past `within` bytes. The front keeps the body aside until a route
+    /// takes it: a request's body is read once.
+    pub async fn read_body(&self, parts: &Parts, within: u64, over: &str) -> Result<Bytes> {
+        let unread = parts
+            .extensions
+            .get::<Unread>()
+            .cloned()
+            .ok_or_else(|| Problem::bad_request("the request has no body"))?;
+        let within = super::limits::Within {
+            bytes: within,
+            over: over.to_string(),
+        };
+        let body = self
+            .limits
+            .read_within(parts, unread.take()?, &self.metrics, Some(within))
+            .await?;
+        Ok(body.bytes)
+    }
+}
+
 /// Routes of a layer above the API (a cluster node's own), merged into the API's router.
 pub trait Extension: Send + Sync {
     /// The routes; their paths are none of the API's.

@@ -1,5 +1,6 @@
 //! `wink cluster status|verify|rebalance|remove|replay FILE [--token-file F]`: FILE is the
 //! `cluster.json` of `cluster/up`; `verify` also takes a node's or the router's URL instead.
+//! `wink cluster repair URL` takes a node's or the router's URL only.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -27,6 +28,24 @@ pub enum Command {
     Verify {
         #[arg(value_name = "TARGET")]
         file: PathBuf,
+        /// Seconds to wait for the nodes to apply the stream.
+        #[arg(long, value_name = "S", default_value_t = 60)]
+        patience: u64,
+        /// With a URL: every owner reads back every value and checks its CRC-32 first; a
+        /// damaged one is quarantined there and counts as missing (`wink cluster repair`
+        /// copies it back).
+        #[arg(long)]
+        check: bool,
+        #[command(flatten)]
+        token: Token,
+    },
+    /// Copies to each owner what another owner of the partition holds and it lacks, for every
+    /// difference `verify URL --check` finds: a render it has no copy of (or whose value failed
+    /// its check and was quarantined), a take-down it does not have. One line per action; exit
+    /// 0 when nothing is left to repair, 1 with the remaining differences otherwise. URL is a
+    /// node's or the router's http:// URL; the token of --token-file is sent.
+    Repair {
+        url: String,
         /// Seconds to wait for the nodes to apply the stream.
         #[arg(long, value_name = "S", default_value_t = 60)]
         patience: u64,
@@ -76,6 +95,16 @@ pub struct Token {
     token_file: Option<PathBuf>,
 }
 
+impl Token {
+    /// The token of --token-file, or none.
+    fn auth(&self) -> Result<wink::serve::Auth> {
+        match self.token_file.as_deref() {
+            Some(f) => wink::serve::Auth::from_file(f),
+            None => Ok(wink::serve::Auth::none()),
+        }
+    }
+}
+
 pub fn run(command: Command) -> Result<Status> {
     let mut out = std::io::stdout();
     match command {
@@ -113,19 +142,47 @@ pub fn run(command: Command) -> Result<Status> {
             let _ = writeln!(out, "node {node} replays the stream from sequence {from}");
             Ok(0)
         }
+        Command::Repair {
+            url,
+            patience,
+            token,
+        } => {
+            if !url.starts_with("http://") {
+                return Err(Error::invalid(format!("{url:?}: not an http:// URL")));
+            }
+            let auth = token.auth()?;
+            let done = admin::repair_url(&url, &auth, Duration::from_secs(patience))?;
+            for a in &done.actions {
+                let _ = writeln!(out, "{a}");
+            }
+            for p in &done.remaining {
+                let _ = writeln!(out, "left: {p}");
+            }
+            if done.remaining.is_empty() {
+                let _ = writeln!(
+                    out,
+                    "repaired: {} actions; every owner of every partition agrees",
+                    done.actions.len()
+                );
+                Ok(0)
+            } else {
+                let _ = writeln!(out, "{} differences left", done.remaining.len());
+                Ok(1)
+            }
+        }
         Command::Verify {
             file,
             patience,
+            check,
             token,
         } => {
             let patience = Duration::from_secs(patience);
             let problems = match file.to_str().filter(|f| f.starts_with("http://")) {
-                Some(url) => {
-                    let auth = match token.token_file.as_deref() {
-                        Some(f) => wink::serve::Auth::from_file(f)?,
-                        None => wink::serve::Auth::none(),
-                    };
-                    admin::verify_url(url, &auth, patience)?
+                Some(url) => admin::verify_url(url, &token.auth()?, patience, check)?,
+                None if check => {
+                    return Err(Error::invalid(
+                        "--check is for a URL: a cluster.json's verify re-hashes every value",
+                    ))
                 }
                 None => {
                     let admin = Admin::open(&file, token.token_file.as_deref())?;

@@ -93,7 +93,7 @@ enum Command {
     /// Serve the render stores under a data root over HTTP (RESTBase's key_rev_value API).
     #[cfg(feature = "server")]
     Serve(serve::Args),
-    /// A cluster's state: status, verify (every owner agrees), rebalance (docs/CLUSTER.md).
+    /// A cluster's state: status, verify (every owner agrees), repair, rebalance (docs/CLUSTER.md).
     #[cfg(feature = "cluster")]
     #[command(subcommand)]
     Cluster(cluster::Command),

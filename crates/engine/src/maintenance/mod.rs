@@ -47,6 +47,6 @@ pub use compact::{
 };
 pub use cull::{cull_all, cull_due, CullReport};
 pub use rebuild::rebuild_index;
-pub use scrub::{scrub, scrub_with};
+pub use scrub::{checked_summary_step, scrub, scrub_with};
 pub use snapshot::snapshot;
 pub use space::space;

@@ -17,6 +17,7 @@
 //! reported by title (tier `meta`, revision 0) and its titles' values are skipped, never read
 //! through it.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use uuid::Uuid;
@@ -26,7 +27,7 @@ use crate::filesys;
 use crate::storage::{read_exact_at, Storage};
 use crate::store::containers::container_base;
 use crate::store::record::Location;
-use crate::store::Store;
+use crate::store::{Store, TitleCursor, TitleSummary};
 
 use super::quarantine::{quarantine_value, Damaged};
 
@@ -395,6 +396,80 @@ fn scrub_container(
         // Politeness only: a failed drop leaves pages the kernel will evict anyway.
         let _ = s.drop_cache(0, s.len().unwrap_or(0));
     }
+}
+
+/// One step of [`Store::summary_step`] with every value read back and checked against its
+/// CRC-32 first: a render whose value fails the check is left out of its title's summary (so a
+/// comparison with another store shows it missing here) and reported; a damaged hot value is
+/// also quarantined, so that reads name the entry and later summaries leave it out too. A
+/// damaged archived revision is reported and left out; the archive has no quarantine.
+pub fn checked_summary_step(
+    store: &Store,
+    cursor: &mut TitleCursor,
+    max_titles: usize,
+    keep: impl Fn(&str, &str) -> bool,
+) -> Result<(Vec<TitleSummary>, Vec<Damage>)> {
+    let mut damaged = Vec::new();
+    let mut reader = store.dump_reader()?;
+    let mut opened: HashMap<u32, Result<Box<dyn Storage>>> = HashMap::new();
+    let mut buf = Vec::new();
+    let summaries = store.summary_step_with(cursor, max_titles, keep, |t, r| {
+        let checked = match r.hot() {
+            Some(loc) => {
+                let s = opened.entry(loc.container).or_insert_with(|| {
+                    let base = container_base(store.dir(), loc.container);
+                    store.vfs().open(&filesys::file_path(&base, "data"), false)
+                });
+                match s {
+                    Ok(s) => verify_value(store, s.as_ref(), loc, &mut buf),
+                    // A container that cannot be opened damages every value in it.
+                    Err(e) => Err(e.again()),
+                }
+            }
+            None => reader.read(t, r).map(drop),
+        };
+        let e = match checked {
+            Ok(()) => return Ok(true),
+            Err(e @ (Error::Corrupt { .. } | Error::Io { .. } | Error::Damaged { .. })) => e,
+            Err(e) => return Err(e),
+        };
+        let mut what = e.to_string();
+        let (file, offset) = located(&e, Path::new(""), 0);
+        let (tier, quarantined) = match (r.hot(), r.hot().and_then(|l| opened.get(&l.container))) {
+            (Some(loc), Some(Ok(s))) => {
+                let d = Damaged {
+                    name: (&t.domain, &t.title),
+                    rev: r.rev,
+                    tid: r.tid,
+                    loc,
+                    what: &what,
+                };
+                match quarantine_value(store, s.as_ref(), &d) {
+                    Ok(path) => (Tier::Hot, Some(path)),
+                    Err(q) => {
+                        what = format!("{what} (not quarantined: {q})");
+                        (Tier::Hot, None)
+                    }
+                }
+            }
+            (Some(_), _) => (Tier::Hot, None),
+            (None, _) => (Tier::Archive, None),
+        };
+        damaged.push(Damage {
+            tier,
+            domain: t.domain.clone(),
+            title: t.title.clone(),
+            rev: r.rev,
+            tid: r.tid,
+            file,
+            offset,
+            what,
+            quarantined,
+        });
+        Ok(false)
+    })?;
+    reader.finish()?;
+    Ok((summaries, damaged))
 }
 
 /// Reads one value into `buf` and checks its length bound and CRC-32.

@@ -11,9 +11,11 @@
 
 use uuid::Uuid;
 
-use crate::error::Result;
+use std::collections::HashSet;
 
-use super::dump::split_name;
+use crate::error::{Error, Result};
+
+use super::dump::{split_name, DumpRender, DumpTitle};
 use super::{Store, TitleCursor};
 
 /// What a copy holds of one title: a take-down, or one readable render.
@@ -79,6 +81,9 @@ impl CopyCursor {
         })
     }
 }
+
+/// A render whose value failed its check: (rev, tid, what is wrong).
+pub type Unreadable = (u64, Uuid, String);
 
 /// One page of a copy.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -175,12 +180,33 @@ impl Store {
 
     /// The summaries of the next titles from `cursor` that `keep` accepts, at most `max_titles`
     /// records walked; titles with neither a readable render nor a take-down are left out. The
-    /// cursor moves past them as [`Store::dump_step`]'s does.
+    /// cursor moves past them as [`Store::dump_step`]'s does. A render whose value is in
+    /// quarantine is left out: the store holds no good copy of it, so a comparison with another
+    /// store shows it missing here (and a repair brings it back).
     pub fn summary_step(
         &self,
         cursor: &mut TitleCursor,
         max_titles: usize,
         keep: impl Fn(&str, &str) -> bool,
+    ) -> Result<Vec<TitleSummary>> {
+        let quarantined: HashSet<(u32, u64)> = self
+            .quarantined()?
+            .into_iter()
+            .map(|e| (e.container, e.offset))
+            .collect();
+        self.summary_step_with(cursor, max_titles, keep, |_, r| {
+            Ok(r.hot()
+                .is_none_or(|l| !quarantined.contains(&(l.container, l.offset))))
+        })
+    }
+
+    /// [`Store::summary_step`] with the renders `good` accepts (the others are left out).
+    pub(crate) fn summary_step_with(
+        &self,
+        cursor: &mut TitleCursor,
+        max_titles: usize,
+        keep: impl Fn(&str, &str) -> bool,
+        mut good: impl FnMut(&DumpTitle, &DumpRender) -> Result<bool>,
     ) -> Result<Vec<TitleSummary>> {
         let walk = self.walk_titles(cursor, max_titles)?;
         let mut out = Vec::new();
@@ -203,14 +229,13 @@ impl Store {
                 s.revs_down = rec.revs_down.iter().copied().collect();
             }
             if let Some(t) = self.dump_title(domain, title)? {
-                s.renders = t
-                    .renders
-                    .iter()
-                    .map(|r| {
+                for r in &t.renders {
+                    if good(&t, r)? {
                         let ct = r.content_type.clone();
-                        (r.rev, r.tid, ct, r.labels.clone(), r.size, r.crc())
-                    })
-                    .collect();
+                        s.renders
+                            .push((r.rev, r.tid, ct, r.labels.clone(), r.size, r.crc()));
+                    }
+                }
             }
             if s.title_down || !s.revs_down.is_empty() || !s.renders.is_empty() {
                 out.push(s);
@@ -218,6 +243,41 @@ impl Store {
         }
         walk.finish(cursor);
         Ok(out)
+    }
+
+    /// What the store holds of one title, as copy items: its take-downs (the whole title's
+    /// first), then every readable render whose value reads back intact. A render whose value
+    /// fails its check is never copied: it is answered apart, as (rev, tid, what is wrong).
+    pub fn copy_title(
+        &self,
+        domain: &str,
+        title: &str,
+    ) -> Result<(Vec<CopyItem>, Vec<Unreadable>)> {
+        let mut items = self.take_downs_of(domain, title)?;
+        let mut damaged = Vec::new();
+        if let Some(t) = self.dump_title(domain, title)? {
+            let mut reader = self.dump_reader()?;
+            for r in &t.renders {
+                match reader.read(&t, r) {
+                    Ok(value) => items.push(CopyItem::Render {
+                        domain: t.domain.clone(),
+                        title: t.title.clone(),
+                        rev: r.rev,
+                        tid: r.tid,
+                        content_type: r.content_type.clone(),
+                        labels: r.labels.clone(),
+                        arrival: r.arrival,
+                        value,
+                    }),
+                    Err(e @ (Error::Corrupt { .. } | Error::Io { .. } | Error::Damaged { .. })) => {
+                        damaged.push((r.rev, r.tid, e.to_string()))
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            reader.finish()?;
+        }
+        Ok((items, damaged))
     }
 
     /// A title's take-downs, as copy items: the whole title's first.
@@ -323,5 +383,99 @@ mod tests {
         assert_eq!(value.as_deref(), Some(b"<p>7 2</p>".as_slice()));
         assert!(CopyCursor::from_token("x/1").is_none());
         assert!(CopyCursor::from_token("1.2/zz").is_none());
+    }
+
+    /// Every title's summary, by title (a walk is in the records' file order, which a rewrite
+    /// changes).
+    fn summaries(s: &Store) -> Vec<TitleSummary> {
+        let mut cursor = TitleCursor::new();
+        let mut out = Vec::new();
+        while !cursor.is_done() {
+            out.extend(s.summary_step(&mut cursor, 3, |_, _| true).unwrap());
+        }
+        out.sort_by(|a, b| a.title.cmp(&b.title));
+        out
+    }
+
+    #[test]
+    fn a_checked_summary_quarantines_a_damaged_value_and_nothing_copies_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s");
+        Store::init(&path, &Config::default(), &StoreOptions::writer()).unwrap();
+        let mut s = Store::open(&path, &StoreOptions::writer()).unwrap();
+        let value = |t: u64, rev: u64| format!("<p>value of T{t} revision {rev}</p>").into_bytes();
+        for t in 0..6u64 {
+            for rev in 1..=2 {
+                put(&mut s, &format!("T{t}"), rev, &value(t, rev));
+            }
+        }
+        let before = summaries(&s);
+        let data = path.join("c000001.data");
+        let mut bytes = std::fs::read(&data).unwrap();
+        let victim = value(3, 2);
+        let at = bytes
+            .windows(victim.len())
+            .position(|w| w == victim.as_slice())
+            .unwrap();
+        bytes[at + 4] ^= 0x20;
+        std::fs::write(&data, bytes).unwrap();
+        // Recorded CRCs: the damage is not seen.
+        assert_eq!(summaries(&s), before);
+
+        let mut cursor = TitleCursor::new();
+        let mut checked = Vec::new();
+        let mut damaged = Vec::new();
+        while !cursor.is_done() {
+            let (step, bad) =
+                crate::maintenance::checked_summary_step(&s, &mut cursor, 4, |_, _| true).unwrap();
+            checked.extend(step);
+            damaged.extend(bad);
+        }
+        assert_eq!(damaged.len(), 1, "{damaged:?}");
+        let d = &damaged[0];
+        assert_eq!((d.title.as_str(), d.rev), ("T3", 2));
+        assert!(d.quarantined.is_some(), "{d:?}");
+        assert_eq!(s.quarantined().unwrap().len(), 1);
+        let t3 = |all: &[TitleSummary]| {
+            let t = all.iter().find(|t| t.title == "T3").unwrap();
+            t.renders.iter().map(|r| r.0).collect::<Vec<_>>()
+        };
+        assert_eq!(t3(&checked), vec![1]);
+        // Quarantined: every summary from now on leaves it out; the rest is as before.
+        let after = summaries(&s);
+        assert_eq!(t3(&after), vec![1]);
+        assert_eq!(after.len(), before.len());
+        for (a, b) in after.iter().zip(&before).filter(|(a, _)| a.title != "T3") {
+            assert_eq!(a, b);
+        }
+        // A copy of the title never holds the damaged value.
+        let (items, unreadable) = s.copy_title("d.org", "T3").unwrap();
+        assert_eq!(unreadable.len(), 1);
+        assert_eq!(unreadable[0].0, 2);
+        let revs: Vec<u64> = items
+            .iter()
+            .filter_map(|i| match i {
+                CopyItem::Render { rev, .. } => Some(*rev),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(revs, vec![1]);
+        // The render put again under its own tid (as a repair does): read back whole,
+        // summarised as before.
+        let tid = damaged[0].tid;
+        s.put(&Put {
+            domain: "d.org",
+            title: "T3",
+            rev: 2,
+            tid: Some(tid),
+            content_type: "text/html",
+            labels: &crate::store::Labels::NONE,
+            value: &victim,
+            historical: false,
+        })
+        .unwrap();
+        let (_, unreadable) = s.copy_title("d.org", "T3").unwrap();
+        assert!(unreadable.is_empty());
+        assert_eq!(summaries(&s), before);
     }
 }

@@ -98,6 +98,14 @@ impl DumpRender {
             source: Source::Carried { crc },
         }
     }
+
+    /// Where the value is in the hot tier (`None`: in the archive, or carried with the render).
+    pub(crate) fn hot(&self) -> Option<&Location> {
+        match &self.source {
+            Source::Hot(l) => Some(l),
+            Source::Archived(_) | Source::Carried { .. } => None,
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
