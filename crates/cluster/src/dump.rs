@@ -399,18 +399,7 @@ pub(super) fn page(
             Some(parse_cursor(c).ok_or_else(|| Problem::bad_request(format!("cursor {c:?}")))?)
         }
     };
-    if !map.owned_by(&node.name).contains(&partition) {
-        return Err(Problem::unavailable(
-            format!("node {} does not own partition {partition}", node.name),
-            1,
-        ));
-    }
-    if !node.vouches() {
-        return Err(Problem::unavailable(
-            format!("node {} does not vouch for its partitions yet", node.name),
-            1,
-        ));
-    }
+    node.answers_for(&[partition])?;
     let total = map.partitions;
     let walk = |_: &wink_service::registry::Bucket, s: &wink_engine::Store| {
         let key = |after: (String, String)| AheadKey {

@@ -718,6 +718,28 @@ impl Node {
         status.ready && status.behind.is_none() && status.diverged.is_none()
     }
 
+    /// Whether this node may answer for `partitions` from its own stores: it owns each and
+    /// vouches for what it owns ([`Node::vouches`]); else the 503 to answer, naming why.
+    pub(super) fn answers_for(
+        &self,
+        partitions: &[u32],
+    ) -> std::result::Result<(), wink_serve::Problem> {
+        let owned = read(&self.map).0.owned_by(&self.name);
+        if let Some(p) = partitions.iter().find(|p| !owned.contains(p)) {
+            return Err(wink_serve::Problem::unavailable(
+                format!("node {} does not own partition {p}", self.name),
+                1,
+            ));
+        }
+        if !self.vouches() {
+            return Err(wink_serve::Problem::unavailable(
+                format!("node {} does not vouch for its partitions yet", self.name),
+                1,
+            ));
+        }
+        Ok(())
+    }
+
     /// The key that seals listing cursors on every node: made once, at random, and kept in the
     /// placement bucket beside the map, so a cursor one node gave is taken by all.
     pub async fn cursor_secret(&self) -> Result<[u8; 32]> {

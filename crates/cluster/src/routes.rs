@@ -148,19 +148,7 @@ fn cluster_titles(
         .and_then(|l| l.parse::<usize>().ok())
         .filter(|l| (1..=listing::MAX_PART).contains(l))
         .ok_or_else(|| Problem::bad_request(usage))?;
-    let owned = map.owned_by(&node.name);
-    if let Some(p) = partitions.iter().find(|p| !owned.contains(p)) {
-        return Err(Problem::unavailable(
-            format!("node {} does not own partition {p}", node.name),
-            1,
-        ));
-    }
-    if !node.vouches() {
-        return Err(Problem::unavailable(
-            format!("node {} does not vouch for its partitions yet", node.name),
-            1,
-        ));
-    }
+    node.answers_for(&partitions)?;
     let titles = tokio::task::block_in_place(|| {
         listing::local_titles(
             &app.registry,
@@ -290,18 +278,7 @@ fn owned_partition(
         .ok()
         .filter(|p| *p < map.partitions)
         .ok_or_else(|| Problem::bad_request("BUCKET/PARTITION"))?;
-    if !map.owned_by(&node.name).contains(&partition) {
-        return Err(Problem::unavailable(
-            format!("node {} does not own partition {partition}", node.name),
-            1,
-        ));
-    }
-    if !node.vouches() {
-        return Err(Problem::unavailable(
-            format!("node {} does not vouch for its partitions yet", node.name),
-            1,
-        ));
-    }
+    node.answers_for(&[partition])?;
     match app.registry.bucket(bucket) {
         Ok(Some(b)) => Ok((b, partition)),
         _ => Err(Problem::not_found(format!("no bucket {bucket}"))),
