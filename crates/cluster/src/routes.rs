@@ -99,11 +99,7 @@ async fn cluster_copy(
                 cursor.as_deref(),
             )
             .await?;
-            let mut a = Response::new(Full::new(Bytes::from(body)));
-            a.headers_mut().insert(
-                CONTENT_TYPE,
-                HeaderValue::from_static("application/octet-stream"),
-            );
+            let mut a = octets(body);
             if let Some(next) = next.and_then(|n| HeaderValue::from_str(&n).ok()) {
                 a.headers_mut().insert(seed::NEXT, next);
             }
@@ -195,12 +191,8 @@ fn cluster_dump(
         query.get("domain"),
         query.get("max_bytes"),
     )?;
-    let mut a = Response::new(Full::new(Bytes::from(body)));
+    let mut a = octets(body);
     let h = a.headers_mut();
-    h.insert(
-        CONTENT_TYPE,
-        HeaderValue::from_static("application/octet-stream"),
-    );
     if let Some(next) = next.and_then(|n| HeaderValue::from_str(&n).ok()) {
         h.insert(seed::NEXT, next);
     }
@@ -208,6 +200,16 @@ fn cluster_dump(
         h.insert(dump::SETTINGS, v);
     }
     Ok(a)
+}
+
+/// An answer of bytes in one of the node's own framings.
+fn octets(body: Vec<u8>) -> Answer {
+    let mut a = Response::new(Full::new(Bytes::from(body)));
+    a.headers_mut().insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static("application/octet-stream"),
+    );
+    a
 }
 
 /// A path segment's percent-escapes decoded, when they make UTF-8.
@@ -258,14 +260,20 @@ async fn cluster_digest(
     Ok(json(StatusCode::OK, &d))
 }
 
-/// The bucket and partition of `/_cluster/held/BUCKET/PARTITION` or `/_cluster/repair/…`: a
-/// partition this node owns and vouches for (503 otherwise), and the bucket open here.
+/// The bucket and partition of `/_cluster/held/BUCKET/PARTITION` or `/_cluster/repair/…`,
+/// asked with `method` and the token: a partition this node owns and vouches for (503
+/// otherwise), and the bucket open here.
 fn owned_partition(
     app: &App,
     node: &Node,
     req: &hyper::http::request::Parts,
     rest: &str,
+    method: Method,
 ) -> Result<(Arc<wink_service::registry::Bucket>, u32)> {
+    if req.method != method {
+        return Err(Problem::method_not_allowed(method.as_str()));
+    }
+    app.auth.check(&req.headers)?;
     let Some((bucket, partition)) = rest.split_once('/') else {
         return Err(Problem::not_found(format!("no route {}", req.uri.path())));
     };
@@ -285,6 +293,17 @@ fn owned_partition(
     }
 }
 
+/// 400 unless `domain`/`title` is a title of `partition` (never of the reserved domain).
+fn title_of_partition(node: &Node, domain: &str, title: &str, partition: u32) -> Result<()> {
+    if domain == RESERVED_DOMAIN || partition_of(domain, title, node.map().partitions) != partition
+    {
+        return Err(Problem::bad_request(format!(
+            "{domain}/{title} is not a title of partition {partition}"
+        )));
+    }
+    Ok(())
+}
+
 /// `GET /_cluster/held/BUCKET/PARTITION?domain=D&title=T`: what this owner holds of one title
 /// of the partition, with the values, for a repair to copy to an owner that lacks it
 /// (docs/CLUSTER.md § Repair): frames (a big-endian u32 length, then a [`Change`]) of its
@@ -298,24 +317,14 @@ async fn cluster_held(
     req: &hyper::http::request::Parts,
     rest: &str,
 ) -> Result<Answer> {
-    if req.method != Method::GET {
-        return Err(Problem::method_not_allowed("GET"));
-    }
-    app.auth.check(&req.headers)?;
-    let (b, partition) = owned_partition(app, node, req, rest)?;
+    let (b, partition) = owned_partition(app, node, req, rest, Method::GET)?;
     let query = Query::of(req);
     let usage = "/_cluster/held/BUCKET/PARTITION?domain=D&title=T";
     let (Some(domain), Some(title)) = (query.get("domain"), query.get("title")) else {
         return Err(Problem::bad_request(usage));
     };
     let (domain, title) = (domain.to_string(), title.to_string());
-    if domain == RESERVED_DOMAIN
-        || partition_of(&domain, &title, node.map().partitions) != partition
-    {
-        return Err(Problem::bad_request(format!(
-            "{domain}/{title} is not a title of partition {partition}"
-        )));
-    }
+    title_of_partition(node, &domain, &title, partition)?;
     let (items, damaged) = on_writer(&b, move |store| store.copy_title(&domain, &title))
         .await
         .map_err(|e| Problem::from_store(&e))?;
@@ -325,11 +334,7 @@ async fn cluster_held(
         body.extend_from_slice(&(frame.len() as u32).to_be_bytes());
         body.extend_from_slice(&frame);
     }
-    let mut a = Response::new(Full::new(Bytes::from(body)));
-    a.headers_mut().insert(
-        CONTENT_TYPE,
-        HeaderValue::from_static("application/octet-stream"),
-    );
+    let mut a = octets(body);
     a.headers_mut()
         .insert(DAMAGED, HeaderValue::from(damaged.len()));
     Ok(a)
@@ -351,24 +356,13 @@ async fn cluster_repair(
     req: &hyper::http::request::Parts,
     rest: &str,
 ) -> Result<Answer> {
-    if req.method != Method::POST {
-        return Err(Problem::method_not_allowed("POST"));
-    }
-    app.auth.check(&req.headers)?;
-    let (b, partition) = owned_partition(app, node, req, rest)?;
+    let (b, partition) = owned_partition(app, node, req, rest, Method::POST)?;
     // A value the store takes, and its framing (a key and a content type are far shorter).
     let limit = b.config.max_value.saturating_add(1 << 20);
     let over = format!("a repair's change is over this bucket's {limit} bytes");
     let bytes = app.read_body(req, limit, &over).await?;
     let change = Change::decode(&bytes).map_err(Problem::bad_request)?;
-    if change.domain == RESERVED_DOMAIN
-        || partition_of(&change.domain, &change.title, node.map().partitions) != partition
-    {
-        return Err(Problem::bad_request(format!(
-            "{}/{} is not a title of partition {partition}",
-            change.domain, change.title
-        )));
-    }
+    title_of_partition(node, &change.domain, &change.title, partition)?;
     if matches!(change.kind, Kind::Lift | Kind::LiftTitle) {
         return Err(Problem::bad_request(
             "a repair applies puts and take-downs only",

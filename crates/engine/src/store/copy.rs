@@ -51,6 +51,22 @@ pub enum CopyItem {
     },
 }
 
+impl CopyItem {
+    /// Render `r` of title `t`, with its value.
+    fn render(t: &DumpTitle, r: &DumpRender, value: Vec<u8>) -> CopyItem {
+        CopyItem::Render {
+            domain: t.domain.clone(),
+            title: t.title.clone(),
+            rev: r.rev,
+            tid: r.tid,
+            content_type: r.content_type.clone(),
+            labels: r.labels.clone(),
+            arrival: r.arrival,
+            value,
+        }
+    }
+}
+
 /// Where a copy stands: the title being copied and how many of its renders were copied.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct CopyCursor {
@@ -147,16 +163,7 @@ impl Store {
                             let value = reader.read(&t, r)?;
                             bytes += value.len() as u64;
                             rendered = true;
-                            page.items.push(CopyItem::Render {
-                                domain: t.domain.clone(),
-                                title: t.title.clone(),
-                                rev: r.rev,
-                                tid: r.tid,
-                                content_type: r.content_type.clone(),
-                                labels: r.labels.clone(),
-                                arrival: r.arrival,
-                                value,
-                            });
+                            page.items.push(CopyItem::render(&t, r, value));
                         }
                     }
                 }
@@ -259,16 +266,7 @@ impl Store {
             let mut reader = self.dump_reader()?;
             for r in &t.renders {
                 match reader.read(&t, r) {
-                    Ok(value) => items.push(CopyItem::Render {
-                        domain: t.domain.clone(),
-                        title: t.title.clone(),
-                        rev: r.rev,
-                        tid: r.tid,
-                        content_type: r.content_type.clone(),
-                        labels: r.labels.clone(),
-                        arrival: r.arrival,
-                        value,
-                    }),
+                    Ok(value) => items.push(CopyItem::render(&t, r, value)),
                     Err(e @ (Error::Corrupt { .. } | Error::Io { .. } | Error::Damaged { .. })) => {
                         damaged.push((r.rev, r.tid, e.to_string()))
                     }
