@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use common::cluster::Cluster;
+use common::cluster::{enc, Cluster};
 use common::server::try_call;
 use uuid::{NoContext, Timestamp, Uuid};
 use wink::store::{Config, Labels, Put, Store, StoreOptions};
@@ -103,16 +103,6 @@ fn take_downs() -> Vec<(&'static str, String, Option<u64>)> {
         (DOMAINS[0], "Title_4".to_string(), None),
         (DOMAINS[1], "Straße_1".to_string(), Some(1)),
     ]
-}
-
-/// Every byte but the unreserved ones percent-encoded.
-fn enc(text: &str) -> String {
-    text.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'_' | b'.' | b'-' => (b as char).to_string(),
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
 }
 
 fn wink(args: &[&str], now: u64) -> (i32, String, String) {

@@ -8,22 +8,12 @@ mod common;
 
 use std::time::Duration;
 
-use common::cluster::{eventually, node_pid, signal, try_call, Cluster, D};
+use common::cluster::{enc, eventually, node_pid, signal, try_call, Cluster, D};
 
 fn agent() -> ureq::Agent {
     ureq::AgentBuilder::new()
         .timeout(Duration::from_secs(60))
         .build()
-}
-
-/// Every byte but the unreserved ones percent-encoded.
-fn enc(text: &str) -> String {
-    text.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'_' | b'.' | b'-' => (b as char).to_string(),
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
 }
 
 fn listing(base: &str) -> String {

@@ -17,25 +17,17 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use common::cluster::{owners, put_once, Attempt, Cluster, D};
+use common::cluster::{owners, put_once, wink_cluster, Attempt, Cluster, D};
 use common::server::try_call;
 use wink::cluster::message::{partition_of, Change, Kind};
 use wink::store::{Labels, Put, Store, StoreOptions};
 
 const PARTITIONS: u32 = 4;
 
-/// `wink cluster VERB URL ARGS`: exit code, stdout, stderr.
+/// `wink cluster VERB URL ARGS`, waiting up to 60 s for the owners: exit code, stdout, stderr.
 fn run(verb: &str, url: &str, args: &[&str]) -> (i32, String, String) {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_wink"))
-        .args(["cluster", verb, url, "--patience", "60"])
-        .args(args)
-        .output()
-        .expect("wink cluster runs");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    let args: Vec<&str> = ["--patience", "60"].iter().chain(args).copied().collect();
+    wink_cluster(verb, url, &args)
 }
 
 /// The value of `title` revision `rev` as owner `url` answers it from its own store.

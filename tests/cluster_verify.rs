@@ -9,23 +9,14 @@ mod common;
 
 use std::time::Duration;
 
-use common::cluster::{owners, put_once, Cluster, D};
+use common::cluster::{owners, put_once, wink_cluster, Cluster, D};
 use wink::cluster::message::partition_of;
 use wink::store::{Labels, Put, Store, StoreOptions};
 
 const PARTITIONS: u32 = 4;
 
-fn verify(cluster: &Cluster, url: &str) -> (i32, String, String) {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_wink"))
-        .args(["cluster", "verify", url, "--patience", "60"])
-        .output()
-        .expect("wink cluster verify runs");
-    let _ = cluster;
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+fn verify(url: &str) -> (i32, String, String) {
+    wink_cluster("verify", url, &["--patience", "60"])
 }
 
 #[test]
@@ -43,7 +34,7 @@ fn verify_over_http_finds_a_planted_render_and_a_one_sided_take_down() {
         assert!(a.acked.is_some(), "PUT {t} was not acknowledged");
     }
     let (n1, _) = cluster.node("n1");
-    let (code, out, err) = verify(&cluster, &n1);
+    let (code, out, err) = verify(&n1);
     assert_eq!(code, 0, "verify through n1: {out} {err}");
     assert!(out.contains("verified"), "{out}");
 
@@ -92,7 +83,7 @@ fn verify_over_http_finds_a_planted_render_and_a_one_sided_take_down() {
     }
     cluster.ctl("start", &victim);
 
-    let (code, out, err) = verify(&cluster, &cluster.router);
+    let (code, out, err) = verify(&cluster.router);
     assert_eq!(code, 1, "verify after planting: {out} {err}");
     eprintln!("verify after planting:\n{out}");
     let line_of = |t: &str| {

@@ -146,19 +146,9 @@ impl Cluster {
         processes_under(self.dir.path())
     }
 
-    /// `wink cluster VERB cluster.json ARGS`: exit code and stdout.
+    /// `wink cluster VERB cluster.json ARGS`: exit code, stdout and stderr.
     pub fn wink(&self, verb: &str, args: &[&str]) -> (i32, String, String) {
-        let out = Command::new(env!("CARGO_BIN_EXE_wink"))
-            .args(["cluster", verb])
-            .arg(&self.file)
-            .args(args)
-            .output()
-            .expect("wink cluster runs");
-        (
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
+        wink_cluster(verb, self.file.as_os_str(), args)
     }
 
     /// A node's (or nats server's) URL and data root.
@@ -269,6 +259,36 @@ pub fn get_json(url: &str) -> Option<serde_json::Value> {
 }
 
 /// Waits (bounded: 60 s) until `f` holds; panics naming `what` otherwise.
+/// `wink cluster VERB TARGET ARGS` (TARGET a cluster.json or a node's or the router's URL):
+/// exit code, stdout and stderr.
+pub fn wink_cluster(
+    verb: &str,
+    target: impl AsRef<std::ffi::OsStr>,
+    args: &[&str],
+) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_wink"))
+        .args(["cluster", verb])
+        .arg(target)
+        .args(args)
+        .output()
+        .expect("wink cluster runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// A title as one path segment: every byte but the unreserved ones percent-encoded.
+pub fn enc(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'_' | b'.' | b'-' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
 pub fn eventually(what: &str, f: impl FnMut() -> bool) {
     eventually_within(what, Duration::from_secs(60), f)
 }
