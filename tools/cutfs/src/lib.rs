@@ -161,6 +161,11 @@ pub fn serve(backing: &Path, mountpoint: &Path, control: &Path, names: Names) ->
     let listener = UnixListener::bind(control)?;
     let mut session = fuser::Session::new(fs, mountpoint, &config())?;
     let mut unmounter = session.unmount_callable();
+    // The answer to `unmount` is written after the unmount, which ends `session.run`: the
+    // process must not exit before the answer is out, or the client reads an empty line.
+    let (answered, unmount_answered) = std::sync::mpsc::channel::<()>();
+    let unmount_asked = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let asked = unmount_asked.clone();
     std::thread::spawn(move || {
         for conn in listener.incoming() {
             let Ok(conn) = conn else { continue };
@@ -177,6 +182,7 @@ pub fn serve(backing: &Path, mountpoint: &Path, control: &Path, names: Names) ->
                     }
                     "sync" => handle.sync(),
                     "unmount" => {
+                        asked.store(true, std::sync::atomic::Ordering::SeqCst);
                         let synced = if handle.is_cut() {
                             Ok(())
                         } else {
@@ -192,13 +198,22 @@ pub fn serve(backing: &Path, mountpoint: &Path, control: &Path, names: Names) ->
                     Ok(()) => "ok\n".to_string(),
                     Err(e) => format!("error: {e}\n"),
                 };
-                if out.write_all(reply.as_bytes()).is_err() {
+                let written = out.write_all(reply.as_bytes());
+                if line.trim() == "unmount" {
+                    let _ = answered.send(());
+                }
+                if written.is_err() {
                     break;
                 }
             }
         }
     });
-    session.run()
+    let served = session.run();
+    if unmount_asked.load(std::sync::atomic::Ordering::SeqCst) {
+        // Bounded: a client that never reads does not hold the process forever.
+        let _ = unmount_answered.recv_timeout(std::time::Duration::from_secs(5));
+    }
+    served
 }
 
 /// Sends one command to the control socket of `cutfs mount`, returning the answer line.
