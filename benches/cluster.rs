@@ -13,7 +13,8 @@
 //!
 //! Env: `WINK_BENCH_PUTS` (default 20000), `WINK_BENCH_INFLIGHT` (64), `WINK_BENCH_BYTES` (8192),
 //! `WINK_BENCH_ONLY=reads` (the PUTs through HAProxy that fill the cluster, then the GETs: for
-//! trying the router's settings).
+//! trying the router's settings), `WINK_BENCH_ONLY=puts` (JetStream alone and the cluster's
+//! PUTs, nothing after: for trying the write path).
 
 use std::path::{Path, PathBuf};
 
@@ -320,7 +321,8 @@ fn main() {
          3 nats-servers (R=3), 3 nodes (R=2)"
     );
 
-    let reads_only = std::env::var("WINK_BENCH_ONLY").is_ok_and(|v| v == "reads");
+    let only = std::env::var("WINK_BENCH_ONLY").unwrap_or_default();
+    let reads_only = only == "reads";
     let before = cpu(&state);
     let figures = if reads_only {
         (f64::NAN, 0.0, 0.0)
@@ -355,6 +357,9 @@ fn main() {
         figures,
         &share,
     );
+    if only == "puts" {
+        return;
+    }
 
     // Reads: every node must have applied everything first.
     let out = Command::new(wink())

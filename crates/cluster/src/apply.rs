@@ -223,6 +223,20 @@ pub fn apply_batch(
     through: Option<(u64, &[u32])>,
     mark: Option<&Mark>,
 ) -> Result<Report> {
+    apply_batch_deciding(store, messages, through, mark, |_| {})
+}
+
+/// [`apply_batch`], calling `decided` with the batch's report once every message is applied
+/// and before the commit: what each message did is then settled (a replay of the stream, which
+/// holds them durably, decides the same), so a writer can be answered while the commit syncs.
+/// Not called when applying fails.
+pub fn apply_batch_deciding(
+    store: &mut Store,
+    messages: &[Message],
+    through: Option<(u64, &[u32])>,
+    mark: Option<&Mark>,
+    decided: impl FnOnce(&Report),
+) -> Result<Report> {
     let mut record = read_record(store)?;
     let before = record.clone();
     let mut report = Report::default();
@@ -298,8 +312,12 @@ pub fn apply_batch(
     if let Some(mark) = mark {
         record.mark = Some(mark.clone());
     }
-    if record != before {
+    let changed = record != before;
+    if changed {
         write_record(&mut batch, &record)?;
+    }
+    decided(&report);
+    if changed {
         batch.commit()?;
     }
     Ok(report)

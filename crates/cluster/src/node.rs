@@ -5,7 +5,7 @@
 //! calls it only through those (docs/CLUSTER.md).
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
@@ -33,7 +33,7 @@ use wink_service::{Write, Writes};
 /// How long a publish is retried (leader elections take ~5 s) before the answer is 503. With
 /// [`APPLY_PATIENCE`], a write's whole deadline; the router's server timeout sits just above.
 const PUBLISH_PATIENCE: Duration = Duration::from_secs(10);
-/// How long a write waits for an owner to apply it in a durable commit before the answer is 503.
+/// How long a write waits for an owner to apply it before the answer is 503.
 const APPLY_PATIENCE: Duration = Duration::from_secs(5);
 /// The outcomes of applied messages kept for the writers waiting on them.
 const OUTCOMES_KEPT: usize = 100_000;
@@ -60,8 +60,15 @@ pub struct Node {
     map_generation: AtomicU64,
     /// The map generation the running apply session started under.
     session: AtomicU64,
-    /// Everything up to this sequence is applied for every partition this node owns.
+    /// Everything up to this sequence is applied, and committed, for every partition this
+    /// node owns.
     scanned: watch::Sender<u64>,
+    /// Everything up to this sequence is applied and its outcome recorded; its commit may
+    /// still be syncing (`decided ≥ scanned`). Writers are answered from it.
+    decided: watch::Sender<u64>,
+    /// Partition → the last sequence decided for it: its reads wait until `scanned` passes it,
+    /// so a read after a 201 sees the write, as on a single node.
+    deciding: Mutex<HashMap<u32, u64>>,
     /// The stream's last sequence when the apply session started: reads are vouched for once
     /// `scanned` reaches it.
     catch_up_to: AtomicU64,
@@ -299,6 +306,8 @@ impl Node {
             map_generation: AtomicU64::new(0),
             session: AtomicU64::new(u64::MAX),
             scanned: watch::Sender::new(0),
+            decided: watch::Sender::new(0),
+            deciding: Mutex::new(HashMap::new()),
             catch_up_to: AtomicU64::new(u64::MAX),
             behind: Mutex::new(None),
             diverged: Mutex::new(None),
@@ -383,13 +392,14 @@ impl Node {
     }
 
     /// What applying the message at `seq` whose checksum is `crc` did, once this node's apply
-    /// loop has passed it in a durable commit. `None` when it does not within `patience`: not
+    /// loop has applied it (its commit may still be syncing: the stream holds the message
+    /// durably, and a replay decides the same). `None` when it does not within `patience`: not
     /// applied yet, applied by an earlier process, or another message at that sequence (a stream
     /// that lost its tail gives its sequences again: the apply loop is asked to check, and once
     /// it has found that and replayed, the outcome of this message is recorded).
     pub async fn local_outcome(&self, seq: u64, crc: u32, patience: Duration) -> Option<Outcome> {
         let deadline = tokio::time::Instant::now() + patience;
-        let mut rx = self.scanned.subscribe();
+        let mut rx = self.decided.subscribe();
         loop {
             if self.applying() {
                 let passed = tokio::time::timeout_at(deadline, rx.wait_for(|s| *s >= seq)).await;
@@ -446,7 +456,7 @@ impl Node {
     }
 
     /// What applying a published message did, from the first owner of its partition that has
-    /// applied it in a durable commit, this node included: the write's answer. 503 when no owner
+    /// applied it, this node included: the write's answer. 503 when no owner
     /// has within [`APPLY_PATIENCE`]: the write is in the stream and will be applied, but
     /// nothing is promised yet.
     async fn settle(&self, sent: &Published) -> std::result::Result<Outcome, ServiceError> {
@@ -688,12 +698,52 @@ impl Node {
         c
     }
 
-    /// Waits (bounded) until the apply loop has passed `seq`.
+    /// Waits (bounded) until the apply loop has passed `seq` in a durable commit.
     pub async fn wait_scanned(&self, seq: u64) -> bool {
         let mut rx = self.scanned.subscribe();
         tokio::time::timeout(MIN_SEQ_WAIT, rx.wait_for(|s| *s >= seq))
             .await
             .is_ok_and(|r| r.is_ok())
+    }
+
+    /// Waits (bounded) until what the apply loop has decided for `partition` (for every
+    /// partition with `None`) is committed: a writer may have been answered already.
+    pub(super) async fn wait_committed(&self, partition: Option<u32>) -> bool {
+        let due = match partition {
+            Some(p) => lock(&self.deciding).get(&p).copied().unwrap_or(0),
+            None => *self.decided.borrow(),
+        };
+        due <= *self.scanned.borrow() || self.wait_scanned(due).await
+    }
+
+    /// Records what a batch's messages of one bucket did, before their commit (called on the
+    /// bucket's writer thread); the last of the batch's buckets moves `decided` to `through`.
+    fn decide(
+        &self,
+        report: &apply::Report,
+        msgs: &[Message],
+        crcs: &HashMap<u64, u32>,
+        through: u64,
+        left: &AtomicUsize,
+    ) {
+        if !report.outcomes.is_empty() {
+            let mut kept = lock(&self.outcomes);
+            for (seq, o) in &report.outcomes {
+                kept.insert(*seq, (crcs.get(seq).copied().unwrap_or(0), o.clone()));
+            }
+            while kept.len() > OUTCOMES_KEPT {
+                kept.pop_first();
+            }
+        }
+        let mut deciding = lock(&self.deciding);
+        for m in msgs {
+            let at = deciding.entry(m.partition).or_insert(0);
+            *at = (*at).max(m.seq);
+        }
+        drop(deciding);
+        if left.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.decided.send_modify(|d| *d = (*d).max(through));
+        }
     }
 
     /// Commits a snapshot of `bucket` into `ROOT/.snapshots/`; answers its directory.
@@ -1354,6 +1404,7 @@ async fn apply_session(
     }
     *lock(&node.behind) = None;
     node.scanned.send_replace(start - 1);
+    node.decided.send_replace(start - 1);
     node.catch_up_to.store(last, Ordering::SeqCst);
     node.session.store(generation, Ordering::SeqCst);
     let consumer = stream
@@ -1470,30 +1521,33 @@ async fn apply_session(
                 Err(e) => return Err(format!("opening bucket {name}: {e}").into()),
             }
         }
-        let mut outcomes = Vec::new();
-        for (name, b, msgs) in opened {
-            let parts = owned.clone();
-            let m = mark.clone();
-            let report = on_writer(&b, move |s| {
-                apply::apply_batch(s, &msgs, Some((through, &parts)), m.as_ref())
-            })
-            .await
-            .map_err(|e| SessionEnd::StoreFailed(format!("bucket {name}: {e}")))?;
-            for r in report.refused {
-                tracing::warn!(node = %node.name, "bucket {name}: refused {r}");
+        // The buckets apply side by side, each on its writer thread; writers are answered as
+        // soon as every bucket of the batch has decided, while the commits sync.
+        let crcs = Arc::new(crcs);
+        let left = Arc::new(AtomicUsize::new(opened.len()));
+        let applies = opened.into_iter().map(|(name, b, msgs)| {
+            let (parts, m, n) = (owned.clone(), mark.clone(), node.clone());
+            let (crcs, left) = (crcs.clone(), left.clone());
+            async move {
+                let report = on_writer(&b, move |s| {
+                    apply::apply_batch_deciding(
+                        s,
+                        &msgs,
+                        Some((through, &parts)),
+                        m.as_ref(),
+                        |r| n.decide(r, &msgs, &crcs, through, &left),
+                    )
+                })
+                .await
+                .map_err(|e| SessionEnd::StoreFailed(format!("bucket {name}: {e}")))?;
+                for r in report.refused {
+                    tracing::warn!(node = %node.name, "bucket {name}: refused {r}");
+                }
+                Ok::<_, SessionEnd>(())
             }
-            outcomes.extend(report.outcomes);
-        }
-        // Recorded before `scanned` moves past them: a writer woken by it finds its outcome.
-        if !outcomes.is_empty() {
-            let mut kept = lock(&node.outcomes);
-            for (seq, o) in outcomes {
-                kept.insert(seq, (crcs.get(&seq).copied().unwrap_or(0), o));
-            }
-            while kept.len() > OUTCOMES_KEPT {
-                kept.pop_first();
-            }
-        }
+        });
+        futures_util::future::try_join_all(applies).await?;
+        node.decided.send_modify(|d| *d = (*d).max(through));
         node.scanned.send_replace(through);
     }
 }
@@ -1501,8 +1555,8 @@ async fn apply_session(
 /// 100-ns ticks from the Gregorian epoch of version-1 UUIDs (1582-10-15) to the Unix epoch.
 const TICKS_TO_UNIX: u64 = 0x01B2_1DD2_1381_4000;
 
-/// A cluster's writes: published to the log, acknowledged once an owner of the title's
-/// partition has applied them in a durable commit (docs/CLUSTER.md § What a 201 means).
+/// A cluster's writes: published to the log (durably), acknowledged once an owner of the
+/// title's partition has applied them (docs/CLUSTER.md § What a 201 means).
 impl Writes for Node {
     fn write(&self, w: Write) -> Pending<'_, Receipt> {
         Box::pin(async move {
@@ -1657,6 +1711,15 @@ impl ReadGate for Node {
                         owners.join(", ")
                     ),
                     2,
+                ));
+            }
+            if owners.contains(&self.name) && !self.wait_committed(Some(partition)).await {
+                return Err(ServiceError::unavailable(
+                    format!(
+                        "node {} has not committed what it applied for partition {partition}",
+                        self.name
+                    ),
+                    1,
                 ));
             }
             if let Some(min) = min_seq {

@@ -473,9 +473,11 @@ async fn cluster_route(
         if req.method != Method::GET {
             return Err(Problem::method_not_allowed("GET"));
         }
+        committed(node).await?;
         return cluster_titles(app, node, req, rest).map(Some);
     }
     if let Some(rest) = path.strip_prefix("/_cluster/dump/") {
+        committed(node).await?;
         return cluster_dump(app, node, req, rest).map(Some);
     }
     if let Some(rest) = path.strip_prefix("/_cluster/copy/") {
@@ -496,4 +498,17 @@ async fn cluster_route(
         )));
     }
     Ok(None)
+}
+
+/// Waits until what this node has applied is committed: listings and dumps then show every
+/// write a 201 answered for (its owner may answer before its commit has synced).
+async fn committed(node: &Node) -> Result<()> {
+    if node.wait_committed(None).await {
+        Ok(())
+    } else {
+        Err(Problem::unavailable(
+            format!("node {} has not committed what it applied", node.name),
+            1,
+        ))
+    }
 }
