@@ -317,6 +317,49 @@ fn a_cluster_answers_as_a_single_node_does() {
     }
 }
 
+/// An owner answers a write once it has applied it, while its commit syncs: a read of the same
+/// title on that owner right after the 201 (no `x-wink-min-seq`) must still see the write, as on
+/// a single node, and so must a title listing through it.
+#[test]
+fn a_read_right_after_a_201_sees_the_write_on_the_owner_that_answered() {
+    if !common::cluster::tools("the read-after-201 test") {
+        return;
+    }
+    let cluster = Cluster::up(3, 2, PARTITIONS);
+    let status = common::cluster::verified_status(&cluster);
+    let agent = common::server::agent();
+    for i in 0..200 {
+        let title = format!("R{i}");
+        let owner = common::cluster::owners(&status, &title, PARTITIONS)[0].clone();
+        let base = format!("{}/{D}/sys/key_rev_value/html/", cluster.node(&owner).0);
+        let body = format!("<p>render {i}</p>");
+        let put = try_call(
+            &agent,
+            "PUT",
+            &format!("{base}{title}/1"),
+            &[("Content-Type", "text/html")],
+            Some(body.as_bytes()),
+        )
+        .unwrap();
+        assert_eq!(put.status, 201, "PUT {title} on {owner}");
+        let got = try_call(&agent, "GET", &format!("{base}{title}/1"), &[], None).unwrap();
+        assert_eq!(
+            (got.status, got.body.as_slice()),
+            (200, body.as_bytes()),
+            "GET {title} on {owner} right after its 201"
+        );
+        if i % 50 == 49 {
+            let listed = try_call(&agent, "GET", &format!("{base}?limit=1000"), &[], None).unwrap();
+            assert_eq!(listed.status, 200, "the title listing on {owner}");
+            let text = String::from_utf8_lossy(&listed.body);
+            assert!(
+                text.contains(&format!("\"{title}\"")),
+                "{title} missing from the listing on {owner} right after its 201: {text}"
+            );
+        }
+    }
+}
+
 /// `status` with the owners of each partition narrowed to the nodes holding a lease.
 fn live_owners_only(status: &serde_json::Value) -> serde_json::Value {
     let mut s = status.clone();

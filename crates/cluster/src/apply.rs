@@ -223,18 +223,20 @@ pub fn apply_batch(
     through: Option<(u64, &[u32])>,
     mark: Option<&Mark>,
 ) -> Result<Report> {
-    apply_batch_deciding(store, messages, through, mark, |_| {})
+    apply_batch_deciding(store, messages, through, mark, true, |_| {})
 }
 
 /// [`apply_batch`], calling `decided` with the batch's report once every message is applied
 /// and before the commit: what each message did is then settled (a replay of the stream, which
 /// holds them durably, decides the same), so a writer can be answered while the commit syncs.
-/// Not called when applying fails.
+/// Not called when applying fails. Without `commit`, the batch and its record are left for the
+/// store's next commit (take-downs and lifts still commit themselves).
 pub fn apply_batch_deciding(
     store: &mut Store,
     messages: &[Message],
     through: Option<(u64, &[u32])>,
     mark: Option<&Mark>,
+    commit: bool,
     decided: impl FnOnce(&Report),
 ) -> Result<Report> {
     let mut record = read_record(store)?;
@@ -317,7 +319,7 @@ pub fn apply_batch_deciding(
         write_record(&mut batch, &record)?;
     }
     decided(&report);
-    if changed {
+    if changed && commit {
         batch.commit()?;
     }
     Ok(report)

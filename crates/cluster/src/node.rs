@@ -35,6 +35,9 @@ use wink_service::{Write, Writes};
 const PUBLISH_PATIENCE: Duration = Duration::from_secs(10);
 /// How long a write waits for an owner to apply it before the answer is 503.
 const APPLY_PATIENCE: Duration = Duration::from_secs(5);
+/// How long an owner that received a write waits for its own apply before it asks the other
+/// owners as well (an apply decides within milliseconds unless its disk stalls).
+const OWN_FIRST: Duration = Duration::from_millis(100);
 /// The outcomes of applied messages kept for the writers waiting on them.
 const OUTCOMES_KEPT: usize = 100_000;
 /// How often the apply loop checks that the stream still holds the last message it scanned.
@@ -469,8 +472,10 @@ impl Node {
         } = *sent;
         let owners: Vec<String> = read(&self.map).0.owners(partition).to_vec();
         let mut asks = Vec::new();
+        let mut own_at = None;
         for owner in &owners {
             if *owner == self.name {
+                own_at = Some(asks.len());
                 asks.push(
                     async move {
                         self.local_outcome(seq, crc, APPLY_PATIENCE)
@@ -495,6 +500,17 @@ impl Node {
                 2,
             )
         };
+        // An owner that applies asks itself first: the other owners are asked too (an HTTP
+        // request each, held until they have applied) only when its own apply is slow to
+        // decide, or has given up.
+        if let Some(i) = own_at.filter(|_| self.applying()) {
+            let mut own = asks.remove(i);
+            match tokio::time::timeout(OWN_FIRST, &mut own).await {
+                Ok(Ok(outcome)) => return Ok(outcome),
+                Ok(Err(_)) => {}
+                Err(_) => asks.push(own),
+            }
+        }
         if asks.is_empty() {
             return Err(late());
         }
@@ -1215,10 +1231,11 @@ const DIVERGENCE_GAP: Duration = Duration::from_secs(2);
 
 /// Whether the stream has lost the message `mark` names, checked [`DIVERGENCE_CHECKS`] times
 /// with fresh info: `Some((why, the stream's first sequence))` only when every check says so.
-async fn confirmed_divergence(
-    stream: &mut stream::Stream,
-    mark: &Mark,
-) -> std::result::Result<Option<(String, u64)>, String> {
+/// What a check of the mark found: a confirmed divergence (why, and the stream's first
+/// sequence), none, or that the stream could not be asked.
+type Divergence = std::result::Result<Option<(String, u64)>, String>;
+
+async fn confirmed_divergence(stream: &mut stream::Stream, mark: &Mark) -> Divergence {
     let mut found = None;
     for i in 0..DIVERGENCE_CHECKS {
         if i > 0 {
@@ -1425,34 +1442,62 @@ async fn apply_session(
     let mut last_check = Instant::now();
     // The last message scanned.
     let mut mark: Option<Mark> = None;
+    // Applied, decided and not yet committed: the buckets, through which sequence, since when.
+    let mut dirty = Dirty::default();
+    // The check of the mark against the stream under way, if one is.
+    let mut checking: Option<tokio::task::JoinHandle<Divergence>> = None;
     loop {
         if node.map_generation.load(Ordering::SeqCst) != generation {
+            dirty.commit(node).await?;
             return Ok(());
         }
-        let asked = node.check_stream.swap(false, Ordering::SeqCst);
-        if asked || last_check.elapsed() > STREAM_CHECK {
+        if let Some(done) = checking.take_if(|c| c.is_finished()) {
+            // A stream that could not be asked is asked again at the next check.
+            if let Ok(Ok(Some((why, first)))) = done.await {
+                diverge(node, &reg.buckets(), &why, first).await?;
+                return Err(why.into());
+            }
+        }
+        // The check runs beside the apply: confirming a doubt takes seconds (a stream's info
+        // lags under load), and applying meanwhile is safe (in stream order, idempotent, and
+        // what a divergence finds is replayed from the stream's start).
+        if checking.is_none()
+            && (node.check_stream.swap(false, Ordering::SeqCst)
+                || last_check.elapsed() > STREAM_CHECK)
+        {
             last_check = Instant::now();
-            if let Some(m) = &mark {
-                // A stream that cannot be asked now is asked again at the next check.
-                if let Ok(Some((why, first))) = confirmed_divergence(&mut stream, m).await {
-                    diverge(node, &reg.buckets(), &why, first).await?;
-                    return Err(why.into());
-                }
+            if let Some(m) = mark.clone() {
+                let js = node.js.clone();
+                checking = Some(tokio::spawn(async move {
+                    let mut stream = js
+                        .get_stream(placement::STREAM)
+                        .await
+                        .map_err(|e| format!("the stream: {e}"))?;
+                    confirmed_divergence(&mut stream, &m).await
+                }));
             }
         }
         let mut batch: Vec<(String, Message)> = Vec::new();
         let mut crcs: HashMap<u64, u32> = HashMap::new();
         let mut bytes = 0usize;
         let mut last_seq = None;
-        let mut wait = Duration::from_millis(500);
         while batch.len() < BATCH_MESSAGES && bytes < BATCH_BYTES {
-            let next = match tokio::time::timeout(wait, messages.next()).await {
-                Err(_) => break,
-                Ok(None) => return Err(SessionEnd::Retry("the consumer ended".into())),
-                Ok(Some(Err(e))) => return Err(format!("the consumer: {e}").into()),
-                Ok(Some(Ok(m))) => m,
+            // The first message is waited for; then the batch takes what the consumer already
+            // holds and closes: waiting for more would add to every write's latency, and what
+            // arrives while the batch applies makes the next batch.
+            let next = if last_seq.is_none() {
+                tokio::time::timeout(dirty.patience(), messages.next())
+                    .await
+                    .ok()
+            } else {
+                futures_util::FutureExt::now_or_never(messages.next())
             };
-            wait = Duration::from_millis(2);
+            let next = match next {
+                None => break,
+                Some(None) => return Err(SessionEnd::Retry("the consumer ended".into())),
+                Some(Some(Err(e))) => return Err(format!("the consumer: {e}").into()),
+                Some(Some(Ok(m))) => m,
+            };
             let seq = match next.info() {
                 Ok(i) => i.stream_sequence,
                 Err(e) => return Err(format!("a message without stream info: {e}").into()),
@@ -1483,6 +1528,10 @@ async fn apply_session(
             }
         }
         let Some(through) = last_seq else {
+            if !dirty.is_empty() {
+                dirty.commit(node).await?;
+                continue;
+            }
             // Idle: let every bucket's record catch up now and then, so a restart starts late.
             if last_advance.elapsed() > Duration::from_secs(5) {
                 let at = *node.scanned.borrow();
@@ -1522,19 +1571,24 @@ async fn apply_session(
             }
         }
         // The buckets apply side by side, each on its writer thread; writers are answered as
-        // soon as every bucket of the batch has decided, while the commits sync.
+        // soon as every bucket of the batch has decided. The commit waits for the batch that
+        // finds the last one COMMIT_EVERY old (or for a pause in the stream): a few commits
+        // a second rather than one a batch, and none between a message and its answer.
+        let commit = dirty.due();
         let crcs = Arc::new(crcs);
         let left = Arc::new(AtomicUsize::new(opened.len()));
         let applies = opened.into_iter().map(|(name, b, msgs)| {
             let (parts, m, n) = (owned.clone(), mark.clone(), node.clone());
             let (crcs, left) = (crcs.clone(), left.clone());
             async move {
-                let report = on_writer(&b, move |s| {
+                let on = b.clone();
+                let report = on_writer(&on, move |s| {
                     apply::apply_batch_deciding(
                         s,
                         &msgs,
                         Some((through, &parts)),
                         m.as_ref(),
+                        commit,
                         |r| n.decide(r, &msgs, &crcs, through, &left),
                     )
                 })
@@ -1543,12 +1597,76 @@ async fn apply_session(
                 for r in report.refused {
                     tracing::warn!(node = %node.name, "bucket {name}: refused {r}");
                 }
-                Ok::<_, SessionEnd>(())
+                Ok::<_, SessionEnd>((name, b))
             }
         });
-        futures_util::future::try_join_all(applies).await?;
+        let applied = futures_util::future::try_join_all(applies).await?;
         node.decided.send_modify(|d| *d = (*d).max(through));
+        if commit {
+            // The batch's buckets committed with it; the others applied to since commit now.
+            for (name, _) in &applied {
+                dirty.buckets.remove(name);
+            }
+            dirty.through = Some(through);
+            dirty.commit(node).await?;
+        } else {
+            dirty.add(applied, through);
+        }
+    }
+}
+
+/// How long an apply may stay uncommitted while messages keep coming: what a read of a
+/// partition that a write has just been answered for waits at most, beside the commit itself.
+const COMMIT_EVERY: Duration = Duration::from_millis(10);
+
+/// An apply session's batches applied and decided since its last commit.
+#[derive(Default)]
+struct Dirty {
+    buckets: HashMap<String, Arc<wink_service::registry::Bucket>>,
+    /// Every message up to it is applied (`scanned` moves to it at the commit).
+    through: Option<u64>,
+    since: Option<Instant>,
+}
+
+impl Dirty {
+    fn is_empty(&self) -> bool {
+        self.through.is_none()
+    }
+
+    /// Whether the next batch commits.
+    fn due(&self) -> bool {
+        self.since.is_some_and(|t| t.elapsed() >= COMMIT_EVERY)
+    }
+
+    /// How long to wait for the next message before committing what is applied.
+    fn patience(&self) -> Duration {
+        match self.since {
+            Some(t) => COMMIT_EVERY.saturating_sub(t.elapsed()),
+            None => Duration::from_millis(500),
+        }
+    }
+
+    fn add(&mut self, buckets: Vec<(String, Arc<wink_service::registry::Bucket>)>, through: u64) {
+        self.buckets.extend(buckets);
+        self.through = Some(through);
+        self.since.get_or_insert_with(Instant::now);
+    }
+
+    /// Commits every bucket applied to since the last commit (those the last batch committed
+    /// already find nothing to do), then moves `scanned`.
+    async fn commit(&mut self, node: &Node) -> std::result::Result<(), SessionEnd> {
+        let Some(through) = self.through.take() else {
+            return Ok(());
+        };
+        let commits = self.buckets.drain().map(|(name, b)| async move {
+            on_writer(&b, |s| s.batch().commit().map(drop))
+                .await
+                .map_err(|e| SessionEnd::StoreFailed(format!("bucket {name}: {e}")))
+        });
+        futures_util::future::try_join_all(commits).await?;
+        self.since = None;
         node.scanned.send_replace(through);
+        Ok(())
     }
 }
 
