@@ -70,6 +70,11 @@ pub(crate) fn segment_name(key: &[u8], n: u32) -> Vec<u8> {
     [b"v/".as_slice(), key, format!("#{n}").as_bytes()].concat()
 }
 
+/// Format 3: part file `n` (from 1) of the title's map log (`m/KEY` names how many it has).
+pub(crate) fn part_name(key: &[u8], n: u8) -> Vec<u8> {
+    [b"p/".as_slice(), key, format!("#{n}").as_bytes()].concat()
+}
+
 /// The last decoded revision of each title, bounded in bytes.
 #[derive(Debug, Default)]
 pub(crate) struct Recent {
@@ -752,9 +757,19 @@ impl Archive {
         let stat = self.fs.stat(&name)?;
         let record = delta.record();
         let fits = |lsize: u64| lsize.saturating_add(record.len() as u64) <= MAX_MAP;
-        if stat.is_some_and(|s| s.data_entries < u64::from(MAX_APPENDS) && fits(s.size)) {
+        if stat
+            .as_ref()
+            .is_some_and(|s| s.data_entries < u64::from(MAX_APPENDS) && fits(s.size))
+        {
             self.fs.append(&name, &record)?;
             return Ok(());
+        }
+        if map.units {
+            if let Some(stat) = &stat {
+                if self.map_into_part(key, &name, stat.size, &record)? {
+                    return Ok(());
+                }
+            }
         }
         // Encoded only when written: a long title's map is large, and most runs append.
         let snapshot = map.snapshot_record();
@@ -766,8 +781,45 @@ impl Archive {
                 snapshot.len()
             )));
         }
+        let parts = match self.fs.read_located_within(&name, MAX_MAP)? {
+            Some((_, head)) if map.units => map::log_parts(&head),
+            _ => 0,
+        };
         self.fs.put(&name, 0, &snapshot)?;
+        // The snapshot holds what the parts did: they go (their bytes until a rewrite).
+        for i in 1..=parts {
+            self.fs.delete(&part_name(key, i))?;
+        }
         Ok(())
+    }
+
+    /// Format 3, the map file `name` full: its records (after its parts record) become the next
+    /// part file, and the map file is written anew as a parts record and `record`, so that a
+    /// run rewrites a few records instead of the whole map. `false` when the map already spans
+    /// [`map::MAX_PARTS`] parts or would pass [`MAX_MAP`]: then it is rewritten as a snapshot.
+    fn map_into_part(&mut self, key: &[u8], name: &[u8], size: u64, record: &[u8]) -> Result<bool> {
+        let Some((_, head)) = self.fs.read_located_within(name, MAX_MAP)? else {
+            return Ok(false);
+        };
+        let parts = map::log_parts(&head);
+        if parts >= map::MAX_PARTS {
+            return Ok(false);
+        }
+        let mut total = size + record.len() as u64 + 14;
+        for i in 1..=parts {
+            total += self.fs.stat(&part_name(key, i))?.map_or(0, |s| s.size);
+        }
+        if total > MAX_MAP {
+            return Ok(false);
+        }
+        self.fs
+            .put(&part_name(key, parts + 1), 0, map::after_parts(&head))?;
+        self.fs.put(
+            name,
+            0,
+            &[map::parts_record(parts + 1), record.to_vec()].concat(),
+        )?;
+        Ok(true)
     }
 
     /// Marks revisions of a v2 title taken down.
