@@ -354,9 +354,13 @@ impl Archive {
     fn decode_map_parts(&self, key: &[u8], head: &[u8], offset: u64) -> Result<v2::map::Map> {
         let n = v2::map::log_parts(head);
         let names: Vec<Vec<u8>> = (1..=n).map(|i| v2::part_name(key, i)).collect();
-        // The parts' inodes and bytes asked for at once: a cold read waits for them together.
+        // The parts' inodes asked for at once, then their bytes: a cold read waits for each
+        // kind of read once, not once per part.
         for name in &names {
             self.fs.will_need_file(name);
+        }
+        for name in &names {
+            self.fs.will_need_content(name);
         }
         let mut left = MAX_MAP.saturating_sub(head.len() as u64);
         let mut parts = Vec::with_capacity(names.len());
