@@ -26,6 +26,9 @@
 //! bytes, type, and the frame plus one. A taken-down entry whose bytes a rewrite purged
 //! names no frame (`0xFFFFFFFF`; compact 0). Byte tables: docs/FORMAT.md § Archive, format 2.
 //!
+//! Format 3 (`WAM3`) adds kind 5, a parts record (`WAM3`, then n): the first record of a map
+//! file whose log begins in n part files ([`Map::decode_log_parts`]).
+//!
 //! Everything read is bounded before use: counts by the bytes left, frames by their segment's
 //! length, raw lengths by [`MAX_RAW`], entries by the frames present.
 
@@ -45,6 +48,18 @@ pub const MAGIC: &[u8; 4] = b"WAM2";
 pub const MAGIC3: &[u8; 4] = b"WAM3";
 /// Members a unit holds at most, its first included: a bound on what a read decodes.
 pub const UNIT_MEMBERS: usize = 16;
+/// The most bytes of the unit before a unit of base [`Base::After`] its prefix takes (unless
+/// the revision before alone is longer): past this, a longer prefix found almost nothing more
+/// on the corpus and made compressing slower.
+pub const AFTER_BYTES: usize = 2 << 20;
+
+/// The prefix of a unit of base [`Base::After`]: of `unit`, the decoded content of the unit
+/// before from its first member through the frame before (the last `before` bytes), its last
+/// [`AFTER_BYTES`] bytes, or that frame's whole revision when longer.
+pub fn after_prefix(unit: &[u8], before: usize) -> &[u8] {
+    let len = unit.len().min(AFTER_BYTES.max(before));
+    &unit[unit.len() - len..]
+}
 /// The frame of a purged take-down record: none.
 pub const NO_FRAME: u32 = u32::MAX;
 /// The largest raw revision a frame may claim: the store's largest value (one filesys data
@@ -177,6 +192,12 @@ pub enum Base {
     /// (stored with its first member, which has one of the other bases) whose content is its
     /// members' raw revisions one after the other; a member stores no bytes of its own.
     Unit,
+    /// Format 3, a unit's first frame: the decoded content of the unit of the frame before it,
+    /// from that unit's first member through the frame before, its last [`AFTER_BYTES`] bytes
+    /// (and never less than the frame before's revision). A read decodes that unit up to there
+    /// anyway (it is on the path): the prefix costs no decoding, and the unit matches every
+    /// revision of the one before, as if they were one.
+    After,
 }
 
 impl Base {
@@ -294,6 +315,7 @@ impl Delta {
                 Base::Title { .. } => 2,
                 Base::Earlier(_) => 3,
                 Base::Unit => 4,
+                Base::After => 5,
             };
             // Compact: a frame right after the one before it in the same segment (all but the
             // first of a run, as a run appends) names no place of its own.
@@ -315,7 +337,7 @@ impl Delta {
                     w.n32(u64::from(frame));
                 }
                 Base::Earlier(frame) => w.n32(u64::from(frame)),
-                Base::Key | Base::Previous | Base::Unit => {}
+                Base::Key | Base::Previous | Base::Unit | Base::After => {}
             }
             end = Some((f.seg, f.offset + u64::from(f.stored)));
         }
@@ -433,6 +455,7 @@ impl Delta {
                     },
                     3 => Base::Earlier(r.n32()? as u32),
                     4 => Base::Unit,
+                    5 => Base::After,
                     _ => return Some(Err("frame base")),
                 };
                 let f = Frame {
@@ -605,6 +628,9 @@ impl Map {
         // The members of the unit open so far and their raw bytes: a unit decodes whole.
         let (mut members, mut unit_raw) = (0usize, 0u64);
         for (i, f) in self.frames.iter().enumerate() {
+            if f.base == Base::After && (!self.units || i == 0) {
+                return Err("frame base");
+            }
             if f.base == Base::Unit {
                 if !self.units || i == 0 {
                     return Err("frame base");

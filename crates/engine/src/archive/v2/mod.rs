@@ -26,7 +26,10 @@
 //! [`map::UNIT_MEMBERS`] and [`UNIT_BYTES`], into one zstd frame whose content is the members
 //! one after the other, so that a frame's header and entropy tables are paid once per unit and
 //! a member matches every revision before it in the unit; members are frames of base
-//! [`map::Base::Unit`] that store nothing (docs/FORMAT.md § Format 3).
+//! [`map::Base::Unit`] that store nothing (docs/FORMAT.md § Format 3). Its map log spans part
+//! files (`p/KEY#N`) named by a parts record at the head of `m/KEY`: a full map file becomes
+//! the next part instead of the whole map being rewritten every 16 runs, whose dead copies were
+//! most of a long title's bytes in an archive that grows by small runs.
 //!
 //! A read decodes the path from the key with one reused decompression context, starting after
 //! the title's cached last decoded revision when that lies on the path, stops decoding a unit
@@ -44,7 +47,7 @@ use crate::error::{Error, Result};
 
 use super::map::Entry;
 use super::{map_name, Archive, Item, MAX_MAP};
-use map::{Base, Delta, Frame, Map, Segment, MAX_APPENDS, MAX_RAW, UNIT_MEMBERS};
+use map::{after_prefix, Base, Delta, Frame, Map, Segment, MAX_APPENDS, MAX_RAW, UNIT_MEMBERS};
 
 /// A segment takes appends until it holds this many bytes (a larger run gets segments of its
 /// own): reads take a range of a segment, so its size only bounds a rewrite's unit.
@@ -305,11 +308,11 @@ impl Archive {
         }
         let path = chain::path(map, n);
         // A cached revision helps when the next frame of the path starts a unit (a member
-        // needs its unit decoded from its first).
+        // needs its unit decoded from its first) against that revision alone (not `After`).
         let cached = self.recent_get(key).and_then(|(c, raw)| {
             let at = path.iter().position(|&i| i == c as usize)?;
             let next = path.get(at + 1).map_or(Base::Key, |&i| map.frames[i].base);
-            next.is_head().then_some((at, raw))
+            (next.is_head() && next != Base::After).then_some((at, raw))
         });
         let (start, prev) = match cached {
             Some((at, raw)) if at + 1 == path.len() => return Ok(raw),
@@ -327,7 +330,12 @@ impl Archive {
         for (k, &i) in todo.iter().enumerate() {
             let f = map.frames[i];
             if f.base.is_head() {
-                let prefix: &[u8] = if k == 0 { &prev } else { &last[span.clone()] };
+                let prefix: &[u8] = match (k, f.base) {
+                    (0, _) => &prev,
+                    // `last` holds the unit before from its first member through `span`.
+                    (_, Base::After) => after_prefix(&last[..span.end], span.len()),
+                    _ => &last[span.clone()],
+                };
                 // The unit's members on the path follow its first there: decoded up to the
                 // last of them, not past it.
                 let members = todo[k + 1..]
@@ -349,6 +357,27 @@ impl Archive {
         let raw = Arc::new(last);
         self.recent_put(key, n as u32, raw.clone());
         Ok(raw)
+    }
+
+    /// The decoded content of frame `j`'s unit from its first member through `j` (the prefix of
+    /// a unit of base `After` that follows `j`).
+    fn unit_through(&self, key: &[u8], map: &Map, j: usize) -> Result<Vec<u8>> {
+        let (head, _) = chain::unit(map, j);
+        if head == j {
+            return Ok(self.frame_content(key, map, j)?.to_vec());
+        }
+        let prefix = match map.frames[head].base {
+            Base::After => {
+                let before = map.frames[head - 1].raw as usize;
+                Arc::new(after_prefix(&self.unit_through(key, map, head - 1)?, before).to_vec())
+            }
+            _ => match chain::parent(map, head) {
+                Some(p) => self.frame_content(key, map, p)?,
+                None => self.referenced_key(key, map, head)?,
+            },
+        };
+        let data = self.frame_bytes(key, map, head, head)?;
+        self.decode_frame(key, map, head..=j, &data[0], &prefix)
     }
 
     /// Reads one revision of a v2 title, verified against its CRC-32.
@@ -377,6 +406,9 @@ impl Archive {
     ) -> Result<()> {
         // The frames a parent may be (the map's check holds parents to this window).
         let mut window: VecDeque<(usize, Arc<Vec<u8>>)> = VecDeque::new();
+        // The unit decoded last, and where its member decoded last ends: the prefix of a unit
+        // of base `After` (a unit may follow one in another segment).
+        let (mut unit, mut at) = (Vec::new(), 0);
         let mut i = 0;
         while i < map.frames.len() {
             // A segment's frames at a time: one read each, memory bounded by a segment.
@@ -387,10 +419,14 @@ impl Archive {
             }
             // A unit's members share its first frame's segment: a unit is decoded whole here.
             let data = self.frame_bytes(key, map, i, j)?;
-            let (mut unit, mut at) = (Vec::new(), 0);
             for (n, d) in (i..=j).zip(&data) {
                 let f = map.frames[n];
-                if f.base.is_head() {
+                if f.base == Base::After {
+                    let before = map.frames[n - 1].raw as usize;
+                    let prefix = after_prefix(&unit[..at], before).to_vec();
+                    let members = n..=chain::unit(map, n).1;
+                    (unit, at) = (self.decode_frame(key, map, members, d, &prefix)?, 0);
+                } else if f.base.is_head() {
                     let prefix = match chain::parent(map, n) {
                         Some(p) => match window.iter().find(|(w, _)| *w == p) {
                             Some((_, raw)) => raw.clone(),
@@ -503,6 +539,24 @@ impl Archive {
                 .collect();
             let (base, prefix) = match self.choose_parent(&allowed, item.value)? {
                 None => self.choose_key(key, &mut work, &mut delta, item.value)?,
+                Some((j, _)) if j + 1 == n && work.units && chain::unit(&work, j).0 < j => {
+                    // The frame before ends a unit of several: this unit matches all of it.
+                    let head = chain::unit(&work, j).0;
+                    let first_new = n - fresh.len();
+                    let content = if head >= first_new {
+                        fresh[head - first_new..]
+                            .iter()
+                            .flat_map(|f| f.0.iter().copied())
+                            .collect()
+                    } else {
+                        self.unit_through(key, &work, j)?
+                    };
+                    let before = work.frames[j].raw as usize;
+                    (
+                        Base::After,
+                        Arc::new(after_prefix(&content, before).to_vec()),
+                    )
+                }
                 Some((j, parent)) => {
                     let base = if j + 1 == n {
                         Base::Previous

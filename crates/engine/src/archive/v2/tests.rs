@@ -385,6 +385,11 @@ fn format_3_groups_a_run_into_units_that_read_back_member_by_member() {
         assert_eq!(map.frames.len(), 45);
         let h: Vec<usize> = (0..45).filter(|&i| map.frames[i].base.is_head()).collect();
         assert_eq!(h.len(), heads, "{h:?}");
+        // A unit after a unit of several matches all of it.
+        assert!(
+            h[1..].iter().all(|&i| map.frames[i].base == Base::After),
+            "{h:?}"
+        );
         assert!(map.frames.iter().all(|f| f.base.is_head() || f.stored == 0));
         reads_back(&a, key, &revs);
         // In reverse, each read decodes from the cache or its unit's path, never wrong.
