@@ -476,7 +476,10 @@ impl Archive {
         let mut new_keys: Vec<(u32, Arc<Vec<u8>>)> = Vec::new();
         // Format 3: the units this run opened, by first frame, with the prefix each is
         // compressed against once its members are known.
-        let mut heads: Vec<(usize, Arc<Vec<u8>>)> = Vec::new();
+        // A unit that may follow the unit before (base `After`) also has the revision before
+        // alone: compressed against both, it keeps the smaller (small edits of one page can
+        // cost more against a long prefix, whose matches lie farther back).
+        let mut heads: Vec<(usize, Arc<Vec<u8>>, Option<Arc<Vec<u8>>>)> = Vec::new();
         // In revision order, whatever order the caller lists them in: each frame is compressed
         // against the revision before it.
         let mut items = items.to_vec();
@@ -537,9 +540,12 @@ impl Archive {
                 .filter(|(j, _)| chain::may_parent(&work, *j, raw, budget))
                 .map(|(j, r)| (*j, r.as_slice()))
                 .collect();
-            let (base, prefix) = match self.choose_parent(&allowed, item.value)? {
-                None => self.choose_key(key, &mut work, &mut delta, item.value)?,
-                Some((j, _)) if j + 1 == n && work.units && chain::unit(&work, j).0 < j => {
+            let (base, prefix, plain) = match self.choose_parent(&allowed, item.value)? {
+                None => {
+                    let (base, prefix) = self.choose_key(key, &mut work, &mut delta, item.value)?;
+                    (base, prefix, None)
+                }
+                Some((j, parent)) if j + 1 == n && work.units && chain::unit(&work, j).0 < j => {
                     // The frame before ends a unit of several: this unit matches all of it.
                     let head = chain::unit(&work, j).0;
                     let first_new = n - fresh.len();
@@ -555,6 +561,7 @@ impl Archive {
                     (
                         Base::After,
                         Arc::new(after_prefix(&content, before).to_vec()),
+                        Some(Arc::new(parent.to_vec())),
                     )
                 }
                 Some((j, parent)) => {
@@ -563,12 +570,12 @@ impl Archive {
                     } else {
                         Base::Earlier(j as u32)
                     };
-                    (base, Arc::new(parent.to_vec()))
+                    (base, Arc::new(parent.to_vec()), None)
                 }
             };
             // Format 3 compresses a unit once its members are known, below.
             let compressed = if work.units {
-                heads.push((n, prefix));
+                heads.push((n, prefix, plain));
                 Vec::new()
             } else {
                 self.compress_frame(item.value, &prefix)?
@@ -593,12 +600,18 @@ impl Archive {
         }
         delta.entries.extend(purged.iter().cloned());
         let first_new = work.frames.len() - fresh.len();
-        for (head, prefix) in heads {
+        for (head, prefix, plain) in heads {
             let (_, last) = chain::unit(&work, head);
             let content: Vec<u8> = (head..=last)
                 .flat_map(|j| fresh[j - first_new].0.iter().copied())
                 .collect();
-            let compressed = self.compress_frame(&content, &prefix)?;
+            let mut compressed = self.compress_frame(&content, &prefix)?;
+            if let Some(plain) = plain {
+                let alone = self.compress_frame(&content, &plain)?;
+                if alone.len() <= compressed.len() {
+                    (compressed, work.frames[head].base) = (alone, Base::Previous);
+                }
+            }
             work.frames[head].stored = compressed.len() as u32;
             fresh[head - first_new].1 = compressed;
         }
