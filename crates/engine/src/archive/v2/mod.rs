@@ -116,6 +116,9 @@ impl Recent {
     }
 }
 
+/// The raw bytes a frame is compressed against.
+type Prefix = Arc<Vec<u8>>;
+
 /// A plain key another title's key may be compressed against.
 #[derive(Clone, Debug)]
 pub(crate) struct Candidate {
@@ -479,7 +482,7 @@ impl Archive {
         // A unit that may follow the unit before (base `After`) also has the revision before
         // alone: compressed against both, it keeps the smaller (small edits of one page can
         // cost more against a long prefix, whose matches lie farther back).
-        let mut heads: Vec<(usize, Arc<Vec<u8>>, Option<Arc<Vec<u8>>>)> = Vec::new();
+        let mut heads: Vec<(usize, Prefix, Option<Prefix>)> = Vec::new();
         // In revision order, whatever order the caller lists them in: each frame is compressed
         // against the revision before it.
         let mut items = items.to_vec();
