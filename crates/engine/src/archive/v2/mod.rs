@@ -851,9 +851,13 @@ impl Archive {
                 snapshot.len()
             )));
         }
-        let parts = match self.fs.read_located_within(&name, MAX_MAP)? {
-            Some((_, head)) if map.units => map::log_parts(&head),
-            _ => 0,
+        // Format 3: the parts the map file names, which the snapshot replaces.
+        let parts = match map.units {
+            true => self
+                .fs
+                .read_located_within(&name, MAX_MAP)?
+                .map_or(0, |(_, head)| map::log_parts(&head)),
+            false => 0,
         };
         self.fs.put(&name, 0, &snapshot)?;
         // The snapshot holds what the parts did: they go (their bytes until a rewrite).
