@@ -334,7 +334,7 @@ fn breakdown(a: &Archive, titles: &[Title], stored: u64, raw: u64) -> String {
             let kind = match f.base {
                 Base::Key => 0,
                 Base::Title { .. } => 1,
-                Base::Previous => 2,
+                Base::Previous | Base::After => 2,
                 Base::Earlier(_) => 3,
                 // Format 3: a member's bytes are its unit's, counted with the unit's first.
                 Base::Unit => continue,

@@ -555,7 +555,37 @@ fn archive_map_seeds_of(format: u8) -> Vec<(String, Vec<u8>)> {
         .filesys()
         .read(b"m/seed/Two")
         .expect("the map log reads");
-    vec![
+    let mut seeds = Vec::new();
+    if format == 3 {
+        // 18 runs: the map file's first 16 records became part 1, and it starts again with a
+        // parts record; the seed is the part, then the map file.
+        for run in 0..18 {
+            let value = [&values[run % values.len()][..], format!("{run}").as_bytes()].concat();
+            let item = Item {
+                rev: run as u64,
+                tid: [5; 16],
+                content_type: "text/html",
+                labels: &wink::store::Labels::NONE,
+                value: &value,
+            };
+            archive.add(b"seed/Long", &[item]).expect("archived");
+            archive.commit().expect("committed");
+        }
+        let fs = archive.filesys();
+        let part = fs.read(b"p/seed/Long#1").expect("the part reads");
+        let head = fs.read(b"m/seed/Long").expect("the map file reads");
+        let pieces = [(part.as_slice(), 0), (head.as_slice(), part.len() as u64)];
+        let map = wink::archive::v2::map::Map::decode_log_parts(&pieces, Path::new("/seed"))
+            .expect("a map in parts decodes");
+        assert_eq!(map.frames.len(), 18);
+        let log = [part, head].concat();
+        seeds.push(("seed-v3-map-parts".into(), [&[0u8][..], &log].concat()));
+        seeds.push((
+            "seed-v3-map-parts-sealed".into(),
+            [&[1u8][..], &log].concat(),
+        ));
+    }
+    seeds.extend(vec![
         (
             format!("seed-v{format}-map-log"),
             [&[0u8][..], &log].concat(),
@@ -568,7 +598,8 @@ fn archive_map_seeds_of(format: u8) -> Vec<(String, Vec<u8>)> {
             format!("seed-v{format}-map-snapshot"),
             [&[0u8][..], &map.snapshot_record()].concat(),
         ),
-    ]
+    ]);
+    seeds
 }
 
 fn seeds(target: &str) -> Vec<(String, Vec<u8>)> {

@@ -662,6 +662,57 @@ pub fn archive_map(data: &[u8]) {
         }
         Err(e) => check_error(&e, &[(path, log.len() as u64)]),
     }
+    archive_map_parts(&log);
+}
+
+/// The log as a format 3 map spread over part files: the map file from the last parts record
+/// at a record boundary, the records before it split into as many parts as it names (one
+/// record each, the last part the rest), each piece at its offset in the input. Decoded, it is
+/// the map its records make without the parts record.
+fn archive_map_parts(log: &[u8]) {
+    use wink_engine::archive::v2::map::{log_parts, Map};
+    let path = Path::new(INPUT_PATH);
+    let mut bounds = vec![0usize];
+    let mut head = None;
+    while let Some(&at) = bounds.last() {
+        let Some(len) = log.get(at..at + 4) else {
+            break;
+        };
+        let len = u32::from_be_bytes(len.try_into().expect("4 bytes")) as usize;
+        if log_parts(&log[at..]) > 0 {
+            head = Some(bounds.len() - 1);
+        }
+        match (at + 8).checked_add(len).filter(|e| *e <= log.len()) {
+            Some(end) => bounds.push(end),
+            None => break,
+        }
+    }
+    let Some(h) = head else {
+        return;
+    };
+    let n = usize::from(log_parts(&log[bounds[h]..]));
+    let mut pieces: Vec<(&[u8], u64)> = (0..n)
+        .map(|i| {
+            let from = bounds[i.min(h)];
+            let to = if i + 1 == n {
+                bounds[h]
+            } else {
+                bounds[(i + 1).min(h)]
+            };
+            (&log[from..to], from as u64)
+        })
+        .collect();
+    pieces.push((&log[bounds[h]..], bounds[h] as u64));
+    match Map::decode_log_parts(&pieces, path) {
+        Ok(map) => {
+            let skip = bounds.get(h + 1).copied().unwrap_or(log.len());
+            let plain = [&log[..bounds[h]], &log[skip..]].concat();
+            let again = Map::decode_log(&plain, path, 0).expect("the records alone decode");
+            assert_eq!(again, map, "a map read from parts differs from its records");
+            assert!(map.units, "a map in parts is format 3");
+        }
+        Err(e) => check_error(&e, &[(path, log.len() as u64)]),
+    }
 }
 
 /// Puts a valid CRC-32 into every whole record of a map log: `[len: u32][len bytes][crc: u32]`.

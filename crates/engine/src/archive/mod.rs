@@ -330,6 +330,9 @@ impl Archive {
         };
         let path = self.fs.data().path();
         let map = match v2::map::log_version(&bytes) {
+            Some(3) if v2::map::log_parts(&bytes) > 0 => {
+                AnyMap::V2(self.decode_map_parts(key, &bytes, stat.inode.0)?)
+            }
             Some(2 | 3) => AnyMap::V2(v2::map::Map::decode_log(&bytes, path, stat.inode.0)?),
             _ => AnyMap::V1(TitleMap::decode_log(&bytes, path, stat.inode.0)?),
         };
@@ -344,6 +347,39 @@ impl Archive {
             limit,
         );
         Ok(Some(map))
+    }
+
+    /// A format 3 map whose log begins in part files: the parts the map file `head` (at
+    /// `offset`) names, read (together within [`MAX_MAP`]) and decoded before its records.
+    fn decode_map_parts(&self, key: &[u8], head: &[u8], offset: u64) -> Result<v2::map::Map> {
+        let n = v2::map::log_parts(head);
+        let names: Vec<Vec<u8>> = (1..=n).map(|i| v2::part_name(key, i)).collect();
+        // The parts' inodes asked for at once, then their bytes: a cold read waits for each
+        // kind of read once, not once per part.
+        for name in &names {
+            self.fs.will_need_file(name);
+        }
+        for name in &names {
+            self.fs.will_need_content(name);
+        }
+        let mut left = MAX_MAP.saturating_sub(head.len() as u64);
+        let mut parts = Vec::with_capacity(names.len());
+        for name in &names {
+            let Some((stat, bytes)) = self.fs.read_located_within(name, left)? else {
+                return Err(Error::corrupt(
+                    self.fs.data().path(),
+                    offset,
+                    format!("archive map of {:?}", String::from_utf8_lossy(key)),
+                    format!("its part file {:?}", String::from_utf8_lossy(name)),
+                    "none",
+                ));
+            };
+            left -= bytes.len() as u64;
+            parts.push((bytes, stat.inode.0));
+        }
+        let mut pieces: Vec<(&[u8], u64)> = parts.iter().map(|(b, o)| (b.as_slice(), *o)).collect();
+        pieces.push((head, offset));
+        v2::map::Map::decode_log_parts(&pieces, self.fs.data().path())
     }
 
     /// Writes what a run changed: a delta appended to the map log, or the whole map as a new

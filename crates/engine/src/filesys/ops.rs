@@ -327,6 +327,15 @@ impl Filesys {
         self.read_inode_as(inode, offset, len, self.default_staleness())
     }
 
+    /// Asks the kernel for the whole content of `name` (its inode read here, found by the
+    /// index): a caller about to read several small files asks for all of them first, so that
+    /// their disk reads overlap. Only a hint: nothing goes wrong when there is no such file.
+    pub fn will_need_content(&self, name: &[u8]) {
+        if let Ok(Some(located)) = self.locate(name) {
+            self.will_need_entries(&located.inode, 0, located.inode.lsize);
+        }
+    }
+
     /// Asks the kernel for every data entry of `[start, end)` of a file at once, when the range
     /// spans more than one: read in turn, each entry whose pages are not cached would wait for a
     /// disk read of its own (a file an archive appends to once per run has one entry per run);
@@ -335,6 +344,10 @@ impl Filesys {
         if entries_within(inode, start, end).nth(1).is_none() {
             return;
         }
+        self.will_need_entries(inode, start, end);
+    }
+
+    fn will_need_entries(&self, inode: &Inode, start: u64, end: u64) {
         let key = data_key(inode.fileid, 0).len() as u64;
         for (_, ptr, size, _) in entries_within(inode, start, end) {
             let len = (ENTRY_HEADER as u64 + key).saturating_add(size);

@@ -16,7 +16,7 @@ pub const WINDOW: usize = 16;
 /// The frame whose raw revision frame `n` was compressed against, within its title.
 pub fn parent(map: &Map, n: usize) -> Option<usize> {
     match map.frames[n].base {
-        Base::Previous | Base::Unit => n.checked_sub(1),
+        Base::Previous | Base::Unit | Base::After => n.checked_sub(1),
         Base::Earlier(j) => Some(j as usize),
         Base::Key | Base::Title { .. } => None,
     }

@@ -26,6 +26,9 @@
 //! bytes, type, and the frame plus one. A taken-down entry whose bytes a rewrite purged
 //! names no frame (`0xFFFFFFFF`; compact 0). Byte tables: docs/FORMAT.md § Archive, format 2.
 //!
+//! Format 3 (`WAM3`) adds kind 5, a parts record (`WAM3`, then n): the first record of a map
+//! file whose log begins in n part files ([`Map::decode_log_parts`]).
+//!
 //! Everything read is bounded before use: counts by the bytes left, frames by their segment's
 //! length, raw lengths by [`MAX_RAW`], entries by the frames present.
 
@@ -45,6 +48,18 @@ pub const MAGIC: &[u8; 4] = b"WAM2";
 pub const MAGIC3: &[u8; 4] = b"WAM3";
 /// Members a unit holds at most, its first included: a bound on what a read decodes.
 pub const UNIT_MEMBERS: usize = 16;
+/// The most bytes of the unit before a unit of base [`Base::After`] its prefix takes (unless
+/// the revision before alone is longer): past this, a longer prefix found almost nothing more
+/// on the corpus and made compressing slower.
+pub const AFTER_BYTES: usize = 2 << 20;
+
+/// The prefix of a unit of base [`Base::After`]: of `unit`, the decoded content of the unit
+/// before from its first member through the frame before (the last `before` bytes), its last
+/// [`AFTER_BYTES`] bytes, or that frame's whole revision when longer.
+pub fn after_prefix(unit: &[u8], before: usize) -> &[u8] {
+    let len = unit.len().min(AFTER_BYTES.max(before));
+    &unit[unit.len() - len..]
+}
 /// The frame of a purged take-down record: none.
 pub const NO_FRAME: u32 = u32::MAX;
 /// The largest raw revision a frame may claim: the store's largest value (one filesys data
@@ -57,6 +72,12 @@ const SNAPSHOT: u8 = 1;
 const DELTA: u8 = 2;
 const SNAPSHOT_COMPACT: u8 = 3;
 const DELTA_COMPACT: u8 = 4;
+/// Format 3: the first record of a map file whose log begins in part files (`WAM3`, then the
+/// number of parts, 1 byte).
+const PARTS: u8 = 5;
+/// Format 3: part files a map's log may span before the map is rewritten as one snapshot; a
+/// read of the map reads this many files and the map's at most.
+pub const MAX_PARTS: u8 = 15;
 /// Bit 7 of a compact frame's base byte: its segment and offset follow.
 const PLACED: u8 = 0x80;
 /// Smallest items, fixed layout and compact: bounds on a count by the bytes left.
@@ -171,6 +192,12 @@ pub enum Base {
     /// (stored with its first member, which has one of the other bases) whose content is its
     /// members' raw revisions one after the other; a member stores no bytes of its own.
     Unit,
+    /// Format 3, a unit's first frame: the decoded content of the unit of the frame before it,
+    /// from that unit's first member through the frame before, its last [`AFTER_BYTES`] bytes
+    /// (and never less than the frame before's revision). A read decodes that unit up to there
+    /// anyway (it is on the path): the prefix costs no decoding, and the unit matches every
+    /// revision of the one before, as if they were one.
+    After,
 }
 
 impl Base {
@@ -288,6 +315,7 @@ impl Delta {
                 Base::Title { .. } => 2,
                 Base::Earlier(_) => 3,
                 Base::Unit => 4,
+                Base::After => 5,
             };
             // Compact: a frame right after the one before it in the same segment (all but the
             // first of a run, as a run appends) names no place of its own.
@@ -309,7 +337,7 @@ impl Delta {
                     w.n32(u64::from(frame));
                 }
                 Base::Earlier(frame) => w.n32(u64::from(frame)),
-                Base::Key | Base::Previous | Base::Unit => {}
+                Base::Key | Base::Previous | Base::Unit | Base::After => {}
             }
             end = Some((f.seg, f.offset + u64::from(f.stored)));
         }
@@ -427,6 +455,7 @@ impl Delta {
                     },
                     3 => Base::Earlier(r.n32()? as u32),
                     4 => Base::Unit,
+                    5 => Base::After,
                     _ => return Some(Err("frame base")),
                 };
                 let f = Frame {
@@ -599,6 +628,9 @@ impl Map {
         // The members of the unit open so far and their raw bytes: a unit decodes whole.
         let (mut members, mut unit_raw) = (0usize, 0u64);
         for (i, f) in self.frames.iter().enumerate() {
+            if f.base == Base::After && (!self.units || i == 0) {
+                return Err("frame base");
+            }
             if f.base == Base::Unit {
                 if !self.units || i == 0 {
                     return Err("frame base");
@@ -646,47 +678,99 @@ impl Map {
 
     /// Reads a map log: a snapshot and the deltas after it.
     pub fn decode_log(bytes: &[u8], path: &Path, offset: u64) -> Result<Map> {
+        Map::decode_log_parts(&[(bytes, offset)], path)
+    }
+
+    /// Reads a map log held in several files (format 3): `pieces` are the part files in order,
+    /// then the map file, each with the offset its damage is reported at. With more than one
+    /// piece, the map file's first record names the parts (`pieces.len() - 1`), and the log is
+    /// the parts' records, then the map file's after that one.
+    pub fn decode_log_parts(pieces: &[(&[u8], u64)], path: &Path) -> Result<Map> {
         const WHAT: &str = "archive map log (v2)";
-        let bad = super::super::map::log_damage(path, offset, WHAT);
         let mut map: Option<Map> = None;
-        for record in super::super::map::log_records(bytes, path, offset, WHAT) {
-            let (at, body) = record?;
-            let here = offset + at as u64 + 5;
-            let (kind, layout) = match body[0] {
-                SNAPSHOT | DELTA => (body[0], Layout::Fixed),
-                SNAPSHOT_COMPACT => (SNAPSHOT, Layout::Compact),
-                DELTA_COMPACT => (DELTA, Layout::Compact),
-                _ => return Err(bad(at, "record kind")),
-            };
-            match (kind, map.as_mut()) {
-                (SNAPSHOT, None) => {
-                    let units = match body.get(1..5) {
-                        Some(m) if m == MAGIC => false,
-                        Some(m) if m == MAGIC3 && layout == Layout::Compact => true,
-                        _ => return Err(bad(at + 5, "magic")),
-                    };
-                    let d = Delta::decode(&body[5..], layout, path, here + 4)?;
-                    if !d.down.is_empty() {
-                        return Err(bad(at, "take-downs in a snapshot"));
+        let last = pieces.len().saturating_sub(1);
+        for (p, &(bytes, offset)) in pieces.iter().enumerate() {
+            let bad = super::super::map::log_damage(path, offset, WHAT);
+            if bytes.is_empty() {
+                return Err(bad(0, "a map part with no record"));
+            }
+            for (r, record) in super::super::map::log_records(bytes, path, offset, WHAT).enumerate()
+            {
+                let (at, body) = record?;
+                let here = offset + at as u64 + 5;
+                if p == last && r == 0 && last > 0 {
+                    // The parts record: `WAM3`, then how many part files come before.
+                    if body[0] != PARTS || body.get(1..5) != Some(MAGIC3.as_slice()) {
+                        return Err(bad(at, "a map file after parts without a parts record"));
                     }
-                    let mut m = Map {
-                        units,
-                        ..Map::default()
-                    };
-                    m.apply_unchecked(d).map_err(|what| bad(at, what))?;
-                    map = Some(m);
+                    if body.get(5..) != Some([last as u8].as_slice()) || last > MAX_PARTS.into() {
+                        return Err(bad(at + 9, "number of map parts"));
+                    }
+                    continue;
                 }
-                (DELTA, Some(m)) => {
-                    let d = Delta::decode(&body[1..], layout, path, here)?;
-                    m.apply_unchecked(d).map_err(|what| bad(at, what))?;
+                let (kind, layout) = match body[0] {
+                    SNAPSHOT | DELTA => (body[0], Layout::Fixed),
+                    SNAPSHOT_COMPACT => (SNAPSHOT, Layout::Compact),
+                    DELTA_COMPACT => (DELTA, Layout::Compact),
+                    _ => return Err(bad(at, "record kind")),
+                };
+                match (kind, map.as_mut()) {
+                    (SNAPSHOT, None) => {
+                        let units = match body.get(1..5) {
+                            Some(m) if m == MAGIC && last == 0 => false,
+                            Some(m) if m == MAGIC3 && layout == Layout::Compact => true,
+                            _ => return Err(bad(at + 5, "magic")),
+                        };
+                        let d = Delta::decode(&body[5..], layout, path, here + 4)?;
+                        if !d.down.is_empty() {
+                            return Err(bad(at, "take-downs in a snapshot"));
+                        }
+                        let mut m = Map {
+                            units,
+                            ..Map::default()
+                        };
+                        m.apply_unchecked(d).map_err(|what| bad(at, what))?;
+                        map = Some(m);
+                    }
+                    (DELTA, Some(m)) => {
+                        let d = Delta::decode(&body[1..], layout, path, here)?;
+                        m.apply_unchecked(d).map_err(|what| bad(at, what))?;
+                    }
+                    _ => return Err(bad(at, "record kind or order")),
                 }
-                _ => return Err(bad(at, "record kind or order")),
             }
         }
+        let offset = pieces.last().map_or(0, |p| p.1);
+        let bad = super::super::map::log_damage(path, offset, WHAT);
         let map = map.ok_or_else(|| bad(0, "no snapshot"))?;
         map.check().map_err(|what| bad(0, what))?;
         Ok(map)
     }
+}
+
+/// The first record of a format 3 map file whose log begins in `parts` part files.
+pub fn parts_record(parts: u8) -> Vec<u8> {
+    record(PARTS, &[MAGIC3.as_slice(), &[parts]].concat())
+}
+
+/// The part files a map file's first record names (format 3), 0 when it names none; read
+/// before the record's CRC is checked (the log's decoding checks it, and refuses a count that
+/// does not match the parts read).
+pub fn log_parts(bytes: &[u8]) -> u8 {
+    match (bytes.get(4), bytes.get(5..9), bytes.get(9)) {
+        (Some(&PARTS), Some(m), Some(&n)) if m == MAGIC3 => n.min(MAX_PARTS),
+        _ => 0,
+    }
+}
+
+/// The records of a map file after its parts record (all of them when it has none): what a
+/// part file made of it holds.
+pub fn after_parts(bytes: &[u8]) -> &[u8] {
+    if log_parts(bytes) == 0 {
+        return bytes;
+    }
+    let len = u32::from_be_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]) as usize;
+    bytes.get(8 + len..).unwrap_or_default()
 }
 
 /// The format of a map log, by the magic of its first record: 1, 2, 3, or `None` (none of them).

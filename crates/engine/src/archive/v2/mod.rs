@@ -26,7 +26,10 @@
 //! [`map::UNIT_MEMBERS`] and [`UNIT_BYTES`], into one zstd frame whose content is the members
 //! one after the other, so that a frame's header and entropy tables are paid once per unit and
 //! a member matches every revision before it in the unit; members are frames of base
-//! [`map::Base::Unit`] that store nothing (docs/FORMAT.md § Format 3).
+//! [`map::Base::Unit`] that store nothing (docs/FORMAT.md § Format 3). Its map log spans part
+//! files (`p/KEY#N`) named by a parts record at the head of `m/KEY`: a full map file becomes
+//! the next part instead of the whole map being rewritten every 16 runs, whose dead copies were
+//! most of a long title's bytes in an archive that grows by small runs.
 //!
 //! A read decodes the path from the key with one reused decompression context, starting after
 //! the title's cached last decoded revision when that lies on the path, stops decoding a unit
@@ -44,7 +47,7 @@ use crate::error::{Error, Result};
 
 use super::map::Entry;
 use super::{map_name, Archive, Item, MAX_MAP};
-use map::{Base, Delta, Frame, Map, Segment, MAX_APPENDS, MAX_RAW, UNIT_MEMBERS};
+use map::{after_prefix, Base, Delta, Frame, Map, Segment, MAX_APPENDS, MAX_RAW, UNIT_MEMBERS};
 
 /// A segment takes appends until it holds this many bytes (a larger run gets segments of its
 /// own): reads take a range of a segment, so its size only bounds a rewrite's unit.
@@ -68,6 +71,11 @@ const REF_CHARGE: usize = 32;
 
 pub(crate) fn segment_name(key: &[u8], n: u32) -> Vec<u8> {
     [b"v/".as_slice(), key, format!("#{n}").as_bytes()].concat()
+}
+
+/// Format 3: part file `n` (from 1) of the title's map log (`m/KEY` names how many it has).
+pub(crate) fn part_name(key: &[u8], n: u8) -> Vec<u8> {
+    [b"p/".as_slice(), key, format!("#{n}").as_bytes()].concat()
 }
 
 /// The last decoded revision of each title, bounded in bytes.
@@ -107,6 +115,9 @@ impl Recent {
         }
     }
 }
+
+/// The raw bytes a frame is compressed against.
+type Prefix = Arc<Vec<u8>>;
 
 /// A plain key another title's key may be compressed against.
 #[derive(Clone, Debug)]
@@ -300,11 +311,11 @@ impl Archive {
         }
         let path = chain::path(map, n);
         // A cached revision helps when the next frame of the path starts a unit (a member
-        // needs its unit decoded from its first).
+        // needs its unit decoded from its first) against that revision alone (not `After`).
         let cached = self.recent_get(key).and_then(|(c, raw)| {
             let at = path.iter().position(|&i| i == c as usize)?;
             let next = path.get(at + 1).map_or(Base::Key, |&i| map.frames[i].base);
-            next.is_head().then_some((at, raw))
+            (next.is_head() && next != Base::After).then_some((at, raw))
         });
         let (start, prev) = match cached {
             Some((at, raw)) if at + 1 == path.len() => return Ok(raw),
@@ -322,7 +333,12 @@ impl Archive {
         for (k, &i) in todo.iter().enumerate() {
             let f = map.frames[i];
             if f.base.is_head() {
-                let prefix: &[u8] = if k == 0 { &prev } else { &last[span.clone()] };
+                let prefix: &[u8] = match (k, f.base) {
+                    (0, _) => &prev,
+                    // `last` holds the unit before from its first member through `span`.
+                    (_, Base::After) => after_prefix(&last[..span.end], span.len()),
+                    _ => &last[span.clone()],
+                };
                 // The unit's members on the path follow its first there: decoded up to the
                 // last of them, not past it.
                 let members = todo[k + 1..]
@@ -344,6 +360,27 @@ impl Archive {
         let raw = Arc::new(last);
         self.recent_put(key, n as u32, raw.clone());
         Ok(raw)
+    }
+
+    /// The decoded content of frame `j`'s unit from its first member through `j` (the prefix of
+    /// a unit of base `After` that follows `j`).
+    fn unit_through(&self, key: &[u8], map: &Map, j: usize) -> Result<Vec<u8>> {
+        let (head, _) = chain::unit(map, j);
+        if head == j {
+            return Ok(self.frame_content(key, map, j)?.to_vec());
+        }
+        let prefix = match map.frames[head].base {
+            Base::After => {
+                let before = map.frames[head - 1].raw as usize;
+                Arc::new(after_prefix(&self.unit_through(key, map, head - 1)?, before).to_vec())
+            }
+            _ => match chain::parent(map, head) {
+                Some(p) => self.frame_content(key, map, p)?,
+                None => self.referenced_key(key, map, head)?,
+            },
+        };
+        let data = self.frame_bytes(key, map, head, head)?;
+        self.decode_frame(key, map, head..=j, &data[0], &prefix)
     }
 
     /// Reads one revision of a v2 title, verified against its CRC-32.
@@ -372,6 +409,9 @@ impl Archive {
     ) -> Result<()> {
         // The frames a parent may be (the map's check holds parents to this window).
         let mut window: VecDeque<(usize, Arc<Vec<u8>>)> = VecDeque::new();
+        // The unit decoded last, and where its member decoded last ends: the prefix of a unit
+        // of base `After` (a unit may follow one in another segment).
+        let (mut unit, mut at) = (Vec::new(), 0);
         let mut i = 0;
         while i < map.frames.len() {
             // A segment's frames at a time: one read each, memory bounded by a segment.
@@ -382,10 +422,14 @@ impl Archive {
             }
             // A unit's members share its first frame's segment: a unit is decoded whole here.
             let data = self.frame_bytes(key, map, i, j)?;
-            let (mut unit, mut at) = (Vec::new(), 0);
             for (n, d) in (i..=j).zip(&data) {
                 let f = map.frames[n];
-                if f.base.is_head() {
+                if f.base == Base::After {
+                    let before = map.frames[n - 1].raw as usize;
+                    let prefix = after_prefix(&unit[..at], before).to_vec();
+                    let members = n..=chain::unit(map, n).1;
+                    (unit, at) = (self.decode_frame(key, map, members, d, &prefix)?, 0);
+                } else if f.base.is_head() {
                     let prefix = match chain::parent(map, n) {
                         Some(p) => match window.iter().find(|(w, _)| *w == p) {
                             Some((_, raw)) => raw.clone(),
@@ -435,7 +479,10 @@ impl Archive {
         let mut new_keys: Vec<(u32, Arc<Vec<u8>>)> = Vec::new();
         // Format 3: the units this run opened, by first frame, with the prefix each is
         // compressed against once its members are known.
-        let mut heads: Vec<(usize, Arc<Vec<u8>>)> = Vec::new();
+        // A unit that may follow the unit before (base `After`) also has the revision before
+        // alone: compressed against both, it keeps the smaller (small edits of one page can
+        // cost more against a long prefix, whose matches lie farther back).
+        let mut heads: Vec<(usize, Prefix, Option<Prefix>)> = Vec::new();
         // In revision order, whatever order the caller lists them in: each frame is compressed
         // against the revision before it.
         let mut items = items.to_vec();
@@ -496,20 +543,42 @@ impl Archive {
                 .filter(|(j, _)| chain::may_parent(&work, *j, raw, budget))
                 .map(|(j, r)| (*j, r.as_slice()))
                 .collect();
-            let (base, prefix) = match self.choose_parent(&allowed, item.value)? {
-                None => self.choose_key(key, &mut work, &mut delta, item.value)?,
+            let (base, prefix, plain) = match self.choose_parent(&allowed, item.value)? {
+                None => {
+                    let (base, prefix) = self.choose_key(key, &mut work, &mut delta, item.value)?;
+                    (base, prefix, None)
+                }
+                Some((j, parent)) if j + 1 == n && work.units && chain::unit(&work, j).0 < j => {
+                    // The frame before ends a unit of several: this unit matches all of it.
+                    let head = chain::unit(&work, j).0;
+                    let first_new = n - fresh.len();
+                    let content = if head >= first_new {
+                        fresh[head - first_new..]
+                            .iter()
+                            .flat_map(|f| f.0.iter().copied())
+                            .collect()
+                    } else {
+                        self.unit_through(key, &work, j)?
+                    };
+                    let before = work.frames[j].raw as usize;
+                    (
+                        Base::After,
+                        Arc::new(after_prefix(&content, before).to_vec()),
+                        Some(Arc::new(parent.to_vec())),
+                    )
+                }
                 Some((j, parent)) => {
                     let base = if j + 1 == n {
                         Base::Previous
                     } else {
                         Base::Earlier(j as u32)
                     };
-                    (base, Arc::new(parent.to_vec()))
+                    (base, Arc::new(parent.to_vec()), None)
                 }
             };
             // Format 3 compresses a unit once its members are known, below.
             let compressed = if work.units {
-                heads.push((n, prefix));
+                heads.push((n, prefix, plain));
                 Vec::new()
             } else {
                 self.compress_frame(item.value, &prefix)?
@@ -534,12 +603,18 @@ impl Archive {
         }
         delta.entries.extend(purged.iter().cloned());
         let first_new = work.frames.len() - fresh.len();
-        for (head, prefix) in heads {
+        for (head, prefix, plain) in heads {
             let (_, last) = chain::unit(&work, head);
             let content: Vec<u8> = (head..=last)
                 .flat_map(|j| fresh[j - first_new].0.iter().copied())
                 .collect();
-            let compressed = self.compress_frame(&content, &prefix)?;
+            let mut compressed = self.compress_frame(&content, &prefix)?;
+            if let Some(plain) = plain {
+                let alone = self.compress_frame(&content, &plain)?;
+                if alone.len() <= compressed.len() {
+                    (compressed, work.frames[head].base) = (alone, Base::Previous);
+                }
+            }
             work.frames[head].stored = compressed.len() as u32;
             fresh[head - first_new].1 = compressed;
         }
@@ -752,9 +827,19 @@ impl Archive {
         let stat = self.fs.stat(&name)?;
         let record = delta.record();
         let fits = |lsize: u64| lsize.saturating_add(record.len() as u64) <= MAX_MAP;
-        if stat.is_some_and(|s| s.data_entries < u64::from(MAX_APPENDS) && fits(s.size)) {
+        if stat
+            .as_ref()
+            .is_some_and(|s| s.data_entries < u64::from(MAX_APPENDS) && fits(s.size))
+        {
             self.fs.append(&name, &record)?;
             return Ok(());
+        }
+        if map.units {
+            if let Some(stat) = &stat {
+                if self.map_into_part(key, &name, stat.size, &record)? {
+                    return Ok(());
+                }
+            }
         }
         // Encoded only when written: a long title's map is large, and most runs append.
         let snapshot = map.snapshot_record();
@@ -766,8 +851,49 @@ impl Archive {
                 snapshot.len()
             )));
         }
+        // Format 3: the parts the map file names, which the snapshot replaces.
+        let parts = match map.units {
+            true => self
+                .fs
+                .read_located_within(&name, MAX_MAP)?
+                .map_or(0, |(_, head)| map::log_parts(&head)),
+            false => 0,
+        };
         self.fs.put(&name, 0, &snapshot)?;
+        // The snapshot holds what the parts did: they go (their bytes until a rewrite).
+        for i in 1..=parts {
+            self.fs.delete(&part_name(key, i))?;
+        }
         Ok(())
+    }
+
+    /// Format 3, the map file `name` full: its records (after its parts record) become the next
+    /// part file, and the map file is written anew as a parts record and `record`, so that a
+    /// run rewrites a few records instead of the whole map. `false` when the map already spans
+    /// [`map::MAX_PARTS`] parts or would pass [`MAX_MAP`]: then it is rewritten as a snapshot.
+    fn map_into_part(&mut self, key: &[u8], name: &[u8], size: u64, record: &[u8]) -> Result<bool> {
+        let Some((_, head)) = self.fs.read_located_within(name, MAX_MAP)? else {
+            return Ok(false);
+        };
+        let parts = map::log_parts(&head);
+        if parts >= map::MAX_PARTS {
+            return Ok(false);
+        }
+        let mut total = size + record.len() as u64 + 14;
+        for i in 1..=parts {
+            total += self.fs.stat(&part_name(key, i))?.map_or(0, |s| s.size);
+        }
+        if total > MAX_MAP {
+            return Ok(false);
+        }
+        self.fs
+            .put(&part_name(key, parts + 1), 0, map::after_parts(&head))?;
+        self.fs.put(
+            name,
+            0,
+            &[map::parts_record(parts + 1), record.to_vec()].concat(),
+        )?;
+        Ok(true)
     }
 
     /// Marks revisions of a v2 title taken down.

@@ -429,3 +429,129 @@ fn format_3_beside_format_2_and_a_rewrite_converts() {
     }
     assert!(b.verify().is_empty(), "{:?}", b.verify());
 }
+
+/// Format 3: a map file full of records becomes the next part file and the map file starts
+/// again with a parts record, instead of the whole map rewritten; after MAX_PARTS parts the
+/// map is one snapshot again and its parts are gone. Every state reads back after a reopen; a
+/// lost or damaged part fails the title's map as damage, and spares the other title.
+#[test]
+fn format_3_map_logs_span_part_files_until_a_snapshot_takes_them() {
+    let disk = SimDisk::new();
+    let mut a = open(&disk, opts3());
+    let revs = revisions(6, 270);
+    a.add(b"other", &as_items(&revs[..5], 0, [4; 16])).unwrap();
+    let parts_of = |a: &Archive| map::log_parts(&a.fs.read(&map_name(b"t")).unwrap());
+    for (run, chunk) in revs.chunks(1).enumerate() {
+        a.add(b"t", &as_items(chunk, run, [4; 16])).unwrap();
+        a.commit().unwrap();
+        let runs = run + 1;
+        // Part k is made at run 1 + 16k (the map file holds 16 records), until MAX_PARTS.
+        let expect = if runs <= 256 { (runs - 1) / 16 } else { 0 };
+        assert_eq!(usize::from(parts_of(&a)), expect, "after {runs} runs");
+        if runs % 37 == 0 || runs == 241 || runs == 257 {
+            drop(a);
+            a = open(&disk, opts3());
+            let map = a.map_v2(b"t").unwrap().unwrap();
+            assert_eq!(map.frames.len(), runs);
+            assert_eq!(map.entries.len(), runs);
+        }
+    }
+    assert!(a.fs.stat(&part_name(b"t", 1)).unwrap().is_none());
+    let all = revs.len();
+    let sample: Vec<usize> = (0..all).step_by(23).chain([all - 1]).collect();
+    let check = |a: &Archive| {
+        let entries = a.entries(b"t").unwrap();
+        for &i in &sample {
+            a.clear_cache();
+            assert_eq!(
+                a.read(b"t", &entries[i]).unwrap(),
+                revs[entries[i].rev as usize]
+            );
+        }
+    };
+    check(&a);
+    assert!(a.verify().is_empty(), "{:?}", a.verify());
+    // 10 runs more: one part again, then damage to it.
+    for run in 0..10 {
+        a.add(b"t", &as_items(&revs[run..run + 1], all + run, [4; 16]))
+            .unwrap();
+        a.commit().unwrap();
+    }
+    assert_eq!(parts_of(&a), 1);
+    check(&a);
+    let part = part_name(b"t", 1);
+    let extents = a.fs.extents(&part).unwrap().unwrap();
+    drop(a);
+    flip_datafile_byte(&disk, extents[0].offset + 6);
+    let a = open(&disk, opts3());
+    let err = a.map_v2(b"t").unwrap_err();
+    assert!(err.is_corruption(), "{err}");
+    reads_back(&a, b"other", &revs[..5]);
+    drop(a);
+    flip_datafile_byte(&disk, extents[0].offset + 6);
+    let mut a = open(&disk, opts3());
+    check(&a);
+    assert!(a.fs.delete(&part).unwrap());
+    a.commit().unwrap();
+    drop(a);
+    let a = open(&disk, opts3());
+    let err = a.map_v2(b"t").unwrap_err();
+    assert!(err.is_corruption(), "{err}");
+    reads_back(&a, b"other", &revs[..5]);
+}
+
+/// Format 3: a page that alternates between two looks (an A/B test) in runs of 10: the unit of
+/// each run after the first is compressed against the whole unit before (base `After`), which
+/// holds both looks, and is smaller for it; every revision reads back, after a reopen, cold and
+/// through the cache, and after a rewrite.
+#[test]
+fn format_3_a_unit_after_a_unit_matches_all_of_it() {
+    let disk = SimDisk::new();
+    let mut a = open(&disk, opts3());
+    let looks = [revisions(7, 1).remove(0), revisions(8, 1).remove(0)];
+    let revs: Vec<Vec<u8>> = (0..40)
+        .map(|i| [looks[i % 2].as_slice(), format!("<p>{i}</p>").as_bytes()].concat())
+        .collect();
+    for (run, chunk) in revs.chunks(10).enumerate() {
+        a.add(b"ab", &as_items(chunk, run * 10, [5; 16])).unwrap();
+        a.commit().unwrap();
+    }
+    drop(a);
+    let a = open(&disk, opts3());
+    let map = a.map_v2(b"ab").unwrap().unwrap();
+    let heads: Vec<Base> = map
+        .frames
+        .iter()
+        .map(|f| f.base)
+        .filter(Base::is_head)
+        .collect();
+    assert_eq!(heads.len(), 4, "{heads:?}");
+    assert!(heads[1..].iter().all(|b| *b == Base::After), "{heads:?}");
+    // Against the unit before, a run's unit costs about its own changes: far less than the
+    // first unit, which holds both looks whole.
+    let stored: Vec<u32> = map
+        .frames
+        .iter()
+        .map(|f| f.stored)
+        .filter(|s| *s > 0)
+        .collect();
+    assert!(stored[1..].iter().all(|s| *s * 4 < stored[0]), "{stored:?}");
+    reads_back(&a, b"ab", &revs);
+    for e in a.entries(b"ab").unwrap().iter().rev() {
+        assert_eq!(a.read(b"ab", e).unwrap(), revs[e.rev as usize]);
+    }
+    assert!(a.verify().is_empty(), "{:?}", a.verify());
+    let vfs: Arc<dyn Vfs> = Arc::new(disk.clone());
+    let clock: Arc<dyn Clock> = Arc::new(ManualClock::new(1000));
+    let open_opts = filesys::OpenOptions {
+        clock,
+        drop_behind: None,
+        ..filesys::OpenOptions::writer()
+    };
+    let dest = Path::new("/a/archive-ab");
+    a.rewrite_into(vfs.clone(), dest, &open_opts, |_, _| {})
+        .unwrap();
+    let b = Archive::open_in(vfs, dest, &open_opts, opts3()).unwrap();
+    reads_back(&b, b"ab", &revs);
+    assert!(b.verify().is_empty(), "{:?}", b.verify());
+}
