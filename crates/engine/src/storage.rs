@@ -139,19 +139,12 @@ pub fn sync_all(files: &[&dyn Storage]) -> Result<()> {
     // All but the first go to the sync threads; the first is synced here meanwhile. The
     // descriptors stay open: `files` is borrowed until every reply has come back.
     let (tx, rx) = std::sync::mpsc::channel();
-    let pool = sync_pool();
-    let first = pool.first(parallel.len() - 1);
-    for (k, &(i, fd)) in parallel[1..].iter().enumerate() {
-        let reply = tx.clone();
-        pool.submit(
-            first,
-            k,
-            SyncJob {
-                fd,
-                index: i,
-                reply,
-            },
-        );
+    for &(i, fd) in &parallel[1..] {
+        sync_pool().submit(SyncJob {
+            fd,
+            index: i,
+            reply: tx.clone(),
+        });
     }
     drop(tx);
     let mut first = sync(files[parallel[0].0]);
@@ -182,38 +175,19 @@ struct SyncJob {
 }
 
 /// Threads that only fdatasync: started once, on the first commit that syncs several files, so
-/// that a commit does not pay for starting threads. Each has its own queue, and a commit's jobs
-/// go to different threads: with one queue behind a lock, the threads woke one after another
-/// (each took the lock, a job, and let the next in), and a commit's last fdatasync began a
-/// wake-up per job after its first.
+/// that a commit does not pay for starting threads.
 struct SyncPool {
-    workers: Vec<Mutex<std::sync::mpsc::Sender<SyncJob>>>,
-    /// The worker the next commit's first job goes to (commits of several stores at once
-    /// spread over the threads).
-    next: std::sync::atomic::AtomicUsize,
+    jobs: Mutex<std::sync::mpsc::Sender<SyncJob>>,
 }
 
 impl SyncPool {
-    /// The worker for the `k`th job of a commit whose first went to `first`.
-    fn submit(&self, first: usize, k: usize, job: SyncJob) {
-        let Some(worker) = self.workers.get((first + k) % self.workers.len().max(1)) else {
-            let _ = job
-                .reply
-                .send((job.index, Err(io::Error::other("no sync thread"))));
-            return;
-        };
-        let jobs = worker.lock().unwrap_or_else(|p| p.into_inner());
+    fn submit(&self, job: SyncJob) {
+        let jobs = self.jobs.lock().unwrap_or_else(|p| p.into_inner());
         if let Err(std::sync::mpsc::SendError(job)) = jobs.send(job) {
             let _ = job
                 .reply
                 .send((job.index, Err(io::Error::other("no sync thread"))));
         }
-    }
-
-    /// Where a commit of `jobs` jobs puts its first.
-    fn first(&self, jobs: usize) -> usize {
-        self.next
-            .fetch_add(jobs, std::sync::atomic::Ordering::Relaxed)
     }
 }
 
@@ -223,31 +197,30 @@ const SYNC_THREADS: usize = 8;
 fn sync_pool() -> &'static SyncPool {
     static POOL: std::sync::OnceLock<SyncPool> = std::sync::OnceLock::new();
     POOL.get_or_init(|| {
-        let mut workers = Vec::with_capacity(SYNC_THREADS);
+        let (tx, rx) = std::sync::mpsc::channel::<SyncJob>();
+        let rx = Arc::new(Mutex::new(rx));
         for n in 0..SYNC_THREADS {
-            let (tx, rx) = std::sync::mpsc::channel::<SyncJob>();
-            let started = std::thread::Builder::new()
+            let rx = rx.clone();
+            let _ = std::thread::Builder::new()
                 .name(format!("wink-sync-{n}"))
-                .spawn(move || {
-                    while let Ok(job) = rx.recv() {
-                        // SAFETY: fdatasync takes a descriptor and touches no user memory; the
-                        // submitter keeps the descriptor open until this job's reply arrives.
-                        let rc = unsafe { libc::fdatasync(job.fd) };
-                        let r = if rc == 0 {
-                            Ok(())
-                        } else {
-                            Err(io::Error::last_os_error())
-                        };
-                        let _ = job.reply.send((job.index, r));
-                    }
+                .spawn(move || loop {
+                    let job = match rx.lock().unwrap_or_else(|p| p.into_inner()).recv() {
+                        Ok(job) => job,
+                        Err(_) => return,
+                    };
+                    // SAFETY: fdatasync takes a descriptor and touches no user memory; the
+                    // submitter keeps the descriptor open until this job's reply arrives.
+                    let rc = unsafe { libc::fdatasync(job.fd) };
+                    let r = if rc == 0 {
+                        Ok(())
+                    } else {
+                        Err(io::Error::last_os_error())
+                    };
+                    let _ = job.reply.send((job.index, r));
                 });
-            if started.is_ok() {
-                workers.push(Mutex::new(tx));
-            }
         }
         SyncPool {
-            workers,
-            next: std::sync::atomic::AtomicUsize::new(0),
+            jobs: Mutex::new(tx),
         }
     })
 }
