@@ -444,7 +444,7 @@ fn grown(
         })
         .filter(|(g, _)| *g > 0)
         .collect();
-    per.sort_by(|a, b| b.0.cmp(&a.0));
+    per.sort_by_key(|p| std::cmp::Reverse(p.0));
     let total: u64 = per.iter().map(|(g, _)| g).sum();
     let mut line = String::new();
     for (g, name) in per.iter().take(5) {
@@ -575,7 +575,7 @@ fn uptime() -> String {
 /// The GET phase: wink and nginx, warm and cold, at 16 and 64 connections.
 fn gets(o: &Opts, wink_server: &Wink, get_wink: &Path, get_nginx: &Path, summary: &mut String) {
     let wink_url = format!("http://{}", wink_server.addr);
-    let nginx = start_nginx(&o);
+    let nginx = start_nginx(o);
     let nginx_url = format!("http://127.0.0.1:{}", nginx.port);
     // Both serve the same bytes.
     for i in [0, o.titles / 2, o.titles - 1] {
@@ -600,8 +600,8 @@ fn gets(o: &Opts, wink_server: &Wink, get_wink: &Path, get_nginx: &Path, summary
     );
     // Warm both once: every title read at least about once.
     let warm_secs = o.seconds.max(5);
-    wrk(&wink_url, &get_wink, 64, warm_secs, "");
-    wrk(&nginx_url, &get_nginx, 64, warm_secs, "");
+    wrk(&wink_url, get_wink, 64, warm_secs, "");
+    wrk(&nginx_url, get_nginx, 64, warm_secs, "");
     for cache in ["warm", "cold"] {
         for conns in [16u32, 64] {
             let mut pair = Vec::new();

@@ -239,12 +239,17 @@ pub struct Filesys {
 /// put of a new name verifies every used cell on its probe path (title records), a key read
 /// each; with the written pages dropped, each was a disk read. An entry's key never changes
 /// while its datafile does not go (the writer appends; it never rewrites an entry's key).
-/// Bounded by [`KNOWN_KEYS_BYTES`]: past it, nothing more is kept.
+/// Bounded by [`KNOWN_KEYS_BYTES`]: past it, nothing more is kept. A damaged cell is still found
+/// (its stored hash or pointer no longer agrees with the key); a key damaged on disk after this
+/// writer wrote it is found when its file is read (its CRC), not by the verification of a miss.
 #[derive(Debug, Default)]
 pub(crate) struct KnownKeys {
     on: bool,
-    keys: std::sync::Mutex<(HashMap<u64, Box<[u8]>>, usize)>,
+    keys: std::sync::Mutex<Keys>,
 }
+
+/// Keys by pointer, and the bytes they count against [`KNOWN_KEYS_BYTES`].
+type Keys = (HashMap<u64, Box<[u8]>>, usize);
 
 /// The bytes of keys a writer keeps ([`KnownKeys`]): ~100,000 title records' names.
 const KNOWN_KEYS_BYTES: usize = 8 << 20;
