@@ -9,7 +9,12 @@
 //!   dropped before the run): requests/s, p50, p99 for each server, and wink's ratios;
 //! - durable PUTs of 8 KiB renders to wink at 1, 16 and 64 connections: puts/s, p50, p99, the
 //!   mean group-commit batch, the server's RSS, and the page cache the PUTs left holding the
-//!   bucket's files (mincore) against the bytes written.
+//!   bucket's files (mincore) against the bytes written;
+//! - the same page-cache measure for `wink put` run once per render (a process each) and for
+//!   `wink import` of a corpus of files: every file of the data root counted (containers,
+//!   indexes, title records, journals), and the files that grew the most named.
+//!
+//! `WINK_BENCH_ONLY=put` skips nginx and the GETs (the write path's figures alone).
 //!
 //! `WINK_BENCH_BIN=PATH` runs another build of `wink` (a before/after comparison on the same
 //! data, in one session).
@@ -233,9 +238,7 @@ impl Drop for Wink {
 fn start_wink(root: &Path) -> Wink {
     // WINK_BENCH_BIN runs another build of the server against the same data (a before/after
     // comparison in one session); the default is this checkout's.
-    let bin = std::env::var_os("WINK_BENCH_BIN")
-        .unwrap_or_else(|| std::ffi::OsString::from(env!("CARGO_BIN_EXE_wink")));
-    let mut child = Command::new(bin)
+    let mut child = Command::new(wink_bin())
         .arg("serve")
         .arg(root)
         .args(["--listen", "127.0.0.1:0", "--maintenance-interval", "0"])
@@ -403,16 +406,163 @@ fn fdatasync_floor(dir: &Path) -> (f64, f64) {
     (times[100], times[197])
 }
 
-/// Bytes of the files under `dir` resident in the page cache.
-fn resident(dir: &Path) -> u64 {
-    let mut total = 0;
-    for e in std::fs::read_dir(dir).unwrap() {
-        let p = e.unwrap().path();
-        if p.is_file() {
-            total += wink::storage::residency(&p).map_or(0, |(r, _)| r);
+/// Bytes resident in the page cache of every file under `dir`, at any depth, by path.
+fn resident_files(dir: &Path) -> std::collections::BTreeMap<PathBuf, u64> {
+    let mut out = std::collections::BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.is_file() {
+                let r = wink::storage::residency(&p).map_or(0, |(r, _)| r);
+                out.insert(p, r);
+            }
         }
     }
-    total
+    out
+}
+
+/// What the page cache gained over `before`, per file of `dir`: the total, and a line naming
+/// the files that gained most (as a percentage of `written`).
+fn grown(
+    dir: &Path,
+    before: &std::collections::BTreeMap<PathBuf, u64>,
+    written: f64,
+) -> (f64, String) {
+    let after = resident_files(dir);
+    let mut per: Vec<(u64, String)> = after
+        .iter()
+        .map(|(p, r)| {
+            let g = r.saturating_sub(before.get(p).copied().unwrap_or(0));
+            let name = p.strip_prefix(dir).unwrap_or(p).display().to_string();
+            (g, name)
+        })
+        .filter(|(g, _)| *g > 0)
+        .collect();
+    per.sort_by_key(|p| std::cmp::Reverse(p.0));
+    let total: u64 = per.iter().map(|(g, _)| g).sum();
+    let mut line = String::new();
+    for (g, name) in per.iter().take(5) {
+        let _ = write!(
+            line,
+            "{name} {:.2}%  ",
+            100.0 * *g as f64 / written.max(1.0)
+        );
+    }
+    (total as f64, line)
+}
+
+fn wink_bin() -> std::ffi::OsString {
+    std::env::var_os("WINK_BENCH_BIN")
+        .unwrap_or_else(|| std::ffi::OsString::from(env!("CARGO_BIN_EXE_wink")))
+}
+
+/// `wink put` once per 8 KiB render (a process each, one commit each) into a fresh store, then
+/// `wink import` of a corpus of files into another: the page cache each left, of the bytes
+/// written, every file of the store counted. The sources' own pages are dropped first.
+fn cli_writes(o: &Opts, summary: &mut String) {
+    let dir = o.dir.join("cli");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let run = |args: &[&std::ffi::OsStr]| {
+        let st = Command::new(wink_bin())
+            .args(args)
+            .stdout(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(st.success(), "wink {args:?}");
+    };
+    let value_path = dir.join("value.html");
+    std::fs::write(&value_path, render(7).repeat(2).split_at(8192).0).unwrap();
+    let puts = dir.join("puts");
+    run(&["init".as_ref(), puts.as_os_str()]);
+    let before = resident_files(&puts);
+    let n = 1000u64;
+    let t = Instant::now();
+    for i in 0..n {
+        let title = format!("T{i}");
+        run(&[
+            "put".as_ref(),
+            puts.as_os_str(),
+            DOMAIN.as_ref(),
+            title.as_ref(),
+            "1".as_ref(),
+            value_path.as_os_str(),
+        ]);
+    }
+    let secs = t.elapsed().as_secs_f64();
+    let written = n as f64 * 8192.0;
+    let (g, files) = grown(&puts, &before, written);
+    println!(
+        "\n== wink put, a process per 8 KiB render: {n} puts in {secs:.1} s; page cache grown \
+         {:.2}% of {:.1} MB written\n   {files}",
+        100.0 * g / written,
+        written / 1e6
+    );
+    let _ = writeln!(
+        summary,
+        "wink put x{n}: page cache grown {:.2}% of bytes written (target 5%)",
+        100.0 * g / written
+    );
+
+    // A corpus of 20,000 renders of 2–16 KiB, ten revisions of 2,000 documents.
+    let corpus = dir.join("corpus");
+    let mut manifest = String::from("doc\trev\ttimestamp\tbytes\tsha1\n");
+    let mut written = 0f64;
+    for i in 0..20_000u64 {
+        let (doc, rev) = (i % 2000, 1 + i / 2000);
+        let bytes = render(i);
+        let d = corpus.join(format!("doc{doc}"));
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join(format!("{rev}.html")), &bytes).unwrap();
+        let _ = writeln!(
+            manifest,
+            "doc{doc}\t{rev}\t{}\t{}\t-",
+            1_600_000_000 + i,
+            bytes.len()
+        );
+        written += bytes.len() as f64;
+    }
+    std::fs::write(corpus.join("manifest.tsv"), manifest).unwrap();
+    drop_cache_under(&corpus);
+    let store = dir.join("import");
+    run(&["init".as_ref(), store.as_os_str()]);
+    let before = resident_files(&store);
+    let t = Instant::now();
+    run(&["import".as_ref(), store.as_os_str(), corpus.as_os_str()]);
+    let secs = t.elapsed().as_secs_f64();
+    let (g, files) = grown(&store, &before, written);
+    let (src, _) = grown(&corpus, &std::collections::BTreeMap::new(), written);
+    println!(
+        "\n== wink import, 20,000 renders of files ({:.1} MB) in {secs:.1} s; page cache grown \
+         {:.2}% of the bytes (the corpus read: {:.1}%)\n   {files}",
+        written / 1e6,
+        100.0 * g / written,
+        100.0 * src / written
+    );
+    let _ = writeln!(
+        summary,
+        "wink import: page cache grown {:.2}% of bytes written (target 5%)",
+        100.0 * g / written
+    );
+}
+
+/// Drops the page cache of every file under `dir` (this run's files only).
+fn drop_cache_under(dir: &Path) {
+    for p in resident_files(dir).keys() {
+        let f = std::fs::File::open(p).unwrap();
+        let _ = nix::fcntl::posix_fadvise(
+            std::os::unix::io::AsRawFd::as_raw_fd(&f),
+            0,
+            0,
+            nix::fcntl::PosixFadviseAdvice::POSIX_FADV_DONTNEED,
+        );
+    }
 }
 
 fn uptime() -> String {
@@ -422,22 +572,10 @@ fn uptime() -> String {
         .to_string()
 }
 
-fn main() {
-    let o = opts();
-    let install = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/serve/install.sh");
-    assert!(
-        Command::new(&install).status().unwrap().success(),
-        "install.sh"
-    );
-    println!("load average before: {}", uptime());
-    load(&o);
-    let (get_wink, get_nginx, put_wink) = scripts(&o);
-    // The PUTs' bucket of an earlier run: each run writes ~1 GB more into it otherwise, and the
-    // page cache it measures is of this run's puts alone.
-    let _ = std::fs::remove_dir_all(o.dir.join("root/p"));
-    let wink_server = start_wink(&o.dir.join("root"));
-    let nginx = start_nginx(&o);
+/// The GET phase: wink and nginx, warm and cold, at 16 and 64 connections.
+fn gets(o: &Opts, wink_server: &Wink, get_wink: &Path, get_nginx: &Path, summary: &mut String) {
     let wink_url = format!("http://{}", wink_server.addr);
+    let nginx = start_nginx(o);
     let nginx_url = format!("http://127.0.0.1:{}", nginx.port);
     // Both serve the same bytes.
     for i in [0, o.titles / 2, o.titles - 1] {
@@ -460,11 +598,10 @@ fn main() {
         "{:<6} {:>5} {:<6} {:>10} {:>9} {:>9} {:>7} {:>9}",
         "cache", "conns", "server", "req/s", "p50 us", "p99 us", "errors", "RSS MiB"
     );
-    let mut summary = String::new();
     // Warm both once: every title read at least about once.
     let warm_secs = o.seconds.max(5);
-    wrk(&wink_url, &get_wink, 64, warm_secs, "");
-    wrk(&nginx_url, &get_nginx, 64, warm_secs, "");
+    wrk(&wink_url, get_wink, 64, warm_secs, "");
+    wrk(&nginx_url, get_nginx, 64, warm_secs, "");
     for cache in ["warm", "cold"] {
         for conns in [16u32, 64] {
             let mut pair = Vec::new();
@@ -511,6 +648,28 @@ fn main() {
         }
     }
     drop(nginx);
+}
+
+fn main() {
+    let o = opts();
+    let install = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/serve/install.sh");
+    assert!(
+        Command::new(&install).status().unwrap().success(),
+        "install.sh"
+    );
+    println!("load average before: {}", uptime());
+    load(&o);
+    let (get_wink, get_nginx, put_wink) = scripts(&o);
+    // The PUTs' bucket of an earlier run: each run writes ~1 GB more into it otherwise, and the
+    // page cache it measures is of this run's puts alone.
+    let _ = std::fs::remove_dir_all(o.dir.join("root/p"));
+    let wink_server = start_wink(&o.dir.join("root"));
+    let wink_url = format!("http://{}", wink_server.addr);
+    let mut summary = String::new();
+    let only_put = std::env::var("WINK_BENCH_ONLY").is_ok_and(|v| v == "put");
+    if !only_put {
+        gets(&o, &wink_server, &get_wink, &get_nginx, &mut summary);
+    }
 
     println!(
         "\n== durable PUT of 8 KiB renders to wink, {} s per run",
@@ -528,7 +687,9 @@ fn main() {
     );
     let created = ureq::put(&format!("{wink_url}/{DOMAIN}/sys/key_rev_value/p")).call();
     assert!(created.is_ok(), "bucket p");
-    let bucket = o.dir.join("root/p");
+    // Every file of the data root is counted (the bucket's, and the root's own).
+    let root = o.dir.join("root");
+    let mut per_file = String::new();
     for conns in [1u32, 16, 64] {
         let batch_sum = metric(
             &wink_server.addr,
@@ -538,7 +699,7 @@ fn main() {
             &wink_server.addr,
             "wink_group_commit_batch_puts_count{bucket=\"p\"}",
         );
-        let resident_before = resident(&bucket);
+        let resident_before = resident_files(&root);
         let r = wrk(&wink_url, &put_wink, conns, o.seconds, &format!("c{conns}"));
         let puts = metric(
             &wink_server.addr,
@@ -549,7 +710,8 @@ fn main() {
             "wink_group_commit_batch_puts_count{bucket=\"p\"}",
         ) - batch_count;
         let written = puts * 8192.0;
-        let grown = resident(&bucket).saturating_sub(resident_before) as f64;
+        let (grown, files) = grown(&root, &resident_before, written);
+        let _ = writeln!(per_file, "   c{conns}: {files}");
         println!(
             "{conns:>5} {:>9.0} {:>9.0} {:>9.0} {:>10.1} {:>9.1} {:>11.1} {:>10.2}",
             r.rps,
@@ -572,9 +734,11 @@ fn main() {
             100.0 * grown / written.max(1.0)
         );
     }
+    println!("page cache grown, the files that grew most, of the bytes written:\n{per_file}");
     let peak = peak_rss_kib(wink_server.child.id()) as f64 / 1024.0;
     let _ = writeln!(summary, "wink serve peak RSS {peak:.1} MiB (target 256)");
     drop(wink_server);
+    cli_writes(&o, &mut summary);
     println!("\n== summary\n{summary}");
     println!("load average after: {}", uptime());
 }

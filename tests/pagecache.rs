@@ -201,3 +201,119 @@ fn will_need_file_hints_the_inode_and_reads_nothing() {
     fs.will_need_file(b"f/none");
     assert!(events.lock().unwrap().is_empty());
 }
+
+/// Bytes of every file of `dir` resident in the page cache, by file name.
+fn resident_by_file(dir: &std::path::Path) -> Vec<(String, u64)> {
+    let mut out: Vec<(String, u64)> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_file())
+        .map(|p| {
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            (name, residency(&p).unwrap().0)
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// Drops the page cache of every file of `dir`, to start from nothing.
+fn drop_dir(dir: &std::path::Path) {
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_file() {
+            let f = std::fs::File::open(&p).unwrap();
+            f.sync_all().unwrap();
+            let _ = nix::fcntl::posix_fadvise(
+                std::os::unix::io::AsRawFd::as_raw_fd(&f),
+                0,
+                0,
+                nix::fcntl::PosixFadviseAdvice::POSIX_FADV_DONTNEED,
+            );
+        }
+    }
+}
+
+fn store_put<'a>(title: &'a str, value: &'a [u8]) -> wink::store::Put<'a> {
+    wink::store::Put::new("d", title, 1, "text/html", value)
+}
+
+/// A store committing one 8 KiB put at a time (as `wink serve` does for one client) leaves at
+/// most 1% of the bytes it wrote in the page cache besides its container's index: the values
+/// and the title records are dropped once committed. A read-only handle beside the writer then
+/// reads a title just written without reading the meta datafile.
+#[test]
+fn a_store_committing_each_put_leaves_little_but_its_index_resident() {
+    use wink::store::{Config, Store, StoreOptions, Which};
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let root = dir.path().join("s");
+    Store::init(&root, &Config::default(), &StoreOptions::writer()).unwrap();
+    let mut store = Store::open(&root, &StoreOptions::writer()).unwrap();
+    drop_dir(&root);
+    const PUTS: usize = 2000;
+    let value: Vec<u8> = (0..8192).map(|i| (i * 13 % 251) as u8).collect();
+    for i in 0..PUTS {
+        store.put(&store_put(&format!("T{i}"), &value)).unwrap();
+    }
+    let files = resident_by_file(&root);
+    let written = (PUTS * value.len()) as u64;
+    eprintln!("resident after {PUTS} committed puts of 8 KiB: {files:?}");
+    // The container's index is a table of fixed size (4 MiB) from its creation, whose every
+    // page a put may probe: it stays cached on purpose, the same few MiB at any number of puts.
+    let rest: u64 = files
+        .iter()
+        .filter(|(n, _)| !(n.starts_with('c') && n.ends_with(".idx")))
+        .map(|(_, r)| r)
+        .sum();
+    assert!(
+        rest * 100 <= written,
+        "{rest} bytes resident besides the container's index after {written} written: {files:?}"
+    );
+    let meta_data = files.iter().find(|(n, _)| n == "meta.data").unwrap().1;
+    assert!(
+        meta_data <= 64 << 10,
+        "meta.data: {meta_data} bytes resident"
+    );
+
+    let (vfs, events) = datafile_accesses();
+    let opts = StoreOptions {
+        vfs: Arc::new(vfs),
+        ..StoreOptions::read_only()
+    };
+    let reader = Store::open(&root, &opts).unwrap();
+    events.lock().unwrap().clear();
+    let got = reader.get("d", "T1999", Which::Latest).unwrap().unwrap();
+    assert_eq!(got.rev, 1);
+    let meta_reads = events.lock().unwrap().len();
+    // The value's read is of the container's datafile; no access of the meta datafile.
+    assert!(meta_reads <= 2, "{:?}", events.lock().unwrap());
+}
+
+/// A writer opened, given one put and closed, again and again (as `wink put` runs): the opens'
+/// reads of the preallocated tails do not stay cached.
+#[test]
+fn writers_opened_for_one_put_each_leave_little_resident() {
+    use wink::store::{Config, Store, StoreOptions};
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let root = dir.path().join("s");
+    Store::init(&root, &Config::default(), &StoreOptions::writer()).unwrap();
+    drop_dir(&root);
+    const PUTS: usize = 200;
+    let value: Vec<u8> = (0..8192).map(|i| (i * 17 % 251) as u8).collect();
+    for i in 0..PUTS {
+        let mut store = Store::open(&root, &StoreOptions::writer()).unwrap();
+        store.put(&store_put(&format!("T{i}"), &value)).unwrap();
+    }
+    let files = resident_by_file(&root);
+    eprintln!("resident after {PUTS} writers of one put each: {files:?}");
+    let data: u64 = files
+        .iter()
+        .filter(|(n, _)| n.ends_with(".data"))
+        .map(|(_, r)| r)
+        .sum();
+    let written = (PUTS * value.len()) as u64;
+    assert!(
+        data * 20 <= written,
+        "{data} bytes of datafiles resident after {written} written: {files:?}"
+    );
+}

@@ -30,6 +30,7 @@ mod prefetch;
 mod recover;
 mod reindex;
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -225,6 +226,82 @@ pub struct Filesys {
     writes: std::sync::atomic::AtomicU64,
     /// Whether a lookup's miss is verified ([`Filesys::set_verify_misses`]).
     verify_misses: bool,
+    /// Where the last commit wrote the datafile in place (dropped from the page cache once the
+    /// next barrier has made them durable).
+    applied_in_place: Vec<(u64, u64)>,
+    /// The keys of inode entries this writer appended or verified, by pointer: what a miss's
+    /// verification reads otherwise ([`KnownKeys`]).
+    known_keys: KnownKeys,
+}
+
+/// Keys of the datafile's inode entries by pointer, kept by a writer that drops its written
+/// pages from the page cache or verifies its misses: an index growth rehashes every key, and a
+/// put of a new name verifies every used cell on its probe path (title records), a key read
+/// each; with the written pages dropped, each was a disk read. An entry's key never changes
+/// while its datafile does not go (the writer appends; it never rewrites an entry's key).
+/// Bounded by [`KNOWN_KEYS_BYTES`]: past it, nothing more is kept. A damaged cell is still found
+/// (its stored hash or pointer no longer agrees with the key); a key damaged on disk after this
+/// writer wrote it is found when its file is read (its CRC), not by the verification of a miss.
+#[derive(Debug, Default)]
+pub(crate) struct KnownKeys {
+    on: bool,
+    keys: std::sync::Mutex<Keys>,
+}
+
+/// Keys by pointer, and the bytes they count against [`KNOWN_KEYS_BYTES`].
+type Keys = (HashMap<u64, Box<[u8]>>, usize);
+
+/// The bytes of keys a writer keeps ([`KnownKeys`]): ~100,000 title records' names.
+const KNOWN_KEYS_BYTES: usize = 8 << 20;
+
+impl KnownKeys {
+    fn note(&self, ptr: KvPointer, key: &[u8]) {
+        if !self.on {
+            return;
+        }
+        let mut keys = self.keys.lock().unwrap_or_else(|p| p.into_inner());
+        let cost = key.len() + 48;
+        if keys.0.contains_key(&ptr.0) {
+            // An append at a pointer seen before (after a failed write gave its bytes back):
+            // the new key is the entry's.
+            keys.0.insert(ptr.0, key.into());
+        } else if keys.1 + cost <= KNOWN_KEYS_BYTES {
+            keys.0.insert(ptr.0, key.into());
+            keys.1 += cost;
+        }
+    }
+
+    fn holds(&self, ptr: KvPointer) -> bool {
+        self.on && {
+            let keys = self.keys.lock().unwrap_or_else(|p| p.into_inner());
+            keys.0.contains_key(&ptr.0)
+        }
+    }
+
+    fn get(&self, ptr: KvPointer) -> Option<Vec<u8>> {
+        if !self.on {
+            return None;
+        }
+        let keys = self.keys.lock().unwrap_or_else(|p| p.into_inner());
+        keys.0.get(&ptr.0).map(|k| k.to_vec())
+    }
+}
+
+/// The datafile's keys, through the writer's [`KnownKeys`].
+pub(crate) struct KeysOf<'a> {
+    data: &'a KvSeq,
+    known: &'a KnownKeys,
+}
+
+impl crate::format::hindex::KeySource for KeysOf<'_> {
+    fn key_at(&self, ptr: KvPointer) -> Result<Vec<u8>> {
+        if let Some(key) = self.known.get(ptr) {
+            return Ok(key);
+        }
+        let key = self.data.key_at(ptr)?;
+        self.known.note(ptr, &key);
+        Ok(key)
+    }
 }
 
 /// `BASE.ext`.
@@ -499,6 +576,8 @@ impl Filesys {
             commits: 0,
             writes: std::sync::atomic::AtomicU64::new(0),
             verify_misses: false,
+            applied_in_place: Vec::new(),
+            known_keys: KnownKeys::default(),
         };
         if check_index {
             fs.idx.spot_check(&fs.data)?;
@@ -508,6 +587,9 @@ impl Filesys {
             fs.ensure_next_fileid()?;
             fs.data
                 .set_drop_behind(open.drop_behind.map(|chunk| DropBehind { chunk }));
+            // The pages it writes are dropped: an index growth reads the keys it knows from
+            // memory instead of from the disk.
+            fs.known_keys.on = open.drop_behind.is_some();
         }
         let _ = fs.data.storage().advise_random();
         Ok(fs)
@@ -538,6 +620,14 @@ impl Filesys {
         Ok(())
     }
 
+    /// The datafile's keys, through the keys this writer knows.
+    pub(crate) fn keys(&self) -> KeysOf<'_> {
+        KeysOf {
+            data: &self.data,
+            known: &self.known_keys,
+        }
+    }
+
     /// Makes every lookup that finds no file verify the cells it passed: each used cell on the
     /// probe path must name an entry whose key hashes to the hash the cell stores, so a
     /// damaged cell or key is reported as damage (naming the cell) instead of "no such file".
@@ -545,6 +635,7 @@ impl Filesys {
     /// rare and whose answer "absent" others rely on (the render store's title records).
     pub fn set_verify_misses(&mut self, on: bool) {
         self.verify_misses = on;
+        self.known_keys.on |= on && self.writable;
     }
 
     /// The base path.
@@ -739,8 +830,26 @@ impl Filesys {
             o.mark_synced();
         }
         self.seq = seq;
-        for (_, o) in &self.overlays {
-            o.apply().map_err(|e| Error::io(o.path(), None, e))?;
+        // The last commit's in-place writes to the datafile are durable now (this barrier synced
+        // them): a writer that keeps written data out of the page cache drops their pages too.
+        // They were the inodes a rewrite or delete flagged, pages of records long written.
+        let previous = std::mem::take(&mut self.applied_in_place);
+        if self.data.drop_behind().is_some() {
+            let keep_below = self.data.first().0.div_ceil(storage::PAGE) * storage::PAGE;
+            let keep_from = self.data.filesize() / storage::PAGE * storage::PAGE;
+            for (offset, len) in previous {
+                let (start, len) = storage::pages_touching(offset, offset + len);
+                let (start, end) = (start.max(keep_below), (start + len).min(keep_from));
+                if start < end {
+                    let _ = self.data.storage().drop_cache(start, end - start);
+                }
+            }
+        }
+        for (i, (_, o)) in self.overlays.iter().enumerate() {
+            let applied = o.apply().map_err(|e| Error::io(o.path(), None, e))?;
+            if i == 0 {
+                self.applied_in_place = applied;
+            }
         }
         self.commits += 1;
         self.data.drop_synced()
@@ -794,8 +903,9 @@ impl Filesys {
             // The growth rehashes every key: read them ahead, several at a time, from a
             // read-only view of the same table (nothing is held back after the commit).
             let view = HIndex::open(Box::new(self.overlays[1].1.clone()), false)?;
+            let known = self.known_keys.on.then_some(&self.known_keys);
             self.idx
-                .grow(&prefetch::BatchKeys::new(&self.data, &view))?;
+                .grow(&prefetch::BatchKeys::with_known(&self.data, &view, known))?;
         }
         Ok(())
     }
@@ -813,6 +923,14 @@ impl Drop for Filesys {
             if self.sync_applied().is_ok() {
                 let _ = journal::write_empty(self.vfs.as_ref(), &self.base, self.seq);
             }
+        }
+        let synced = self.staged.is_none() && self.overlays.iter().all(|(_, o)| !o.unsynced());
+        if self.writable && synced && self.data.drop_behind().is_some() {
+            // A writer that keeps its written data out of the page cache drops its index too
+            // when it closes: each put probed (and wrote) a random page of it, and a writer
+            // opened for a few puts (`wink put`, an import) left one page a put behind. The next
+            // handle reads the pages it probes again. Every page is clean: just synced.
+            let _ = self.idx.storage().drop_cache(0, 0);
         }
     }
 }

@@ -179,7 +179,7 @@ impl Filesys {
                         String::from_utf8_lossy(name)
                     ),
                 )),
-                _ if self.verify_misses => match self.idx.check_probe_path(&key, &self.data)? {
+                _ if self.verify_misses => match self.idx.check_probe_path(&key, &self.keys())? {
                     None => Ok(None),
                     // A cell naming an entry past this view: a commit it has not seen.
                     Some(cell) if staleness == Staleness::Report => Err(Error::stale(
@@ -616,6 +616,7 @@ impl Filesys {
         };
         let key = inode_key(name);
         let ptr = self.data.append(&key, &inode.encode())?;
+        self.known_keys.note(ptr, &key);
         match &old {
             Some(located) => {
                 self.mark_deleted(located, true)?;
@@ -680,6 +681,7 @@ impl Filesys {
         // The inode is full: a twice-as-big copy is appended and the index pointed at it.
         inode.size = size;
         let ptr = self.data.append(&inode_key(name), &inode.encode())?;
+        self.known_keys.note(ptr, &inode_key(name));
         self.mark_deleted(&located, false)?;
         self.idx.set_pointer(located.found.cell, ptr)?;
         self.add_var(ITOTSZ, size as i64 - located.inode.size as i64)?;
@@ -735,6 +737,7 @@ impl Filesys {
         }
         let key = inode_key(new);
         let ptr = self.data.append(&key, &located.inode.encode())?;
+        self.known_keys.note(ptr, &key);
         self.mark_deleted(&located, false)?;
         self.idx.delete_cell(located.found.cell)?;
         self.idx.insert(&key, ptr, &self.data)?;

@@ -240,7 +240,8 @@ impl OverlayStorage {
     /// written so far becomes the new stable region. No fsync: the next commit's barrier syncs
     /// the file, and the journal slot that holds these writes is not overwritten before that
     /// barrier has completed.
-    pub fn apply(&self) -> io::Result<()> {
+    /// Returns where they were written: (offset, length) each.
+    pub fn apply(&self) -> io::Result<Vec<(u64, u64)>> {
         let ranges = std::mem::take(&mut self.pending().ranges);
         let inner = self.inner();
         for (offset, bytes) in &ranges {
@@ -251,7 +252,10 @@ impl OverlayStorage {
         p.stable_end = p.written_end;
         p.digest = Digest::new(p.written_end);
         p.unsynced |= !ranges.is_empty();
-        Ok(())
+        Ok(ranges
+            .iter()
+            .map(|(offset, bytes)| (*offset, bytes.len() as u64))
+            .collect())
     }
 
     /// Where the bytes written straight to the file since the last commit begin (the stable

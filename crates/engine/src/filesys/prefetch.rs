@@ -28,6 +28,8 @@ const KEY_WINDOW: u64 = 512;
 /// (a read-only handle on the table being grown).
 pub(super) struct BatchKeys<'a> {
     data: &'a KvSeq,
+    /// Keys the writer knows without a read.
+    known: Option<&'a super::KnownKeys>,
     cells: RefCell<UsedCells<'a>>,
     keys: RefCell<HashMap<u64, Vec<u8>>>,
     /// Drop the pages read (the writer keeps its written data out of the page cache).
@@ -35,9 +37,16 @@ pub(super) struct BatchKeys<'a> {
 }
 
 impl<'a> BatchKeys<'a> {
-    pub(super) fn new(data: &'a KvSeq, view: &'a HIndex) -> Self {
+    /// Keys read ahead from `data`, answering from `known` the keys it holds (no read, and no
+    /// page brought into the cache: the writer dropped them).
+    pub(super) fn with_known(
+        data: &'a KvSeq,
+        view: &'a HIndex,
+        known: Option<&'a super::KnownKeys>,
+    ) -> Self {
         BatchKeys {
             data,
+            known,
             cells: RefCell::new(view.used_cells()),
             keys: RefCell::new(HashMap::new()),
             drop_pages: data.drop_behind().is_some(),
@@ -50,6 +59,9 @@ impl<'a> BatchKeys<'a> {
         let mut ptrs: Vec<u64> = Vec::with_capacity(BATCH);
         for cell in self.cells.borrow_mut().by_ref() {
             let Ok((_, ptr)) = cell else { break };
+            if self.known.is_some_and(|k| k.holds(ptr)) {
+                continue;
+            }
             ptrs.push(ptr.0);
             if ptrs.len() == BATCH {
                 break;
@@ -88,6 +100,9 @@ impl<'a> BatchKeys<'a> {
 
 impl KeySource for BatchKeys<'_> {
     fn key_at(&self, ptr: KvPointer) -> Result<Vec<u8>> {
+        if let Some(key) = self.known.and_then(|k| k.get(ptr)) {
+            return Ok(key);
+        }
         if let Some(key) = self.keys.borrow_mut().remove(&ptr.0) {
             return Ok(key);
         }
@@ -134,7 +149,8 @@ mod tests {
     fn a_growth_through_batch_keys_finds_every_key() {
         let n = BATCH as u64 + 300; // two batches, the second one partial
         let (kv, mut idx, view) = setup(n);
-        idx.rebuild(8 * n, &BatchKeys::new(&kv, &view)).unwrap();
+        idx.rebuild(8 * n, &BatchKeys::with_known(&kv, &view, None))
+            .unwrap();
         for i in 0..n {
             let key = format!("name/{i}/I0");
             let found = idx.lookup(key.as_bytes(), &kv).unwrap();
@@ -146,7 +162,7 @@ mod tests {
     #[test]
     fn keys_asked_out_of_order_are_still_right() {
         let (kv, _idx, view) = setup(50);
-        let keys = BatchKeys::new(&kv, &view);
+        let keys = BatchKeys::with_known(&kv, &view, None);
         let mut ptrs: Vec<KvPointer> = view.used_cells().map(|c| c.unwrap().1).collect();
         ptrs.reverse();
         for ptr in ptrs {

@@ -79,6 +79,14 @@ impl Filesys {
             }
             at += n as u64;
         }
+        // What was read is preallocated zeros (or bytes no commit counted): nothing reads them,
+        // and left cached they were most of what a `wink put` (a writer opened for one put)
+        // left in the page cache, up to the whole preallocation a time. The page FILESIZE ends
+        // in stays: the next append fills it.
+        let from = filesize.div_ceil(storage::PAGE) * storage::PAGE;
+        if at > from {
+            let _ = self.data.storage().drop_cache(from, at - from);
+        }
         Ok(found)
     }
 

@@ -356,7 +356,15 @@ impl Store {
         let share = (!opts.writable)
             .then(|| records::ReaderShare::before_open(dir))
             .flatten();
-        let meta = open_meta(vfs.clone(), dir, &fs_open).map_err(in_use)?;
+        // The writer drops the title records it wrote from the page cache once committed (a
+        // new title's record is ~270 bytes beside its value's few KiB: kept, they were the
+        // better part of what a stream of puts left in the cache). The records it wrote are read
+        // from the record caches instead (`records`); the meta index stays cached.
+        let meta_open = filesys::OpenOptions {
+            drop_behind: opts.writable.then_some(8 << 20),
+            ..fs_open.clone()
+        };
+        let meta = open_meta(vfs.clone(), dir, &meta_open).map_err(in_use)?;
         let generation = generation::Generation::read(vfs.as_ref(), dir)?;
         let archive = match cfg.archive {
             Some(_) => {

@@ -7,8 +7,10 @@
 //! checks their CRC-32 again) and the inode they were read from, and is bounded by bytes. A full
 //! cache evicts an entry chosen at random: unlike CLOCK or LRU, that keeps part of a working set
 //! larger than the cache when it is read over and over in the same order (a scan of every
-//! title: CLOCK then misses every time), and costs nothing on a hit. Writes update an entry the
-//! cache holds and add none, so that loading renders does not grow the process.
+//! title: CLOCK then misses every time), and costs nothing on a hit. Writes add or update their
+//! title's entry: the writer drops the meta datafile's written pages from the page cache once
+//! they are committed, so this cache is where a title just written is read from (a load grows
+//! the process by the budget at most).
 //!
 //! Only the writer's handle keeps a cache: every record write goes through it, and it updates
 //! the cache (or forgets the title, or everything, when a write fails), so the cache is the
@@ -87,16 +89,6 @@ impl RecentRecords {
     /// Keeps `bytes`, read from `inode`, as `name`'s record. Bytes read from an inode older
     /// than the cached one are not kept (see the module's notes).
     pub(super) fn insert(&self, name: &[u8], inode: KvPointer, bytes: &[u8]) {
-        self.keep(name, inode, bytes, true);
-    }
-
-    /// `name`'s record was written, at `inode`: the cache holds the new bytes if it held the
-    /// title's.
-    pub(super) fn written(&self, name: &[u8], inode: KvPointer, bytes: &[u8]) {
-        self.keep(name, inode, bytes, false);
-    }
-
-    fn keep(&self, name: &[u8], inode: KvPointer, bytes: &[u8], add: bool) {
         let slot = Slot {
             name: name.into(),
             inode,
@@ -111,7 +103,6 @@ impl RecentRecords {
         match slots.by_name.get(name) {
             Some(&at) if slots.slots[at].inode.0 > inode.0 => return,
             Some(&at) => slots.remove(at),
-            None if !add => return,
             None => {}
         }
         while slots.used + slot.cost() > self.budget && slots.evict_one() {}
@@ -218,10 +209,10 @@ mod tests {
         }
         assert!(hits > 300, "{hits} hits of 1,000 reads");
         cache.clear();
-        cache.written(&name(1), KvPointer(2), &fill(1));
-        assert!(cache.get(&name(1)).is_none());
         cache.insert(&name(1), KvPointer(2), &fill(1));
-        cache.written(&name(1), KvPointer(3), b"new");
+        cache.insert(&name(1), KvPointer(3), b"new");
+        // Bytes from an older inode than the kept one are not kept.
+        cache.insert(&name(1), KvPointer(2), &fill(1));
         assert_eq!(
             cache.get(&name(1)).map(|(at, b)| (at.0, b.to_vec())),
             Some((3, b"new".to_vec()))

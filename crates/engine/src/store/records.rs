@@ -28,6 +28,8 @@ pub(crate) struct TitleRecords {
     /// The committed records the writer of this process shares with its read-only handles
     /// (the writer publishes to it; a read-only handle reads and fills it).
     shared: Option<Arc<SharedRecords>>,
+    /// The writer's records written since its last publication, to share once committed.
+    fresh: Fresh,
     /// The shared records' epoch noted just before this read-only handle's view of the meta
     /// files was last refreshed (`None` before the first refresh: the epoch at the open is not
     /// known). A record read through the view is shared only while the epoch is still this one:
@@ -79,6 +81,11 @@ impl TitleRecords {
         TitleRecords {
             fs,
             recent: RecentRecords::new(if writable { cache_bytes } else { 0 }),
+            fresh: Fresh::new(if shared.is_some() && writable {
+                cache_bytes
+            } else {
+                0
+            }),
             shared,
             view_start,
             views: Views::default(),
@@ -98,6 +105,7 @@ impl TitleRecords {
     /// are forgotten, since what is written here does not pass through them.
     pub(crate) fn fs_mut(&mut self) -> &mut Filesys {
         self.recent.clear();
+        self.fresh.spoil();
         if let Some(shared) = &self.shared {
             shared.all_pending();
         }
@@ -167,6 +175,7 @@ impl TitleRecords {
         if written.is_err() {
             // What the filesys holds of the title now is not known here.
             self.recent.forget(name);
+            self.fresh.spoil();
             self.disable_shared();
         }
         written
@@ -181,6 +190,7 @@ impl TitleRecords {
     ) -> Result<()> {
         if rec.is_empty() {
             self.recent.forget(name);
+            self.fresh.forget(name);
             self.fs.delete(name)?;
             return Ok(());
         }
@@ -194,7 +204,11 @@ impl TitleRecords {
             Some(v) => self.fs.put_over(name, 0, &record, v)?,
             None => self.fs.put(name, 0, &record)?,
         };
-        self.recent.written(name, stat.inode, &record);
+        // Kept even when the title was not cached: the meta datafile's pages are dropped from
+        // the page cache once committed, so a read of a title just written finds its record
+        // here (the writer's handle) or in the shared records (read-only handles).
+        self.recent.insert(name, stat.inode, &record);
+        self.fresh.push(name, stat.inode, record);
         Ok(())
     }
 
@@ -204,15 +218,24 @@ impl TitleRecords {
         let committed = self.fs.commit_end();
         match (&committed, &self.shared) {
             (Err(_), _) => self.forget_all(),
-            (Ok(()), Some(shared)) => shared.published(),
+            (Ok(()), Some(shared)) => {
+                shared.published();
+                // Each is its title's committed record now (the writer holds the store's lock;
+                // a title written twice is listed in the order written, the later kept).
+                for (name, inode, bytes) in self.fresh.take() {
+                    shared.committed(&name, inode, &bytes);
+                }
+            }
             (Ok(()), None) => {}
         }
+        self.fresh.clear();
         committed
     }
 
     /// Forgets the records read lately (a commit of the values failed).
     pub(super) fn forget_all(&mut self) {
         self.recent.clear();
+        self.fresh.spoil();
         self.disable_shared();
     }
 
@@ -239,6 +262,63 @@ impl Drop for TitleRecords {
     fn drop(&mut self) {
         // Before the meta filesys (and the store's lock) goes: another writer may follow.
         self.disable_shared();
+    }
+}
+
+/// The records a writer wrote since its last publication, up to a budget of bytes: past it, or
+/// after records were written around [`TitleRecords::write`] (or a write failed), none is shared
+/// until the next publication.
+#[derive(Debug)]
+struct Fresh {
+    budget: usize,
+    used: usize,
+    spoiled: bool,
+    records: Vec<(Box<[u8]>, crate::format::kvseq::KvPointer, Vec<u8>)>,
+}
+
+impl Fresh {
+    fn new(budget: usize) -> Self {
+        Fresh {
+            budget,
+            used: 0,
+            spoiled: budget == 0,
+            records: Vec::new(),
+        }
+    }
+
+    fn push(&mut self, name: &[u8], inode: crate::format::kvseq::KvPointer, record: Vec<u8>) {
+        if self.spoiled {
+            return;
+        }
+        self.used += name.len() + record.len();
+        if self.used > self.budget {
+            // A load's commit: its records are not all wanted in memory.
+            self.spoil();
+            return;
+        }
+        self.records.push((name.into(), inode, record));
+    }
+
+    fn forget(&mut self, name: &[u8]) {
+        self.records.retain(|(n, _, _)| **n != *name);
+    }
+
+    /// Nothing more is shared until the next publication.
+    fn spoil(&mut self) {
+        self.spoiled = true;
+        self.records = Vec::new();
+    }
+
+    /// The records to share (none when spoiled).
+    fn take(&mut self) -> Vec<(Box<[u8]>, crate::format::kvseq::KvPointer, Vec<u8>)> {
+        std::mem::take(&mut self.records)
+    }
+
+    /// A publication happened: a fresh list begins.
+    fn clear(&mut self) {
+        self.records.clear();
+        self.used = 0;
+        self.spoiled = self.budget == 0;
     }
 }
 

@@ -113,6 +113,16 @@ impl SharedRecords {
         }
     }
 
+    /// Keeps `bytes` at `inode` as `name`'s record: the writer wrote it, and the commit it was
+    /// written in has been published.
+    pub(super) fn committed(&self, name: &[u8], inode: KvPointer, bytes: &[u8]) {
+        let state = self.state();
+        if !state.all_pending && !state.pending.contains(name) && self.alive.load(Ordering::Acquire)
+        {
+            self.cache.insert(name, inode, bytes);
+        }
+    }
+
     /// The writer is about to write or delete `name`'s record.
     pub(super) fn pending(&self, name: &[u8]) {
         let mut state = self.state();
