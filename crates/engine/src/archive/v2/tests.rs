@@ -26,6 +26,28 @@ fn revisions(seed: u64, n: usize) -> Vec<Vec<u8>> {
         .collect()
 }
 
+/// Rewrites `a` into a new archive at `dest` on the same disk; answers the rewrite's report and
+/// the new archive, opened with `opts`.
+fn rewritten(
+    a: &Archive,
+    disk: &SimDisk,
+    dest: &str,
+    opts: ArchiveOptions,
+) -> (crate::archive::rewrite::RewriteReport, Archive) {
+    let vfs: Arc<dyn Vfs> = Arc::new(disk.clone());
+    let clock: Arc<dyn Clock> = Arc::new(ManualClock::new(1000));
+    let open_opts = filesys::OpenOptions {
+        clock,
+        drop_behind: None,
+        ..filesys::OpenOptions::writer()
+    };
+    let report = a
+        .rewrite_into(vfs.clone(), Path::new(dest), &open_opts, |_, _| {})
+        .unwrap();
+    let b = Archive::open_in(vfs, Path::new(dest), &open_opts, opts).unwrap();
+    (report, b)
+}
+
 fn reads_back(a: &Archive, key: &[u8], revs: &[Vec<u8>]) {
     for e in a.entries(key).unwrap() {
         a.clear_cache();
@@ -295,18 +317,8 @@ fn a_v2_rewrite_purges_a_taken_down_revision() {
     a.commit().unwrap();
     let due = a.rewrite_due().unwrap();
     assert_eq!(due.taken_down, 1, "{due:?}");
-    let vfs: Arc<dyn Vfs> = Arc::new(disk.clone());
-    let clock: Arc<dyn Clock> = Arc::new(ManualClock::new(1000));
-    let open_opts = filesys::OpenOptions {
-        clock,
-        drop_behind: None,
-        ..filesys::OpenOptions::writer()
-    };
-    let report = a
-        .rewrite_into(vfs.clone(), Path::new("/a/new"), &open_opts, |_, _| {})
-        .unwrap();
+    let (report, b) = rewritten(&a, &disk, "/a/new", opts());
     assert_eq!((report.revisions, report.purged), (9, 1));
-    let b = Archive::open_in(vfs, Path::new("/a/new"), &open_opts, opts()).unwrap();
     let map = b.map_v2(b"k").unwrap().unwrap();
     assert_eq!(map.frames.len(), 9);
     let mut found = false;
@@ -339,18 +351,8 @@ fn a_v2_title_taken_down_whole_is_purged_even_when_damaged() {
     let path = filesys::file_path(Path::new("/a/archive"), "data");
     let s = disk.open(&path, true).unwrap();
     s.write_at(&[0xAA; 64], ext.offset + 8).unwrap();
-    let vfs: Arc<dyn Vfs> = Arc::new(disk.clone());
-    let clock: Arc<dyn Clock> = Arc::new(ManualClock::new(1000));
-    let open_opts = filesys::OpenOptions {
-        clock,
-        drop_behind: None,
-        ..filesys::OpenOptions::writer()
-    };
-    let report = a
-        .rewrite_into(vfs.clone(), Path::new("/a/new"), &open_opts, |_, _| {})
-        .unwrap();
+    let (report, b) = rewritten(&a, &disk, "/a/new", opts());
     assert_eq!((report.titles, report.purged, report.taken_down), (2, 8, 8));
-    let b = Archive::open_in(vfs, Path::new("/a/new"), &open_opts, opts()).unwrap();
     let map = b.map_v2(b"gone").unwrap().unwrap();
     assert!(map.frames.is_empty() && map.entries.iter().all(Entry::is_purged));
     reads_back(&b, b"kept", &revs);
@@ -412,17 +414,7 @@ fn format_3_beside_format_2_and_a_rewrite_converts() {
     assert!(a.map_v2(b"new").unwrap().unwrap().units);
     reads_back(&a, b"old", &revs);
     reads_back(&a, b"new", &revs);
-    let vfs: Arc<dyn Vfs> = Arc::new(disk.clone());
-    let clock: Arc<dyn Clock> = Arc::new(ManualClock::new(1000));
-    let open_opts = filesys::OpenOptions {
-        clock,
-        drop_behind: None,
-        ..filesys::OpenOptions::writer()
-    };
-    let dest = Path::new("/a/archive3");
-    a.rewrite_into(vfs.clone(), dest, &open_opts, |_, _| {})
-        .unwrap();
-    let b = Archive::open_in(vfs, dest, &open_opts, opts3()).unwrap();
+    let (_, b) = rewritten(&a, &disk, "/a/archive3", opts3());
     for key in [b"old".as_slice(), b"new"] {
         assert!(b.map_v2(key).unwrap().unwrap().units);
         reads_back(&b, key, &revs);
@@ -541,17 +533,7 @@ fn format_3_a_unit_after_a_unit_matches_all_of_it() {
         assert_eq!(a.read(b"ab", e).unwrap(), revs[e.rev as usize]);
     }
     assert!(a.verify().is_empty(), "{:?}", a.verify());
-    let vfs: Arc<dyn Vfs> = Arc::new(disk.clone());
-    let clock: Arc<dyn Clock> = Arc::new(ManualClock::new(1000));
-    let open_opts = filesys::OpenOptions {
-        clock,
-        drop_behind: None,
-        ..filesys::OpenOptions::writer()
-    };
-    let dest = Path::new("/a/archive-ab");
-    a.rewrite_into(vfs.clone(), dest, &open_opts, |_, _| {})
-        .unwrap();
-    let b = Archive::open_in(vfs, dest, &open_opts, opts3()).unwrap();
+    let (_, b) = rewritten(&a, &disk, "/a/archive-ab", opts3());
     reads_back(&b, b"ab", &revs);
     assert!(b.verify().is_empty(), "{:?}", b.verify());
 }
