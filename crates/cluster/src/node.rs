@@ -1189,8 +1189,17 @@ impl std::fmt::Display for SessionEnd {
 /// The apply loop: sessions of one ordered consumer each, restarted when the map changes this
 /// node's partitions or the consumer fails.
 async fn apply_loop(node: Arc<Node>, reg: Arc<Registry>) {
+    let mut dirty = Dirty::default();
     loop {
-        if let Err(e) = apply_session(&node, &reg).await {
+        let mut ended = apply_session(&node, &reg, &mut dirty).await;
+        // What a session applied and left uncommitted (whatever ended it) is committed before
+        // the next session reads the records it starts from; never after a store failed.
+        if !matches!(ended, Err(SessionEnd::StoreFailed(_))) {
+            if let Err(e) = dirty.commit(&node).await {
+                ended = Err(e);
+            }
+        }
+        if let Err(e) = ended {
             if let SessionEnd::StoreFailed(e) = &e {
                 // Written at once: the exit below would drop what the log's thread holds.
                 eprintln!("wink cluster {}: apply: stopping: {e}", node.name);
@@ -1229,12 +1238,12 @@ const DIVERGENCE_CHECKS: usize = 5;
 /// Between two of those checks.
 const DIVERGENCE_GAP: Duration = Duration::from_secs(2);
 
-/// Whether the stream has lost the message `mark` names, checked [`DIVERGENCE_CHECKS`] times
-/// with fresh info: `Some((why, the stream's first sequence))` only when every check says so.
 /// What a check of the mark found: a confirmed divergence (why, and the stream's first
 /// sequence), none, or that the stream could not be asked.
 type Divergence = std::result::Result<Option<(String, u64)>, String>;
 
+/// Whether the stream has lost the message `mark` names, checked [`DIVERGENCE_CHECKS`] times
+/// with fresh info: `Some((why, the stream's first sequence))` only when every check says so.
 async fn confirmed_divergence(stream: &mut stream::Stream, mark: &Mark) -> Divergence {
     let mut found = None;
     for i in 0..DIVERGENCE_CHECKS {
@@ -1352,6 +1361,7 @@ pub async fn replay(node: &Arc<Node>, reg: &Registry) -> std::result::Result<u64
 async fn apply_session(
     node: &Arc<Node>,
     reg: &Arc<Registry>,
+    dirty: &mut Dirty,
 ) -> std::result::Result<(), SessionEnd> {
     let generation = node.map_generation.load(Ordering::SeqCst);
     let owned = node.map().owned_by(&node.name);
@@ -1442,13 +1452,10 @@ async fn apply_session(
     let mut last_check = Instant::now();
     // The last message scanned.
     let mut mark: Option<Mark> = None;
-    // Applied, decided and not yet committed: the buckets, through which sequence, since when.
-    let mut dirty = Dirty::default();
     // The check of the mark against the stream under way, if one is.
     let mut checking: Option<tokio::task::JoinHandle<Divergence>> = None;
     loop {
         if node.map_generation.load(Ordering::SeqCst) != generation {
-            dirty.commit(node).await?;
             return Ok(());
         }
         if let Some(done) = checking.take_if(|c| c.is_finished()) {
@@ -1619,7 +1626,8 @@ async fn apply_session(
 /// partition that a write has just been answered for waits at most, beside the commit itself.
 const COMMIT_EVERY: Duration = Duration::from_millis(10);
 
-/// An apply session's batches applied and decided since its last commit.
+/// The batches applied and decided since the last commit: the buckets, through which
+/// sequence, since when. Kept across apply sessions, so that the one ending commits them.
 #[derive(Default)]
 struct Dirty {
     buckets: HashMap<String, Arc<wink_service::registry::Bucket>>,
@@ -1652,8 +1660,7 @@ impl Dirty {
         self.since.get_or_insert_with(Instant::now);
     }
 
-    /// Commits every bucket applied to since the last commit (those the last batch committed
-    /// already find nothing to do), then moves `scanned`.
+    /// Commits every bucket applied to since the last commit, then moves `scanned`.
     async fn commit(&mut self, node: &Node) -> std::result::Result<(), SessionEnd> {
         let Some(through) = self.through.take() else {
             return Ok(());
