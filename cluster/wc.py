@@ -246,6 +246,21 @@ def wait_for(what, check, seconds, entry=None, others=()):
     die(f"{what} did not come up within {seconds} s")
 
 
+def nats_whole(servers, seconds):
+    """Whether every server answers healthy and JetStream's meta group takes them all within
+    `seconds`; a server that exits ends the start at once, with its log."""
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        for n in servers:
+            if not alive(n["pid"]):
+                die(f"{n['name']} exited; its log, {n['log']}, ends with:\n" + tail(n["log"]))
+        if (all(http_status(n["monitor"] + "/healthz") == 200 for n in servers)
+                and jetstream_whole(servers)):
+            return True
+        time.sleep(0.2)
+    return False
+
+
 def tail(path, n=10):
     try:
         with open(path, errors="replace") as f:
@@ -447,20 +462,17 @@ def up_locked(d, args):
         for n in state["nats"]:
             start(n, nats_bin)
         save(d, state)
-        # A JetStream cluster is healthy once its meta group has a leader: seconds when the
-        # machine is idle, and once (CI, two busy cores) more than a minute.
-        for n in state["nats"]:
-            wait_for(n["name"], lambda n=n: http_status(n["monitor"] + "/healthz") == 200, 180,
-                     n)
-        deadline = time.time() + 60
-        while not jetstream_whole(state["nats"]) and time.time() < deadline:
-            time.sleep(0.2)
-        if jetstream_whole(state["nats"]):
+        # A JetStream cluster is healthy once its meta group has a leader that sees every
+        # server: seconds when the machine is idle, and once (CI, two busy cores) more than a
+        # minute. A server left out of the group never turns healthy, so a start that is not
+        # whole in time is made again rather than waited on.
+        if nats_whole(state["nats"], 150):
             break
-        seen = "".join(f"{n['name']}: {meta_of(n)}\n{tail(n['log'], 5)}" for n in state["nats"])
+        seen = "".join(f"{n['name']}: healthz {http_status(n['monitor'] + '/healthz')}, "
+                       f"{meta_of(n)}\n{tail(n['log'], 5)}" for n in state["nats"])
         if attempt == 3:
             die(f"JetStream's meta group is not whole after 3 starts:\n{seen}")
-        print(f"cluster/up: JetStream's meta group is not whole after 60 s; starting the NATS "
+        print(f"cluster/up: JetStream's meta group is not whole after 150 s; starting the NATS "
               f"servers again (their stores are empty):\n{seen}", file=sys.stderr)
         for n in state["nats"]:
             stop_pid(n["pid"], signal.SIGTERM)

@@ -8,7 +8,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread;
 use std::time::Duration;
 
@@ -22,7 +22,15 @@ pub struct Cluster {
     pub dir: tempfile::TempDir,
     pub file: PathBuf,
     pub router: String,
+    /// Held until the cluster is down: see [`ONE_AT_A_TIME`].
+    _alone: MutexGuard<'static, ()>,
 }
+
+/// Clusters of one test binary run one at a time. A cluster is 3 NATS servers, its nodes,
+/// HAProxy and the test's writers: two of them on CI's two cores starved each other until
+/// elections and leases, which the fault tests watch, came late, and a JetStream start took
+/// minutes. Cargo runs the binaries in turn, so this is one cluster on the machine.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -79,6 +87,8 @@ impl Cluster {
         partitions: u32,
         more: &[&str],
     ) -> Cluster {
+        // A test that failed while holding the lock has let its cluster down all the same.
+        let alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
         let d = dir.path().to_str().expect("UTF-8").to_string();
         let (n, r, p) = (
             nodes.to_string(),
@@ -101,6 +111,7 @@ impl Cluster {
             router: String::new(),
             file,
             dir,
+            _alone: alone,
         };
         assert!(
             out.status.success(),
