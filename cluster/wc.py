@@ -243,7 +243,9 @@ def wait_for(what, check, seconds, entry=None, others=()):
                 + "".join(f"\n{o['name']}'s log ends with:\n" + tail(o["log"], 5)
                           for o in others))
         time.sleep(0.2)
-    die(f"{what} did not come up within {seconds} s")
+    die(f"{what} did not come up within {seconds} s"
+        + (f"; its log, {entry['log']}, ends with:\n" + tail(entry["log"])
+           if entry is not None else ""))
 
 
 def nats_whole(servers, seconds):
@@ -573,7 +575,7 @@ def wait_nats_process(entry, state):
     up = sum(1 for n in state["nats"] if running(n))
     if 2 * up > len(state["nats"]):
         wait_for(entry["name"] + "'s JetStream",
-                 lambda: http_status(entry["monitor"] + "/healthz") == 200, 120, entry)
+                 lambda: http_status(entry["monitor"] + "/healthz") == 200, 180, entry)
     else:
         print(f"cluster: {entry['name']} runs; JetStream has no quorum until a majority of the "
               f"servers runs ({up} of {len(state['nats'])} do)", file=sys.stderr)

@@ -562,7 +562,9 @@ async fn move_to(admin: &Admin, st: State, target: Map, patience: Duration) -> R
                         patience.as_secs()
                     )))
                 }
-                _ => tokio::time::sleep(Duration::from_millis(200)).await,
+                // A status is cheap, and the new owners see the map at once: a rebalance's
+                // fixed cost is mostly this wait.
+                _ => tokio::time::sleep(Duration::from_millis(50)).await,
             }
         }
     }

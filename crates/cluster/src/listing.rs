@@ -72,24 +72,24 @@ pub(super) async fn titles(
         let asks = parts.into_iter().map(|(name, partitions)| {
             let after = after.clone();
             async move {
-                let got = if name == node.name && !node.wait_committed(None).await {
-                    Err(ServiceError::unavailable(
-                        format!("node {} has not committed what it applied", node.name),
-                        1,
-                    ))
-                } else if name == node.name {
-                    let reg = node.buckets().registry.clone();
-                    tokio::task::block_in_place(|| {
-                        local_titles(
-                            &reg,
-                            bucket,
-                            domain,
-                            &partitions,
-                            map.partitions,
-                            after.as_deref(),
-                            want,
-                        )
-                    })
+                let got = if name == node.name {
+                    match node.wait_committed(None).await {
+                        Ok(()) => {
+                            let reg = node.buckets().registry.clone();
+                            tokio::task::block_in_place(|| {
+                                local_titles(
+                                    &reg,
+                                    bucket,
+                                    domain,
+                                    &partitions,
+                                    map.partitions,
+                                    after.as_deref(),
+                                    want,
+                                )
+                            })
+                        }
+                        Err(e) => Err(e),
+                    }
                 } else {
                     match node.url_of(&name) {
                         Some(url) => {

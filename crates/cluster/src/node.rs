@@ -723,13 +723,24 @@ impl Node {
     }
 
     /// Waits (bounded) until what the apply loop has decided for `partition` (for every
-    /// partition with `None`) is committed: a writer may have been answered already.
-    pub(super) async fn wait_committed(&self, partition: Option<u32>) -> bool {
+    /// partition with `None`) is committed: a writer may have been answered already, and a
+    /// read, a listing or a dump must show what it was answered.
+    pub(super) async fn wait_committed(
+        &self,
+        partition: Option<u32>,
+    ) -> std::result::Result<(), ServiceError> {
         let due = match partition {
             Some(p) => lock(&self.deciding).get(&p).copied().unwrap_or(0),
             None => *self.decided.borrow(),
         };
-        due <= *self.scanned.borrow() || self.wait_scanned(due).await
+        if due <= *self.scanned.borrow() || self.wait_scanned(due).await {
+            return Ok(());
+        }
+        let what = partition.map_or(String::new(), |p| format!(" for partition {p}"));
+        Err(ServiceError::unavailable(
+            format!("node {} has not committed what it applied{what}", self.name),
+            1,
+        ))
     }
 
     /// Records what a batch's messages of one bucket did, before their commit (called on the
@@ -1838,14 +1849,8 @@ impl ReadGate for Node {
                     2,
                 ));
             }
-            if owners.contains(&self.name) && !self.wait_committed(Some(partition)).await {
-                return Err(ServiceError::unavailable(
-                    format!(
-                        "node {} has not committed what it applied for partition {partition}",
-                        self.name
-                    ),
-                    1,
-                ));
+            if owners.contains(&self.name) {
+                self.wait_committed(Some(partition)).await?;
             }
             if let Some(min) = min_seq {
                 if !self.wait_scanned(min).await {
