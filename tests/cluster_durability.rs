@@ -11,8 +11,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use common::cluster::{
-    check_acked, eventually, eventually_within, get_json, last_seq, put_once, Attempt, Cluster,
-    Writers, D,
+    check_acked, eventually_within, get_json, last_seq, put_once, Attempt, Cluster, Writers, D,
 };
 use common::server::{try_call, Server};
 
