@@ -138,6 +138,9 @@ pub struct Archive {
     decompressed: std::sync::atomic::AtomicU64,
     /// Format 2: the reused decompression context (created at the first read).
     decoder: Mutex<Option<v2::frames::Decoder>>,
+    /// Format 2: the two buffers a read decodes into, kept for the next read (up to
+    /// [`v2::SCRATCH_BYTES`] each): decoding into fresh memory cost a read its page faults.
+    scratch: Mutex<[Vec<u8>; 2]>,
     /// Format 2: the last decoded revision of each title.
     recent: Mutex<v2::Recent>,
     /// Format 2: plain keys lately written, which keys of other titles may reference.
@@ -250,6 +253,7 @@ impl Archive {
             cache: Mutex::new(Cache::default()),
             decompressed: Default::default(),
             decoder: Mutex::new(None),
+            scratch: Mutex::new([Vec::new(), Vec::new()]),
             recent: Mutex::new(v2::Recent::default()),
             candidates: VecDeque::new(),
             maps: Mutex::new(MapCache::default()),
