@@ -3,7 +3,9 @@
 //! one-revision read p50/p99 (the title's entry found in its map, then the revision, as the
 //! store reads) with the archive's caches (blocks, revisions, maps) empty (page cache warm), warm
 //! (caches as earlier reads left them), and cold (caches empty and the archive datafile's pages
-//! dropped with `POSIX_FADV_DONTNEED` before each read); where format 2's bytes are — then the
+//! dropped with `POSIX_FADV_DONTNEED` before each read; with, per cold read, the CPU time it took,
+//! the raw bytes it decoded and the bytes it had read from the disk, none of them noisy as its
+//! wall-clock time is on a shared machine); where format 2's bytes are — then the
 //! same on a generated title of 10,000 revisions, and the baselines (per-revision zstd -19 and
 //! gzip -6, zstd -19 blocks of 4 and 16 MiB, zstd -19 --long over the whole corpus as one stream
 //! and per title, xz -9e per title, brotli -q 11 in blocks of 16 MiB). The load average is
@@ -225,9 +227,9 @@ enum Cache {
 
 /// One-revision reads of random revisions as the store reads them (the title's entry found in
 /// its map, then the revision): (p50, p99) in ms, of the raw bytes each decoded in MB, and of
-/// the MB each had read from the disk (neither noisy).
+/// the MB each had read from the disk (neither noisy), and of the CPU time each took in ms.
 type P = (f64, f64);
-fn reads(a: &Archive, titles: &[Title], reads: usize, cache: Cache) -> (P, P, P) {
+fn reads(a: &Archive, titles: &[Title], reads: usize, cache: Cache) -> (P, P, P, P) {
     let all: Vec<(&Title, usize)> = titles
         .iter()
         .flat_map(|t| (0..t.revs.len()).map(move |i| (t, i)))
@@ -237,12 +239,14 @@ fn reads(a: &Archive, titles: &[Title], reads: usize, cache: Cache) -> (P, P, P)
     let mut ms = Vec::with_capacity(reads);
     let mut decoded = Vec::with_capacity(reads);
     let mut disk = Vec::with_capacity(reads);
+    let mut cpu = Vec::with_capacity(reads);
     let passes = if cache == Cache::Warm { 2 } else { 1 };
     for pass in 0..passes {
         let mut rng = Rng::new(42);
         ms.clear();
         decoded.clear();
         disk.clear();
+        cpu.clear();
         for _ in 0..reads {
             let (t, i) = all[rng.below(all.len() as u64) as usize];
             if cache != Cache::Warm {
@@ -253,6 +257,7 @@ fn reads(a: &Archive, titles: &[Title], reads: usize, cache: Cache) -> (P, P, P)
             }
             let bytes = a.decompressed_bytes();
             let io = read_bytes();
+            let cpu0 = thread_cpu_ms();
             let start = Instant::now();
             let e = a
                 .with_entries(&t.key, |es| {
@@ -263,6 +268,7 @@ fn reads(a: &Archive, titles: &[Title], reads: usize, cache: Cache) -> (P, P, P)
                 .unwrap();
             let v = a.read(&t.key, &e).unwrap();
             ms.push(start.elapsed().as_secs_f64() * 1e3);
+            cpu.push(thread_cpu_ms() - cpu0);
             decoded.push((a.decompressed_bytes() - bytes) as f64 / 1e6);
             disk.push(read_bytes().saturating_sub(io) as f64 / 1e6);
             if pass + 1 == passes {
@@ -273,8 +279,21 @@ fn reads(a: &Archive, titles: &[Title], reads: usize, cache: Cache) -> (P, P, P)
     ms.sort_by(f64::total_cmp);
     decoded.sort_by(f64::total_cmp);
     disk.sort_by(f64::total_cmp);
+    cpu.sort_by(f64::total_cmp);
     let p = |v: &[f64]| (percentile(v, 0.5), percentile(v, 0.99));
-    (p(&ms), p(&decoded), p(&disk))
+    (p(&ms), p(&decoded), p(&disk), p(&cpu))
+}
+
+/// CPU time this thread has used, in ms: a read's own work, without the time it waited for the
+/// disk or for the cores (the machine is shared).
+fn thread_cpu_ms() -> f64 {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec, which `t` is, and keeps no pointer to it.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
+    t.tv_sec as f64 * 1e3 + t.tv_nsec as f64 / 1e6
 }
 
 /// Bytes this process has had read from storage (`/proc/self/io`'s `read_bytes`: page cache
@@ -297,12 +316,12 @@ fn read_line(a: &Archive, titles: &[Title], n: usize) -> String {
         ("warm", Cache::Warm),
         ("cold", Cache::Cold),
     ] {
-        let ((p50, p99), (d50, d99), (r50, r99)) = reads(a, titles, n, cache);
+        let ((p50, p99), (d50, d99), (r50, r99), (c50, c99)) = reads(a, titles, n, cache);
         out.push_str(&format!("  {label} p50 {p50:.2} p99 {p99:.2} ms"));
         if cache == Cache::Cold {
             out.push_str(&format!(
-                " (decoded p50 {d50:.2} p99 {d99:.2} MB; read from disk p50 {r50:.3} \
-                 p99 {r99:.3} MB)"
+                " (CPU p50 {c50:.2} p99 {c99:.2} ms; decoded p50 {d50:.2} p99 {d99:.2} MB; \
+                 read from disk p50 {r50:.3} p99 {r99:.3} MB)"
             ));
         }
     }

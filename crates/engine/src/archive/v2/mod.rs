@@ -207,15 +207,15 @@ impl Archive {
     }
 
     /// Decodes `members`, the first frame of a unit (a v2 frame is a unit of one: its revision)
-    /// to the last member wanted, against `prefix` into `out`, each checked against its CRC-32
-    /// (`every`) or the last alone; the rest of the unit is not decoded.
+    /// to the last member wanted, from its stored bytes against its prefix (`data`, `prefix`)
+    /// into `out`, each checked against its CRC-32 (`every`) or the last alone; the rest of the
+    /// unit is not decoded.
     fn decode_frame_into(
         &self,
         key: &[u8],
         map: &Map,
         members: std::ops::RangeInclusive<usize>,
-        data: &[u8],
-        prefix: &[u8],
+        (data, prefix): (&[u8], &[u8]),
         out: &mut Vec<u8>,
         every: bool,
     ) -> Result<()> {
@@ -267,7 +267,7 @@ impl Archive {
         prefix: &[u8],
     ) -> Result<Vec<u8>> {
         let mut out = Vec::new();
-        self.decode_frame_into(key, map, members, data, prefix, &mut out, true)?;
+        self.decode_frame_into(key, map, members, (data, prefix), &mut out, true)?;
         Ok(out)
     }
 
@@ -376,7 +376,7 @@ impl Archive {
                     .count();
                 let members = i..=todo[k + members];
                 let data = &data[i - todo[0]];
-                self.decode_frame_into(key, map, members, data, prefix, &mut next, every)?;
+                self.decode_frame_into(key, map, members, (data, prefix), &mut next, every)?;
                 std::mem::swap(&mut last, &mut next);
                 span = 0..f.raw as usize;
             } else {
