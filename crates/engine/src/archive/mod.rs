@@ -64,6 +64,8 @@ pub struct ArchiveOptions {
     /// A key block (needing no earlier block) every this many blocks; 0 = only the first.
     pub key_every: u32,
     /// Bytes of decompressed blocks kept in memory (and of v2 titles' last decoded revisions).
+    /// Apart from it, a handle that has read format 2 or 3 keeps its two decoding buffers, each
+    /// as large as the largest unit a read has decoded into it (one over 16 MiB is let go).
     pub cache_bytes: u64,
     /// The format new titles are written in: 2 (one frame per revision), 3 (units of a run's
     /// revisions, one frame each) or 1 (blocks). A title keeps the format of its map.
