@@ -3,7 +3,9 @@
 //! one-revision read p50/p99 (the title's entry found in its map, then the revision, as the
 //! store reads) with the archive's caches (blocks, revisions, maps) empty (page cache warm), warm
 //! (caches as earlier reads left them), and cold (caches empty and the archive datafile's pages
-//! dropped with `POSIX_FADV_DONTNEED` before each read); where format 2's bytes are — then the
+//! dropped with `POSIX_FADV_DONTNEED` before each read; with, per cold read, the CPU time it took,
+//! the raw bytes it decoded and the bytes it had read from the disk, none of them noisy as its
+//! wall-clock time is on a shared machine); where format 2's bytes are — then the
 //! same on a generated title of 10,000 revisions, and the baselines (per-revision zstd -19 and
 //! gzip -6, zstd -19 blocks of 4 and 16 MiB, zstd -19 --long over the whole corpus as one stream
 //! and per title, xz -9e per title, brotli -q 11 in blocks of 16 MiB). The load average is
@@ -16,7 +18,9 @@
 //! `cargo bench --bench archive` (env: WINK_FORMATS=v1,v2,v3 the formats measured,
 //! WINK_ARCHIVE_LEVEL for format 2's level,
 //! WINK_ARCHIVE_CHAIN_MIB, WINK_BASELINES=0 to skip the baselines, WINK_READS,
-//! WINK_GENERATED=N revisions of the generated title, 0 to skip it).
+//! WINK_GENERATED=N revisions of the generated title, 0 to skip it, WINK_MODES=bulk or runs for
+//! one archive mode, WINK_KEEP=1 to keep the archives in target/bench-archive and measure the
+//! reads of those found there again without archiving: for profiling reads).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -147,11 +151,14 @@ fn generated(n: usize) -> Title {
     Title { key, revs, tids }
 }
 
-fn open_archive(dir: &Path, opts: ArchiveOptions) -> Archive {
+/// A fresh archive under `dir`, or (`keep`) the one an earlier run left there.
+fn open_archive(dir: &Path, opts: ArchiveOptions, keep: bool) -> Archive {
     let vfs: Arc<dyn Vfs> = Arc::new(RealFs);
     let clock: Arc<dyn Clock> = Arc::new(ManualClock::new(1_700_000_000));
     let base = dir.join("archive");
-    Archive::create_in(vfs.clone(), &base, clock.clone()).unwrap();
+    if !keep {
+        Archive::create_in(vfs.clone(), &base, clock.clone()).unwrap();
+    }
     let open = OpenOptions {
         clock,
         ..OpenOptions::writer()
@@ -219,9 +226,10 @@ enum Cache {
 }
 
 /// One-revision reads of random revisions as the store reads them (the title's entry found in
-/// its map, then the revision): (p50, p99) in ms, and of the raw bytes each decoded in MB (not
-/// noisy).
-fn reads(a: &Archive, titles: &[Title], reads: usize, cache: Cache) -> ((f64, f64), (f64, f64)) {
+/// its map, then the revision): (p50, p99) in ms, of the raw bytes each decoded in MB, and of
+/// the MB each had read from the disk (neither noisy), and of the CPU time each took in ms.
+type P = (f64, f64);
+fn reads(a: &Archive, titles: &[Title], reads: usize, cache: Cache) -> (P, P, P, P) {
     let all: Vec<(&Title, usize)> = titles
         .iter()
         .flat_map(|t| (0..t.revs.len()).map(move |i| (t, i)))
@@ -230,11 +238,15 @@ fn reads(a: &Archive, titles: &[Title], reads: usize, cache: Cache) -> ((f64, f6
     let len = data.len().unwrap();
     let mut ms = Vec::with_capacity(reads);
     let mut decoded = Vec::with_capacity(reads);
+    let mut disk = Vec::with_capacity(reads);
+    let mut cpu = Vec::with_capacity(reads);
     let passes = if cache == Cache::Warm { 2 } else { 1 };
     for pass in 0..passes {
         let mut rng = Rng::new(42);
         ms.clear();
         decoded.clear();
+        disk.clear();
+        cpu.clear();
         for _ in 0..reads {
             let (t, i) = all[rng.below(all.len() as u64) as usize];
             if cache != Cache::Warm {
@@ -244,6 +256,8 @@ fn reads(a: &Archive, titles: &[Title], reads: usize, cache: Cache) -> ((f64, f6
                 data.drop_cache(0, len).unwrap();
             }
             let bytes = a.decompressed_bytes();
+            let io = read_bytes();
+            let cpu0 = thread_cpu_ms();
             let start = Instant::now();
             let e = a
                 .with_entries(&t.key, |es| {
@@ -254,7 +268,9 @@ fn reads(a: &Archive, titles: &[Title], reads: usize, cache: Cache) -> ((f64, f6
                 .unwrap();
             let v = a.read(&t.key, &e).unwrap();
             ms.push(start.elapsed().as_secs_f64() * 1e3);
+            cpu.push(thread_cpu_ms() - cpu0);
             decoded.push((a.decompressed_bytes() - bytes) as f64 / 1e6);
+            disk.push(read_bytes().saturating_sub(io) as f64 / 1e6);
             if pass + 1 == passes {
                 assert_eq!(v, t.revs[i].1);
             }
@@ -262,8 +278,35 @@ fn reads(a: &Archive, titles: &[Title], reads: usize, cache: Cache) -> ((f64, f6
     }
     ms.sort_by(f64::total_cmp);
     decoded.sort_by(f64::total_cmp);
+    disk.sort_by(f64::total_cmp);
+    cpu.sort_by(f64::total_cmp);
     let p = |v: &[f64]| (percentile(v, 0.5), percentile(v, 0.99));
-    (p(&ms), p(&decoded))
+    (p(&ms), p(&decoded), p(&disk), p(&cpu))
+}
+
+/// CPU time this thread has used, in ms: a read's own work, without the time it waited for the
+/// disk or for the cores (the machine is shared).
+fn thread_cpu_ms() -> f64 {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec, which `t` is, and keeps no pointer to it.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
+    t.tv_sec as f64 * 1e3 + t.tv_nsec as f64 / 1e6
+}
+
+/// Bytes this process has had read from storage (`/proc/self/io`'s `read_bytes`: page cache
+/// misses), 0 where the kernel does not count them.
+fn read_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/io")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("read_bytes: "))
+                .and_then(|v| v.trim().parse().ok())
+        })
+        .unwrap_or(0)
 }
 
 fn read_line(a: &Archive, titles: &[Title], n: usize) -> String {
@@ -273,10 +316,13 @@ fn read_line(a: &Archive, titles: &[Title], n: usize) -> String {
         ("warm", Cache::Warm),
         ("cold", Cache::Cold),
     ] {
-        let ((p50, p99), (d50, d99)) = reads(a, titles, n, cache);
+        let ((p50, p99), (d50, d99), (r50, r99), (c50, c99)) = reads(a, titles, n, cache);
         out.push_str(&format!("  {label} p50 {p50:.2} p99 {p99:.2} ms"));
         if cache == Cache::Cold {
-            out.push_str(&format!(" (decoded p50 {d50:.2} p99 {d99:.2} MB)"));
+            out.push_str(&format!(
+                " (CPU p50 {c50:.2} p99 {c99:.2} ms; decoded p50 {d50:.2} p99 {d99:.2} MB; \
+                 read from disk p50 {r50:.3} p99 {r99:.3} MB)"
+            ));
         }
     }
     out
@@ -292,9 +338,16 @@ fn measure(
     n_reads: usize,
 ) {
     let dir = work.join(name);
+    // WINK_KEEP=1: archives kept between runs, and one found reused (reads only).
+    let keep = env("WINK_KEEP", 0) == 1;
+    let reuse = keep && dir.join("archive.data").exists();
     std::fs::create_dir_all(&dir).unwrap();
-    let mut a = open_archive(&dir, opts);
-    let secs = archive_all(&mut a, titles, run);
+    let mut a = open_archive(&dir, opts, reuse);
+    let secs = if reuse {
+        f64::NAN
+    } else {
+        archive_all(&mut a, titles, run)
+    };
     let st = a.stats().unwrap();
     let raw: u64 = titles
         .iter()
@@ -317,7 +370,9 @@ fn measure(
         );
     }
     drop(a);
-    let _ = std::fs::remove_dir_all(&dir);
+    if !keep {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }
 
 /// Where a format 2 or 3 archive's bytes are, as % of raw (format 3: a unit counted by its first
@@ -551,9 +606,21 @@ fn main() {
         v1.key_every
     );
     let work: PathBuf = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-archive");
-    let _ = std::fs::remove_dir_all(&work);
+    let keep = env("WINK_KEEP", 0) == 1;
+    if !keep {
+        let _ = std::fs::remove_dir_all(&work);
+    }
+    // WINK_MODES=bulk or runs: one of the two archive modes only.
+    let modes: String = env("WINK_MODES", "bulk,runs".to_string());
+    let mode_on = |run: Option<usize>| {
+        let m = if run.is_some() { "runs" } else { "bulk" };
+        modes.split(',').any(|x| x == m)
+    };
     for (format, opts) in chosen(&[("v1", v1), ("v2", v2), ("v3", v3)]) {
         for (mode, run) in [("bulk", None), ("incremental (runs of 10)", Some(10))] {
+            if !mode_on(run) {
+                continue;
+            }
             let name = format!("{format} {mode}");
             measure(&work, &name, opts, &titles, run, n_reads);
         }
@@ -573,7 +640,7 @@ fn main() {
             );
             for (format, opts) in chosen(&[("v1", v1), ("v2", v2), ("v3", v3)]) {
                 for (mode, run) in [("bulk", None), ("runs of 10", Some(10))] {
-                    if format == "v1" && run.is_some() {
+                    if format == "v1" && run.is_some() || !mode_on(run) {
                         continue;
                     }
                     let name = format!("{format} {what}, {mode}");
@@ -585,6 +652,8 @@ fn main() {
     if env("WINK_BASELINES", 1) == 1 {
         baselines(&titles, raw);
     }
-    let _ = std::fs::remove_dir_all(&work);
+    if !keep {
+        let _ = std::fs::remove_dir_all(&work);
+    }
     println!("load average after: {}", loadavg());
 }

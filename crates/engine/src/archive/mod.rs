@@ -64,6 +64,8 @@ pub struct ArchiveOptions {
     /// A key block (needing no earlier block) every this many blocks; 0 = only the first.
     pub key_every: u32,
     /// Bytes of decompressed blocks kept in memory (and of v2 titles' last decoded revisions).
+    /// Apart from it, a handle that has read format 2 or 3 keeps its two decoding buffers, each
+    /// as large as the largest unit a read has decoded into it (one over 16 MiB is let go).
     pub cache_bytes: u64,
     /// The format new titles are written in: 2 (one frame per revision), 3 (units of a run's
     /// revisions, one frame each) or 1 (blocks). A title keeps the format of its map.
@@ -138,6 +140,9 @@ pub struct Archive {
     decompressed: std::sync::atomic::AtomicU64,
     /// Format 2: the reused decompression context (created at the first read).
     decoder: Mutex<Option<v2::frames::Decoder>>,
+    /// Format 2: the two buffers a read decodes into, kept for the next read (up to
+    /// [`v2::SCRATCH_BYTES`] each): decoding into fresh memory cost a read its page faults.
+    scratch: Mutex<[Vec<u8>; 2]>,
     /// Format 2: the last decoded revision of each title.
     recent: Mutex<v2::Recent>,
     /// Format 2: plain keys lately written, which keys of other titles may reference.
@@ -250,6 +255,7 @@ impl Archive {
             cache: Mutex::new(Cache::default()),
             decompressed: Default::default(),
             decoder: Mutex::new(None),
+            scratch: Mutex::new([Vec::new(), Vec::new()]),
             recent: Mutex::new(v2::Recent::default()),
             candidates: VecDeque::new(),
             maps: Mutex::new(MapCache::default()),

@@ -20,6 +20,15 @@ pub fn compress(data: &[u8], prefix: &[u8], level: i32) -> Result<Vec<u8>, Strin
     compress_frame(data, prefix, level, true).map_err(name)
 }
 
+/// `out` cleared, with room for `cap` bytes: a buffer too small is replaced rather than grown,
+/// since growing would copy its old bytes, of no use here.
+fn make_room(out: &mut Vec<u8>, cap: usize) {
+    out.clear();
+    if out.capacity() < cap {
+        *out = Vec::with_capacity(cap);
+    }
+}
+
 /// A reused decompression context for magicless frames.
 pub struct Decoder {
     dctx: DCtx<'static>,
@@ -65,8 +74,7 @@ impl Decoder {
         raw: u64,
     ) -> Result<(), String> {
         let cap = usize::try_from(raw).map_err(|_| "raw length".to_string())?;
-        out.clear();
-        out.reserve(cap);
+        make_room(out, cap);
         let magic = zstd_safe::MAGIC_DICTIONARY.to_le_bytes();
         if prefix.starts_with(&magic) {
             // A prefix that begins like a zstd dictionary would be parsed as one by the
@@ -106,8 +114,7 @@ impl Decoder {
         }
         let cap = usize::try_from(raw).map_err(|_| "raw length".to_string())?;
         let want = want as usize;
-        out.clear();
-        out.reserve(cap);
+        make_room(out, cap);
         // Output straight into `out` (no window buffer of the context's own, which would be as
         // large as the frame's window), input handed over as zstd asks for it: one block per
         // call, so the decoding stops within a block of `want`. A context of its own, because a

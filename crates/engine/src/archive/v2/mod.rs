@@ -34,7 +34,8 @@
 //! A read decodes the path from the key with one reused decompression context, starting after
 //! the title's cached last decoded revision when that lies on the path, stops decoding a unit
 //! after the last of its members the path needs (zstd's streaming decoder, block by block), and
-//! checks every member decoded against its CRC-32.
+//! checks that member of each unit against its CRC-32 (every member, when that fails: the error
+//! names the first damaged one). Its two decoding buffers are kept for the next read.
 
 pub mod chain;
 pub mod frames;
@@ -55,6 +56,9 @@ pub const SEGMENT_BYTES: u64 = 16 << 20;
 /// Format 3: a unit takes members while its raw bytes stay within this (a read of a member
 /// decodes its unit up to that member).
 pub const UNIT_BYTES: u64 = 8 << 20;
+/// A read's decoding buffers are kept for the next read while each holds at most this many
+/// bytes (a unit and the revision before it, at most).
+pub const SCRATCH_BYTES: u64 = 2 * UNIT_BYTES;
 /// Plain keys remembered as references for the keys of other titles.
 const CANDIDATES: usize = 16;
 /// The level of the trial compressions that pick a key's reference and a frame's parent.
@@ -203,16 +207,17 @@ impl Archive {
     }
 
     /// Decodes `members`, the first frame of a unit (a v2 frame is a unit of one: its revision)
-    /// to the last member wanted, against `prefix` into `out`, each checked against its CRC-32;
-    /// the rest of the unit is not decoded.
+    /// to the last member wanted, from its stored bytes against its prefix (`data`, `prefix`)
+    /// into `out`, each checked against its CRC-32 (`every`) or the last alone; the rest of the
+    /// unit is not decoded.
     fn decode_frame_into(
         &self,
         key: &[u8],
         map: &Map,
         members: std::ops::RangeInclusive<usize>,
-        data: &[u8],
-        prefix: &[u8],
+        (data, prefix): (&[u8], &[u8]),
         out: &mut Vec<u8>,
+        every: bool,
     ) -> Result<()> {
         let n = *members.start();
         let (_, last) = chain::unit(map, n);
@@ -235,6 +240,10 @@ impl Archive {
         let mut at = 0;
         for j in n..=upto {
             let f = map.frames[j];
+            if !every && j < upto {
+                at += f.raw as usize;
+                continue;
+            }
             let crc = crc32fast::hash(&out[at..at + f.raw as usize]);
             if crc != f.crc {
                 return Err(self.damaged_frame(
@@ -258,7 +267,7 @@ impl Archive {
         prefix: &[u8],
     ) -> Result<Vec<u8>> {
         let mut out = Vec::new();
-        self.decode_frame_into(key, map, members, data, prefix, &mut out)?;
+        self.decode_frame_into(key, map, members, (data, prefix), &mut out, true)?;
         Ok(out)
     }
 
@@ -306,6 +315,25 @@ impl Archive {
     /// The raw revision of frame `n`: its path decoded from its key, or from the title's last
     /// decoded revision when that lies on the path.
     pub(crate) fn frame_content(&self, key: &[u8], map: &Map, n: usize) -> Result<Arc<Vec<u8>>> {
+        // Of a unit, only the last member the path needs is checked against its CRC-32 (the
+        // members before it were a tenth of a read's time): a damaged one either leaves the
+        // members after it right or fails them. A failure is decoded again checking every
+        // member, so that the error names the first damaged one.
+        match self.frame_content_as(key, map, n, false) {
+            Err(Error::Corrupt { .. }) => self.frame_content_as(key, map, n, true),
+            other => other,
+        }
+    }
+
+    /// [`Archive::frame_content`], checking every member decoded (`every`) or the last a unit's
+    /// decoding needs.
+    fn frame_content_as(
+        &self,
+        key: &[u8],
+        map: &Map,
+        n: usize,
+        every: bool,
+    ) -> Result<Arc<Vec<u8>>> {
         if n >= map.frames.len() {
             return Err(self.damaged_frame(key, map, n, "the entry names no frame"));
         }
@@ -327,8 +355,9 @@ impl Archive {
         // bytes (deltas), and a read of their own each would cost more.
         let data = self.frame_bytes(key, map, todo[0], n)?;
         // Two buffers in turn: the unit decoded last holds the next one's prefix, the revision
-        // at `span` (a unit's members follow each other on a path).
-        let (mut last, mut next) = (Vec::new(), Vec::new());
+        // at `span` (a unit's members follow each other on a path). Those of the read before,
+        // whose pages are already touched.
+        let [mut last, mut next] = std::mem::take(&mut *self.scratch());
         let mut span = 0..0;
         for (k, &i) in todo.iter().enumerate() {
             let f = map.frames[i];
@@ -347,19 +376,27 @@ impl Archive {
                     .count();
                 let members = i..=todo[k + members];
                 let data = &data[i - todo[0]];
-                self.decode_frame_into(key, map, members, data, prefix, &mut next)?;
+                self.decode_frame_into(key, map, members, (data, prefix), &mut next, every)?;
                 std::mem::swap(&mut last, &mut next);
                 span = 0..f.raw as usize;
             } else {
                 span = span.end..span.end + f.raw as usize;
             }
         }
-        if span != (0..last.len()) {
-            last = last[span].to_vec();
+        let raw = Arc::new(last[span].to_vec());
+        let mut scratch = self.scratch();
+        for (keep, buf) in scratch.iter_mut().zip([last, next]) {
+            if buf.capacity() as u64 <= SCRATCH_BYTES {
+                *keep = buf;
+            }
         }
-        let raw = Arc::new(last);
+        drop(scratch);
         self.recent_put(key, n as u32, raw.clone());
         Ok(raw)
+    }
+
+    fn scratch(&self) -> std::sync::MutexGuard<'_, [Vec<u8>; 2]> {
+        self.scratch.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The decoded content of frame `j`'s unit from its first member through `j` (the prefix of

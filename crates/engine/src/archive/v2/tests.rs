@@ -537,3 +537,80 @@ fn format_3_a_unit_after_a_unit_matches_all_of_it() {
     reads_back(&b, b"ab", &revs);
     assert!(b.verify().is_empty(), "{:?}", b.verify());
 }
+
+/// Format 3: a read checks only the last member of a unit it needs, and a failed read is decoded
+/// again checking every member: whatever byte of a unit is damaged, a read answers right or
+/// fails naming the unit's first frame (zstd refused its bytes) or the first member whose own
+/// read fails (it decoded to other bytes), never the member asked for behind a damaged one.
+#[test]
+fn format_3_damage_names_the_first_damaged_member_of_a_unit() {
+    let disk = SimDisk::new();
+    let mut a = open(&disk, opts3());
+    // Incompressible members (zstd stores their literals raw, so that many flips decode to
+    // other bytes rather than fail), each the one before with a few bytes changed.
+    let mut x = 0x9E37_79B9_7F4A_7C15u64;
+    let mut page: Vec<u8> = (0..6000)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect();
+    // The first member small and of its own: the incompressible bytes lie in the second.
+    let mut revs = vec![b"<p>a short first page</p>".to_vec()];
+    for i in 0..5u8 {
+        page[usize::from(i) * 1000] = i;
+        revs.push(page.clone());
+    }
+    a.add(b"wiki/Unit", &as_items(&revs, 0, [1; 16])).unwrap();
+    a.commit().unwrap();
+    let map = a.map_v2(b"wiki/Unit").unwrap().unwrap();
+    assert!(map.frames[1..].iter().all(|f| f.base == Base::Unit));
+    let ext = a
+        .filesys()
+        .extents(&segment_name(b"wiki/Unit", 0))
+        .unwrap()
+        .unwrap()[0];
+    let entries = a.entries(b"wiki/Unit").unwrap();
+    let named = |text: &str| -> usize {
+        let at = text.find(": frame ").expect(text) + 8;
+        let digits: String = text[at..]
+            .chars()
+            .take_while(char::is_ascii_digit)
+            .collect();
+        digits.parse().unwrap()
+    };
+    let (mut wrong_bytes, stored) = (0, u64::from(map.frames[0].stored));
+    for k in (0..stored).step_by(7) {
+        let at = ext.offset + map.frames[0].offset + k;
+        flip_datafile_byte(&disk, at);
+        let mut results = Vec::new();
+        for e in &entries {
+            a.clear_cache();
+            results.push(match a.read(b"wiki/Unit", e) {
+                Ok(v) => {
+                    assert_eq!(v, revs[e.rev as usize], "a wrong answer at byte {k}");
+                    None
+                }
+                Err(err) => {
+                    assert!(err.is_corruption(), "{err}");
+                    Some(named(&err.to_string()))
+                }
+            });
+        }
+        let first = results.iter().position(Option::is_some);
+        for (i, r) in results.iter().enumerate() {
+            if let Some(j) = *r {
+                assert!(
+                    j == 0 || Some(j) == first,
+                    "byte {k}: read {i} names frame {j}"
+                );
+                wrong_bytes += usize::from(j > 0 && j < i);
+            }
+        }
+        flip_datafile_byte(&disk, at);
+    }
+    // Some flips decoded to other bytes in a member before the one read.
+    assert!(wrong_bytes > 0, "{wrong_bytes}");
+}
