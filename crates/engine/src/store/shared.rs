@@ -129,9 +129,12 @@ impl SharedRecords {
     /// The writer is about to write or delete `name`'s record.
     pub(super) fn pending(&self, name: &[u8]) {
         let mut state = self.state();
-        if !state.pending.contains(name) {
-            state.pending.insert(name.into());
+        if state.pending.contains(name) {
+            // Forgotten when it turned pending, and nothing keeps a pending name: a title
+            // rewritten within one commit (a load) costs one lookup.
+            return;
         }
+        state.pending.insert(name.into());
         self.cache.forget(name);
     }
 
