@@ -617,11 +617,9 @@ impl Filesys {
         let key = inode_key(name);
         let ptr = self.data.append(&key, &inode.encode())?;
         match &old {
-            Some(located) => self.known_keys.moved(located.entry.ptr, ptr, &key),
-            None => self.known_keys.note(ptr, &key),
-        }
-        match &old {
             Some(located) => {
+                // The key this writer kept for the old entry is the new one's.
+                self.known_keys.moved(located.entry.ptr, ptr, &key);
                 self.mark_deleted(located, true)?;
                 // Found used by the lookup that made `located`; the table is unchanged since.
                 self.idx.repoint(located.found, ptr)?;
@@ -629,6 +627,7 @@ impl Filesys {
                 self.add_var(DTOTSZ, -(located.inode.lsize as i64))?;
             }
             None => {
+                self.known_keys.note(ptr, &key);
                 self.idx.insert(&key, ptr, &self.data)?;
             }
         }
