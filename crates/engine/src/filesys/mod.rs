@@ -271,6 +271,30 @@ impl KnownKeys {
         }
     }
 
+    /// The entry at `old` was replaced by one with the same key appended at `new` (a rewrite of
+    /// its file): the key moves to `new`, without a copy. The old entry is deleted and no cell
+    /// names it any more, so only the keys of live entries count against the budget.
+    fn moved(&self, old: KvPointer, new: KvPointer, key: &[u8]) {
+        if !self.on {
+            return;
+        }
+        let mut keys = self.keys.lock().unwrap_or_else(|p| p.into_inner());
+        match keys.0.remove(&old.0) {
+            Some(kept) if *kept == *key => {
+                // Any key kept at `new` is from an append whose bytes were given back.
+                keys.0.insert(new.0, kept);
+            }
+            Some(_) => {
+                // Not the entry expected: noted afresh (the count stays that of one key).
+                keys.0.insert(new.0, key.into());
+            }
+            None => {
+                drop(keys);
+                self.note(new, key);
+            }
+        }
+    }
+
     fn holds(&self, ptr: KvPointer) -> bool {
         self.on && {
             let keys = self.keys.lock().unwrap_or_else(|p| p.into_inner());
@@ -1088,4 +1112,38 @@ fn check_data_superblock(data: &KvSeq) -> Result<()> {
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod known_keys_tests {
+    use super::*;
+
+    #[test]
+    fn a_rewrite_moves_its_key_and_counts_it_once() {
+        let known = KnownKeys {
+            on: true,
+            ..KnownKeys::default()
+        };
+        let used = |k: &KnownKeys| k.keys.lock().unwrap().1;
+        known.note(KvPointer(10), b"d/a/I0");
+        let one = used(&known);
+        known.moved(KvPointer(10), KvPointer(20), b"d/a/I0");
+        known.moved(KvPointer(20), KvPointer(30), b"d/a/I0");
+        assert_eq!(known.get(KvPointer(10)), None);
+        assert_eq!(known.get(KvPointer(20)), None);
+        assert_eq!(known.get(KvPointer(30)).as_deref(), Some(&b"d/a/I0"[..]));
+        assert_eq!(used(&known), one);
+        // A move from an entry not kept notes the key; one whose kept key differs takes the
+        // key given; a key kept at the new pointer (bytes given back) is replaced.
+        known.moved(KvPointer(40), KvPointer(50), b"d/b/I0");
+        assert_eq!(known.get(KvPointer(50)).as_deref(), Some(&b"d/b/I0"[..]));
+        known.moved(KvPointer(50), KvPointer(30), b"d/c/I0");
+        assert_eq!(known.get(KvPointer(30)).as_deref(), Some(&b"d/c/I0"[..]));
+        assert_eq!(known.keys.lock().unwrap().0.len(), 1);
+        // Off, nothing is kept.
+        let off = KnownKeys::default();
+        off.note(KvPointer(1), b"x");
+        off.moved(KvPointer(1), KvPointer(2), b"x");
+        assert!(!off.holds(KvPointer(2)) && off.get(KvPointer(2)).is_none());
+    }
 }

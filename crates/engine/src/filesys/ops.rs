@@ -616,9 +616,10 @@ impl Filesys {
         };
         let key = inode_key(name);
         let ptr = self.data.append(&key, &inode.encode())?;
-        self.known_keys.note(ptr, &key);
         match &old {
             Some(located) => {
+                // The key this writer kept for the old entry is the new one's.
+                self.known_keys.moved(located.entry.ptr, ptr, &key);
                 self.mark_deleted(located, true)?;
                 // Found used by the lookup that made `located`; the table is unchanged since.
                 self.idx.repoint(located.found, ptr)?;
@@ -626,6 +627,7 @@ impl Filesys {
                 self.add_var(DTOTSZ, -(located.inode.lsize as i64))?;
             }
             None => {
+                self.known_keys.note(ptr, &key);
                 self.idx.insert(&key, ptr, &self.data)?;
             }
         }
@@ -680,8 +682,9 @@ impl Filesys {
         }
         // The inode is full: a twice-as-big copy is appended and the index pointed at it.
         inode.size = size;
-        let ptr = self.data.append(&inode_key(name), &inode.encode())?;
-        self.known_keys.note(ptr, &inode_key(name));
+        let key = inode_key(name);
+        let ptr = self.data.append(&key, &inode.encode())?;
+        self.known_keys.moved(located.entry.ptr, ptr, &key);
         self.mark_deleted(&located, false)?;
         self.idx.set_pointer(located.found.cell, ptr)?;
         self.add_var(ITOTSZ, size as i64 - located.inode.size as i64)?;

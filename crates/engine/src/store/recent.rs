@@ -36,18 +36,25 @@ pub(super) struct RecentRecords {
     inner: Mutex<Slots>,
 }
 
-/// One cached record.
+/// One cached record. The name and the bytes are shared, not copied: the map's key is the
+/// slot's name, and the writer's records written since its last commit, and the records it
+/// shares with read-only handles, hold the same bytes ([`RecentRecords::written`]).
 #[derive(Debug)]
 struct Slot {
-    name: Box<[u8]>,
+    name: Arc<[u8]>,
     /// The inode the bytes were read from (or written at, on the writer's handle).
     inode: KvPointer,
     bytes: Arc<[u8]>,
 }
 
+/// What a slot of `name_len` and `bytes_len` bytes counts against the budget.
+fn cost(name_len: usize, bytes_len: usize) -> usize {
+    name_len + bytes_len + ENTRY_OVERHEAD
+}
+
 impl Slot {
     fn cost(&self) -> usize {
-        self.name.len() + self.bytes.len() + ENTRY_OVERHEAD
+        cost(self.name.len(), self.bytes.len())
     }
 }
 
@@ -55,7 +62,7 @@ impl Slot {
 #[derive(Debug, Default)]
 struct Slots {
     slots: Vec<Slot>,
-    by_name: HashMap<Box<[u8]>, usize>,
+    by_name: HashMap<Arc<[u8]>, usize>,
     used: usize,
     /// xorshift64 state for choosing victims (any nonzero start).
     seed: u64,
@@ -89,24 +96,78 @@ impl RecentRecords {
     /// Keeps `bytes`, read from `inode`, as `name`'s record. Bytes read from an inode older
     /// than the cached one are not kept (see the module's notes).
     pub(super) fn insert(&self, name: &[u8], inode: KvPointer, bytes: &[u8]) {
-        let slot = Slot {
-            name: name.into(),
-            inode,
-            bytes: bytes.into(),
-        };
-        if slot.cost() > self.budget / 8 {
-            // One record never crowds out the rest (and a zero budget keeps nothing).
+        if self.fits(name, bytes) {
+            self.keep(name, || name.into(), inode, bytes.into());
+        }
+    }
+
+    /// Keeps `bytes`, written at `inode`, as `name`'s record, sharing them. Returns the name as
+    /// the cache holds it (to be shared too), or `None` when the cache keeps nothing of it.
+    pub(super) fn written(
+        &self,
+        name: &[u8],
+        inode: KvPointer,
+        bytes: &Arc<[u8]>,
+    ) -> Option<Arc<[u8]>> {
+        self.fits(name, bytes)
+            .then(|| self.keep(name, || name.into(), inode, bytes.clone()))
+            .flatten()
+    }
+
+    /// [`RecentRecords::written`] of a name and bytes already shared.
+    pub(super) fn keep_shared(&self, name: &Arc<[u8]>, inode: KvPointer, bytes: &Arc<[u8]>) {
+        if self.fits(name, bytes) {
+            self.keep(name, || name.clone(), inode, bytes.clone());
+        }
+    }
+
+    /// Whether a record this size is kept at all; when not, `name`'s older record is forgotten.
+    fn fits(&self, name: &[u8], bytes: &[u8]) -> bool {
+        // One record never crowds out the rest (and a zero budget keeps nothing).
+        let fits = cost(name.len(), bytes.len()) <= self.budget / 8;
+        if !fits {
             self.forget(name);
-            return;
         }
+        fits
+    }
+
+    /// Keeps `bytes` at `inode` as `name`'s record (see [`RecentRecords::insert`]); `new_name`
+    /// makes the map's key when the title has no slot. Returns the slot's name.
+    fn keep(
+        &self,
+        name: &[u8],
+        new_name: impl FnOnce() -> Arc<[u8]>,
+        inode: KvPointer,
+        bytes: Arc<[u8]>,
+    ) -> Option<Arc<[u8]>> {
         let mut slots = self.lock();
-        match slots.by_name.get(name) {
-            Some(&at) if slots.slots[at].inode.0 > inode.0 => return,
-            Some(&at) => slots.remove(at),
-            None => {}
+        if let Some(&at) = slots.by_name.get(name) {
+            // The title's slot takes the new bytes where it is: a rewrite moves no entry of the
+            // map and makes no name (a load rewrites every title several times).
+            let slot = &mut slots.slots[at];
+            if slot.inode.0 > inode.0 {
+                return None;
+            }
+            let before = slot.cost();
+            slot.inode = inode;
+            slot.bytes = bytes;
+            let (after, name) = (slot.cost(), slot.name.clone());
+            slots.used = slots.used - before + after;
+            let mut at = Some(at);
+            while slots.used > self.budget && at.is_some() {
+                at = slots.evict_other(at.unwrap_or_default());
+            }
+            return Some(name);
         }
-        while slots.used + slot.cost() > self.budget && slots.evict_one() {}
-        slots.add(slot);
+        let cost = cost(name.len(), bytes.len());
+        while slots.used + cost > self.budget && slots.evict_one() {}
+        let name = new_name();
+        slots.add(Slot {
+            name: name.clone(),
+            inode,
+            bytes,
+        });
+        Some(name)
     }
 
     /// Forgets `name` (its record was deleted, or a write of it failed).
@@ -146,18 +207,37 @@ impl Slots {
         }
     }
 
-    /// Evicts a slot chosen at random; false when there is none.
-    fn evict_one(&mut self) -> bool {
-        if self.slots.is_empty() {
-            return false;
-        }
+    /// The next number of the xorshift64 sequence.
+    fn random(&mut self) -> u64 {
         let mut x = self.seed.max(1);
         x ^= x << 13;
         x ^= x >> 7;
         x ^= x << 17;
         self.seed = x;
-        self.remove((x % self.slots.len() as u64) as usize);
+        x
+    }
+
+    /// Evicts a slot chosen at random; false when there is none.
+    fn evict_one(&mut self) -> bool {
+        if self.slots.is_empty() {
+            return false;
+        }
+        let at = (self.random() % self.slots.len() as u64) as usize;
+        self.remove(at);
         true
+    }
+
+    /// Evicts a slot chosen at random other than the one at `keep`, and returns where that one
+    /// is now; `None` when it is the only one.
+    fn evict_other(&mut self, keep: usize) -> Option<usize> {
+        let last = self.slots.len().checked_sub(1).filter(|&n| n > 0)?;
+        let mut victim = (self.random() % last as u64) as usize;
+        if victim >= keep {
+            victim += 1;
+        }
+        self.remove(victim);
+        // The last slot moved into the victim's place.
+        Some(if keep == last { victim } else { keep })
     }
 }
 
@@ -219,10 +299,68 @@ mod tests {
         );
     }
 
+    /// Every name maps to its slot, and the bytes used are the slots' costs.
+    fn consistent(cache: &RecentRecords) {
+        let slots = cache.lock();
+        assert_eq!(slots.by_name.len(), slots.slots.len());
+        for (name, &at) in &slots.by_name {
+            assert!(Arc::ptr_eq(name, &slots.slots[at].name));
+        }
+        assert_eq!(
+            slots.used,
+            slots.slots.iter().map(Slot::cost).sum::<usize>()
+        );
+        assert!(slots.used <= cache.budget);
+    }
+
+    #[test]
+    fn a_written_record_is_shared_and_a_rewrite_keeps_its_slot() {
+        let cache = RecentRecords::new(16 * 1024);
+        let fill = |n: usize| -> Arc<[u8]> { vec![1u8; n].into() };
+        for i in 0..16 {
+            let bytes = fill(600);
+            let kept = cache.written(&name(i), KvPointer(i as u64), &bytes);
+            // The cache holds these bytes, not a copy, and hands back the name it holds.
+            assert_eq!(kept.as_deref(), Some(&name(i)[..]));
+            assert!(Arc::ptr_eq(&cache.get(&name(i)).unwrap().1, &bytes));
+            consistent(&cache);
+        }
+        // Rewrites that grow each record evict others, never the record just written, wherever
+        // its slot lies (the last slot included).
+        for round in 0..20u64 {
+            for i in 0..16 {
+                let bytes = fill(600 + 40 * round as usize);
+                let at = KvPointer(100 + round * 16 + i as u64);
+                let kept = cache.written(&name(i), at, &bytes);
+                assert_eq!(kept.as_deref(), Some(&name(i)[..]));
+                let (inode, got) = cache.get(&name(i)).unwrap();
+                assert!(inode == at && Arc::ptr_eq(&got, &bytes));
+                consistent(&cache);
+            }
+        }
+        // Bytes older than the kept ones are neither kept nor named.
+        let newest = cache.get(&name(15)).unwrap();
+        assert_eq!(cache.written(&name(15), KvPointer(1), &fill(10)), None);
+        assert!(Arc::ptr_eq(&cache.get(&name(15)).unwrap().1, &newest.1));
+        // A record shared from elsewhere is kept under the same name and bytes.
+        let (n, b): (Arc<[u8]>, Arc<[u8]>) = (name(99).into(), fill(100));
+        cache.keep_shared(&n, KvPointer(9_999), &b);
+        assert!(Arc::ptr_eq(&cache.get(&name(99)).unwrap().1, &b));
+        assert!(Arc::ptr_eq(&cache.lock().slots.last().unwrap().name, &n));
+        // One record over an eighth of the budget is not kept, and forgets the older one.
+        assert_eq!(
+            cache.written(&name(99), KvPointer(10_000), &fill(4096)),
+            None
+        );
+        assert!(cache.get(&name(99)).is_none());
+        consistent(&cache);
+    }
+
     #[test]
     fn zero_budget_keeps_nothing() {
         let cache = RecentRecords::new(0);
         cache.insert(b"d/t", KvPointer(1), b"x");
+        assert_eq!(cache.written(b"d/t", KvPointer(2), &b"y"[..].into()), None);
         assert!(cache.get(b"d/t").is_none());
         assert_eq!(cache.used(), 0);
     }

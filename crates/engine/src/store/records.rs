@@ -195,8 +195,8 @@ impl TitleRecords {
             return Ok(());
         }
         // A record rewrite holds its inode, delete flags and index cell besides the record: a
-        // few KiB at most.
-        let record = rec.encode(name);
+        // few KiB at most. One allocation of the record, shared by the record caches.
+        let record: Arc<[u8]> = rec.encode(name).into();
         if self.fs.may_commit_on_its_own(record.len() as u64 + 8192) {
             sync_values()?;
         }
@@ -207,8 +207,9 @@ impl TitleRecords {
         // Kept even when the title was not cached: the meta datafile's pages are dropped from
         // the page cache once committed, so a read of a title just written finds its record
         // here (the writer's handle) or in the shared records (read-only handles).
-        self.recent.insert(name, stat.inode, &record);
-        self.fresh.push(name, stat.inode, record);
+        let kept = self.recent.written(name, stat.inode, &record);
+        self.fresh
+            .push(|| kept.unwrap_or_else(|| name.into()), stat.inode, record);
         Ok(())
     }
 
@@ -267,14 +268,18 @@ impl Drop for TitleRecords {
 
 /// The records a writer wrote since its last publication, up to a budget of bytes: past it, or
 /// after records were written around [`TitleRecords::write`] (or a write failed), none is shared
-/// until the next publication.
+/// until the next publication. Names and bytes are those the writer's record cache holds, not
+/// copies.
 #[derive(Debug)]
 struct Fresh {
     budget: usize,
     used: usize,
     spoiled: bool,
-    records: Vec<(Box<[u8]>, crate::format::kvseq::KvPointer, Vec<u8>)>,
+    records: Vec<FreshRecord>,
 }
+
+/// A record written: its name, inode and bytes.
+type FreshRecord = (Arc<[u8]>, crate::format::kvseq::KvPointer, Arc<[u8]>);
 
 impl Fresh {
     fn new(budget: usize) -> Self {
@@ -286,17 +291,24 @@ impl Fresh {
         }
     }
 
-    fn push(&mut self, name: &[u8], inode: crate::format::kvseq::KvPointer, record: Vec<u8>) {
+    /// Lists a record written at `inode`, named by what `name` gives (called only when listed).
+    fn push(
+        &mut self,
+        name: impl FnOnce() -> Arc<[u8]>,
+        inode: crate::format::kvseq::KvPointer,
+        record: Arc<[u8]>,
+    ) {
         if self.spoiled {
             return;
         }
+        let name = name();
         self.used += name.len() + record.len();
         if self.used > self.budget {
             // A load's commit: its records are not all wanted in memory.
             self.spoil();
             return;
         }
-        self.records.push((name.into(), inode, record));
+        self.records.push((name, inode, record));
     }
 
     fn forget(&mut self, name: &[u8]) {
@@ -310,7 +322,7 @@ impl Fresh {
     }
 
     /// The records to share (none when spoiled).
-    fn take(&mut self) -> Vec<(Box<[u8]>, crate::format::kvseq::KvPointer, Vec<u8>)> {
+    fn take(&mut self) -> Vec<FreshRecord> {
         std::mem::take(&mut self.records)
     }
 

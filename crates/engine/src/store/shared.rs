@@ -115,20 +115,26 @@ impl SharedRecords {
 
     /// Keeps `bytes` at `inode` as `name`'s record: the writer wrote it, and the commit it was
     /// written in has been published.
-    pub(super) fn committed(&self, name: &[u8], inode: KvPointer, bytes: &[u8]) {
+    pub(super) fn committed(&self, name: &Arc<[u8]>, inode: KvPointer, bytes: &Arc<[u8]>) {
         let state = self.state();
-        if !state.all_pending && !state.pending.contains(name) && self.alive.load(Ordering::Acquire)
+        if !state.all_pending
+            && !state.pending.contains(&**name)
+            && self.alive.load(Ordering::Acquire)
         {
-            self.cache.insert(name, inode, bytes);
+            // The writer's own bytes, shared: not a copy.
+            self.cache.keep_shared(name, inode, bytes);
         }
     }
 
     /// The writer is about to write or delete `name`'s record.
     pub(super) fn pending(&self, name: &[u8]) {
         let mut state = self.state();
-        if !state.pending.contains(name) {
-            state.pending.insert(name.into());
+        if state.pending.contains(name) {
+            // Forgotten when it turned pending, and nothing keeps a pending name: a title
+            // rewritten within one commit (a load) costs one lookup.
+            return;
         }
+        state.pending.insert(name.into());
         self.cache.forget(name);
     }
 
