@@ -137,6 +137,14 @@ impl Cluster {
             "cluster/ctl {action} {name}: {}",
             String::from_utf8_lossy(&out.stderr)
         );
+        // What it said on the way (a nats-server started again, no quorum yet) goes with the
+        // test's output.
+        if !out.stderr.is_empty() {
+            eprint!(
+                "cluster/ctl {action} {name}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
     }
 
     /// `cluster/ctl DIR ACTION NAME`, which may fail.
