@@ -262,16 +262,13 @@ def die_late(what, seconds, entry=None):
 def nats_whole(servers, seconds):
     """Whether every server answers healthy and JetStream's meta group takes them all within
     `seconds`; a server that exits ends the start at once, with its log."""
-    deadline = time.time() + seconds
-    while time.time() < deadline:
+    def whole():
         for n in servers:
             if not alive(n["pid"]):
                 die(f"{n['name']} exited; its log, {n['log']}, ends with:\n" + tail(n["log"]))
-        if (all(http_status(n["monitor"] + "/healthz") == 200 for n in servers)
-                and jetstream_whole(servers)):
-            return True
-        time.sleep(0.2)
-    return False
+        return (all(http_status(n["monitor"] + "/healthz") == 200 for n in servers)
+                and jetstream_whole(servers))
+    return waited("JetStream", whole, seconds)
 
 
 def tail(path, n=10):
@@ -580,9 +577,11 @@ def wait_nats_process(d, entry, state):
     answers 503) until a second one starts, and it must be possible to start them one by one.
     With a quorum, the server is waited for until it has caught up (until then JetStream's API
     requests through it time out)."""
-    wait_for(entry["name"],
-             lambda: http_status(entry["monitor"] + "/healthz?js-enabled-only=true") == 200, 60,
-             entry)
+    def wait_process():
+        wait_for(entry["name"],
+                 lambda: http_status(entry["monitor"] + "/healthz?js-enabled-only=true") == 200,
+                 60, entry)
+    wait_process()
     up = sum(1 for n in state["nats"] if running(n))
     if 2 * up <= len(state["nats"]):
         print(f"cluster: {entry['name']} runs; JetStream has no quorum until a majority of the "
@@ -602,9 +601,7 @@ def wait_nats_process(d, entry, state):
         stop_pid(entry["pid"], signal.SIGTERM, 30)
         start(entry, state["nats_bin"])
         save(d, state)
-        wait_for(entry["name"],
-                 lambda: http_status(entry["monitor"] + "/healthz?js-enabled-only=true") == 200,
-                 60, entry)
+        wait_process()
 
 
 def snapshot(peer, bucket, token_file):

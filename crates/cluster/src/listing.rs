@@ -73,23 +73,20 @@ pub(super) async fn titles(
             let after = after.clone();
             async move {
                 let got = if name == node.name {
-                    match node.wait_committed(None).await {
-                        Ok(()) => {
-                            let reg = node.buckets().registry.clone();
-                            tokio::task::block_in_place(|| {
-                                local_titles(
-                                    &reg,
-                                    bucket,
-                                    domain,
-                                    &partitions,
-                                    map.partitions,
-                                    after.as_deref(),
-                                    want,
-                                )
-                            })
-                        }
-                        Err(e) => Err(e),
-                    }
+                    node.wait_committed(None).await.and_then(|()| {
+                        let reg = node.buckets().registry.clone();
+                        tokio::task::block_in_place(|| {
+                            local_titles(
+                                &reg,
+                                bucket,
+                                domain,
+                                &partitions,
+                                map.partitions,
+                                after.as_deref(),
+                                want,
+                            )
+                        })
+                    })
                 } else {
                     match node.url_of(&name) {
                         Some(url) => {

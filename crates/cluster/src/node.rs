@@ -1599,8 +1599,7 @@ async fn apply_session(
             let (parts, m, n) = (owned.clone(), mark.clone(), node.clone());
             let (crcs, left) = (crcs.clone(), left.clone());
             async move {
-                let on = b.clone();
-                let report = on_writer(&on, move |s| {
+                let report = on_writer(&b, move |s| {
                     apply::apply_batch_deciding(
                         s,
                         &msgs,
