@@ -349,13 +349,21 @@ fn max_container_id(dir: &Path) -> u32 {
 /// (read_bytes, write_bytes) this thread has caused to be fetched from or sent to the disk
 /// (/proc/thread-self/io: page-cache hits are not counted).
 fn thread_io() -> (u64, u64) {
-    let text = fs::read_to_string("/proc/thread-self/io").unwrap_or_default();
+    // The process's: a compaction reads on threads of its own (its surveys).
+    let text = fs::read_to_string("/proc/self/io").unwrap_or_default();
     let field = |name: &str| {
         text.lines()
             .find_map(|l| l.strip_prefix(name)?.trim().parse().ok())
             .unwrap_or(0)
     };
     (field("read_bytes:"), field("write_bytes:"))
+}
+
+/// CPU seconds (user + system) the process has used.
+fn cpu_secs() -> f64 {
+    use nix::sys::resource::{getrusage, UsageWho};
+    let secs = |t: nix::sys::time::TimeVal| t.tv_sec() as f64 + t.tv_usec() as f64 / 1e6;
+    getrusage(UsageWho::RUSAGE_SELF).map_or(0.0, |u| secs(u.user_time()) + secs(u.system_time()))
 }
 
 fn io_since(start: (u64, u64)) -> (u64, u64) {
@@ -434,7 +442,7 @@ fn copy_ranges(dir: &Path, out: &Path, ranges: &[Range]) -> Speed {
     let io = thread_io();
     let largest = ranges.iter().map(|r| r.len).max().unwrap_or(0) as usize;
     let mut buf = Aligned::new(largest);
-    let start = Instant::now();
+    let (start, cpu) = (Instant::now(), cpu_secs());
     let mut sources: std::collections::HashMap<u32, File> = std::collections::HashMap::new();
     let mut dst = File::create(out).expect("copy file");
     let mut bytes = 0;
@@ -449,12 +457,14 @@ fn copy_ranges(dir: &Path, out: &Path, ranges: &[Range]) -> Speed {
     }
     dst.sync_data().expect("fdatasync");
     let secs = start.elapsed().as_secs_f64();
+    let cpu = cpu_secs() - cpu;
     let disk = io_since(io);
     let resident_after = residency(out).map_or(0, |r| r.0);
     drop(dst);
     let _ = fs::remove_file(out);
     Speed {
         secs,
+        cpu,
         bytes,
         resident_after,
         disk,
@@ -490,6 +500,8 @@ fn sequential_ranges(dir: &Path, plan: &CompactReport, whole: bool) -> Vec<Range
 #[derive(Clone, Copy, Default)]
 struct Speed {
     secs: f64,
+    /// CPU seconds of the process (user + system) over the phase.
+    cpu: f64,
     bytes: u64,
     resident_after: u64,
     /// Bytes the disk read and was sent (/proc/thread-self/io).
@@ -582,10 +594,11 @@ fn part1(s: &mut Churned, c: &Corpus, work: &Path, run: &mut Run) {
     run.copy_whole = copy_ranges(&s.dir, &out, &sequential_ranges(&s.dir, &plan, true));
     step("survey only (plan_compaction)");
     drop_store_cache(&s.dir);
-    let (io, start) = (thread_io(), Instant::now());
+    let (io, start, cpu) = (thread_io(), Instant::now(), cpu_secs());
     maintenance::plan_compaction(&s.store, &copts).expect("plan");
     run.survey = Speed {
         secs: start.elapsed().as_secs_f64(),
+        cpu: cpu_secs() - cpu,
         bytes: planned_live,
         resident_after: 0,
         disk: io_since(io),
@@ -594,12 +607,14 @@ fn part1(s: &mut Churned, c: &Corpus, work: &Path, run: &mut Run) {
     drop_store_cache(&s.dir);
     let top = max_container_id(&s.dir);
     run.resident_before = container_residency(&s.dir, 0);
-    let io = thread_io();
+    let (io, cpu) = (thread_io(), cpu_secs());
     let report = maintenance::compact(&mut s.store, &copts, |_, _| {}).expect("compact");
+    let cpu = cpu_secs() - cpu;
     let disk = io_since(io);
     run.resident_after_new = container_residency(&s.dir, top);
     run.compact = Speed {
         secs: report.seconds,
+        cpu,
         bytes: report.read_bytes,
         resident_after: run.resident_after_new.0,
         disk,
@@ -835,10 +850,11 @@ fn mb(b: u64) -> String {
 
 fn print_run(n: usize, r: &Run) {
     println!(
-        "run {n}: compact {:.1} MB/s live ({:.2} s), copies file/title/seq {:.1}/{:.1}/{:.1} MB/s; \
+        "run {n}: compact {:.1} MB/s live ({:.2} s, cpu {:.2} s), copies file/title/seq {:.1}/{:.1}/{:.1} MB/s; \
          cold p99 idle {:.0} µs busy {:.0} µs ({} reads in {:.1} s, {} refreshes, {} errors); warm p99 idle {:.0} busy {:.0}; load {} → {}",
         r.compact.mbps(),
         r.compact.secs,
+        r.compact.cpu,
         r.copy_file.mbps(),
         r.copy_title.mbps(),
         r.copy_seq.mbps(),
@@ -885,9 +901,11 @@ fn print_table(cfg: &Cfg, runs: &[Run]) {
     let live = r.compact.bytes;
     let row = |label: &str, f: &dyn Fn(&Run) -> Speed| {
         println!(
-            "  {label:<28} {:>8.1} MB/s  {:>6.2} s  {}  disk read {} written {}*  left in cache {}*",
+            "  {label:<28} {:>8.1} MB/s  {:>6.2} s  cpu {:>5.2} s  {}  disk read {} written {}*  \
+             left in cache {}*",
             m(&|r| f(r).mbps()),
             m(&|r| f(r).secs),
+            m(&|r| f(r).cpu),
             mb(live),
             mb(f(r).disk.0),
             mb(f(r).disk.1),
@@ -1005,9 +1023,9 @@ fn print_table(cfg: &Cfg, runs: &[Run]) {
     println!("targets");
     let ratio = m(&|r| r.compact.mbps() / r.copy_file.mbps());
     println!(
-        "  unthrottled compaction ≥ 50% of the copy (live, file order): {:.0}%  {}",
+        "  unthrottled compaction ≥ 80% of the copy (live, file order): {:.0}%  {}",
         100.0 * ratio,
-        verdict(ratio >= 0.5)
+        verdict(ratio >= 0.8)
     );
     let whole = m(&|r| r.copy_whole.secs / r.compact.secs);
     println!(

@@ -4,7 +4,7 @@
 use std::cell::RefCell;
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use uuid::Uuid;
@@ -65,15 +65,82 @@ impl Throttle {
 /// seal, switch, the records' commit) once per target instead of once per source.
 #[derive(Debug)]
 pub struct CompactJob {
-    vfs: Arc<dyn Vfs>,
-    dir: PathBuf,
-    cfg: Config,
+    site: SurveySite,
     clock: Arc<dyn Clock>,
-    archive_base: Option<PathBuf>,
     opts: CompactOptions,
     /// Candidates, oldest first; the job takes a prefix of them.
     sources: Vec<u32>,
     target: u32,
+    /// Surveys of candidates already made (by the run that planned this job), taken instead
+    /// of surveying them again.
+    surveyed: Mutex<HashMap<u32, Survey>>,
+}
+
+/// What a survey reads: a store's containers, title records and archive, each survey on
+/// read-only handles of its own, so that surveys run on any thread beside the writer.
+#[derive(Clone, Debug)]
+struct SurveySite {
+    vfs: Arc<dyn Vfs>,
+    dir: PathBuf,
+    cfg: Config,
+    archive_base: Option<PathBuf>,
+}
+
+impl SurveySite {
+    fn of(store: &Store) -> Result<SurveySite> {
+        let g = store.generation()?;
+        Ok(SurveySite {
+            vfs: store.vfs().clone(),
+            dir: store.dir().to_path_buf(),
+            cfg: *store.config(),
+            archive_base: store.archive().map(|_| g.archive_base(store.dir())),
+        })
+    }
+
+    /// Surveys `ids`, [`SURVEYS_AT_ONCE`] at a time, one thread each: a survey waits on small
+    /// random reads (index cells, inodes), so several overlap well on a disk. In `ids`' order.
+    fn survey(&self, ids: &[u32], now: i64) -> Vec<Result<Survey>> {
+        let mut surveys = Vec::with_capacity(ids.len());
+        for batch in ids.chunks(SURVEYS_AT_ONCE) {
+            std::thread::scope(|scope| {
+                let workers: Vec<_> = batch
+                    .iter()
+                    .map(|&id| scope.spawn(move || self.survey_one(id, now)))
+                    .collect();
+                surveys.extend(workers.into_iter().map(|w| {
+                    w.join()
+                        .unwrap_or_else(|p| Err(Error::panicked("a survey thread", &*p)))
+                }));
+            });
+        }
+        surveys
+    }
+
+    fn survey_one(&self, id: u32, now: i64) -> Result<Survey> {
+        let reopen = || {
+            crate::store::open_meta(
+                self.vfs.clone(),
+                &self.dir,
+                &filesys::OpenOptions::read_only(),
+            )
+        };
+        let meta = RefCell::new(reopen()?);
+        let load = |name: &[u8]| {
+            view::read_renewing(&meta, reopen, |fs, staleness| {
+                view::read_record(fs, name, staleness)
+            })
+        };
+        let archive = match &self.archive_base {
+            Some(base) => Some(Archive::open_in(
+                self.vfs.clone(),
+                base,
+                &filesys::OpenOptions::read_only(),
+                crate::archive::ArchiveOptions::default(),
+            )?),
+            None => None,
+        };
+        Surveyor::new(&self.cfg, &load, archive.as_ref(), now).survey(&self.vfs, &self.dir, id)
+    }
 }
 
 /// A finished build, for [`adopt`](fn@crate::maintenance::adopt).
@@ -165,24 +232,28 @@ impl CompactJob {
                 if next == self.sources.len() {
                     break;
                 }
-                let end = (next + SURVEYS_AT_ONCE).min(self.sources.len());
-                surveyed.extend(self.survey_all(&self.sources[next..end], now));
-                next = end;
+                let batch = self.next_batch(next);
+                surveyed.extend(self.survey_all(batch, now));
+                next += batch.len();
             }
             // A survey is only used (and its error only reported) once its turn comes.
             let Some(survey) = surveyed.pop_front() else {
                 break;
             };
+            let mut survey = survey?;
+            decide(&mut survey.plan, &self.opts, 0);
+            let full = live_bytes > 0
+                && live_bytes + survey.plan.live.bytes > self.site.cfg.container_bytes;
+            if survey.plan.action == Action::Rewrite && full {
+                surveyed.push_front(Ok(survey));
+                break;
+            }
             let Survey {
-                mut plan,
+                plan,
                 live: values,
                 titles,
-            } = survey?;
-            decide(&mut plan, &self.opts, 0);
+            } = survey;
             if plan.action == Action::Rewrite {
-                if live_bytes > 0 && live_bytes + plan.live.bytes > self.cfg.container_bytes {
-                    break;
-                }
                 live_bytes += plan.live.bytes;
                 cost.add(&plan);
                 live.extend(values);
@@ -192,71 +263,86 @@ impl CompactJob {
             }
             built.plans.push(plan);
         }
+        // Surveys made and not taken stay for the job after this one.
+        self.surveyed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .extend(surveyed.into_iter().flatten().map(|s| (s.plan.id, s)));
         if built.plans.iter().any(|p| p.action == Action::Rewrite) {
             self.check_space(&cost)?;
             // Named before it exists: a crash from here on leaves it to be removed at open.
-            let mut g = Generation::read(self.vfs.as_ref(), &self.dir)?;
+            let mut g = Generation::read(self.site.vfs.as_ref(), &self.site.dir)?;
             g.pending = self.target;
             let kv = KvSeqOptions {
                 clock: self.clock.clone(),
                 ..KvSeqOptions::default()
             };
-            g.write(self.vfs.as_ref(), &self.dir, &kv)?;
+            g.write(self.site.vfs.as_ref(), &self.site.dir, &kv)?;
             self.copy(live, &cost, &mut built, progress)?;
         }
         Ok(built)
     }
 
-    /// Surveys `ids` at once, one thread each with its own read-only handles: a survey waits
-    /// on small random reads (index cells, inodes), so several overlap well on a disk.
-    fn survey_all(&self, ids: &[u32], now: i64) -> Vec<Result<Survey>> {
-        std::thread::scope(|scope| {
-            let workers: Vec<_> = ids
-                .iter()
-                .map(|&id| scope.spawn(move || self.survey_one(id, now)))
-                .collect();
-            workers
-                .into_iter()
-                .map(|w| {
-                    w.join()
-                        .unwrap_or_else(|p| Err(Error::panicked("a survey thread", &*p)))
-                })
-                .collect()
-        })
+    /// The candidates from `next` to survey together: one whose survey was made already, or
+    /// up to [`SURVEYS_AT_ONCE`] in a row whose surveys are not (made in parallel).
+    fn next_batch(&self, next: usize) -> &[u32] {
+        let surveyed = self.surveyed.lock().unwrap_or_else(|p| p.into_inner());
+        let rest = &self.sources[next..];
+        let made = |id: &u32| surveyed.contains_key(id);
+        let n = if rest.first().is_some_and(made) {
+            1
+        } else {
+            rest.iter()
+                .take(SURVEYS_AT_ONCE)
+                .take_while(|id| !made(id))
+                .count()
+        };
+        &rest[..n]
     }
 
-    fn survey_one(&self, id: u32, now: i64) -> Result<Survey> {
-        let reopen = || {
-            crate::store::open_meta(
-                self.vfs.clone(),
-                &self.dir,
-                &filesys::OpenOptions::read_only(),
-            )
+    /// The surveys of `ids`: those made already, the others made now (in parallel).
+    fn survey_all(&self, ids: &[u32], now: i64) -> Vec<Result<Survey>> {
+        let mut made: Vec<Option<Survey>> = {
+            let mut surveyed = self.surveyed.lock().unwrap_or_else(|p| p.into_inner());
+            ids.iter().map(|id| surveyed.remove(id)).collect()
         };
-        let meta = RefCell::new(reopen()?);
-        let load = |name: &[u8]| {
-            view::read_renewing(&meta, reopen, |fs, staleness| {
-                view::read_record(fs, name, staleness)
+        let missing: Vec<u32> = ids
+            .iter()
+            .zip(&made)
+            .filter(|(_, s)| s.is_none())
+            .map(|(id, _)| *id)
+            .collect();
+        let mut fresh = self.site.survey(&missing, now).into_iter();
+        made.iter_mut()
+            .map(|s| match s.take() {
+                Some(s) => Ok(s),
+                None => fresh
+                    .next()
+                    .unwrap_or_else(|| Err(Error::invalid("a survey went missing"))),
             })
-        };
-        let archive = match &self.archive_base {
-            Some(base) => Some(Archive::open_in(
-                self.vfs.clone(),
-                base,
-                &filesys::OpenOptions::read_only(),
-                crate::archive::ArchiveOptions::default(),
-            )?),
-            None => None,
-        };
-        Surveyor::new(&self.cfg, &load, archive.as_ref(), now).survey(&self.vfs, &self.dir, id)
+            .collect()
+    }
+
+    /// Gives the job surveys made before it started, of candidates the store has not changed
+    /// since (see [`compact`](fn@crate::maintenance::compact)); it surveys the others itself.
+    pub(super) fn with_surveys(self, surveys: HashMap<u32, Survey>) -> CompactJob {
+        CompactJob {
+            surveyed: Mutex::new(surveys),
+            ..self
+        }
+    }
+
+    /// The surveys given to the job that it did not use: those of the candidates it left.
+    pub(super) fn unused_surveys(&self) -> HashMap<u32, Survey> {
+        std::mem::take(&mut *self.surveyed.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
     /// Refuses a build the free space cannot hold: counts what it writes (see [`TargetCost`]).
     fn check_space(&self, cost: &TargetCost) -> Result<()> {
         let need = cost.need();
-        match free_bytes(&self.dir) {
+        match free_bytes(&self.site.dir) {
             Some(free) if free < need => Err(Error::Full {
-                path: self.dir.clone(),
+                path: self.site.dir.clone(),
                 what: format!(
                     "compacting {} bytes of values into container {} needs {need} bytes free, \
                      {free} are",
@@ -280,12 +366,12 @@ impl CompactJob {
         let order = self.title_order(&live)?;
         let mut sources = HashMap::new();
         for plan in built.plans.iter().filter(|p| p.action == Action::Rewrite) {
-            let path = filesys::file_path(&container_base(&self.dir, plan.id), "data");
-            let source = self.vfs.open(&path, false)?;
+            let path = filesys::file_path(&container_base(&self.site.dir, plan.id), "data");
+            let source = self.site.vfs.open(&path, false)?;
             let _ = source.advise_random();
             sources.insert(plan.id, source);
         }
-        let target_base = container_base(&self.dir, self.target);
+        let target_base = container_base(&self.site.dir, self.target);
         let open = filesys::OpenOptions {
             writable: true,
             wait: false,
@@ -293,9 +379,9 @@ impl CompactJob {
             drop_behind: Some(8 << 20),
         };
         let mut target = Filesys::create_in(
-            self.vfs.clone(),
+            self.site.vfs.clone(),
             &target_base,
-            &cost.options(&self.cfg),
+            &cost.options(&self.site.cfg),
             &open,
         )?;
         let mut throttle = Throttle::new(self.opts.max_mbps);
@@ -337,7 +423,7 @@ impl CompactJob {
         for source in sources.values() {
             let _ = source.drop_cache(0, u64::MAX);
         }
-        let new_bytes = filesys::files_size(self.vfs.as_ref(), &target_base, Some(filesize))?;
+        let new_bytes = filesys::files_size(self.site.vfs.as_ref(), &target_base, Some(filesize))?;
         share_target(built, self.target, new_bytes);
         Ok(())
     }
@@ -345,11 +431,11 @@ impl CompactJob {
     /// Indexes into `live` in the new container's order: grouped by title (a perm of indexes
     /// into `live`, grouped by the title's hash), in `live`'s order within a title.
     fn title_order(&self, live: &[LiveValue]) -> Result<Vec<usize>> {
-        let path = self.dir.join(format!("c{:06}.perm", self.target));
-        if self.vfs.exists(&path) {
-            self.vfs.remove(&path)?;
+        let path = self.site.dir.join(format!("c{:06}.perm", self.target));
+        if self.site.vfs.exists(&path) {
+            self.site.vfs.remove(&path)?;
         }
-        let mut perm = Perm::create(self.vfs.create_new(&path)?, &PermOptions::default())?;
+        let mut perm = Perm::create(self.site.vfs.create_new(&path)?, &PermOptions::default())?;
         for (i, v) in live.iter().enumerate() {
             let hash = perm.hash_key(&v.record);
             perm.append(Pair {
@@ -374,7 +460,7 @@ impl CompactJob {
             start += n;
         }
         drop(perm);
-        self.vfs.remove(&path)?;
+        self.site.vfs.remove(&path)?;
         Ok(order)
     }
 }
@@ -526,15 +612,12 @@ pub fn start_compaction_of(
         )));
     }
     let target = store.allocate_container()?;
-    let g = store.generation()?;
     Ok(CompactJob {
-        vfs: store.vfs().clone(),
-        dir: store.dir().to_path_buf(),
-        cfg: *store.config(),
+        site: SurveySite::of(store)?,
         clock: store.clock().clone(),
-        archive_base: store.archive().map(|_| g.archive_base(store.dir())),
         opts: opts.clone(),
         sources,
         target,
+        surveyed: Mutex::new(HashMap::new()),
     })
 }

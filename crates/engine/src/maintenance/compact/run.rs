@@ -2,6 +2,7 @@
 //! dead containers dropped and the rest rewritten a target at a time.
 
 use std::collections::{HashMap, VecDeque};
+use std::thread::JoinHandle;
 use std::time::Instant;
 
 use crate::error::{Error, Result};
@@ -12,27 +13,33 @@ use crate::store::Store;
 use super::archive::compact_archive;
 use super::cost::{check_run_space, estimate_targets, free_bytes, replacement_bytes};
 use super::report::{acts, Action, CompactReport, ContainerPlan};
-use super::survey::{decide, Surveyor};
+use super::survey::{decide, Survey, Surveyor};
 use super::switch::{abandon, adopt_switched, join_removal, remove_sources};
-use super::{adopt, start_compaction_of, CompactOptions};
+use super::{start_compaction_of, CompactOptions};
 
-/// What a compaction would do, without changing anything (any handle).
+/// What a compaction would do, without changing anything (any handle): surveys of what is
+/// committed.
 pub fn plan_compaction(store: &Store, opts: &CompactOptions) -> Result<CompactReport> {
-    let start = Instant::now();
+    Ok(plan_run(store, opts, 0)?.0)
+}
+
+/// The report of the surveyed containers: each one's action decided (the current one only to
+/// be sealed), and the targets their rewrites would write.
+fn report_of(
+    store: &Store,
+    opts: &CompactOptions,
+    mut containers: Vec<ContainerPlan>,
+    start: Instant,
+) -> Result<CompactReport> {
     let g = store.generation()?;
-    let load = |name: &[u8]| store.load_fresh(name);
-    let mut surveyor = Surveyor::new(store.config(), &load, store.archive(), store.now());
-    let mut containers = Vec::new();
     let current = store.current_container()?;
     let replacement = replacement_bytes(store.config());
-    for id in store.container_ids()? {
-        let mut plan = surveyor.survey(store.vfs(), store.dir(), id)?.plan;
-        if id != current {
-            decide(&mut plan, opts, 0);
+    for plan in &mut containers {
+        if plan.id != current {
+            decide(plan, opts, 0);
         } else if opts.seal_current {
-            decide(&mut plan, opts, replacement);
+            decide(plan, opts, replacement);
         }
-        containers.push(plan);
     }
     estimate_targets(&mut containers, store.config());
     // Sealing the current container to compact it starts another in its place.
@@ -53,6 +60,51 @@ pub fn plan_compaction(store: &Store, opts: &CompactOptions) -> Result<CompactRe
         archive_rewrite: None,
     })
 }
+
+/// A run's plan, and the surveys it was made from for its jobs to reuse (so that a container is
+/// surveyed once, not again by its job): surveys of the sealed containers acted on, as many as
+/// `keep` bytes hold.
+///
+/// A kept survey stays true while the jobs run: the run holds the writer, so only its own
+/// commit, seal and adoptions change the store, and none of them makes a value live that was
+/// dead (an adoption moves values, it does not revive them). A value that died since is copied
+/// and then left out by the records' roll-forward; a render a read could still return that a
+/// survey missed fails the adoption's validation, which abandons the job with its sources kept.
+fn plan_run(
+    store: &Store,
+    opts: &CompactOptions,
+    keep: u64,
+) -> Result<(CompactReport, HashMap<u32, Survey>)> {
+    let start = Instant::now();
+    // Through this handle's view of the records (the writer's keeps them cached), one
+    // container after another: a survey on handles of its own reads the records from disk.
+    let load = |name: &[u8]| store.load_fresh(name);
+    let mut surveyor = Surveyor::new(store.config(), &load, store.archive(), store.now());
+    let current = store.current_container()?;
+    let mut plans = Vec::new();
+    let mut kept = HashMap::new();
+    let mut room = keep;
+    for id in store.container_ids()? {
+        let survey = surveyor.survey(store.vfs(), store.dir(), id)?;
+        plans.push(survey.plan.clone());
+        // The current container takes the values that the run's first commit makes durable:
+        // the job that compacts it surveys it again.
+        let held = survey.held_bytes();
+        if id != current && held <= room {
+            room -= held;
+            kept.insert(id, survey);
+        }
+    }
+    let plan = report_of(store, opts, plans, start)?;
+    for p in plan.containers.iter().filter(|p| !acts(p)) {
+        kept.remove(&p.id);
+    }
+    Ok((plan, kept))
+}
+
+/// Memory for the surveys a run keeps for its jobs (their live values' names and locations).
+const SURVEYS_KEPT_BYTES: u64 = 64 << 20;
+
 /// Compacts every container worth it (see the module doc). With `dry_run`, only reports.
 ///
 /// The whole run is planned first, changing nothing: with nothing to do, nothing is written
@@ -72,7 +124,7 @@ pub fn compact(
     }
     store.writer()?;
     let start = Instant::now();
-    let mut plan = plan_compaction(store, opts)?;
+    let (mut plan, mut surveys) = plan_run(store, opts, SURVEYS_KEPT_BYTES)?;
     let idle = plan.nothing_to_do();
     plan.dry_run = false;
     if idle {
@@ -116,6 +168,7 @@ pub fn compact(
             .collect()
     };
     let (dead, rewrites) = (ids(Action::Drop), ids(Action::Rewrite));
+    let mut removal = None;
     let total: u64 = plan
         .containers
         .iter()
@@ -124,17 +177,18 @@ pub fn compact(
         .sum();
     progress(0, total);
     if !dead.is_empty() {
-        // Dropped in a job of their own, which writes no container, and removed before any
-        // copy: their space is what a full disk's copy may need.
-        let job = start_compaction_of(store, &dead, opts)?;
+        // Dropped in a job of their own, which writes no container; removed while the copies
+        // run, unless a copy needs their space first (below).
+        let job = start_compaction_of(store, &dead, opts)?.with_surveys(surveys);
         let built = job.run();
-        let adopted = adopt(store, &job, built)?;
+        surveys = job.unused_surveys();
+        let adopted = adopt_switched(store, &job, built)?;
         report.read_bytes += adopted.read_bytes;
         report.written_bytes += adopted.written_bytes;
         report.containers.extend(adopted.plans);
+        removal = Some(remove_on_a_thread(store, adopted.switched));
     }
     let mut queue: VecDeque<u32> = rewrites.into();
-    let mut removal = None;
     let mut copied = 0u64;
     while !queue.is_empty() {
         if removal.is_some() && free_bytes(store.dir()).is_some_and(|free| free < peak) {
@@ -144,8 +198,9 @@ pub fn compact(
             }
         }
         let candidates: Vec<u32> = queue.iter().copied().collect();
-        let job = start_compaction_of(store, &candidates, opts)?;
+        let job = start_compaction_of(store, &candidates, opts)?.with_surveys(surveys);
         let built = job.run_with_progress(&mut |n| progress(copied + n, total.max(copied + n)));
+        surveys = job.unused_surveys();
         if let Err(e @ Error::Full { .. }) = &built {
             // The disk filled since the plan. The run has changed the store already, so it
             // is not refused: what is left is reported as abandoned, and kept.
@@ -163,19 +218,10 @@ pub fn compact(
             break;
         }
         let adopted = adopt_switched(store, &job, built)?;
-        // Freeing a container's blocks is slow on some file systems (tens of ms per 64 MiB
-        // with online discard); the next job's survey and copy go on meanwhile.
         if let Some(previous) = removal.take() {
             join_removal(previous)?;
         }
-        let (vfs, dir, sources) = (
-            store.vfs().clone(),
-            store.dir().to_path_buf(),
-            adopted.switched.clone(),
-        );
-        removal = Some(std::thread::spawn(move || {
-            remove_sources(vfs.as_ref(), &dir, &sources)
-        }));
+        removal = Some(remove_on_a_thread(store, adopted.switched.clone()));
         // A job takes at least its first candidate; a damaged one is reported, not retried.
         queue.drain(..adopted.taken.clamp(1, queue.len()));
         for id in adopted.retry.iter().rev() {
@@ -204,6 +250,14 @@ pub fn compact(
     report.seconds = start.elapsed().as_secs_f64();
     record_run(store, &mut report)?;
     Ok(report)
+}
+
+/// Removes switched-away containers on a thread: freeing a container's blocks is slow on some
+/// file systems (tens of ms per 64 MiB with online discard), and the next job's copy goes on
+/// meanwhile.
+fn remove_on_a_thread(store: &Store, sources: Vec<u32>) -> JoinHandle<Result<()>> {
+    let (vfs, dir) = (store.vfs().clone(), store.dir().to_path_buf());
+    std::thread::spawn(move || remove_sources(vfs.as_ref(), &dir, &sources))
 }
 
 /// Records a finished run in the generation file.

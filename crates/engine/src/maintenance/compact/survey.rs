@@ -43,6 +43,19 @@ pub(super) struct Survey {
     pub(super) titles: BTreeSet<Vec<u8>>,
 }
 
+impl Survey {
+    /// Bytes of memory the survey holds (its live values and titles), to bound what is kept.
+    pub(super) fn held_bytes(&self) -> u64 {
+        let values: usize = self
+            .live
+            .iter()
+            .map(|v| std::mem::size_of::<LiveValue>() + v.name.len() + v.record.len())
+            .sum();
+        let titles: usize = self.titles.iter().map(|t| 3 * 8 + t.len()).sum();
+        (values + titles) as u64
+    }
+}
+
 /// `DOMAIN/TITLE/REV/TID` → (`DOMAIN/TITLE`, rev, tid); titles may hold `/`.
 fn parse_value_name(name: &[u8]) -> Option<(Vec<u8>, u64, Uuid)> {
     let text = std::str::from_utf8(name).ok()?;
