@@ -12,7 +12,9 @@
 //! - survey: each source's files (found through its index, many inode reads in flight; by a
 //!   walk of the datafile when the index does not account for every live entry), each
 //!   classified against its title's record: live, or dropped as expired / taken down / replaced
-//!   / archived / deleted. After a crash: nothing changed.
+//!   / archived / deleted. [`compact`](fn@crate::maintenance::compact) hands its plan's surveys
+//!   (up to 64 MiB of them) to its jobs, so that a container is surveyed once. After a crash:
+//!   nothing changed.
 //! - pending: the generation file names the new container M as `pending`. After a crash: M
 //!   removed at open.
 //! - build: the sources' live values copied into M (read 16 MiB ahead with
