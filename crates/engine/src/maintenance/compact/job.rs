@@ -25,7 +25,7 @@ use crate::vfs::Vfs;
 
 use super::cost::{free_bytes, TargetCost};
 use super::report::{Action, ContainerPlan};
-use super::survey::{decide, LiveValue, Survey, Surveyor};
+use super::survey::{decide, survey_in_parallel, LiveValue, Survey, Surveyor, SURVEYS_AT_ONCE};
 use super::CompactOptions;
 
 /// Limits I/O to a rate.
@@ -97,23 +97,9 @@ impl SurveySite {
         })
     }
 
-    /// Surveys `ids`, [`SURVEYS_AT_ONCE`] at a time, one thread each: a survey waits on small
-    /// random reads (index cells, inodes), so several overlap well on a disk. In `ids`' order.
+    /// Surveys `ids` in parallel, in their order.
     fn survey(&self, ids: &[u32], now: i64) -> Vec<Result<Survey>> {
-        let mut surveys = Vec::with_capacity(ids.len());
-        for batch in ids.chunks(SURVEYS_AT_ONCE) {
-            std::thread::scope(|scope| {
-                let workers: Vec<_> = batch
-                    .iter()
-                    .map(|&id| scope.spawn(move || self.survey_one(id, now)))
-                    .collect();
-                surveys.extend(workers.into_iter().map(|w| {
-                    w.join()
-                        .unwrap_or_else(|p| Err(Error::panicked("a survey thread", &*p)))
-                }));
-            });
-        }
-        surveys
+        survey_in_parallel(ids, |id| self.survey_one(id, now))
     }
 
     fn survey_one(&self, id: u32, now: i64) -> Result<Survey> {
@@ -515,9 +501,6 @@ fn share_target(built: &mut Built, target: u32, new_bytes: u64) {
         };
     }
 }
-
-/// Containers a job surveys at once (a job over sparse containers takes several).
-const SURVEYS_AT_ONCE: usize = 4;
 
 /// Bytes of values asked for ahead of the copy: reads queued at the disk while the copy
 /// writes, instead of one synchronous read per value.

@@ -13,7 +13,7 @@ use crate::store::Store;
 use super::archive::compact_archive;
 use super::cost::{check_run_space, estimate_targets, free_bytes, replacement_bytes};
 use super::report::{acts, Action, CompactReport, ContainerPlan};
-use super::survey::{decide, Survey, Surveyor};
+use super::survey::{decide, survey_in_parallel, Survey, Surveyor, SURVEYS_AT_ONCE};
 use super::switch::{abandon, adopt_switched, join_removal, remove_sources};
 use super::{start_compaction_of, CompactOptions};
 
@@ -76,23 +76,33 @@ fn plan_run(
     keep: u64,
 ) -> Result<(CompactReport, HashMap<u32, Survey>)> {
     let start = Instant::now();
-    // Through this handle's view of the records (the writer's keeps them cached), one
-    // container after another: a survey on handles of its own reads the records from disk.
+    // Through this handle's view of the records (the writer's keeps them cached; a survey on
+    // handles of its own reads them from disk), a few containers at once: a survey waits on
+    // small random reads (index cells, inodes), which overlap well on a disk.
     let load = |name: &[u8]| store.load_fresh(name);
-    let mut surveyor = Surveyor::new(store.config(), &load, store.archive(), store.now());
-    let current = store.current_container()?;
+    let (now, current) = (store.now(), store.current_container()?);
     let mut plans = Vec::new();
     let mut kept = HashMap::new();
     let mut room = keep;
-    for id in store.container_ids()? {
-        let survey = surveyor.survey(store.vfs(), store.dir(), id)?;
-        plans.push(survey.plan.clone());
-        // The current container takes the values that the run's first commit makes durable:
-        // the job that compacts it surveys it again.
-        let held = survey.held_bytes();
-        if id != current && held <= room {
-            room -= held;
-            kept.insert(id, survey);
+    for batch in store.container_ids()?.chunks(SURVEYS_AT_ONCE) {
+        let surveys = survey_in_parallel(batch, |id| {
+            Surveyor::new(store.config(), &load, store.archive(), now).survey(
+                store.vfs(),
+                store.dir(),
+                id,
+            )
+        });
+        for survey in surveys {
+            let survey = survey?;
+            let id = survey.plan.id;
+            plans.push(survey.plan.clone());
+            // The current container takes the values that the run's first commit makes
+            // durable: the job that compacts it surveys it again.
+            let held = survey.held_bytes();
+            if id != current && held <= room {
+                room -= held;
+                kept.insert(id, survey);
+            }
         }
     }
     let plan = report_of(store, opts, plans, start)?;

@@ -56,6 +56,34 @@ impl Survey {
     }
 }
 
+/// Containers surveyed at once (a job over sparse containers takes several, a run's plan
+/// takes them all).
+pub(super) const SURVEYS_AT_ONCE: usize = 4;
+
+/// Surveys `ids` with `survey`, [`SURVEYS_AT_ONCE`] at a time, one thread each: a survey waits
+/// on small random reads (index cells, inodes), so several overlap well on a disk. In `ids`'
+/// order.
+pub(super) fn survey_in_parallel(
+    ids: &[u32],
+    survey: impl Fn(u32) -> Result<Survey> + Sync,
+) -> Vec<Result<Survey>> {
+    let survey = &survey;
+    let mut surveys = Vec::with_capacity(ids.len());
+    for batch in ids.chunks(SURVEYS_AT_ONCE) {
+        std::thread::scope(|scope| {
+            let workers: Vec<_> = batch
+                .iter()
+                .map(|&id| scope.spawn(move || survey(id)))
+                .collect();
+            surveys.extend(workers.into_iter().map(|w| {
+                w.join()
+                    .unwrap_or_else(|p| Err(Error::panicked("a survey thread", &*p)))
+            }));
+        });
+    }
+    surveys
+}
+
 /// `DOMAIN/TITLE/REV/TID` → (`DOMAIN/TITLE`, rev, tid); titles may hold `/`.
 fn parse_value_name(name: &[u8]) -> Option<(Vec<u8>, u64, Uuid)> {
     let text = std::str::from_utf8(name).ok()?;
