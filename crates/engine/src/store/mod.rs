@@ -23,6 +23,7 @@ pub mod generation;
 pub mod import;
 pub mod key;
 pub mod labels;
+mod latest;
 mod options;
 pub mod pages;
 pub mod policy;
@@ -227,6 +228,9 @@ pub struct Store {
     recovery: Vec<String>,
     /// The archive filesys's base (named by the generation file).
     archive_base: PathBuf,
+    /// The settings the answers kept for gets of the latest render depend on, hashed
+    /// ([`latest`]).
+    latest_tag: u64,
 }
 
 pub(crate) fn meta_base(dir: &Path) -> PathBuf {
@@ -408,6 +412,7 @@ impl Store {
             archive_damage,
             recovery: Vec::new(),
             archive_base: generation.archive_base(dir),
+            latest_tag: latest::settings_tag(&cfg),
         };
         if opts.writable {
             let id = store.current_container()?;
@@ -770,12 +775,12 @@ impl Store {
     /// [`TitleKey`] is.
     pub fn get(&self, domain: &str, title: &str, which: Which) -> Result<Option<Got>> {
         match which {
-            Which::Latest => self.find(domain, title, |_, _| true),
-            Which::Rev(rev) => self.find(domain, title, |r, _| r == rev),
-            Which::Render(rev, tid) => self.find(domain, title, |r, t| r == rev && t == tid),
+            Which::Latest => self.find(domain, title, true, |_, _| true),
+            Which::Rev(rev) => self.find(domain, title, false, |r, _| r == rev),
+            Which::Render(rev, tid) => self.find(domain, title, false, |r, t| r == rev && t == tid),
             Which::AsOf(at) => {
                 let limit = key::ticks_at(at);
-                self.find(domain, title, |_, tid| key::tid_ticks(tid) <= limit)
+                self.find(domain, title, false, |_, tid| key::tid_ticks(tid) <= limit)
             }
         }
     }

@@ -13,6 +13,7 @@ use crate::error::Result;
 use crate::filesys::{self, Filesys, Staleness};
 use crate::vfs::Vfs;
 
+use super::latest::Latest;
 use super::recent::RecentRecords;
 use super::record::TitleRecord;
 use super::shared::{ReadStart, SharedRecords};
@@ -43,6 +44,14 @@ pub(crate) struct TitleRecords {
     pub(super) vfs: Arc<dyn Vfs>,
     pub(super) dir: PathBuf,
     pub(super) clock: Arc<dyn Clock>,
+}
+
+/// Which cache holds the bytes a record was read from (the very allocation).
+pub(super) enum Kept {
+    /// The writer's records read lately.
+    Recent(Arc<[u8]>),
+    /// The committed records shared with read-only handles.
+    Shared(Arc<[u8]>),
 }
 
 /// What a read-only handle shares with the writer open in this process: found, and its epoch
@@ -121,9 +130,20 @@ impl TitleRecords {
         staleness: Staleness,
         name: &[u8],
     ) -> Result<Option<TitleRecord>> {
+        Ok(self.read_kept(meta, staleness, name)?.map(|(rec, _)| rec))
+    }
+
+    /// [`TitleRecords::read`], also telling which cache holds the bytes the record was decoded
+    /// from, if one does (to keep what is worked out from them beside them).
+    pub(super) fn read_kept(
+        &self,
+        meta: &Filesys,
+        staleness: Staleness,
+        name: &[u8],
+    ) -> Result<Option<(TitleRecord, Option<Kept>)>> {
         if let Some((inode, bytes)) = self.recent.get(name) {
             let rec = TitleRecord::decode(&bytes, name, meta.data().path(), inode.0)?;
-            return Ok(Some(rec));
+            return Ok(Some((rec, Some(Kept::Recent(bytes)))));
         }
         let shared = match &self.shared {
             Some(s) if !self.writable && super::view::retrying() => {
@@ -137,7 +157,7 @@ impl TitleRecords {
         };
         if let Some((inode, bytes)) = shared.and_then(|s| s.get(name)) {
             let rec = TitleRecord::decode(&bytes, name, meta.data().path(), inode.0)?;
-            return Ok(Some(rec));
+            return Ok(Some((rec, Some(Kept::Shared(bytes)))));
         }
         // Only a read through this handle's own view, noted at its refresh (a fresh view is
         // read only when retrying, which shares nothing).
@@ -145,11 +165,35 @@ impl TitleRecords {
         let Some((rec, inode, bytes)) = read_located(meta, name, staleness)? else {
             return Ok(None);
         };
-        self.recent.insert(name, inode, &bytes);
+        let mut kept = self.recent.insert(name, inode, &bytes).map(Kept::Recent);
         if let (Some(s), Some(start)) = (shared, start) {
-            s.insert(start, name, inode, &bytes);
+            kept = kept.or_else(|| s.insert(start, name, inode, &bytes).map(Kept::Shared));
         }
-        Ok(Some(rec))
+        Ok(Some((rec, kept)))
+    }
+
+    /// The kept answer of `name` to a get of its latest render at `now` under the settings
+    /// tagged `tag` ([`super::latest`]), from the same cache [`TitleRecords::read`] would take
+    /// its record from.
+    pub(super) fn latest(&self, name: &[u8], now: i64, tag: u64) -> Option<Latest> {
+        if self.writable {
+            return self.recent.latest(name, now, tag);
+        }
+        match &self.shared {
+            // A read again after a stale one goes to the files (see `read_kept`).
+            Some(s) if !super::view::retrying() => s.latest(name, now, tag),
+            _ => None,
+        }
+    }
+
+    /// Keeps `latest`, worked out from the record [`TitleRecords::read_kept`] found `kept`,
+    /// beside it while the cache still holds those bytes.
+    pub(super) fn attach(&self, name: &[u8], kept: &Kept, latest: Latest) {
+        match (kept, &self.shared) {
+            (Kept::Recent(bytes), _) => self.recent.attach(name, bytes, latest),
+            (Kept::Shared(bytes), Some(s)) => s.attach(name, bytes, latest),
+            (Kept::Shared(_), None) => {}
+        }
     }
 
     /// The title record named `name` as this handle sees it (the writer's, to change it).
