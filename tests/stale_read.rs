@@ -489,3 +489,57 @@ fn the_kept_latest_answer_ends_at_the_first_deadline_and_with_a_rewrite() {
     assert_eq!(latest(&w), Some((4, value("T", 4))));
     assert_eq!(latest(&reader), Some((4, value("T", 4))));
 }
+
+/// A writer rewriting a title whose record it holds (written or read lately) takes the record's
+/// bytes from its cache once the lookup finds the inode it holds them for, and reads them when
+/// it holds none; either way the rewrite keeps every render.
+#[test]
+fn a_writer_rewrites_a_record_it_holds_without_reading_it_again() {
+    let dir = tempfile::tempdir().unwrap();
+    Store::init(dir.path(), &keep_all(), &StoreOptions::writer()).unwrap();
+    let reads = Arc::new(AtomicU64::new(0));
+    let open = || {
+        let vfs = SpyVfs {
+            watched: Box::new(|path| path.file_name().is_some_and(|n| n == "meta.data")),
+            watch: {
+                let reads = reads.clone();
+                Arc::new(move |access, _, _| {
+                    if access == Access::Read {
+                        reads.fetch_add(1, Ordering::SeqCst);
+                    }
+                })
+            },
+        };
+        let opts = StoreOptions {
+            vfs: Arc::new(vfs),
+            ..StoreOptions::writer()
+        };
+        Store::open(dir.path(), &opts).unwrap()
+    };
+    let mut w = open();
+    w.put(&Put::new(D, "T", 1, HTML, &value("T", 1))).unwrap();
+    let before = reads.load(Ordering::SeqCst);
+    w.put(&Put::new(D, "T", 2, HTML, &value("T", 2))).unwrap();
+    let held = reads.load(Ordering::SeqCst) - before;
+    drop(w);
+    // A new handle holds nothing: the same rewrite reads the record too.
+    let mut w = open();
+    let before = reads.load(Ordering::SeqCst);
+    w.put(&Put::new(D, "T", 3, HTML, &value("T", 3))).unwrap();
+    let read = reads.load(Ordering::SeqCst) - before;
+    assert!(
+        held < read,
+        "{held} reads with the record held, {read} without"
+    );
+    let revs: Vec<u64> = w
+        .list(D, "T", Page::default())
+        .unwrap()
+        .iter()
+        .map(|l| l.rev)
+        .collect();
+    assert_eq!(revs, [3, 2, 1]);
+    for rev in 1..=3 {
+        let got = w.get(D, "T", Which::Rev(rev)).unwrap().unwrap();
+        assert_eq!(got.value, value("T", rev));
+    }
+}

@@ -533,11 +533,20 @@ impl Store {
             key::check_tid(t)?;
         }
         let name = title.name();
-        // Read for an update: the record's rewrite below reuses this lookup of its name.
-        let (old, version) = self.records.fs.read_for_update(name)?;
+        // Looked up for an update: the record's rewrite below reuses this lookup of its name.
+        // The record's bytes come from the writer's record cache when it holds the inode found
+        // (a title written lately), else from the files.
+        let (old, version) = self.records.fs.locate_for_update(name)?;
         let mut rec = match old {
-            Some((stat, bytes)) => {
-                TitleRecord::decode(&bytes, name, self.records.fs.data().path(), stat.inode.0)?
+            Some(stat) => {
+                let path = self.records.fs.data().path();
+                match self.records.held(name, stat.inode) {
+                    Some(bytes) => TitleRecord::decode(&bytes, name, path, stat.inode.0)?,
+                    None => {
+                        let bytes = self.records.fs.read_version(&version)?.unwrap_or_default();
+                        TitleRecord::decode(&bytes, name, path, stat.inode.0)?
+                    }
+                }
             }
             None => self.new_record(name)?,
         };
@@ -703,7 +712,7 @@ impl Store {
         self.save_over(name, rec, None)
     }
 
-    /// Writes a title's record (`version`: where [`Filesys::read_for_update`] found it); the
+    /// Writes a title's record (`version`: where [`Filesys::locate_for_update`] found it); the
     /// current container is synced first when the records may commit on their own.
     fn save_over(
         &mut self,

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use crate::clock::Clock;
 use crate::error::Result;
 use crate::filesys::{self, Filesys, Staleness};
+use crate::format::kvseq::KvPointer;
 use crate::vfs::Vfs;
 
 use super::latest::Latest;
@@ -172,6 +173,13 @@ impl TitleRecords {
         Ok(Some((rec, kept)))
     }
 
+    /// The writer's record of `name` as kept, if it is the one at `inode` (what the meta filesys
+    /// names now): its bytes, to change it without reading it.
+    pub(super) fn held(&self, name: &[u8], inode: KvPointer) -> Option<Arc<[u8]>> {
+        let (at, bytes) = self.recent.get(name)?;
+        (self.writable && at == inode).then_some(bytes)
+    }
+
     /// The kept answer of `name` to a get of its latest render at `now` under the settings
     /// tagged `tag` ([`super::latest`]), from the same cache [`TitleRecords::read`] would take
     /// its record from.
@@ -202,7 +210,7 @@ impl TitleRecords {
     }
 
     /// Writes a title's record, or deletes it when it holds nothing (`version`: where
-    /// [`Filesys::read_for_update`] found it). The meta filesys may commit on its own before
+    /// [`Filesys::locate_for_update`] found it). The meta filesys may commit on its own before
     /// it grows its index or holds too many in-place writes: `sync_values` is called first,
     /// since the values the records point to must be durable by then. Not committed.
     pub(super) fn write(
@@ -323,7 +331,7 @@ struct Fresh {
 }
 
 /// A record written: its name, inode and bytes.
-type FreshRecord = (Arc<[u8]>, crate::format::kvseq::KvPointer, Arc<[u8]>);
+type FreshRecord = (Arc<[u8]>, KvPointer, Arc<[u8]>);
 
 impl Fresh {
     fn new(budget: usize) -> Self {
@@ -336,12 +344,7 @@ impl Fresh {
     }
 
     /// Lists a record written at `inode`, named by what `name` gives (called only when listed).
-    fn push(
-        &mut self,
-        name: impl FnOnce() -> Arc<[u8]>,
-        inode: crate::format::kvseq::KvPointer,
-        record: Arc<[u8]>,
-    ) {
+    fn push(&mut self, name: impl FnOnce() -> Arc<[u8]>, inode: KvPointer, record: Arc<[u8]>) {
         if self.spoiled {
             return;
         }
