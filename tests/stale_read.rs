@@ -339,6 +339,11 @@ fn stress_readers_beside_a_writer_rewriting_records_see_no_corruption() {
 
 /// Reads of `meta.*` files through a read-only handle, counted.
 fn counting_reader(dir: &Path) -> (Store, Arc<AtomicU64>) {
+    counting_reader_at(dir, wink::clock::system())
+}
+
+/// [`counting_reader`] on `clock`.
+fn counting_reader_at(dir: &Path, clock: Arc<dyn wink::clock::Clock>) -> (Store, Arc<AtomicU64>) {
     let reads = Arc::new(AtomicU64::new(0));
     let vfs = SpyVfs {
         watched: Box::new(|path| {
@@ -356,6 +361,7 @@ fn counting_reader(dir: &Path) -> (Store, Arc<AtomicU64>) {
     };
     let opts = StoreOptions {
         vfs: Arc::new(vfs),
+        clock,
         ..StoreOptions::read_only()
     };
     (Store::open(dir, &opts).unwrap(), reads)
@@ -414,4 +420,126 @@ fn read_only_handles_beside_the_writer_share_its_committed_records_and_no_older_
     let gone = meta_reads.load(Ordering::SeqCst);
     assert_eq!(latest(&reader), Some((3, value("T", 3))));
     assert!(meta_reads.load(Ordering::SeqCst) > gone);
+}
+
+/// The answer a handle keeps for a get of a title's latest render holds until the first
+/// retention deadline among the title's renders, on the writer's handle and on the read-only
+/// handles beside it; the writer's own put replaces it at once on its handle, and a committed one
+/// on the others.
+#[test]
+fn the_kept_latest_answer_ends_at_the_first_deadline_and_with_a_rewrite() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = wink::store::Config {
+        policy: Policy {
+            revisions: Revisions::All,
+            renders: Renders::Ttl { ttl: 100 },
+            historical_ttl: 3600,
+        },
+        ..wink::store::Config::default()
+    };
+    let clock = Arc::new(wink::clock::ManualClock::new(1_000_000));
+    let opts = StoreOptions {
+        clock: clock.clone(),
+        ..StoreOptions::writer()
+    };
+    Store::init(dir.path(), &cfg, &opts).unwrap();
+    let mut w = Store::open(dir.path(), &opts).unwrap();
+    w.put(&Put::new(D, "T", 1, HTML, &value("T", 1))).unwrap();
+    clock.advance(50);
+    // Readable until 1,000,100 (revision 1) and 1,000,150 (revision 2).
+    w.put(&Put::new(D, "T", 2, HTML, &value("T", 2))).unwrap();
+    let (reader, meta_reads) = counting_reader_at(dir.path(), clock.clone());
+    let latest = |s: &Store| {
+        s.get(D, "T", Which::Latest)
+            .unwrap()
+            .map(|g| (g.rev, g.value))
+    };
+    for _ in 0..2 {
+        assert_eq!(latest(&w), Some((2, value("T", 2))));
+    }
+    assert_eq!(latest(&reader), Some((2, value("T", 2))));
+    let before = meta_reads.load(Ordering::SeqCst);
+    assert_eq!(latest(&reader), Some((2, value("T", 2))));
+    assert_eq!(
+        meta_reads.load(Ordering::SeqCst),
+        before,
+        "a warm read is kept"
+    );
+    // Revision 1's deadline ends the answer's span; the answer worked out again is the same.
+    clock.set(1_000_100);
+    assert_eq!(latest(&w), Some((2, value("T", 2))));
+    assert_eq!(latest(&reader), Some((2, value("T", 2))));
+    // Past revision 2's, nothing is readable: the answer kept before is not given.
+    clock.set(1_000_150);
+    assert_eq!(latest(&w), None);
+    assert_eq!(latest(&reader), None);
+    // The writer sees its own put before the commit, the reader only after it.
+    let mut batch = w.batch();
+    batch
+        .put(&Put::new(D, "T", 3, HTML, &value("T", 3)))
+        .unwrap();
+    assert_eq!(latest(batch.store()), Some((3, value("T", 3))));
+    assert_eq!(latest(&reader), None);
+    batch.commit().unwrap();
+    assert_eq!(latest(&reader), Some((3, value("T", 3))));
+    assert_eq!(latest(&w), Some((3, value("T", 3))));
+    // A rewrite of the title within the answer's span replaces it on both handles.
+    clock.advance(10);
+    w.put(&Put::new(D, "T", 4, HTML, &value("T", 4))).unwrap();
+    assert_eq!(latest(&w), Some((4, value("T", 4))));
+    assert_eq!(latest(&reader), Some((4, value("T", 4))));
+}
+
+/// A writer rewriting a title whose record it holds (written or read lately) takes the record's
+/// bytes from its cache once the lookup finds the inode it holds them for, and reads them when
+/// it holds none; either way the rewrite keeps every render.
+#[test]
+fn a_writer_rewrites_a_record_it_holds_without_reading_it_again() {
+    let dir = tempfile::tempdir().unwrap();
+    Store::init(dir.path(), &keep_all(), &StoreOptions::writer()).unwrap();
+    let reads = Arc::new(AtomicU64::new(0));
+    let open = || {
+        let vfs = SpyVfs {
+            watched: Box::new(|path| path.file_name().is_some_and(|n| n == "meta.data")),
+            watch: {
+                let reads = reads.clone();
+                Arc::new(move |access, _, _| {
+                    if access == Access::Read {
+                        reads.fetch_add(1, Ordering::SeqCst);
+                    }
+                })
+            },
+        };
+        let opts = StoreOptions {
+            vfs: Arc::new(vfs),
+            ..StoreOptions::writer()
+        };
+        Store::open(dir.path(), &opts).unwrap()
+    };
+    let mut w = open();
+    w.put(&Put::new(D, "T", 1, HTML, &value("T", 1))).unwrap();
+    let before = reads.load(Ordering::SeqCst);
+    w.put(&Put::new(D, "T", 2, HTML, &value("T", 2))).unwrap();
+    let held = reads.load(Ordering::SeqCst) - before;
+    drop(w);
+    // A new handle holds nothing: the same rewrite reads the record too.
+    let mut w = open();
+    let before = reads.load(Ordering::SeqCst);
+    w.put(&Put::new(D, "T", 3, HTML, &value("T", 3))).unwrap();
+    let read = reads.load(Ordering::SeqCst) - before;
+    assert!(
+        held < read,
+        "{held} reads with the record held, {read} without"
+    );
+    let revs: Vec<u64> = w
+        .list(D, "T", Page::default())
+        .unwrap()
+        .iter()
+        .map(|l| l.rev)
+        .collect();
+    assert_eq!(revs, [3, 2, 1]);
+    for rev in 1..=3 {
+        let got = w.get(D, "T", Which::Rev(rev)).unwrap().unwrap();
+        assert_eq!(got.value, value("T", rev));
+    }
 }

@@ -538,16 +538,33 @@ impl Filesys {
     /// A whole file with its metadata, or `None`, and a [`Version`] for [`Filesys::put_over`]:
     /// a read-modify-write of one file looks its name up once, not twice.
     pub fn read_for_update(&self, name: &[u8]) -> Result<ForUpdate> {
+        let (stat, version) = self.locate_for_update(name)?;
+        let read = match (stat, self.read_version(&version)?) {
+            (Some(stat), Some(bytes)) => Some((stat, bytes)),
+            _ => None,
+        };
+        Ok((read, version))
+    }
+
+    /// The lookup of [`Filesys::read_for_update`] alone: the file's metadata (`None`: no such
+    /// file) and its [`Version`], for a caller that may hold the content of the inode found
+    /// already (it names the inode: [`FileStat::inode`]), else reads it
+    /// ([`Filesys::read_version`]).
+    pub fn locate_for_update(&self, name: &[u8]) -> Result<(Option<FileStat>, Version)> {
         let writes = self.writes();
         let located = self.locate(name)?;
-        let read = match &located {
-            Some(l) => Some((
-                FileStat::of(name, l.entry.ptr, &l.inode),
-                self.read_inode(&l.inode, 0, u64::MAX)?,
-            )),
-            None => None,
-        };
-        Ok((read, Version { located, writes }))
+        let stat = located
+            .as_ref()
+            .map(|l| FileStat::of(name, l.entry.ptr, &l.inode));
+        Ok((stat, Version { located, writes }))
+    }
+
+    /// The content of the file a [`Version`] found (`None`: it found none).
+    pub fn read_version(&self, version: &Version) -> Result<Option<Vec<u8>>> {
+        match &version.located {
+            Some(l) => Ok(Some(self.read_inode(&l.inode, 0, u64::MAX)?)),
+            None => Ok(None),
+        }
     }
 
     /// [`Filesys::put`] of a file read with [`Filesys::read_for_update`]: the lookup made then is

@@ -23,6 +23,7 @@ pub mod generation;
 pub mod import;
 pub mod key;
 pub mod labels;
+mod latest;
 mod options;
 pub mod pages;
 pub mod policy;
@@ -227,6 +228,9 @@ pub struct Store {
     recovery: Vec<String>,
     /// The archive filesys's base (named by the generation file).
     archive_base: PathBuf,
+    /// The settings the answers kept for gets of the latest render depend on, hashed
+    /// ([`latest`]).
+    latest_tag: u64,
 }
 
 pub(crate) fn meta_base(dir: &Path) -> PathBuf {
@@ -408,6 +412,7 @@ impl Store {
             archive_damage,
             recovery: Vec::new(),
             archive_base: generation.archive_base(dir),
+            latest_tag: latest::settings_tag(&cfg),
         };
         if opts.writable {
             let id = store.current_container()?;
@@ -528,11 +533,20 @@ impl Store {
             key::check_tid(t)?;
         }
         let name = title.name();
-        // Read for an update: the record's rewrite below reuses this lookup of its name.
-        let (old, version) = self.records.fs.read_for_update(name)?;
+        // Looked up for an update: the record's rewrite below reuses this lookup of its name.
+        // The record's bytes come from the writer's record cache when it holds the inode found
+        // (a title written lately), else from the files.
+        let (old, version) = self.records.fs.locate_for_update(name)?;
         let mut rec = match old {
-            Some((stat, bytes)) => {
-                TitleRecord::decode(&bytes, name, self.records.fs.data().path(), stat.inode.0)?
+            Some(stat) => {
+                let path = self.records.fs.data().path();
+                match self.records.held(name, stat.inode) {
+                    Some(bytes) => TitleRecord::decode(&bytes, name, path, stat.inode.0)?,
+                    None => {
+                        let bytes = self.records.fs.read_version(&version)?.unwrap_or_default();
+                        TitleRecord::decode(&bytes, name, path, stat.inode.0)?
+                    }
+                }
             }
             None => self.new_record(name)?,
         };
@@ -698,7 +712,7 @@ impl Store {
         self.save_over(name, rec, None)
     }
 
-    /// Writes a title's record (`version`: where [`Filesys::read_for_update`] found it); the
+    /// Writes a title's record (`version`: where [`Filesys::locate_for_update`] found it); the
     /// current container is synced first when the records may commit on their own.
     fn save_over(
         &mut self,
@@ -770,12 +784,12 @@ impl Store {
     /// [`TitleKey`] is.
     pub fn get(&self, domain: &str, title: &str, which: Which) -> Result<Option<Got>> {
         match which {
-            Which::Latest => self.find(domain, title, |_, _| true),
-            Which::Rev(rev) => self.find(domain, title, |r, _| r == rev),
-            Which::Render(rev, tid) => self.find(domain, title, |r, t| r == rev && t == tid),
+            Which::Latest => self.find(domain, title, true, |_, _| true),
+            Which::Rev(rev) => self.find(domain, title, false, |r, _| r == rev),
+            Which::Render(rev, tid) => self.find(domain, title, false, |r, t| r == rev && t == tid),
             Which::AsOf(at) => {
                 let limit = key::ticks_at(at);
-                self.find(domain, title, |_, tid| key::tid_ticks(tid) <= limit)
+                self.find(domain, title, false, |_, tid| key::tid_ticks(tid) <= limit)
             }
         }
     }

@@ -24,7 +24,9 @@ pub struct StoreOptions {
 }
 
 /// The default of [`StoreOptions::record_cache_bytes`]: 16 MiB holds the records of about
-/// 18,000 titles of ten renders each (the encoded size, about 90 bytes a render).
+/// 18,000 titles of ten renders each (the encoded size, about 90 bytes a render), or the answers
+/// of about 57,000 titles to a get of their latest render (about 290 bytes each, as charged): a
+/// full cache gives up records before answers.
 pub const RECORD_CACHE_BYTES: usize = 16 << 20;
 
 impl StoreOptions {

@@ -20,11 +20,20 @@
 //! the same process share another cache, of committed records only ([`super::shared`]).
 //! Newer inodes are further on in the datafile; the cache never replaces an entry with one
 //! read from an earlier inode.
+//!
+//! A slot may also hold its record's answer to a get of the latest render ([`Latest`]: a
+//! hundred bytes or so against the record's kilobyte), attached by the reader that worked it
+//! out from the slot's own bytes. When the cache is full, a slot holding both gives up its
+//! bytes first and keeps the answer, so that every title of a store can answer a warm
+//! `get_latest` from memory within the same budget. Whatever replaces or forgets a slot's
+//! bytes drops the answer with them: it is never older than the record it came from.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use crate::format::kvseq::KvPointer;
+
+use super::latest::Latest;
 
 /// What one entry costs besides its name and bytes (map slot, slot vector, allocations).
 const ENTRY_OVERHEAD: usize = 96;
@@ -44,7 +53,10 @@ struct Slot {
     name: Arc<[u8]>,
     /// The inode the bytes were read from (or written at, on the writer's handle).
     inode: KvPointer,
-    bytes: Arc<[u8]>,
+    /// `None`: given up to make room, the answer kept.
+    bytes: Option<Arc<[u8]>>,
+    /// The answer to a get of the latest render, worked out from these bytes.
+    latest: Option<Box<Latest>>,
 }
 
 /// What a slot of `name_len` and `bytes_len` bytes counts against the budget.
@@ -54,9 +66,14 @@ fn cost(name_len: usize, bytes_len: usize) -> usize {
 
 impl Slot {
     fn cost(&self) -> usize {
-        cost(self.name.len(), self.bytes.len())
+        let bytes = self.bytes.as_ref().map_or(0, |b| b.len());
+        cost(self.name.len(), bytes) + self.latest.as_ref().map_or(0, |l| l.cost())
     }
 }
+
+/// How many slots a full cache looks at for one holding a record's bytes to give up, before it
+/// evicts an answer alone.
+const PICKS: usize = 16;
 
 /// Random replacement over a vector of slots, each in use.
 #[derive(Debug, Default)]
@@ -90,15 +107,57 @@ impl RecentRecords {
         }
         let slots = self.lock();
         let slot = &slots.slots[*slots.by_name.get(name)?];
-        Some((slot.inode, slot.bytes.clone()))
+        Some((slot.inode, slot.bytes.clone()?))
+    }
+
+    /// The answer of `name` to a get of its latest render at `now` under the settings tagged
+    /// `tag`, if kept.
+    pub(super) fn latest(&self, name: &[u8], now: i64, tag: u64) -> Option<Latest> {
+        if self.budget == 0 {
+            return None;
+        }
+        let slots = self.lock();
+        let slot = &slots.slots[*slots.by_name.get(name)?];
+        slot.latest
+            .as_deref()
+            .filter(|l| l.holds(now, tag))
+            .cloned()
+    }
+
+    /// Keeps `latest` as the answer of `name`, worked out from `bytes`: only while the slot still
+    /// holds those very bytes (not a copy: the same allocation), so never beside a newer record.
+    pub(super) fn attach(&self, name: &[u8], bytes: &Arc<[u8]>, latest: Latest) {
+        if self.budget == 0 {
+            return;
+        }
+        let mut slots = self.lock();
+        let Some(&at) = slots.by_name.get(name) else {
+            return;
+        };
+        let slot = &mut slots.slots[at];
+        if !slot.bytes.as_ref().is_some_and(|b| Arc::ptr_eq(b, bytes)) {
+            return;
+        }
+        let before = slot.cost();
+        slot.latest = Some(Box::new(latest));
+        let after = slot.cost();
+        slots.used = slots.used - before + after;
+        let mut at = Some(at);
+        while slots.used > self.budget && at.is_some() {
+            at = slots.evict_other(at.unwrap_or_default());
+        }
     }
 
     /// Keeps `bytes`, read from `inode`, as `name`'s record. Bytes read from an inode older
     /// than the cached one are not kept (see the module's notes).
-    pub(super) fn insert(&self, name: &[u8], inode: KvPointer, bytes: &[u8]) {
-        if self.fits(name, bytes) {
-            self.keep(name, || name.into(), inode, bytes.into());
+    /// Returns the bytes as kept (for [`RecentRecords::attach`]), or `None` when not kept.
+    pub(super) fn insert(&self, name: &[u8], inode: KvPointer, bytes: &[u8]) -> Option<Arc<[u8]>> {
+        if !self.fits(name, bytes) {
+            return None;
         }
+        let bytes: Arc<[u8]> = bytes.into();
+        self.keep(name, || name.into(), inode, bytes.clone())
+            .map(|_| bytes)
     }
 
     /// Keeps `bytes`, written at `inode`, as `name`'s record, sharing them. Returns the name as
@@ -149,8 +208,12 @@ impl RecentRecords {
                 return None;
             }
             let before = slot.cost();
+            if slot.inode != inode {
+                // Another record: the answer worked out from the one before goes with it.
+                slot.latest = None;
+            }
             slot.inode = inode;
-            slot.bytes = bytes;
+            slot.bytes = Some(bytes);
             let (after, name) = (slot.cost(), slot.name.clone());
             slots.used = slots.used - before + after;
             let mut at = Some(at);
@@ -165,7 +228,8 @@ impl RecentRecords {
         slots.add(Slot {
             name: name.clone(),
             inode,
-            bytes,
+            bytes: Some(bytes),
+            latest: None,
         });
         Some(name)
     }
@@ -217,27 +281,56 @@ impl Slots {
         x
     }
 
-    /// Evicts a slot chosen at random; false when there is none.
-    fn evict_one(&mut self) -> bool {
-        if self.slots.is_empty() {
-            return false;
+    /// A slot chosen at random among `n` (other than the one at `skip`, when given): the first of
+    /// up to [`PICKS`] picks that holds a record's bytes, else the last pick.
+    fn victim(&mut self, n: usize, skip: Option<usize>) -> usize {
+        let mut victim = 0;
+        for _ in 0..PICKS {
+            victim = (self.random() % n as u64) as usize;
+            if skip.is_some_and(|s| victim >= s) {
+                victim += 1;
+            }
+            if self.slots[victim].bytes.is_some() {
+                break;
+            }
         }
-        let at = (self.random() % self.slots.len() as u64) as usize;
+        victim
+    }
+
+    /// Makes room at the slot at `at`: a slot holding both a record's bytes and its answer gives
+    /// up the bytes; any other is removed. Returns whether it was removed.
+    fn shrink(&mut self, at: usize) -> bool {
+        let slot = &mut self.slots[at];
+        if slot.latest.is_some() {
+            if let Some(bytes) = slot.bytes.take() {
+                self.used -= bytes.len();
+                return false;
+            }
+        }
         self.remove(at);
         true
     }
 
-    /// Evicts a slot chosen at random other than the one at `keep`, and returns where that one
-    /// is now; `None` when it is the only one.
+    /// Makes room at a slot chosen at random; false when there is none.
+    fn evict_one(&mut self) -> bool {
+        if self.slots.is_empty() {
+            return false;
+        }
+        let at = self.victim(self.slots.len(), None);
+        self.shrink(at);
+        true
+    }
+
+    /// Makes room at a slot chosen at random other than the one at `keep`, and returns where
+    /// that one is now; `None` when it is the only one.
     fn evict_other(&mut self, keep: usize) -> Option<usize> {
         let last = self.slots.len().checked_sub(1).filter(|&n| n > 0)?;
-        let mut victim = (self.random() % last as u64) as usize;
-        if victim >= keep {
-            victim += 1;
+        let victim = self.victim(last, Some(keep));
+        if !self.shrink(victim) || keep != last {
+            return Some(keep);
         }
-        self.remove(victim);
         // The last slot moved into the victim's place.
-        Some(if keep == last { victim } else { keep })
+        Some(victim)
     }
 }
 
@@ -282,7 +375,9 @@ mod tests {
             for i in 0..20 {
                 match cache.get(&name(i)) {
                     Some(_) => hits += 1,
-                    None => cache.insert(&name(i), KvPointer(1), &fill(i)),
+                    None => {
+                        cache.insert(&name(i), KvPointer(1), &fill(i));
+                    }
                 }
                 assert!(cache.used() <= 16 * 1024);
             }
@@ -354,6 +449,64 @@ mod tests {
         );
         assert!(cache.get(&name(99)).is_none());
         consistent(&cache);
+    }
+
+    #[test]
+    fn an_answer_is_kept_beside_its_own_bytes_only_and_goes_with_them() {
+        let cache = RecentRecords::new(1 << 20);
+        let (n, tag) = (name(1), 7);
+        let a: Arc<[u8]> = vec![1u8; 100].into();
+        cache.written(&n, KvPointer(10), &a);
+        // Bytes equal to the slot's but not the slot's own are not what the answer came from.
+        let copy: Arc<[u8]> = a.to_vec().into();
+        cache.attach(&n, &copy, Latest::at(1, 100, 200, tag));
+        assert_eq!(cache.latest(&n, 150, tag), None);
+        cache.attach(&n, &a, Latest::at(1, 100, 200, tag));
+        assert_eq!(cache.latest(&n, 150, tag).map(|l| l.rev), Some(1));
+        // Only within its span of time, and under its settings.
+        let at = |now, tag| cache.latest(&n, now, tag).is_some();
+        assert!(at(100, tag) && at(199, tag) && !at(99, tag) && !at(200, tag) && !at(150, 8));
+        // The same record read again keeps the answer; a newer one drops it.
+        cache.insert(&n, KvPointer(10), &a);
+        assert!(at(150, tag));
+        let b: Arc<[u8]> = vec![2u8; 100].into();
+        cache.written(&n, KvPointer(20), &b);
+        assert!(!at(150, tag));
+        cache.attach(&n, &a, Latest::at(1, 100, 200, tag));
+        assert!(!at(150, tag));
+        cache.attach(&n, &b, Latest::at(2, 100, 200, tag));
+        assert_eq!(cache.latest(&n, 150, tag).map(|l| l.rev), Some(2));
+        cache.forget(&n);
+        assert!(!at(150, tag));
+        cache.written(&n, KvPointer(30), &b);
+        cache.attach(&n, &b, Latest::at(3, 100, 200, tag));
+        cache.clear();
+        assert!(!at(150, tag));
+        consistent(&cache);
+    }
+
+    #[test]
+    fn a_full_cache_gives_up_records_before_answers() {
+        // 400 records of 1,000 bytes, twice what fits, each with its answer.
+        let cache = RecentRecords::new(256 * 1024);
+        for i in 0..400 {
+            let bytes = cache.insert(&name(i), KvPointer(i as u64), &[3u8; 1000]);
+            cache.attach(&name(i), &bytes.unwrap(), Latest::at(i as u64, 0, 10, 0));
+            consistent(&cache);
+        }
+        let answers = (0..400)
+            .filter(|&i| cache.latest(&name(i), 5, 0).map(|l| l.rev) == Some(i as u64))
+            .count();
+        let records = (0..400).filter(|&i| cache.get(&name(i)).is_some()).count();
+        assert!(answers >= 390, "{answers} answers kept");
+        assert!(records > 50 && records < 250, "{records} records kept");
+        // Answers alone past the budget are evicted like anything else.
+        let small = RecentRecords::new(16 * 1024);
+        for i in 0..400 {
+            let bytes = small.insert(&name(i), KvPointer(1), &[3u8; 100]).unwrap();
+            small.attach(&name(i), &bytes, Latest::at(1, 0, 10, 0));
+            consistent(&small);
+        }
     }
 
     #[test]

@@ -11,8 +11,10 @@ use std::sync::Arc;
 use crate::clock::Clock;
 use crate::error::Result;
 use crate::filesys::{self, Filesys, Staleness};
+use crate::format::kvseq::KvPointer;
 use crate::vfs::Vfs;
 
+use super::latest::Latest;
 use super::recent::RecentRecords;
 use super::record::TitleRecord;
 use super::shared::{ReadStart, SharedRecords};
@@ -43,6 +45,14 @@ pub(crate) struct TitleRecords {
     pub(super) vfs: Arc<dyn Vfs>,
     pub(super) dir: PathBuf,
     pub(super) clock: Arc<dyn Clock>,
+}
+
+/// Which cache holds the bytes a record was read from (the very allocation).
+pub(super) enum Kept {
+    /// The writer's records read lately.
+    Recent(Arc<[u8]>),
+    /// The committed records shared with read-only handles.
+    Shared(Arc<[u8]>),
 }
 
 /// What a read-only handle shares with the writer open in this process: found, and its epoch
@@ -121,9 +131,20 @@ impl TitleRecords {
         staleness: Staleness,
         name: &[u8],
     ) -> Result<Option<TitleRecord>> {
+        Ok(self.read_kept(meta, staleness, name)?.map(|(rec, _)| rec))
+    }
+
+    /// [`TitleRecords::read`], also telling which cache holds the bytes the record was decoded
+    /// from, if one does (to keep what is worked out from them beside them).
+    pub(super) fn read_kept(
+        &self,
+        meta: &Filesys,
+        staleness: Staleness,
+        name: &[u8],
+    ) -> Result<Option<(TitleRecord, Option<Kept>)>> {
         if let Some((inode, bytes)) = self.recent.get(name) {
             let rec = TitleRecord::decode(&bytes, name, meta.data().path(), inode.0)?;
-            return Ok(Some(rec));
+            return Ok(Some((rec, Some(Kept::Recent(bytes)))));
         }
         let shared = match &self.shared {
             Some(s) if !self.writable && super::view::retrying() => {
@@ -137,7 +158,7 @@ impl TitleRecords {
         };
         if let Some((inode, bytes)) = shared.and_then(|s| s.get(name)) {
             let rec = TitleRecord::decode(&bytes, name, meta.data().path(), inode.0)?;
-            return Ok(Some(rec));
+            return Ok(Some((rec, Some(Kept::Shared(bytes)))));
         }
         // Only a read through this handle's own view, noted at its refresh (a fresh view is
         // read only when retrying, which shares nothing).
@@ -145,11 +166,42 @@ impl TitleRecords {
         let Some((rec, inode, bytes)) = read_located(meta, name, staleness)? else {
             return Ok(None);
         };
-        self.recent.insert(name, inode, &bytes);
+        let mut kept = self.recent.insert(name, inode, &bytes).map(Kept::Recent);
         if let (Some(s), Some(start)) = (shared, start) {
-            s.insert(start, name, inode, &bytes);
+            kept = kept.or_else(|| s.insert(start, name, inode, &bytes).map(Kept::Shared));
         }
-        Ok(Some(rec))
+        Ok(Some((rec, kept)))
+    }
+
+    /// The writer's record of `name` as kept, if it is the one at `inode` (what the meta filesys
+    /// names now): its bytes, to change it without reading it.
+    pub(super) fn held(&self, name: &[u8], inode: KvPointer) -> Option<Arc<[u8]>> {
+        let (at, bytes) = self.recent.get(name)?;
+        (self.writable && at == inode).then_some(bytes)
+    }
+
+    /// The kept answer of `name` to a get of its latest render at `now` under the settings
+    /// tagged `tag` ([`super::latest`]), from the same cache [`TitleRecords::read`] would take
+    /// its record from.
+    pub(super) fn latest(&self, name: &[u8], now: i64, tag: u64) -> Option<Latest> {
+        if self.writable {
+            return self.recent.latest(name, now, tag);
+        }
+        match &self.shared {
+            // A read again after a stale one goes to the files (see `read_kept`).
+            Some(s) if !super::view::retrying() => s.latest(name, now, tag),
+            _ => None,
+        }
+    }
+
+    /// Keeps `latest`, worked out from the record [`TitleRecords::read_kept`] found `kept`,
+    /// beside it while the cache still holds those bytes.
+    pub(super) fn attach(&self, name: &[u8], kept: &Kept, latest: Latest) {
+        match (kept, &self.shared) {
+            (Kept::Recent(bytes), _) => self.recent.attach(name, bytes, latest),
+            (Kept::Shared(bytes), Some(s)) => s.attach(name, bytes, latest),
+            (Kept::Shared(_), None) => {}
+        }
     }
 
     /// The title record named `name` as this handle sees it (the writer's, to change it).
@@ -158,7 +210,7 @@ impl TitleRecords {
     }
 
     /// Writes a title's record, or deletes it when it holds nothing (`version`: where
-    /// [`Filesys::read_for_update`] found it). The meta filesys may commit on its own before
+    /// [`Filesys::locate_for_update`] found it). The meta filesys may commit on its own before
     /// it grows its index or holds too many in-place writes: `sync_values` is called first,
     /// since the values the records point to must be durable by then. Not committed.
     pub(super) fn write(
@@ -279,7 +331,7 @@ struct Fresh {
 }
 
 /// A record written: its name, inode and bytes.
-type FreshRecord = (Arc<[u8]>, crate::format::kvseq::KvPointer, Arc<[u8]>);
+type FreshRecord = (Arc<[u8]>, KvPointer, Arc<[u8]>);
 
 impl Fresh {
     fn new(budget: usize) -> Self {
@@ -292,12 +344,7 @@ impl Fresh {
     }
 
     /// Lists a record written at `inode`, named by what `name` gives (called only when listed).
-    fn push(
-        &mut self,
-        name: impl FnOnce() -> Arc<[u8]>,
-        inode: crate::format::kvseq::KvPointer,
-        record: Arc<[u8]>,
-    ) {
+    fn push(&mut self, name: impl FnOnce() -> Arc<[u8]>, inode: KvPointer, record: Arc<[u8]>) {
         if self.spoiled {
             return;
         }

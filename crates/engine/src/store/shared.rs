@@ -30,6 +30,7 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use crate::format::kvseq::KvPointer;
 
+use super::latest::Latest;
 use super::recent::RecentRecords;
 
 /// The cache of committed title records of one store, shared by its writer and read-only
@@ -97,20 +98,44 @@ impl SharedRecords {
         self.cache.get(name)
     }
 
+    /// The kept answer of `name` to a get of its latest render (see [`RecentRecords::latest`]).
+    pub(super) fn latest(&self, name: &[u8], now: i64, tag: u64) -> Option<Latest> {
+        if !self.alive.load(Ordering::Acquire) {
+            return None;
+        }
+        self.cache.latest(name, now, tag)
+    }
+
+    /// Keeps `latest`, worked out from `bytes` as this cache handed them out: only while the
+    /// cache still holds those very bytes, so the answer is of the title's committed record
+    /// (what drops or replaces the record drops the answer).
+    pub(super) fn attach(&self, name: &[u8], bytes: &Arc<[u8]>, latest: Latest) {
+        if self.alive.load(Ordering::Acquire) {
+            self.cache.attach(name, bytes, latest);
+        }
+    }
+
     /// Notes the epoch before a read of the meta files.
     pub(super) fn read_start(&self) -> ReadStart {
         ReadStart(self.state().epoch)
     }
 
     /// Keeps `bytes`, read from `inode` by a read that began at `start`, unless a commit was
-    /// published since or `name` is being rewritten.
-    pub(super) fn insert(&self, start: ReadStart, name: &[u8], inode: KvPointer, bytes: &[u8]) {
+    /// published since or `name` is being rewritten. Returns the bytes as kept.
+    pub(super) fn insert(
+        &self,
+        start: ReadStart,
+        name: &[u8],
+        inode: KvPointer,
+        bytes: &[u8],
+    ) -> Option<Arc<[u8]>> {
         let state = self.state();
         let current = state.epoch == start.0 && !state.all_pending;
         if current && !state.pending.contains(name) && self.alive.load(Ordering::Acquire) {
             // Under the state's lock, so that no name turns pending between check and insert.
-            self.cache.insert(name, inode, bytes);
+            return self.cache.insert(name, inode, bytes);
         }
+        None
     }
 
     /// Keeps `bytes` at `inode` as `name`'s record: the writer wrote it, and the commit it was

@@ -15,6 +15,7 @@ use crate::error::{Error, Result};
 use crate::filesys::{self, Filesys, Staleness};
 
 use super::key::{cmp_tid, TitleKey};
+use super::latest::Latest;
 use super::record::{InArchive, Render, TitleRecord};
 use super::{lost_file, Got, Listed, Page, State, Store};
 
@@ -163,15 +164,17 @@ impl Store {
         Ok(rec.is_some_and(|r| !r.title_down && r.archive != InArchive::No))
     }
 
-    /// The newest render in either tier that `pick` accepts.
+    /// The newest render in either tier that `pick` accepts (`latest`: it accepts every render,
+    /// so the answer kept for a get of the latest render may answer).
     pub(super) fn find(
         &self,
         domain: &str,
         title: &str,
+        latest: bool,
         pick: impl Fn(u64, Uuid) -> bool,
     ) -> Result<Option<Got>> {
         let title = TitleKey::new(domain, title)?;
-        self.read_fresh(|meta, staleness| self.find_in(meta, staleness, &title, &pick))
+        self.read_fresh(|meta, staleness| self.find_in(meta, staleness, &title, latest, &pick))
     }
 
     /// [`Store::find`] through one view of the title records.
@@ -180,11 +183,28 @@ impl Store {
         meta: &Filesys,
         staleness: Staleness,
         title: &TitleKey,
+        latest: bool,
         pick: &impl Fn(u64, Uuid) -> bool,
     ) -> Result<Option<Got>> {
         let name = title.name();
-        let rec = self.records.read(meta, staleness, name)?;
         let now = self.clock.now();
+        if latest {
+            if let Some(l) = self.records.latest(name, now, self.latest_tag) {
+                return Ok(Some(Got {
+                    rev: l.rev,
+                    tid: l.tid,
+                    labels: l.labels(),
+                    content_type: l.content_type.into(),
+                    state: l.state,
+                    value: self.read_value(&l.location)?,
+                }));
+            }
+        }
+        let read = self.records.read_kept(meta, staleness, name)?;
+        let (rec, kept) = match read {
+            Some((rec, kept)) => (Some(rec), kept),
+            None => (None, None),
+        };
         let hot = rec.as_ref().and_then(|rec| {
             self.visible(rec, now)
                 .into_iter()
@@ -206,7 +226,14 @@ impl Store {
             }
         }
         match (best, &rec) {
-            (Some(Hit::Hot(r)), Some(rec)) => self.got(rec, r, now).map(Some),
+            (Some(Hit::Hot(r)), Some(rec)) => {
+                let got = self.got(rec, r, now)?;
+                if let (true, true, Some(kept)) = (latest, settled, &kept) {
+                    let l = Latest::of(rec, r, got.state, &self.cfg, self.latest_tag, now);
+                    self.records.attach(name, kept, l);
+                }
+                Ok(Some(got))
+            }
             (Some(Hit::Archived(e)), _) => {
                 let archive = self
                     .archive_tier()?
