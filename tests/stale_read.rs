@@ -342,23 +342,29 @@ fn counting_reader(dir: &Path) -> (Store, Arc<AtomicU64>) {
     counting_reader_at(dir, wink::clock::system())
 }
 
+/// A file system that counts in `reads` the reads of the files `watched` picks.
+fn counting_vfs(
+    reads: &Arc<AtomicU64>,
+    watched: impl Fn(&Path) -> bool + Send + Sync + 'static,
+) -> SpyVfs {
+    let reads = reads.clone();
+    SpyVfs {
+        watched: Box::new(watched),
+        watch: Arc::new(move |access, _, _| {
+            if access == Access::Read {
+                reads.fetch_add(1, Ordering::SeqCst);
+            }
+        }),
+    }
+}
+
 /// [`counting_reader`] on `clock`.
 fn counting_reader_at(dir: &Path, clock: Arc<dyn wink::clock::Clock>) -> (Store, Arc<AtomicU64>) {
     let reads = Arc::new(AtomicU64::new(0));
-    let vfs = SpyVfs {
-        watched: Box::new(|path| {
-            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-            name.starts_with("meta.")
-        }),
-        watch: {
-            let reads = reads.clone();
-            Arc::new(move |access, _, _| {
-                if access == Access::Read {
-                    reads.fetch_add(1, Ordering::SeqCst);
-                }
-            })
-        },
-    };
+    let vfs = counting_vfs(&reads, |path| {
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        name.starts_with("meta.")
+    });
     let opts = StoreOptions {
         vfs: Arc::new(vfs),
         clock,
@@ -499,17 +505,9 @@ fn a_writer_rewrites_a_record_it_holds_without_reading_it_again() {
     Store::init(dir.path(), &keep_all(), &StoreOptions::writer()).unwrap();
     let reads = Arc::new(AtomicU64::new(0));
     let open = || {
-        let vfs = SpyVfs {
-            watched: Box::new(|path| path.file_name().is_some_and(|n| n == "meta.data")),
-            watch: {
-                let reads = reads.clone();
-                Arc::new(move |access, _, _| {
-                    if access == Access::Read {
-                        reads.fetch_add(1, Ordering::SeqCst);
-                    }
-                })
-            },
-        };
+        let vfs = counting_vfs(&reads, |path| {
+            path.file_name().is_some_and(|n| n == "meta.data")
+        });
         let opts = StoreOptions {
             vfs: Arc::new(vfs),
             ..StoreOptions::writer()
