@@ -23,11 +23,12 @@ pub struct StoreOptions {
     pub record_cache_bytes: usize,
 }
 
-/// The default of [`StoreOptions::record_cache_bytes`]: 16 MiB holds the records of about
-/// 18,000 titles of ten renders each (the encoded size, about 90 bytes a render), or the answers
-/// of about 57,000 titles to a get of their latest render (about 290 bytes each, as charged): a
-/// full cache gives up records before answers.
-pub const RECORD_CACHE_BYTES: usize = 16 << 20;
+/// The default of [`StoreOptions::record_cache_bytes`]: 32 MiB holds the records of about
+/// 36,000 titles of ten renders each (the encoded size, about 90 bytes a render), or the answers
+/// of about 115,000 titles to a get of their latest render (about 290 bytes each, as charged): a
+/// full cache gives up records before answers. At 16 MiB the answers of a 100,000-title store
+/// did not all fit, and a warm `get_latest` there decoded its record again.
+pub const RECORD_CACHE_BYTES: usize = 32 << 20;
 
 impl StoreOptions {
     /// A writer's options: fails "in use" when another writer holds the lock; the system clock,
