@@ -78,7 +78,7 @@ pub struct CompactJob {
 
 /// What a survey reads: a store's containers, title records and archive, each survey on
 /// read-only handles of its own, so that surveys run on any thread beside the writer.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 struct SurveySite {
     vfs: Arc<dyn Vfs>,
     dir: PathBuf,
@@ -218,9 +218,9 @@ impl CompactJob {
                 if next == self.sources.len() {
                     break;
                 }
-                let batch = self.next_batch(next);
-                surveyed.extend(self.survey_all(batch, now));
+                let batch = self.next_surveys(next, now);
                 next += batch.len();
+                surveyed.extend(batch);
             }
             // A survey is only used (and its error only reported) once its turn comes.
             let Some(survey) = surveyed.pop_front() else {
@@ -269,44 +269,21 @@ impl CompactJob {
         Ok(built)
     }
 
-    /// The candidates from `next` to survey together: one whose survey was made already, or
-    /// up to [`SURVEYS_AT_ONCE`] in a row whose surveys are not (made in parallel).
-    fn next_batch(&self, next: usize) -> &[u32] {
-        let surveyed = self.surveyed.lock().unwrap_or_else(|p| p.into_inner());
+    /// The surveys of the candidates from `next` on: one made already, or up to
+    /// [`SURVEYS_AT_ONCE`] in a row whose surveys are not, made now in parallel.
+    fn next_surveys(&self, next: usize, now: i64) -> Vec<Result<Survey>> {
         let rest = &self.sources[next..];
-        let made = |id: &u32| surveyed.contains_key(id);
-        let n = if rest.first().is_some_and(made) {
-            1
-        } else {
+        let n = {
+            let mut surveyed = self.surveyed.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(made) = rest.first().and_then(|id| surveyed.remove(id)) {
+                return vec![Ok(made)];
+            }
             rest.iter()
                 .take(SURVEYS_AT_ONCE)
-                .take_while(|id| !made(id))
+                .take_while(|id| !surveyed.contains_key(id))
                 .count()
         };
-        &rest[..n]
-    }
-
-    /// The surveys of `ids`: those made already, the others made now (in parallel).
-    fn survey_all(&self, ids: &[u32], now: i64) -> Vec<Result<Survey>> {
-        let mut made: Vec<Option<Survey>> = {
-            let mut surveyed = self.surveyed.lock().unwrap_or_else(|p| p.into_inner());
-            ids.iter().map(|id| surveyed.remove(id)).collect()
-        };
-        let missing: Vec<u32> = ids
-            .iter()
-            .zip(&made)
-            .filter(|(_, s)| s.is_none())
-            .map(|(id, _)| *id)
-            .collect();
-        let mut fresh = self.site.survey(&missing, now).into_iter();
-        made.iter_mut()
-            .map(|s| match s.take() {
-                Some(s) => Ok(s),
-                None => fresh
-                    .next()
-                    .unwrap_or_else(|| Err(Error::invalid("a survey went missing"))),
-            })
-            .collect()
+        self.site.survey(&rest[..n], now)
     }
 
     /// Gives the job surveys made before it started, of candidates the store has not changed

@@ -78,7 +78,8 @@ fn plan_run(
     let start = Instant::now();
     // Through this handle's view of the records (the writer's keeps them cached; a survey on
     // handles of its own reads them from disk), a few containers at once: a survey waits on
-    // small random reads (index cells, inodes), which overlap well on a disk.
+    // small random reads (index cells, inodes), which overlap well on a disk. A batch at a
+    // time, so that the surveys not kept are let go before the next batch is made.
     let load = |name: &[u8]| store.load_fresh(name);
     let (now, current) = (store.now(), store.current_container()?);
     let mut plans = Vec::new();
