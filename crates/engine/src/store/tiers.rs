@@ -228,9 +228,11 @@ impl Store {
         match (best, &rec) {
             (Some(Hit::Hot(r)), Some(rec)) => {
                 let got = self.got(rec, r, now)?;
-                if let (true, true, Some(kept)) = (latest, settled, &kept) {
-                    let l = Latest::of(rec, r, got.state, &self.cfg, self.latest_tag, now);
-                    self.records.attach(name, kept, l);
+                if latest && settled {
+                    if let Some(kept) = &kept {
+                        let l = Latest::of(rec, r, got.state, &self.cfg, self.latest_tag, now);
+                        self.records.attach(name, kept, l);
+                    }
                 }
                 Ok(Some(got))
             }
