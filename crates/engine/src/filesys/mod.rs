@@ -17,6 +17,7 @@
 //! index cells, superblocks) wait in an overlay and are committed all at once through the journal
 //! at [`Filesys::sync`]. After a crash the filesys is exactly its last committed state.
 
+mod behind;
 pub mod check;
 pub mod inode;
 pub mod journal;
@@ -118,6 +119,10 @@ pub struct OpenOptions {
     pub clock: Arc<dyn Clock>,
     /// Page-cache policy for written data: drop it in chunks of this many bytes (None: keep).
     pub drop_behind: Option<u64>,
+    /// A writer's appends to its datafile are written by a thread of their own, so that a load
+    /// copies bytes into the page cache on one core while it encodes and indexes on the other;
+    /// a commit writes what is still queued itself (see [`OverlayStorage::write_behind`]).
+    pub background_appends: bool,
 }
 
 impl OpenOptions {
@@ -137,6 +142,7 @@ impl OpenOptions {
             wait: false,
             clock: clock::system(),
             drop_behind: Some(8 << 20),
+            background_appends: true,
         }
     }
 }
@@ -614,9 +620,20 @@ impl Filesys {
             // The pages it writes are dropped: an index growth reads the keys it knows from
             // memory instead of from the disk.
             fs.known_keys.on = open.drop_behind.is_some();
+            if open.background_appends {
+                fs.overlays[0].1.write_behind();
+            }
         }
         let _ = fs.data.storage().advise_random();
         Ok(fs)
+    }
+
+    /// Writes the datafile's queued appends ([`OpenOptions::background_appends`]) to the file, so
+    /// that another handle on it (a store's value readers) reads this writer's uncommitted
+    /// appends. Cheap when nothing is queued.
+    pub fn settle(&self) -> Result<()> {
+        let data = &self.overlays[0].1;
+        data.settle().map_err(|e| Error::io(data.path(), None, e))
     }
 
     /// Commits, then gives back the datafile's preallocated space: for a filesys that is sealed

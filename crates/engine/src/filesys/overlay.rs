@@ -10,12 +10,17 @@
 //! ([`OverlayStorage::appended_crc`]): the commit's journal carries that CRC, so that after a
 //! crash the journal and the appended bytes, made durable by the same barrier, are known to have
 //! both arrived.
+//!
+//! A writer's data file may hand its appends to a thread of its own ([`OverlayStorage::
+//! write_behind`], module `behind`): whatever must see the file as written (a read, a sync, the
+//! held writes a commit applies) first drains that queue.
 
 use std::collections::BTreeMap;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock, RwLockReadGuard};
 
+use super::behind::Behind;
 use crate::storage::Storage;
 
 #[derive(Debug, Default)]
@@ -187,9 +192,11 @@ impl Digest {
 
 #[derive(Debug)]
 struct Shared {
-    inner: RwLock<Box<dyn Storage>>,
+    inner: Arc<RwLock<Box<dyn Storage>>>,
     pending: Mutex<Pending>,
     path: PathBuf,
+    /// The queue appends go through, when on.
+    behind: OnceLock<Behind>,
 }
 
 /// A handle on an overlaid file; clones share the overlay.
@@ -201,7 +208,8 @@ impl OverlayStorage {
     pub fn new(inner: Box<dyn Storage>, stable_end: u64) -> Self {
         let path = inner.path().to_path_buf();
         OverlayStorage(Arc::new(Shared {
-            inner: RwLock::new(inner),
+            inner: Arc::new(RwLock::new(inner)),
+            behind: OnceLock::new(),
             pending: Mutex::new(Pending {
                 stable_end,
                 written_end: stable_end,
@@ -220,6 +228,25 @@ impl OverlayStorage {
 
     fn inner(&self) -> RwLockReadGuard<'_, Box<dyn Storage>> {
         self.0.inner.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// From now on, appends (writes past the stable end) and page-cache hints are queued for a
+    /// thread of their own; see the module `behind`.
+    pub fn write_behind(&self) {
+        let _ = self.0.behind.set(Behind::new(self.0.inner.clone()));
+    }
+
+    /// Writes every queued append to the file, so that another handle on it reads them.
+    pub fn settle(&self) -> io::Result<()> {
+        self.settled().map(drop)
+    }
+
+    /// The file with every queued append written: what reads, syncs and in-place writes need.
+    fn settled(&self) -> io::Result<RwLockReadGuard<'_, Box<dyn Storage>>> {
+        if let Some(b) = self.0.behind.get() {
+            b.drain()?;
+        }
+        Ok(self.inner())
     }
 
     /// The pending writes, in offset order.
@@ -242,8 +269,8 @@ impl OverlayStorage {
     /// barrier has completed.
     /// Returns where they were written: (offset, length) each.
     pub fn apply(&self) -> io::Result<Vec<(u64, u64)>> {
+        let inner = self.settled()?;
         let ranges = std::mem::take(&mut self.pending().ranges);
-        let inner = self.inner();
         for (offset, bytes) in &ranges {
             inner.write_at(bytes, *offset)?;
         }
@@ -269,7 +296,7 @@ impl OverlayStorage {
     /// end), as they are in the file now: what a commit's journal carries.
     pub fn appended_crc(&self, upto: u64) -> io::Result<u32> {
         let digest = self.pending().digest.clone();
-        digest.crc(upto.min(digest.end), self.inner().as_ref())
+        digest.crc(upto.min(digest.end), self.settled()?.as_ref())
     }
 
     /// Whether the file has writes that no sync has covered (a commit syncs only those).
@@ -289,8 +316,8 @@ impl OverlayStorage {
     }
 
     /// The wrapped storage (page-cache hints, residency).
-    pub fn with_inner<T>(&self, f: impl FnOnce(&dyn Storage) -> T) -> T {
-        f(self.inner().as_ref())
+    pub fn with_inner<T>(&self, f: impl FnOnce(&dyn Storage) -> T) -> io::Result<T> {
+        Ok(f(self.settled()?.as_ref()))
     }
 }
 
@@ -332,11 +359,11 @@ impl Storage for OverlayStorage {
 
     fn len(&self) -> io::Result<u64> {
         // Held writes lie below the stable end, which lies within the file.
-        self.inner().len()
+        self.settled()?.len()
     }
 
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
-        let n = self.inner().read_at(buf, offset)?;
+        let n = self.settled()?.read_at(buf, offset)?;
         let p = self.pending();
         if p.ranges.is_empty() {
             return Ok(n);
@@ -371,9 +398,12 @@ impl Storage for OverlayStorage {
         }
         drop(p);
         if end > split {
-            let written = self
-                .inner()
-                .write_at(&buf[(split - offset) as usize..], split);
+            let appended = &buf[(split - offset) as usize..];
+            let written = match self.0.behind.get() {
+                // A failure reaches the caller later; the file is then failed for good.
+                Some(b) => b.write(appended, split),
+                None => self.inner().write_at(appended, split),
+            };
             if written.is_err() {
                 // What reached the file is unknown: read back whatever a commit covers.
                 let mut p = self.pending();
@@ -386,32 +416,44 @@ impl Storage for OverlayStorage {
     }
 
     fn set_len(&self, len: u64) -> io::Result<()> {
-        self.inner().set_len(len)
+        self.settled()?.set_len(len)
     }
 
     fn allocate(&self, len: u64) -> io::Result<()> {
+        // Allocating blocks past the queued writes leaves their bytes alone: no drain.
         self.inner().allocate(len)
     }
 
     fn sync_data(&self) -> io::Result<()> {
         // Only the appended region becomes durable here; held writes wait for the journal.
-        self.inner().sync_data()
+        self.settled()?.sync_data()
     }
 
     fn sync_fd(&self) -> Option<std::os::unix::io::RawFd> {
-        self.inner().sync_fd()
+        // A queue that cannot be drained gives no descriptor: the caller then syncs through
+        // `sync_data`, which returns the failure.
+        self.settled().ok()?.sync_fd()
     }
 
     fn start_writeback(&self, offset: u64, len: u64) -> io::Result<()> {
-        self.inner().start_writeback(offset, len)
+        match self.0.behind.get() {
+            Some(b) => b.start_writeback(offset, len),
+            None => self.inner().start_writeback(offset, len),
+        }
     }
 
     fn flush_and_drop(&self, offset: u64, len: u64) -> io::Result<()> {
-        self.inner().flush_and_drop(offset, len)
+        match self.0.behind.get() {
+            Some(b) => b.flush_and_drop(offset, len),
+            None => self.inner().flush_and_drop(offset, len),
+        }
     }
 
     fn drop_cache(&self, offset: u64, len: u64) -> io::Result<()> {
-        self.inner().drop_cache(offset, len)
+        match self.0.behind.get() {
+            Some(b) => b.drop_cache(offset, len),
+            None => self.inner().drop_cache(offset, len),
+        }
     }
 
     fn advise_random(&self) -> io::Result<()> {
@@ -427,11 +469,11 @@ impl Storage for OverlayStorage {
     }
 
     fn cached_pages(&self, offset: u64, len: u64) -> io::Result<Vec<bool>> {
-        self.inner().cached_pages(offset, len)
+        self.settled()?.cached_pages(offset, len)
     }
 
     fn create_temp(&self, suffix: &str) -> io::Result<Box<dyn Storage>> {
-        self.inner().create_temp(suffix)
+        self.settled()?.create_temp(suffix)
     }
 
     /// Swaps the file for `temp`. Only valid with nothing held back (the filesys commits first).
@@ -441,6 +483,7 @@ impl Storage for OverlayStorage {
                 "replacing a file with uncommitted in-place writes",
             ));
         }
+        drop(self.settled()?);
         let mut inner = self.0.inner.write().unwrap_or_else(|p| p.into_inner());
         let replaced = inner.commit_temp(temp)?;
         let len = replaced.len()?;
@@ -455,7 +498,7 @@ impl Storage for OverlayStorage {
     }
 
     fn discard_temp(&self, temp: Box<dyn Storage>) -> io::Result<()> {
-        self.inner().discard_temp(temp)
+        self.settled()?.discard_temp(temp)
     }
 }
 
@@ -486,9 +529,15 @@ mod tests {
     }
 
     /// The CRC of the appended bytes matches the file's, whatever the order of the writes: in
-    /// order, over bytes written before (a delete flag), past a gap, across blocks.
+    /// order, over bytes written before (a delete flag), past a gap, across blocks; with the
+    /// appends written directly and queued for the append thread.
     #[test]
     fn appended_crc_is_the_crc_of_the_bytes_in_the_file() {
+        appended_crc_matches(false);
+        appended_crc_matches(true);
+    }
+
+    fn appended_crc_matches(behind: bool) {
         let mut seed = 0x9E37_79B9_7F4A_7C15u64;
         let mut next = || {
             seed ^= seed << 13;
@@ -500,6 +549,9 @@ mod tests {
             let stable = 4096 + next() % 5000;
             let disk = MemStorage::from_bytes("f", vec![3u8; stable as usize]);
             let o = OverlayStorage::new(Box::new(disk.clone()), stable);
+            if behind {
+                o.write_behind();
+            }
             let mut end = stable;
             for _ in 0..30 {
                 let len = 1 + next() % if round % 2 == 0 { 3000 } else { 700_000 };
@@ -516,7 +568,11 @@ mod tests {
                 let (start, written) = o.appended();
                 assert_eq!((start, written), (stable, end));
                 let upto = start + next() % (written - start + 1);
+                // What a reader through the overlay sees: every write made so far.
+                let mut seen = vec![0u8; (upto - start) as usize];
+                o.read_at(&mut seen, start).unwrap();
                 let want = crc32fast::hash(&disk.to_vec()[start as usize..upto as usize]);
+                assert_eq!(crc32fast::hash(&seen), want, "round {round}");
                 assert_eq!(o.appended_crc(upto).unwrap(), want, "round {round}");
             }
             o.apply().unwrap();

@@ -46,6 +46,7 @@ pub fn rebuild_index(dir: &std::path::Path, opts: &StoreOptions) -> Result<Rebui
         wait: opts.wait,
         clock: opts.clock.clone(),
         drop_behind: None,
+        background_appends: false,
     };
     let mut report = RebuildReport {
         indexed: Filesys::reindex_in(opts.vfs.clone(), &meta_base(dir), &open)?,

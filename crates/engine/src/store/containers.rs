@@ -151,8 +151,12 @@ impl Containers {
         Ok(id)
     }
 
-    /// Container `id`'s datafile, opened for reads once and kept (up to [`READER_CACHE`]).
+    /// Container `id`'s datafile, opened for reads once and kept (up to [`READER_CACHE`]). The
+    /// writer's own uncommitted appends to it are in the file first (see [`Filesys::settle`]).
     pub(crate) fn reader(&self, id: u32) -> Result<Arc<dyn Storage>> {
+        if let Some(w) = self.writer.as_ref().filter(|w| w.id == id) {
+            w.fs.settle()?;
+        }
         let mut cache = self.readers.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(s) = cache.get(&id) {
             return Ok(s.clone());

@@ -348,6 +348,7 @@ impl Store {
             wait: opts.wait,
             clock: opts.clock.clone(),
             drop_behind: None,
+            background_appends: opts.writable,
         };
         // The writer's lock is the meta filesys's: a second writer is told the store's name.
         let in_use = |e: Error| match e {

@@ -311,6 +311,7 @@ impl Store {
             wait: false,
             clock: self.clock.clone(),
             drop_behind: Some(8 << 20),
+            background_appends: true,
         };
         self.archive = None;
         self.archive = Some(Archive::open_in(self.vfs.clone(), base, &open, aopts)?);

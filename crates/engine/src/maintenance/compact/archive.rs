@@ -69,6 +69,7 @@ fn switch_archive(store: &mut Store) -> Result<RewriteReport> {
         wait: false,
         clock: store.clock().clone(),
         drop_behind: Some(8 << 20),
+        background_appends: true,
     };
     let rewritten = archive.rewrite_into(store.vfs().clone(), &dest, &open, |_, _| {});
     let rewritten = match rewritten {

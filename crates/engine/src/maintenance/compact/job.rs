@@ -340,6 +340,7 @@ impl CompactJob {
             wait: false,
             clock: self.clock.clone(),
             drop_behind: Some(8 << 20),
+            background_appends: true,
         };
         let mut target = Filesys::create_in(
             self.site.vfs.clone(),

@@ -1,0 +1,403 @@
+//! Appends handed to a thread of their own, so that a load's copying of bytes into the page
+//! cache (the `pwrite`s, a third of a put's CPU) and its page-cache hints run on the second core
+//! while the caller hashes, encodes and indexes the next renders.
+//!
+//! The queue keeps the order of everything given to it. Nothing is promised before a sync, so
+//! nothing changes for durability: every operation that must see the file as written so far (a
+//! read, a sync, the file's length, an in-place write a commit applies) first **drains** the
+//! queue, on the caller's thread when the worker is idle. A small commit therefore never waits
+//! for another thread: its few queued appends are written by the commit itself, as before. The
+//! worker is woken only when [`KICK_BYTES`] are queued or a page-cache hint is (every MiB
+//! appended, see `kvseq`), and the queue holds at most [`HELD_MAX`] bytes: a caller past it
+//! waits for the worker.
+//!
+//! A failed write fails every later operation on the file (the error is kept, with the file's
+//! name and offset): what reached the file is unknown, so no commit may follow it.
+
+use std::collections::VecDeque;
+use std::io;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
+use std::thread::JoinHandle;
+
+use crate::storage::Storage;
+
+/// Queued bytes that wake the worker.
+pub const KICK_BYTES: u64 = 256 << 10;
+/// Bytes the queue may hold (queued and being written); past it a caller waits.
+pub const HELD_MAX: u64 = 8 << 20;
+/// Largest single write the queue builds by joining contiguous appends.
+const SEGMENT: usize = 1 << 20;
+/// Written segments' buffers kept for the next ones (their pages stay mapped: a fresh 1 MiB
+/// buffer costs a page fault per 4 KiB).
+const SPARES: usize = 4;
+const PAGE: usize = 4096;
+
+/// One queued operation on the file.
+#[derive(Debug)]
+enum Op {
+    /// `buf[from..]` at `offset`. The bytes start at the same place in a memory page as in a
+    /// file page: copies between two addresses a small distance apart modulo 4096 are many
+    /// times slower on the machines we measured (see docs/PERFORMANCE.md, the memcpy trap).
+    Write {
+        offset: u64,
+        buf: Vec<u8>,
+        from: usize,
+    },
+    StartWriteback(u64, u64),
+    FlushAndDrop(u64, u64),
+    DropCache(u64, u64),
+}
+
+impl Op {
+    fn bytes(&self) -> u64 {
+        match self {
+            Op::Write { buf, from, .. } => (buf.len() - from) as u64,
+            _ => 0,
+        }
+    }
+
+    fn run(&self, file: &dyn Storage) -> io::Result<()> {
+        match self {
+            Op::Write { offset, buf, from } => file.write_at(&buf[*from..], *offset),
+            Op::StartWriteback(at, len) => file.start_writeback(*at, *len),
+            Op::FlushAndDrop(at, len) => file.flush_and_drop(*at, *len),
+            Op::DropCache(at, len) => file.drop_cache(*at, *len),
+        }
+    }
+
+    fn offset(&self) -> u64 {
+        match self {
+            Op::Write { offset, .. } => *offset,
+            Op::StartWriteback(at, _) | Op::FlushAndDrop(at, _) | Op::DropCache(at, _) => *at,
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct Queue {
+    ops: VecDeque<Op>,
+    /// Bytes queued and being written.
+    held: u64,
+    /// Whether ops taken from the queue are being run (by the worker or a draining caller).
+    busy: bool,
+    /// Whether the worker has been asked to take the queue.
+    kicked: bool,
+    /// Buffers of written segments, for the next ones (at most [`SPARES`]).
+    spare: Vec<Vec<u8>>,
+    /// The first failure: every later operation returns it.
+    failed: Option<(io::ErrorKind, String)>,
+    stop: bool,
+}
+
+impl Queue {
+    fn check(&self) -> io::Result<()> {
+        match &self.failed {
+            None => Ok(()),
+            Some((kind, msg)) => Err(io::Error::new(
+                *kind,
+                format!("an earlier background write failed: {msg}"),
+            )),
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct State {
+    queue: Mutex<Queue>,
+    /// Signalled when the worker should look at the queue, and when a batch of ops completes.
+    changed: Condvar,
+}
+
+impl State {
+    fn lock(&self) -> MutexGuard<'_, Queue> {
+        self.queue.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn wait<'a>(&self, q: MutexGuard<'a, Queue>) -> MutexGuard<'a, Queue> {
+        self.changed.wait(q).unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Runs `ops` (taken from the queue with `busy` set) on `file` and gives the result back.
+    fn run(&self, ops: VecDeque<Op>, file: &RwLock<Box<dyn Storage>>) {
+        let bytes: u64 = ops.iter().map(Op::bytes).sum();
+        let mut failed = None;
+        {
+            let file = file.read().unwrap_or_else(|p| p.into_inner());
+            for op in &ops {
+                if let Err(e) = op.run(file.as_ref()) {
+                    let at = op.offset();
+                    failed = Some((
+                        e.kind(),
+                        format!("{}, offset {at}: {e}", file.path().display()),
+                    ));
+                    break;
+                }
+            }
+        }
+        let mut q = self.lock();
+        q.busy = false;
+        q.held -= bytes;
+        for op in ops {
+            if let Op::Write { buf, .. } = op {
+                if q.spare.len() < SPARES && buf.capacity() == SEGMENT + PAGE {
+                    q.spare.push(buf);
+                }
+            }
+        }
+        if q.failed.is_none() {
+            q.failed = failed;
+        }
+        drop(q);
+        self.changed.notify_all();
+    }
+}
+
+/// The queue of one file's appends and its worker thread (started on the first append).
+#[derive(Debug)]
+pub struct Behind {
+    state: Arc<State>,
+    file: Arc<RwLock<Box<dyn Storage>>>,
+    worker: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Behind {
+    /// A queue writing to `file`.
+    pub fn new(file: Arc<RwLock<Box<dyn Storage>>>) -> Behind {
+        Behind {
+            state: Arc::default(),
+            file,
+            worker: Mutex::new(None),
+        }
+    }
+
+    /// Queues a write of `bytes` at `offset` (after everything queued before).
+    pub fn write(&self, bytes: &[u8], offset: u64) -> io::Result<()> {
+        let mut q = self.room()?;
+        if let Some(Op::Write {
+            offset: o,
+            buf,
+            from,
+        }) = q.ops.back_mut()
+        {
+            if *o + (buf.len() - *from) as u64 == offset
+                && buf.len() + bytes.len() <= buf.capacity()
+            {
+                buf.extend_from_slice(bytes);
+                return self.queued(q, bytes.len() as u64, false);
+            }
+        }
+        let mut buf = match q.spare.pop() {
+            Some(b) if bytes.len() <= SEGMENT => b,
+            _ => Vec::with_capacity(bytes.len().max(SEGMENT) + PAGE),
+        };
+        buf.clear();
+        let from = (offset as usize).wrapping_sub(buf.as_ptr() as usize) % PAGE;
+        buf.resize(from, 0);
+        buf.extend_from_slice(bytes);
+        q.ops.push_back(Op::Write { offset, buf, from });
+        self.queued(q, bytes.len() as u64, false)
+    }
+
+    /// Queues [`Storage::start_writeback`].
+    pub fn start_writeback(&self, offset: u64, len: u64) -> io::Result<()> {
+        self.hint(Op::StartWriteback(offset, len))
+    }
+
+    /// Queues [`Storage::flush_and_drop`].
+    pub fn flush_and_drop(&self, offset: u64, len: u64) -> io::Result<()> {
+        self.hint(Op::FlushAndDrop(offset, len))
+    }
+
+    /// Queues [`Storage::drop_cache`].
+    pub fn drop_cache(&self, offset: u64, len: u64) -> io::Result<()> {
+        self.hint(Op::DropCache(offset, len))
+    }
+
+    fn hint(&self, op: Op) -> io::Result<()> {
+        let mut q = self.room()?;
+        q.ops.push_back(op);
+        self.queued(q, 0, true)
+    }
+
+    /// The queue once it has room (waking the worker to make some).
+    fn room(&self) -> io::Result<MutexGuard<'_, Queue>> {
+        let mut q = self.state.lock();
+        q.check()?;
+        while q.held >= HELD_MAX {
+            self.kick(&mut q)?;
+            q = self.state.wait(q);
+            q.check()?;
+        }
+        Ok(q)
+    }
+
+    fn queued(&self, mut q: MutexGuard<'_, Queue>, bytes: u64, wake: bool) -> io::Result<()> {
+        q.held += bytes;
+        if wake || q.held >= KICK_BYTES {
+            self.kick(&mut q)?;
+        }
+        Ok(())
+    }
+
+    /// Asks the worker to take the queue (starting it the first time).
+    fn kick(&self, q: &mut Queue) -> io::Result<()> {
+        if q.kicked {
+            return Ok(());
+        }
+        q.kicked = true;
+        let mut worker = self.worker.lock().unwrap_or_else(|p| p.into_inner());
+        if worker.is_none() {
+            let (state, file) = (self.state.clone(), self.file.clone());
+            *worker = Some(
+                std::thread::Builder::new()
+                    .name("wink-append".into())
+                    .spawn(move || work(&state, &file))?,
+            );
+        }
+        self.state.changed.notify_all();
+        Ok(())
+    }
+
+    /// Writes everything queued (on this thread when the worker is idle) and returns the first
+    /// failure of any queued write, now or before.
+    pub fn drain(&self) -> io::Result<()> {
+        let mut q = self.state.lock();
+        loop {
+            q.check()?;
+            if q.busy {
+                q = self.state.wait(q);
+            } else if q.ops.is_empty() {
+                return Ok(());
+            } else {
+                let ops = std::mem::take(&mut q.ops);
+                q.busy = true;
+                drop(q);
+                self.state.run(ops, &self.file);
+                q = self.state.lock();
+            }
+        }
+    }
+}
+
+impl Drop for Behind {
+    fn drop(&mut self) {
+        let mut q = self.state.lock();
+        q.stop = true;
+        drop(q);
+        self.state.changed.notify_all();
+        if let Some(w) = self.worker.get_mut().ok().and_then(Option::take) {
+            let _ = w.join();
+        }
+    }
+}
+
+/// The worker: takes the whole queue whenever kicked, until stopped with nothing left.
+fn work(state: &State, file: &RwLock<Box<dyn Storage>>) {
+    let mut q = state.lock();
+    loop {
+        if !q.busy && !q.ops.is_empty() && (q.kicked || q.stop) && q.failed.is_none() {
+            let ops = std::mem::take(&mut q.ops);
+            q.busy = true;
+            q.kicked = false;
+            drop(q);
+            state.run(ops, file);
+            q = state.lock();
+            continue;
+        }
+        if q.stop && !q.busy {
+            return;
+        }
+        if q.ops.is_empty() {
+            q.kicked = false;
+        }
+        q = state.wait(q);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::MemStorage;
+
+    fn behind(disk: &MemStorage) -> Behind {
+        Behind::new(Arc::new(RwLock::new(Box::new(disk.clone()))))
+    }
+
+    #[test]
+    fn writes_reach_the_file_in_order_once_drained() {
+        let disk = MemStorage::from_bytes("f", vec![0u8; 10]);
+        let b = behind(&disk);
+        b.write(&[1, 2, 3], 10).unwrap();
+        b.write(&[4, 5], 13).unwrap(); // joined to the write before
+        b.write(&[9], 11).unwrap(); // over a queued byte: applied after it
+        b.drain().unwrap();
+        assert_eq!(&disk.to_vec()[10..], &[1, 9, 3, 4, 5]);
+    }
+
+    #[test]
+    fn the_worker_writes_a_load_and_the_queue_stays_bounded() {
+        let disk = MemStorage::from_bytes("f", Vec::new());
+        let b = behind(&disk);
+        let mut want = Vec::new();
+        for i in 0..4000u32 {
+            let chunk = vec![i as u8; 3000 + (i as usize * 7) % 5000];
+            b.write(&chunk, want.len() as u64).unwrap();
+            want.extend_from_slice(&chunk);
+            assert!(b.state.lock().held <= HELD_MAX + 8000);
+            if i % 700 == 0 {
+                b.start_writeback(0, want.len() as u64).unwrap();
+            }
+        }
+        b.drain().unwrap();
+        assert_eq!(disk.to_vec(), want);
+        assert!(b.worker.lock().unwrap().is_some(), "the worker took part");
+    }
+
+    /// A write that fails fails the drain and every later write, naming the file and offset.
+    #[test]
+    fn a_failed_write_fails_everything_after_it() {
+        #[derive(Debug)]
+        struct Broken(MemStorage);
+        impl Storage for Broken {
+            fn path(&self) -> &std::path::Path {
+                self.0.path()
+            }
+            fn len(&self) -> io::Result<u64> {
+                self.0.len()
+            }
+            fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+                self.0.read_at(buf, offset)
+            }
+            fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+                if offset >= 100 {
+                    return Err(io::Error::other("the disk said no"));
+                }
+                self.0.write_at(buf, offset)
+            }
+            fn set_len(&self, len: u64) -> io::Result<()> {
+                self.0.set_len(len)
+            }
+            fn sync_data(&self) -> io::Result<()> {
+                self.0.sync_data()
+            }
+            fn create_temp(&self, suffix: &str) -> io::Result<Box<dyn Storage>> {
+                self.0.create_temp(suffix)
+            }
+            fn commit_temp(&self, temp: Box<dyn Storage>) -> io::Result<Box<dyn Storage>> {
+                self.0.commit_temp(temp)
+            }
+            fn discard_temp(&self, temp: Box<dyn Storage>) -> io::Result<()> {
+                self.0.discard_temp(temp)
+            }
+        }
+        let disk = MemStorage::from_bytes("data", Vec::new());
+        let b = Behind::new(Arc::new(RwLock::new(Box::new(Broken(disk.clone())))));
+        b.write(&[1; 50], 0).unwrap();
+        b.write(&[2; 50], 100).unwrap();
+        let e = b.drain().unwrap_err();
+        assert!(e.to_string().contains("data, offset 100"), "{e}");
+        assert!(b.write(&[3], 0).is_err());
+        assert!(b.drain().is_err());
+        assert_eq!(disk.to_vec(), vec![1; 50]);
+    }
+}
