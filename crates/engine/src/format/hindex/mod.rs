@@ -50,6 +50,12 @@ const PROBE_BATCH: u64 = 8;
 pub trait KeySource {
     /// The key of the entry at `ptr`; an error when the entry cannot be read.
     fn key_at(&self, ptr: KvPointer) -> Result<Vec<u8>>;
+
+    /// The hash of the key at `ptr` (a source that holds the key in memory hashes it there,
+    /// without a copy).
+    fn key_hash_at(&self, ptr: KvPointer) -> Result<KeyHash> {
+        Ok(KeyHash::of(&self.key_at(ptr)?))
+    }
 }
 
 impl KeySource for KvSeq {

@@ -143,8 +143,8 @@ impl HIndex {
             match c {
                 Cell::Free => break,
                 Cell::Deleted => {}
-                Cell::Used { ptr, stored_hash } => match keys.key_at(ptr) {
-                    Ok(own) => self.check_stored_hash(cell, ptr, stored_hash, KeyHash::of(&own))?,
+                Cell::Used { ptr, stored_hash } => match keys.key_hash_at(ptr) {
+                    Ok(own) => self.check_stored_hash(cell, ptr, stored_hash, own)?,
                     Err(Error::NotFound(_)) => {
                         unnamed.get_or_insert(cell);
                     }
