@@ -37,6 +37,7 @@ use std::sync::Arc;
 
 use crate::clock::{self, Clock};
 use crate::error::{Error, Result};
+use crate::format::hash::KeyHash;
 use crate::format::hindex::{HIndex, HIndexOptions};
 use crate::format::kvseq::{DropBehind, KvPointer, KvSeq, KvSeqOptions};
 use crate::format::repr::Repr;
@@ -309,11 +310,16 @@ impl KnownKeys {
     }
 
     fn get(&self, ptr: KvPointer) -> Option<Vec<u8>> {
+        self.with(ptr, |k| k.to_vec())
+    }
+
+    /// `f` of the key kept for `ptr`, if any, without copying it.
+    fn with<T>(&self, ptr: KvPointer, f: impl FnOnce(&[u8]) -> T) -> Option<T> {
         if !self.on {
             return None;
         }
         let keys = self.keys.lock().unwrap_or_else(|p| p.into_inner());
-        keys.0.get(&ptr.0).map(|k| k.to_vec())
+        keys.0.get(&ptr.0).map(|k| f(k))
     }
 }
 
@@ -331,6 +337,13 @@ impl crate::format::hindex::KeySource for KeysOf<'_> {
         let key = self.data.key_at(ptr)?;
         self.known.note(ptr, &key);
         Ok(key)
+    }
+
+    fn key_hash_at(&self, ptr: KvPointer) -> Result<KeyHash> {
+        match self.known.with(ptr, KeyHash::of) {
+            Some(hash) => Ok(hash),
+            None => Ok(KeyHash::of(&self.key_at(ptr)?)),
+        }
     }
 }
 
@@ -1162,5 +1175,31 @@ mod known_keys_tests {
         off.note(KvPointer(1), b"x");
         off.moved(KvPointer(1), KvPointer(2), b"x");
         assert!(!off.holds(KvPointer(2)) && off.get(KvPointer(2)).is_none());
+    }
+
+    /// The hash of a key is the hash of the key the datafile holds, kept or not.
+    #[test]
+    fn a_kept_key_hashes_as_the_key_read() {
+        use crate::format::hindex::KeySource;
+        let opts = KvSeqOptions::default();
+        let mut data = KvSeq::create(Box::new(crate::storage::MemStorage::new("d")), &opts);
+        let data = data.as_mut().unwrap();
+        let (a, b) = (
+            data.append(b"d/a/I0", b"1").unwrap(),
+            data.append(b"d/b/I0", b"2").unwrap(),
+        );
+        let known = KnownKeys {
+            on: true,
+            ..KnownKeys::default()
+        };
+        known.note(a, b"d/a/I0");
+        let keys = KeysOf {
+            data,
+            known: &known,
+        };
+        for (ptr, key) in [(a, &b"d/a/I0"[..]), (b, &b"d/b/I0"[..])] {
+            assert_eq!(keys.key_hash_at(ptr).unwrap(), KeyHash::of(key));
+        }
+        assert!(keys.key_hash_at(KvPointer(1 << 40)).is_err());
     }
 }

@@ -2,7 +2,7 @@
 
 use crate::error::{Error, Result};
 use crate::format::hash::KeyHash;
-use crate::format::hindex::Found;
+use crate::format::hindex::{Found, Probe};
 use crate::format::kvseq::{Entry, KvPointer};
 
 use super::inode::{data_key, inode_key, Inode};
@@ -64,6 +64,8 @@ const ENTRY_HEADER: usize = 16;
 #[derive(Debug)]
 pub struct Version {
     located: Option<Located>,
+    /// The lookup's probe of the index: where a new file's name goes, when it found none.
+    probe: Probe,
     writes: u64,
 }
 
@@ -128,14 +130,20 @@ impl Filesys {
     /// (an index cell naming an entry past this view's FILESIZE, or this name's inode deleted
     /// while the cell still names it) is [`Error::Stale`], not "no such file".
     fn locate_as(&self, name: &[u8], staleness: Staleness) -> Result<Option<Located>> {
+        Ok(self.locate_probed(name, staleness)?.0)
+    }
+
+    /// [`Filesys::locate_as`], also returning its probe of the index (for the insert of a name
+    /// it did not find).
+    fn locate_probed(&self, name: &[u8], staleness: Staleness) -> Result<(Option<Located>, Probe)> {
         validate_name(name)?;
         let key = inode_key(name);
         let mut hit = None;
         let mut stale_at = None;
         let hint = self.inode_entry_len(&key);
-        let found = self
+        let probe = self
             .idx
-            .find(&key, |ptr| match self.data.read_sized(ptr, hint) {
+            .probe(&key, |ptr| match self.data.read_sized(ptr, hint) {
                 Ok(e) if e.key == key => {
                     let live = !e.deleted;
                     if !live {
@@ -169,8 +177,8 @@ impl Filesys {
                 }
                 Err(e) => Err(e),
             })?;
-        let (Some(found), Some(entry)) = (found, hit) else {
-            return match (staleness, stale_at) {
+        let (Some(found), Some(entry)) = (probe.found(), hit) else {
+            let missed = match (staleness, stale_at) {
                 (Staleness::Report, Some(at)) => Err(Error::stale(
                     self.data.path(),
                     at,
@@ -179,7 +187,8 @@ impl Filesys {
                         String::from_utf8_lossy(name)
                     ),
                 )),
-                _ if self.verify_misses => match self.idx.check_probe_path(&key, &self.keys())? {
+                // The cells the miss was decided on are the ones checked.
+                _ if self.verify_misses => match self.idx.check_probe(&probe, &self.keys())? {
                     None => Ok(None),
                     // A cell naming an entry past this view: a commit it has not seen.
                     Some(cell) if staleness == Staleness::Report => Err(Error::stale(
@@ -200,13 +209,15 @@ impl Filesys {
                 },
                 _ => Ok(None),
             };
+            return missed.map(|none| (none, probe));
         };
         let inode = Inode::decode(&entry.value, self.data.path(), entry.value_offset)?;
-        Ok(Some(Located {
+        let located = Located {
             found,
             entry,
             inode,
-        }))
+        };
+        Ok((Some(located), probe))
     }
 
     /// A file's metadata, or `None`.
@@ -552,11 +563,16 @@ impl Filesys {
     /// ([`Filesys::read_version`]).
     pub fn locate_for_update(&self, name: &[u8]) -> Result<(Option<FileStat>, Version)> {
         let writes = self.writes();
-        let located = self.locate(name)?;
+        let (located, probe) = self.locate_probed(name, Staleness::Strict)?;
         let stat = located
             .as_ref()
             .map(|l| FileStat::of(name, l.entry.ptr, &l.inode));
-        Ok((stat, Version { located, writes }))
+        let version = Version {
+            located,
+            probe,
+            writes,
+        };
+        Ok((stat, version))
     }
 
     /// The content of the file a [`Version`] found (`None`: it found none).
@@ -582,12 +598,12 @@ impl Filesys {
         validate_name(name)?;
         let before = self.writes();
         self.ensure_index_room()?;
-        let old = if fresh && self.writes() == before {
-            version.located
+        let (old, probe) = if fresh && self.writes() == before {
+            (version.located, version.probe)
         } else {
-            self.locate(name)?
+            self.locate_probed(name, Staleness::Strict)?
         };
-        Ok(self.put_at(name, ftype, content, old)?.0)
+        Ok(self.put_at(name, ftype, content, old, &probe)?.0)
     }
 
     /// Writes a file: creates it, or replaces it (a new version, the old one marked deleted).
@@ -606,17 +622,19 @@ impl Filesys {
         self.check_writable()?;
         validate_name(name)?;
         self.ensure_index_room()?;
-        let old = self.locate(name)?;
-        self.put_at(name, ftype, content, old)
+        let (old, probe) = self.locate_probed(name, Staleness::Strict)?;
+        self.put_at(name, ftype, content, old, &probe)
     }
 
-    /// Writes a new version of `name`, whose current one (if any) is `old`.
+    /// Writes a new version of `name`, whose current one (if any) is `old`; `probe` is the
+    /// lookup's probe of the index (a new name goes where it ended, if the index is unchanged).
     fn put_at(
         &mut self,
         name: &[u8],
         ftype: u8,
         content: &[u8],
         old: Option<Located>,
+        probe: &Probe,
     ) -> Result<(FileStat, Vec<Extent>)> {
         let size = self.inode_size_for(chunks(content.len() as u64))?;
         let fileid = self.next_fileid()?;
@@ -645,7 +663,7 @@ impl Filesys {
             }
             None => {
                 self.known_keys.note(ptr, &key);
-                self.idx.insert(&key, ptr, &self.data)?;
+                self.idx.insert_probed(probe, ptr, &self.data)?;
             }
         }
         if let Some(t) = &mut self.time {
@@ -763,5 +781,107 @@ impl Filesys {
         self.idx.insert(&key, ptr, &self.data)?;
         self.maybe_checkpoint()?;
         Ok(FileStat::of(new, ptr, &located.inode))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+    use std::sync::Arc;
+
+    use super::super::{file_path, FsOptions, OpenOptions};
+    use super::*;
+    use crate::clock::ManualClock;
+    use crate::storage::{FileStorage, Storage};
+
+    fn create(base: &Path, clock: &ManualClock) -> Filesys {
+        let fs = FsOptions {
+            htsize: 4,
+            ..FsOptions::default()
+        };
+        let open = OpenOptions {
+            clock: Arc::new(clock.clone()),
+            ..OpenOptions::writer()
+        };
+        Filesys::create(base, &fs, &open).unwrap()
+    }
+
+    /// A read-modify-write (lookup, then [`Filesys::put_over`], whose insert takes its cell
+    /// from the lookup's probe) leaves the files a plain [`Filesys::put`] leaves, byte for
+    /// byte, through new names, rewrites and index growth, with misses verified.
+    #[test]
+    fn a_put_over_a_lookup_writes_the_bytes_a_plain_put_writes() {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = ManualClock::new(1_700_000_000);
+        let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+        let (mut over, mut plain) = (create(&a, &clock), create(&b, &clock));
+        over.set_verify_misses(true);
+        plain.set_verify_misses(true);
+        for i in 0..300u32 {
+            let name = format!("title-{}", i % 120);
+            let content = format!("record {i}");
+            let (_, version) = over.read_for_update(name.as_bytes()).unwrap();
+            let x = over.put_over(name.as_bytes(), 0, content.as_bytes(), version);
+            let y = plain.put(name.as_bytes(), 0, content.as_bytes());
+            assert_eq!(x.unwrap(), y.unwrap());
+            if i % 50 == 49 {
+                over.sync().unwrap();
+                plain.sync().unwrap();
+            }
+        }
+        assert!(over.index().htsize() > 4);
+        drop((over, plain));
+        for ext in ["idx", "data"] {
+            let read = |base: &Path| std::fs::read(file_path(base, ext)).unwrap();
+            assert!(read(&a) == read(&b), "{ext} differs");
+        }
+    }
+
+    /// A miss whose probe passed a cell with a wrong stored hash is damage naming the index
+    /// file and the word's offset, not "no such file", for a lookup and for a put's lookup.
+    #[test]
+    fn a_miss_past_a_damaged_cell_names_the_index_file_and_offset() {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = ManualClock::new(1_700_000_000);
+        let base = dir.path().join("fs");
+        let mut fs = create(&base, &clock);
+        for i in 0..40u32 {
+            fs.put(format!("title-{i}").as_bytes(), 0, b"x").unwrap();
+        }
+        fs.sync().unwrap();
+        let (missing, cell) = (0..)
+            .map(|i| format!("absent-{i}"))
+            .find_map(|name| {
+                let probe = fs.index().probe(&inode_key(name.as_bytes()), |_| Ok(false));
+                let used = probe
+                    .unwrap()
+                    .cells()
+                    .find(|(_, c)| matches!(c, crate::format::hindex::Cell::Used { .. }))
+                    .map(|(cell, _)| cell);
+                used.map(|cell| (name, cell))
+            })
+            .unwrap();
+        let offset = fs.index().cell_offset(cell) + 8;
+        drop(fs);
+        let idx = file_path(&base, "idx");
+        FileStorage::open(&idx, true)
+            .unwrap()
+            .write_at(&[0x5A; 8], offset)
+            .unwrap();
+        let open = OpenOptions {
+            clock: Arc::new(clock.clone()),
+            ..OpenOptions::writer()
+        };
+        let mut fs = Filesys::open(&base, &open).unwrap();
+        fs.set_verify_misses(true);
+        let check = |r: Error| match r {
+            Error::Corrupt {
+                path, offset: at, ..
+            } => assert_eq!((path, at), (idx.clone(), offset)),
+            other => panic!("{other:?}"),
+        };
+        check(fs.stat(missing.as_bytes()).unwrap_err());
+        check(fs.read_for_update(missing.as_bytes()).unwrap_err());
+        check(fs.put(missing.as_bytes(), 0, b"y").unwrap_err());
     }
 }

@@ -50,6 +50,12 @@ const PROBE_BATCH: u64 = 8;
 pub trait KeySource {
     /// The key of the entry at `ptr`; an error when the entry cannot be read.
     fn key_at(&self, ptr: KvPointer) -> Result<Vec<u8>>;
+
+    /// The hash of the key at `ptr` (a source that holds the key in memory hashes it there,
+    /// without a copy).
+    fn key_hash_at(&self, ptr: KvPointer) -> Result<KeyHash> {
+        Ok(KeyHash::of(&self.key_at(ptr)?))
+    }
 }
 
 impl KeySource for KvSeq {
@@ -114,6 +120,40 @@ pub struct Found {
     pub ptr: KvPointer,
 }
 
+/// What a probe for a key read: the cells from the key's home on, up to the one that ended it
+/// (the key's cell on a hit, the first free cell on a miss, or every cell of a table without a
+/// free one). A miss's verification checks these cells rather than read them again, and the
+/// insert that follows a miss ([`HIndex::insert_probed`]) takes its cell from them while the
+/// table is as the probe read it.
+#[derive(Clone, Debug)]
+pub struct Probe {
+    hash: KeyHash,
+    htsize: u64,
+    home: u64,
+    cells: Vec<Cell>,
+    found: Option<Found>,
+    /// The table's [`HIndex::state`] when the cells were read.
+    state: (u64, u64),
+}
+
+impl Probe {
+    /// The key found, if any.
+    pub fn found(&self) -> Option<Found> {
+        self.found
+    }
+
+    /// The cells read, with their index in the table, in probe order.
+    pub fn cells(&self) -> impl Iterator<Item = (u64, Cell)> + '_ {
+        let (home, htsize) = (self.home, self.htsize);
+        (home..)
+            .zip(&self.cells)
+            .map(move |(cell, c)| (cell % htsize, *c))
+    }
+}
+
+/// Gives each open table an identity of its own, for [`HIndex::state`].
+static TABLES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 /// An open hindex.
 #[derive(Debug)]
 pub struct HIndex {
@@ -128,6 +168,10 @@ pub struct HIndex {
     max_load: f64,
     writable: bool,
     dirty: bool,
+    /// This handle's identity and the cell writes and rebuilds it has made: a [`Probe`] made at
+    /// the same pair read cells that are still as it read them.
+    id: u64,
+    changes: u64,
 }
 
 impl HIndex {
@@ -282,6 +326,8 @@ impl HIndex {
             max_load: DEFAULT_MAX_LOAD,
             writable,
             dirty: false,
+            id: TABLES.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            changes: 0,
         };
         if writable && (entries.is_none() || live.is_none()) {
             // Growth needs the counts; a table that does not keep them is counted once.
@@ -405,6 +451,18 @@ impl HIndex {
 
     /// Reads cells `[start, start + n)` (no wrap) into `cells`.
     fn read_run(&self, start: u64, n: u64, buf: &mut Vec<u8>, cells: &mut Vec<Cell>) -> Result<()> {
+        cells.clear();
+        self.read_run_onto(start, n, buf, cells)
+    }
+
+    /// Reads cells `[start, start + n)` (no wrap) onto the end of `cells`.
+    fn read_run_onto(
+        &self,
+        start: u64,
+        n: u64,
+        buf: &mut Vec<u8>,
+        cells: &mut Vec<Cell>,
+    ) -> Result<()> {
         let width = self.cellsz * 8;
         buf.resize((n * width) as usize, 0);
         read_exact_at(
@@ -413,7 +471,6 @@ impl HIndex {
             self.cell_offset(start),
             "hindex cells",
         )?;
-        cells.clear();
         for (i, chunk) in buf.chunks_exact(width as usize).enumerate() {
             cells.push(self.decode(start + i as u64, chunk)?);
         }
@@ -424,37 +481,78 @@ impl HIndex {
     pub fn find(
         &self,
         key: &[u8],
-        mut matches: impl FnMut(KvPointer) -> Result<bool>,
+        matches: impl FnMut(KvPointer) -> Result<bool>,
     ) -> Result<Option<Found>> {
+        let mut cells = Vec::new();
+        self.walk(KeyHash::of(key), matches, &mut cells)
+    }
+
+    /// [`HIndex::find`], keeping what it read: for a miss's verification
+    /// ([`HIndex::check_probe`]) and the insert that follows it ([`HIndex::insert_probed`]).
+    pub fn probe(
+        &self,
+        key: &[u8],
+        matches: impl FnMut(KvPointer) -> Result<bool>,
+    ) -> Result<Probe> {
         let hash = KeyHash::of(key);
+        let mut cells = Vec::new();
+        let found = self.walk(hash, matches, &mut cells)?;
+        Ok(Probe {
+            hash,
+            htsize: self.htsize,
+            home: hash.home(self.htsize),
+            cells,
+            found,
+            state: self.state(),
+        })
+    }
+
+    /// The probe of `hash` from its home cell: `cells` gets every cell read up to the one that
+    /// ends it (the cells of the last batch past that one are dropped).
+    fn walk(
+        &self,
+        hash: KeyHash,
+        mut matches: impl FnMut(KvPointer) -> Result<bool>,
+        cells: &mut Vec<Cell>,
+    ) -> Result<Option<Found>> {
         let stored = hash.stored();
-        let mut cell = hash.home(self.htsize);
-        let mut probed = 0u64;
-        let (mut buf, mut cells) = (Vec::new(), Vec::new());
+        let home = hash.home(self.htsize);
+        let mut cell = home;
+        let mut buf = Vec::new();
+        cells.clear();
         // At most HTSIZE probes: a damaged table without a free cell still ends.
-        while probed < self.htsize {
+        while (cells.len() as u64) < self.htsize {
+            let probed = cells.len();
             let n = PROBE_BATCH
                 .min(self.htsize - cell)
-                .min(self.htsize - probed);
-            self.read_run(cell, n, &mut buf, &mut cells)?;
-            for (i, c) in cells.iter().enumerate() {
-                match *c {
-                    Cell::Free => return Ok(None),
+                .min(self.htsize - probed as u64);
+            self.read_run_onto(cell, n, &mut buf, cells)?;
+            for i in probed..cells.len() {
+                match cells[i] {
+                    Cell::Free => {
+                        cells.truncate(i + 1);
+                        return Ok(None);
+                    }
                     Cell::Deleted => {}
                     Cell::Used { ptr, stored_hash } => {
                         if (self.cellsz < 2 || stored_hash == stored) && matches(ptr)? {
+                            cells.truncate(i + 1);
                             return Ok(Some(Found {
-                                cell: cell + i as u64,
+                                cell: (home + i as u64) % self.htsize,
                                 ptr,
                             }));
                         }
                     }
                 }
             }
-            probed += n;
             cell = (cell + n) % self.htsize;
         }
         Ok(None)
+    }
+
+    /// This handle's identity and count of changes to the table: equal pairs, equal cells.
+    fn state(&self) -> (u64, u64) {
+        (self.id, self.changes)
     }
 
     /// Looks `key` up, reading candidate keys from `keys`.
@@ -472,6 +570,7 @@ impl HIndex {
         if self.cellsz >= 2 {
             bytes.extend_from_slice(&word1.to_be_bytes());
         }
+        self.changes += 1;
         write_all_at(self.storage.as_ref(), &bytes, self.cell_offset(cell))?;
         self.dirty = true;
         Ok(())
@@ -481,6 +580,33 @@ impl HIndex {
     /// makes sure the key is not there yet). Rebuilds the table first when it would pass the load
     /// limit. Returns the cell used.
     pub fn insert(&mut self, key: &[u8], ptr: KvPointer, keys: &dyn KeySource) -> Result<u64> {
+        self.prepare_insert(ptr, keys)?;
+        self.insert_hash(KeyHash::of(key), ptr)
+    }
+
+    /// [`HIndex::insert`] of the key `probe` missed. While nothing was written to the table
+    /// since the probe (and it was not rebuilt), the probe's cells say where the key goes and
+    /// none is read again; otherwise the key is probed afresh.
+    pub fn insert_probed(
+        &mut self,
+        probe: &Probe,
+        ptr: KvPointer,
+        keys: &dyn KeySource,
+    ) -> Result<u64> {
+        self.prepare_insert(ptr, keys)?;
+        if probe.found.is_none() && probe.state == self.state() {
+            if let Some((target, cell)) =
+                probe.cells().find(|(_, c)| !matches!(c, Cell::Used { .. }))
+            {
+                return self.place(target, cell, ptr, probe.hash);
+            }
+        }
+        self.insert_hash(probe.hash, ptr)
+    }
+
+    /// What every insert checks and does first: a writable table, a pointer a cell can hold,
+    /// and room below the load limit.
+    fn prepare_insert(&mut self, ptr: KvPointer, keys: &dyn KeySource) -> Result<()> {
         self.check_writable()?;
         if ptr.0 > i64::MAX as u64 || ptr.0 as i64 == self.htfree || ptr.0 as i64 == self.htdel {
             return Err(Error::invalid(format!(
@@ -490,7 +616,10 @@ impl HIndex {
         if self.needs_growth() {
             self.grow(keys)?;
         }
-        let hash = KeyHash::of(key);
+        Ok(())
+    }
+
+    fn insert_hash(&mut self, hash: KeyHash, ptr: KvPointer) -> Result<u64> {
         let mut cell = hash.home(self.htsize);
         let (mut buf, mut cells) = (Vec::new(), Vec::new());
         let mut probed = 0;
@@ -500,13 +629,7 @@ impl HIndex {
                 .min(self.htsize - probed);
             self.read_run(cell, n, &mut buf, &mut cells)?;
             if let Some(i) = cells.iter().position(|c| !matches!(c, Cell::Used { .. })) {
-                let target = cell + i as u64;
-                if cells[i] == Cell::Free {
-                    self.entries += 1;
-                }
-                self.live += 1;
-                self.write_cell(target, ptr.0 as i64, hash.stored())?;
-                return Ok(target);
+                return self.place(cell + i as u64, cells[i], ptr, hash);
             }
             probed += n;
             cell = (cell + n) % self.htsize;
@@ -515,6 +638,16 @@ impl HIndex {
             path: self.path().to_path_buf(),
             what: "hash table has no free or deleted cell".into(),
         })
+    }
+
+    /// Writes `ptr` into `target`, a cell found `was` (free or deleted), and counts it.
+    fn place(&mut self, target: u64, was: Cell, ptr: KvPointer, hash: KeyHash) -> Result<u64> {
+        if was == Cell::Free {
+            self.entries += 1;
+        }
+        self.live += 1;
+        self.write_cell(target, ptr.0 as i64, hash.stored())?;
+        Ok(target)
     }
 
     /// Points a used cell at a new kv_pointer for the same key (e.g. a newer version).
@@ -546,6 +679,7 @@ impl HIndex {
                 found.cell
             )));
         }
+        self.changes += 1;
         write_all_at(
             self.storage.as_ref(),
             &word0.to_be_bytes(),

@@ -28,6 +28,9 @@ impl HIndex {
     /// Rebuilds the table with `htsize` cells (deleted cells go away) and swaps it in atomically.
     pub fn rebuild(&mut self, htsize: u64, keys: &dyn KeySource) -> Result<()> {
         self.check_writable()?;
+        // Every cell may move, even in a rebuild that fails on the way: no probe made before
+        // holds.
+        self.changes += 1;
         if htsize == 0 || (self.live as f64) > htsize as f64 * self.max_load {
             return Err(Error::invalid(format!(
                 "{htsize} cells cannot hold {} keys",

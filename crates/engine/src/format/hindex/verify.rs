@@ -2,7 +2,7 @@
 //! hashes, a few used cells), the probe path of a key a lookup missed, and one cell at a time for
 //! `wink check`.
 
-use super::{hex, Cell, HIndex, KeySource, PROBE_BATCH};
+use super::{hex, Cell, HIndex, KeySource, Probe, PROBE_BATCH};
 use crate::error::{Error, Result};
 use crate::format::hash::KeyHash;
 use crate::format::kvseq::KvPointer;
@@ -132,21 +132,25 @@ impl HIndex {
     /// first cell that names no entry, if any: damage to a writer, but to a reader whose view is
     /// older than a writer's commit, a sign of that commit.
     pub fn check_probe_path(&self, key: &[u8], keys: &dyn KeySource) -> Result<Option<u64>> {
-        let mut cell = self.home(key);
+        self.check_probe(&self.probe(key, |_| Ok(false))?, keys)
+    }
+
+    /// [`HIndex::check_probe_path`] of the cells a probe that missed read already: the cells
+    /// the miss was decided on, checked without reading them again.
+    pub fn check_probe(&self, probe: &Probe, keys: &dyn KeySource) -> Result<Option<u64>> {
         let mut unnamed = None;
-        for _ in 0..self.htsize {
-            match self.get(cell)? {
+        for (cell, c) in probe.cells() {
+            match c {
                 Cell::Free => break,
                 Cell::Deleted => {}
-                Cell::Used { ptr, stored_hash } => match keys.key_at(ptr) {
-                    Ok(own) => self.check_stored_hash(cell, ptr, stored_hash, KeyHash::of(&own))?,
+                Cell::Used { ptr, stored_hash } => match keys.key_hash_at(ptr) {
+                    Ok(own) => self.check_stored_hash(cell, ptr, stored_hash, own)?,
                     Err(Error::NotFound(_)) => {
                         unnamed.get_or_insert(cell);
                     }
                     Err(e) => return Err(e),
                 },
             }
-            cell = (cell + 1) % self.htsize;
         }
         Ok(unnamed)
     }
