@@ -286,9 +286,21 @@ pub fn read(storage: Box<dyn Storage>) -> Result<Option<Replay>> {
 
 /// Reads one slot file.
 pub fn read_slot(storage: Box<dyn Storage>) -> Result<Slot> {
-    if storage::length(storage.as_ref())? == 0 {
+    let len = storage::length(storage.as_ref())?;
+    if len == 0 {
         return Ok(Slot::Absent);
     }
+    // A journal is parsed entry by entry, a few small reads each: after a large commit (a bulk
+    // load's, megabytes of held writes) that was a hundred thousand preads on every open. Read
+    // whole into memory when it is of a sane size; a larger one is parsed from the file.
+    let storage: Box<dyn Storage> = if len <= READ_WHOLE {
+        let mut bytes = vec![0u8; len as usize];
+        storage::read_exact_at(storage.as_ref(), &mut bytes, 0, "a journal")?;
+        let name = storage.path().to_string_lossy();
+        Box::new(MemStorage::from_bytes(&name, bytes))
+    } else {
+        storage
+    };
     let kv = match KvSeq::open(storage, false) {
         Ok(kv) => kv,
         Err(e) if e.is_corruption() => return Ok(Slot::Torn),
@@ -301,6 +313,9 @@ pub fn read_slot(storage: Box<dyn Storage>) -> Result<Slot> {
         Err(e) => Err(e),
     }
 }
+
+/// Journals up to this many bytes are read with one read (see [`read_slot`]).
+const READ_WHOLE: u64 = 64 << 20;
 
 /// Reads both slots of the filesys at `base` (a missing `BASE.jnl2` is an absent slot: a filesys
 /// that has made no commit since it was written by a single-slot version).
@@ -350,6 +365,7 @@ fn parse(kv: &KvSeq) -> Result<Option<Replay>> {
     let mut crc = crc32fast::Hasher::new();
     let mut legacy_crc = crc32fast::Hasher::new();
     crc.update(&seq.to_be_bytes());
+    let mut raw = Vec::new();
     for entry in kv.iter_entries(kv.first(), false) {
         let entry = entry?;
         let value = entry.value.unwrap_or_default();
@@ -364,7 +380,8 @@ fn parse(kv: &KvSeq) -> Result<Option<Replay>> {
                 && !(replay.legacy && (!replay.appended.is_empty() || replay.requires.is_some()));
             return Ok(complete.then_some(replay));
         }
-        let mut raw = vec![0u8; (entry.layout.end - entry.layout.ptr.0) as usize];
+        raw.clear();
+        raw.resize((entry.layout.end - entry.layout.ptr.0) as usize, 0);
         crate::storage::read_exact_at(
             kv.storage(),
             &mut raw,
