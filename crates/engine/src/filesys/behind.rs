@@ -80,6 +80,8 @@ struct Queue {
     held: u64,
     /// Whether ops taken from the queue are being run (by the worker or a draining caller).
     busy: bool,
+    /// The lowest offset the ops being run write to.
+    running_from: Option<u64>,
     /// Whether the worker has been asked to take the queue.
     kicked: bool,
     /// Buffers of written segments, for the next ones (at most [`SPARES`]).
@@ -90,6 +92,32 @@ struct Queue {
 }
 
 impl Queue {
+    /// The lowest offset a write not yet completed writes to: a read ending at or before it
+    /// reads bytes already in the file.
+    fn unwritten_from(&self) -> Option<u64> {
+        let queued = self.ops.iter().filter_map(|op| match op {
+            Op::Write { offset, .. } => Some(*offset),
+            _ => None,
+        });
+        queued.chain(self.running_from).min()
+    }
+
+    /// Takes the queued ops to run them (`busy` set).
+    fn take(&mut self) -> VecDeque<Op> {
+        let ops = std::mem::take(&mut self.ops);
+        self.busy = true;
+        // A kick asks for the ops queued before it: these.
+        self.kicked = false;
+        self.running_from = ops
+            .iter()
+            .filter_map(|op| match op {
+                Op::Write { offset, .. } => Some(*offset),
+                _ => None,
+            })
+            .min();
+        ops
+    }
+
     fn check(&self) -> io::Result<()> {
         match &self.failed {
             None => Ok(()),
@@ -104,8 +132,10 @@ impl Queue {
 #[derive(Debug, Default)]
 struct State {
     queue: Mutex<Queue>,
-    /// Signalled when the worker should look at the queue, and when a batch of ops completes.
-    changed: Condvar,
+    /// Signalled when the worker should look at the queue (a kick, or the end).
+    work: Condvar,
+    /// Signalled when a batch of ops completes (for callers draining or waiting for room).
+    done: Condvar,
 }
 
 impl State {
@@ -113,8 +143,8 @@ impl State {
         self.queue.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn wait<'a>(&self, q: MutexGuard<'a, Queue>) -> MutexGuard<'a, Queue> {
-        self.changed.wait(q).unwrap_or_else(|p| p.into_inner())
+    fn wait<'a>(&self, on: &Condvar, q: MutexGuard<'a, Queue>) -> MutexGuard<'a, Queue> {
+        on.wait(q).unwrap_or_else(|p| p.into_inner())
     }
 
     /// Runs `ops` (taken from the queue with `busy` set) on `file` and gives the result back.
@@ -136,6 +166,7 @@ impl State {
         }
         let mut q = self.lock();
         q.busy = false;
+        q.running_from = None;
         q.held -= bytes;
         for op in ops {
             if let Op::Write { buf, .. } = op {
@@ -147,8 +178,14 @@ impl State {
         if q.failed.is_none() {
             q.failed = failed;
         }
+        // The worker may have gone to sleep while a draining caller ran the ops: it is woken if
+        // it was kicked since, or is to stop.
+        let wake_worker = q.stop || (q.kicked && !q.ops.is_empty());
         drop(q);
-        self.changed.notify_all();
+        self.done.notify_all();
+        if wake_worker {
+            self.work.notify_one();
+        }
     }
 }
 
@@ -225,7 +262,7 @@ impl Behind {
         q.check()?;
         while q.held >= HELD_MAX {
             self.kick(&mut q)?;
-            q = self.state.wait(q);
+            q = self.state.wait(&self.state.done, q);
             q.check()?;
         }
         Ok(q)
@@ -254,8 +291,17 @@ impl Behind {
                     .spawn(move || work(&state, &file))?,
             );
         }
-        self.state.changed.notify_all();
+        self.state.work.notify_one();
         Ok(())
+    }
+
+    /// Whether a read of `[offset, offset + len)` may reach bytes a queued write has not yet
+    /// put in the file (it must [`Behind::drain`] first); the first failure of a queued write.
+    pub fn reaches_unwritten(&self, offset: u64, len: u64) -> io::Result<bool> {
+        let q = self.state.lock();
+        q.check()?;
+        Ok(q.unwritten_from()
+            .is_some_and(|from| from < offset.saturating_add(len)))
     }
 
     /// Writes everything queued (on this thread when the worker is idle) and returns the first
@@ -265,12 +311,11 @@ impl Behind {
         loop {
             q.check()?;
             if q.busy {
-                q = self.state.wait(q);
+                q = self.state.wait(&self.state.done, q);
             } else if q.ops.is_empty() {
                 return Ok(());
             } else {
-                let ops = std::mem::take(&mut q.ops);
-                q.busy = true;
+                let ops = q.take();
                 drop(q);
                 self.state.run(ops, &self.file);
                 q = self.state.lock();
@@ -284,7 +329,7 @@ impl Drop for Behind {
         let mut q = self.state.lock();
         q.stop = true;
         drop(q);
-        self.state.changed.notify_all();
+        self.state.work.notify_all();
         if let Some(w) = self.worker.get_mut().ok().and_then(Option::take) {
             let _ = w.join();
         }
@@ -296,9 +341,7 @@ fn work(state: &State, file: &RwLock<Box<dyn Storage>>) {
     let mut q = state.lock();
     loop {
         if !q.busy && !q.ops.is_empty() && (q.kicked || q.stop) && q.failed.is_none() {
-            let ops = std::mem::take(&mut q.ops);
-            q.busy = true;
-            q.kicked = false;
+            let ops = q.take();
             drop(q);
             state.run(ops, file);
             q = state.lock();
@@ -310,7 +353,7 @@ fn work(state: &State, file: &RwLock<Box<dyn Storage>>) {
         if q.ops.is_empty() {
             q.kicked = false;
         }
-        q = state.wait(q);
+        q = state.wait(&state.work, q);
     }
 }
 
@@ -332,6 +375,22 @@ mod tests {
         b.write(&[9], 11).unwrap(); // over a queued byte: applied after it
         b.drain().unwrap();
         assert_eq!(&disk.to_vec()[10..], &[1, 9, 3, 4, 5]);
+    }
+
+    #[test]
+    fn a_read_of_bytes_before_the_queued_writes_need_not_wait() {
+        let disk = MemStorage::from_bytes("f", vec![7u8; 100]);
+        let b = behind(&disk);
+        b.write(&[1; 10], 100).unwrap();
+        assert!(!b.reaches_unwritten(0, 100).unwrap());
+        assert!(b.reaches_unwritten(95, 10).unwrap());
+        assert_eq!(disk.to_vec().len(), 100, "still queued");
+        b.drain().unwrap();
+        assert!(!b.reaches_unwritten(95, 10).unwrap());
+        assert_eq!(
+            &disk.to_vec()[95..],
+            &[7, 7, 7, 7, 7, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1]
+        );
     }
 
     #[test]
