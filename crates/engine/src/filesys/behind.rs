@@ -4,9 +4,10 @@
 //!
 //! The queue keeps the order of everything given to it. Nothing is promised before a sync, so
 //! nothing changes for durability: every operation that must see the file as written so far (a
-//! read, a sync, the file's length, an in-place write a commit applies) first **drains** the
-//! queue, on the caller's thread when the worker is idle. A small commit therefore never waits
-//! for another thread: its few queued appends are written by the commit itself, as before. The
+//! read reaching a byte not yet written, a sync, the file's length, an in-place write a commit
+//! applies) first **drains** the queue, on the caller's thread when the worker is idle. A small
+//! commit therefore never waits for another thread: its few queued appends are written by the
+//! commit itself, as before. The
 //! worker is woken only when [`KICK_BYTES`] are queued or a page-cache hint is (every MiB
 //! appended, see `kvseq`), and the queue holds at most [`HELD_MAX`] bytes: a caller past it
 //! waits for the worker.
