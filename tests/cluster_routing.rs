@@ -7,8 +7,6 @@
 
 mod common;
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::time::Duration;
 
 use common::cluster::{eventually, node_pid, signal, try_call, Cluster, D};
@@ -61,35 +59,6 @@ fn forwarded(router: &str, titles: &[String]) -> usize {
     forwarded
 }
 
-/// One command to HAProxy's runtime API; its answer.
-fn runtime(admin: &str, command: &str) -> String {
-    let mut s = TcpStream::connect(admin).expect("the runtime API listens");
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    s.write_all(format!("{command}\n").as_bytes()).unwrap();
-    let mut answer = String::new();
-    s.read_to_string(&mut answer).unwrap();
-    answer
-}
-
-/// HAProxy's map as partition → node name.
-fn router_map(cluster: &Cluster) -> Vec<(u32, String)> {
-    let state = cluster.state();
-    let (admin, map) = (
-        state["router_admin"].as_str().unwrap(),
-        state["router_map"].as_str().unwrap(),
-    );
-    let mut entries: Vec<(u32, String)> = runtime(admin, &format!("show map {map}"))
-        .lines()
-        .filter_map(|l| {
-            let mut w = l.split_whitespace().skip(1);
-            let p = w.next()?.parse().ok()?;
-            Some((p, w.next()?.strip_prefix("node_")?.to_string()))
-        })
-        .collect();
-    entries.sort();
-    entries
-}
-
 #[test]
 fn the_router_sends_each_key_to_a_live_owner() {
     if !common::cluster::tools("the cluster routing test") {
@@ -131,7 +100,7 @@ fn the_router_sends_each_key_to_a_live_owner() {
             .iter()
             .any(|o| o.as_u64() == Some(p.into()))
     };
-    let map = router_map(&cluster);
+    let map = cluster.router_map();
     assert_eq!(map.len(), PARTITIONS as usize, "{map:?}");
     for (p, node) in &map {
         assert!(owns(node, *p), "partition {p} routed to {node}");
@@ -146,9 +115,9 @@ fn the_router_sends_each_key_to_a_live_owner() {
     signal(n1, "-STOP");
     let moved = std::panic::catch_unwind(|| {
         eventually("the map names no frozen node", || {
-            router_map(&cluster).iter().all(|(_, node)| node != "n1")
+            cluster.router_map().iter().all(|(_, node)| node != "n1")
         });
-        let map = router_map(&cluster);
+        let map = cluster.router_map();
         assert_eq!(map.len(), PARTITIONS as usize, "{map:?}");
         for (p, node) in &map {
             assert!(owns(node, *p), "partition {p} routed to {node}");
@@ -164,7 +133,8 @@ fn the_router_sends_each_key_to_a_live_owner() {
 
     // Thawed, n1 takes its partitions back.
     eventually("the map names n1 again", || {
-        router_map(&cluster)
+        cluster
+            .router_map()
             .iter()
             .any(|(p, node)| node == "n1" && owns(node, *p))
     });

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use common::cluster::{cmdline, eventually, node_pid, running, signal, try_call, Cluster, D};
 use wink::cluster::admin::Admin;
+use wink::cluster::message::partition_of;
 
 const TOKEN: &str = "the-scripts-test-token";
 
@@ -264,6 +265,16 @@ fn haproxy_ends_requests_that_a_frozen_node_took() {
     eventually("a first PUT is acknowledged", || {
         put(&router, "Frozen", 1, None) == Ok(201)
     });
+    // Some of the titles below must be routed to n1 when it freezes: its partitions reach the
+    // router's map once its lease is live (within seconds of the start).
+    let titles: Vec<String> = (0..24).map(|i| format!("Frozen_{i}")).collect();
+    eventually("the router sends some of the titles to n1", || {
+        let map = cluster.router_map();
+        titles.iter().any(|t| {
+            let p = partition_of(D, t, 8);
+            map.iter().any(|(q, node)| *q == p && node == "n1")
+        })
+    });
     let pid = node_pid(&cluster, "n1").expect("n1 runs");
     // Longer than HAProxy's server timeout (20 s) by far: a request that n1 took when it froze
     // must end while n1 is still frozen.
@@ -271,9 +282,10 @@ fn haproxy_ends_requests_that_a_frozen_node_took() {
     signal(pid, "-STOP");
     let frozen_at = Instant::now();
     let answers: Vec<(Result<u16, String>, Duration)> = thread::scope(|s| {
-        let runs: Vec<_> = (0..24)
-            .map(|i| {
-                let url = format!("{router}/{D}/sys/key_rev_value/html/Frozen_{i}");
+        let runs: Vec<_> = titles
+            .iter()
+            .map(|t| {
+                let url = format!("{router}/{D}/sys/key_rev_value/html/{t}");
                 s.spawn(move || {
                     let got = try_call(&agent(), "GET", &url, &[], None).map(|a| a.status);
                     (got, frozen_at.elapsed())

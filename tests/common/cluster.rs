@@ -130,6 +130,25 @@ impl Cluster {
         serde_json::from_slice(&text).expect("cluster.json is JSON")
     }
 
+    /// HAProxy's map as the nodes keep it (runtime API `show map`): partition → node name.
+    pub fn router_map(&self) -> Vec<(u32, String)> {
+        let state = self.state();
+        let (admin, map) = (
+            state["router_admin"].as_str().unwrap(),
+            state["router_map"].as_str().unwrap(),
+        );
+        let mut entries: Vec<(u32, String)> = runtime(admin, &format!("show map {map}"))
+            .lines()
+            .filter_map(|l| {
+                let mut w = l.split_whitespace().skip(1);
+                let p = w.next()?.parse().ok()?;
+                Some((p, w.next()?.strip_prefix("node_")?.to_string()))
+            })
+            .collect();
+        entries.sort();
+        entries
+    }
+
     pub fn ctl(&self, action: &str, name: &str) {
         let out = self.try_ctl(action, name);
         assert!(
@@ -474,6 +493,16 @@ pub fn last_seq(attempts: &[Attempt]) -> u64 {
         .filter_map(|a| a.acked.as_ref().map(|x| x.1))
         .max()
         .unwrap_or(0)
+}
+
+/// One command to HAProxy's runtime API; its answer.
+fn runtime(admin: &str, command: &str) -> String {
+    let mut s = std::net::TcpStream::connect(admin).expect("the runtime API listens");
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    std::io::Write::write_all(&mut s, format!("{command}\n").as_bytes()).unwrap();
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).unwrap();
+    answer
 }
 
 /// `wink cluster verify` must pass; answers `wink cluster status` (JSON) after it.
