@@ -292,10 +292,15 @@ pub fn read_slot(storage: Box<dyn Storage>) -> Result<Slot> {
     }
     // A journal is parsed entry by entry, a few small reads each: after a large commit (a bulk
     // load's, megabytes of held writes) that was a hundred thousand preads on every open. Read
-    // whole into memory when it is of a sane size; a larger one is parsed from the file.
+    // whole into memory when it is of a sane size; a larger one is parsed from the file. A
+    // reader may read a slot while the writer rewrites it (and sets its length): what it read
+    // is then a torn journal, as entry by entry, never an error.
     let storage: Box<dyn Storage> = if len <= READ_WHOLE {
         let mut bytes = vec![0u8; len as usize];
-        storage::read_exact_at(storage.as_ref(), &mut bytes, 0, "a journal")?;
+        let n = storage
+            .read_at(&mut bytes, 0)
+            .map_err(|e| Error::io(storage.path(), Some(0), e))?;
+        bytes.truncate(n);
         let name = storage.path().to_string_lossy();
         Box::new(MemStorage::from_bytes(&name, bytes))
     } else {
