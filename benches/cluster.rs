@@ -24,6 +24,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use wink::cluster::message::partition_of;
 
+#[path = "../tests/common/show_map.rs"]
+mod show_map;
+
 const D: &str = "en.wikipedia.org";
 
 fn env(name: &str, default: usize) -> usize {
@@ -146,16 +149,10 @@ fn router_map(state: &serde_json::Value) -> Vec<String> {
     writeln!(s, "show map {map}").unwrap();
     let mut answer = String::new();
     s.read_to_string(&mut answer).unwrap();
-    let mut entries: Vec<(usize, String)> = answer
-        .lines()
-        .filter_map(|l| {
-            let mut w = l.split_whitespace().skip(1);
-            let p = w.next()?.parse().ok()?;
-            Some((p, w.next()?.strip_prefix("node_")?.to_string()))
-        })
-        .collect();
-    entries.sort();
-    entries.into_iter().map(|(_, n)| n).collect()
+    show_map::parse(&answer)
+        .into_iter()
+        .map(|(_, n)| n)
+        .collect()
 }
 
 /// JetStream alone: the same messages published by a plain client to a stream like the

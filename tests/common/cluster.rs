@@ -137,16 +137,7 @@ impl Cluster {
             state["router_admin"].as_str().unwrap(),
             state["router_map"].as_str().unwrap(),
         );
-        let mut entries: Vec<(u32, String)> = runtime(admin, &format!("show map {map}"))
-            .lines()
-            .filter_map(|l| {
-                let mut w = l.split_whitespace().skip(1);
-                let p = w.next()?.parse().ok()?;
-                Some((p, w.next()?.strip_prefix("node_")?.to_string()))
-            })
-            .collect();
-        entries.sort();
-        entries
+        super::show_map::parse(&runtime(admin, &format!("show map {map}")))
     }
 
     pub fn ctl(&self, action: &str, name: &str) {

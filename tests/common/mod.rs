@@ -15,6 +15,7 @@ pub mod cluster;
 pub mod powercut;
 pub mod require;
 pub mod server;
+pub mod show_map;
 pub mod spy;
 
 /// A read-only handle on the store at `dir` whose clock stands at `now`.

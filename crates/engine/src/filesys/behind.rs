@@ -57,6 +57,14 @@ impl Op {
         }
     }
 
+    /// Returns where a write starts; None for a page-cache hint.
+    fn write_offset(&self) -> Option<u64> {
+        match self {
+            Op::Write { offset, .. } => Some(*offset),
+            _ => None,
+        }
+    }
+
     fn run(&self, file: &dyn Storage) -> io::Result<()> {
         match self {
             Op::Write { offset, buf, from } => file.write_at(&buf[*from..], *offset),
@@ -96,10 +104,7 @@ impl Queue {
     /// The lowest offset a write not yet completed writes to: a read ending at or before it
     /// reads bytes already in the file.
     fn unwritten_from(&self) -> Option<u64> {
-        let queued = self.ops.iter().filter_map(|op| match op {
-            Op::Write { offset, .. } => Some(*offset),
-            _ => None,
-        });
+        let queued = self.ops.iter().filter_map(Op::write_offset);
         queued.chain(self.running_from).min()
     }
 
@@ -109,13 +114,7 @@ impl Queue {
         self.busy = true;
         // A kick asks for the ops queued before it: these.
         self.kicked = false;
-        self.running_from = ops
-            .iter()
-            .filter_map(|op| match op {
-                Op::Write { offset, .. } => Some(*offset),
-                _ => None,
-            })
-            .min();
+        self.running_from = ops.iter().filter_map(Op::write_offset).min();
         ops
     }
 
