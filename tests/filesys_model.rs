@@ -57,6 +57,9 @@ struct Harness {
     clock: ManualClock,
     fs: Option<Filesys>,
     ao: bool,
+    /// Whether the writer keeps the keys and inodes it wrote (as the store's record writer
+    /// does), answering its lookups from them.
+    keep: bool,
     /// What a power cut may leave: the model at the last commit (two candidates when a commit
     /// happened inside an operation, before or after its change).
     committed: Vec<Model>,
@@ -66,7 +69,7 @@ struct Harness {
 const BASE: &str = "/sim/fs";
 
 impl Harness {
-    fn new(ao: bool) -> Harness {
+    fn new(ao: bool, keep: bool) -> Harness {
         let disk = SimDisk::new();
         let clock = ManualClock::new(1_000_000);
         // Small inodes and a tiny index: resizes (plain) and capacity errors (ao) and index growth
@@ -79,18 +82,20 @@ impl Harness {
             timemp: 7,
             fileincr: 4096,
         };
-        let fs = Filesys::create_in(
+        let mut fs = Filesys::create_in(
             Arc::new(disk.clone()),
             Path::new(BASE),
             &opts,
             &Harness::open_opts(&clock),
         )
         .unwrap();
+        fs.set_verify_misses(keep);
         Harness {
             disk,
             clock,
             fs: Some(fs),
             ao,
+            keep,
             committed: vec![Model::new()],
             current: Model::new(),
         }
@@ -110,14 +115,14 @@ impl Harness {
 
     fn reopen(&mut self) {
         self.fs = None;
-        self.fs = Some(
-            Filesys::open_in(
-                Arc::new(self.disk.clone()),
-                Path::new(BASE),
-                &Harness::open_opts(&self.clock),
-            )
-            .unwrap(),
-        );
+        let mut fs = Filesys::open_in(
+            Arc::new(self.disk.clone()),
+            Path::new(BASE),
+            &Harness::open_opts(&self.clock),
+        )
+        .unwrap();
+        fs.set_verify_misses(self.keep);
+        self.fs = Some(fs);
     }
 
     fn state(&mut self) -> Model {
@@ -260,8 +265,8 @@ impl Harness {
     }
 }
 
-fn run(ao: bool, ops: Vec<Op>) {
-    let mut h = Harness::new(ao);
+fn run(ao: bool, keep: bool, ops: Vec<Op>) {
+    let mut h = Harness::new(ao, keep);
     for op in ops {
         h.apply(op);
     }
@@ -274,12 +279,18 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
 
     #[test]
-    fn plain_filesys_matches_the_model(ops in prop::collection::vec(op(), 1..60)) {
-        run(false, ops);
+    fn plain_filesys_matches_the_model(
+        keep in any::<bool>(),
+        ops in prop::collection::vec(op(), 1..60),
+    ) {
+        run(false, keep, ops);
     }
 
     #[test]
-    fn ao_filesys_matches_the_model(ops in prop::collection::vec(op(), 1..60)) {
-        run(true, ops);
+    fn ao_filesys_matches_the_model(
+        keep in any::<bool>(),
+        ops in prop::collection::vec(op(), 1..60),
+    ) {
+        run(true, keep, ops);
     }
 }

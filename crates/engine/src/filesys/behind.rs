@@ -12,8 +12,14 @@
 //! appended, see `kvseq`), and the queue holds at most [`HELD_MAX`] bytes: a caller past it
 //! waits for the worker.
 //!
-//! A failed write fails every later operation on the file (the error is kept, with the file's
-//! name and offset): what reached the file is unknown, so no commit may follow it.
+//! An in-place write (a deleted flag set on an entry appended since the last commit) changes
+//! the queued bytes it lands in; one into bytes already written, which nothing queued writes, is
+//! written at once on the caller's thread, as without the queue, so that it never makes a later
+//! read wait for the queue.
+//!
+//! A failed queued write fails every later operation on the file (the error is kept, with the
+//! file's name and offset): what reached the file is unknown, so no commit may follow it. A
+//! failed write made at once fails the call, as a write without the queue does.
 
 use std::collections::VecDeque;
 use std::io;
@@ -57,6 +63,14 @@ impl Op {
         }
     }
 
+    /// Returns where a write ends; None for a page-cache hint.
+    fn write_end(&self) -> Option<u64> {
+        match self {
+            Op::Write { offset, .. } => Some(offset + self.bytes()),
+            _ => None,
+        }
+    }
+
     /// Returns where a write starts; None for a page-cache hint.
     fn write_offset(&self) -> Option<u64> {
         match self {
@@ -91,12 +105,17 @@ struct Queue {
     busy: bool,
     /// The lowest offset the ops being run write to.
     running_from: Option<u64>,
+    /// The end of the furthest byte the ops being run write.
+    running_end: u64,
     /// Whether the worker has been asked to take the queue.
     kicked: bool,
     /// Buffers of written segments, for the next ones (at most [`SPARES`]).
     spare: Vec<Vec<u8>>,
     /// The first failure: every later operation returns it.
     failed: Option<(io::ErrorKind, String)>,
+    /// The end of the furthest write given to the queue: a write ending before it is in place,
+    /// not an append.
+    tail: u64,
     stop: bool,
 }
 
@@ -108,6 +127,46 @@ impl Queue {
         queued.chain(self.running_from).min()
     }
 
+    /// Whether a write queued or being run may write a byte of `[offset, end)`.
+    fn touches(&self, offset: u64, end: u64) -> bool {
+        let running = self
+            .running_from
+            .is_some_and(|from| from < end && offset < self.running_end);
+        running
+            || self.ops.iter().any(|op| {
+                let (Some(o), Some(o_end)) = (op.write_offset(), op.write_end()) else {
+                    return false;
+                };
+                o < end && offset < o_end
+            })
+    }
+
+    /// Writes `bytes` at `offset` into the latest queued write that holds that whole range;
+    /// false when none does (or a later one holds part of it: the write is then queued).
+    fn patch(&mut self, bytes: &[u8], offset: u64) -> bool {
+        let end = offset + bytes.len() as u64;
+        for op in self.ops.iter_mut().rev() {
+            let Op::Write {
+                offset: o,
+                buf,
+                from,
+            } = op
+            else {
+                continue;
+            };
+            let o_end = *o + (buf.len() - *from) as u64;
+            if *o <= offset && end <= o_end {
+                let at = *from + (offset - *o) as usize;
+                buf[at..at + bytes.len()].copy_from_slice(bytes);
+                return true;
+            }
+            if offset < o_end && *o < end {
+                return false;
+            }
+        }
+        false
+    }
+
     /// Takes the queued ops to run them (`busy` set).
     fn take(&mut self) -> VecDeque<Op> {
         let ops = std::mem::take(&mut self.ops);
@@ -115,6 +174,7 @@ impl Queue {
         // A kick asks for the ops queued before it: these.
         self.kicked = false;
         self.running_from = ops.iter().filter_map(Op::write_offset).min();
+        self.running_end = ops.iter().filter_map(Op::write_end).max().unwrap_or(0);
         ops
     }
 
@@ -167,6 +227,7 @@ impl State {
         let mut q = self.lock();
         q.busy = false;
         q.running_from = None;
+        q.running_end = 0;
         q.held -= bytes;
         for op in ops {
             if let Op::Write { buf, .. } = op {
@@ -208,20 +269,57 @@ impl Behind {
     }
 
     /// Queues a write of `bytes` at `offset` (after everything queued before).
+    ///
+    /// A write that lands inside bytes still queued (a deleted flag set on an entry appended
+    /// since the last commit: two a title's rewrite) changes them where they wait, and an
+    /// append joins the segment it continues even past such small writes below it: queued as
+    /// operations of their own, they split the segments, each taking a buffer of its own and a
+    /// write of its own.
     pub fn write(&self, bytes: &[u8], offset: u64) -> io::Result<()> {
         let mut q = self.room()?;
-        if let Some(Op::Write {
-            offset: o,
-            buf,
-            from,
-        }) = q.ops.back_mut()
-        {
-            if *o + (buf.len() - *from) as u64 == offset
-                && buf.len() + bytes.len() <= buf.capacity()
-            {
+        if q.patch(bytes, offset) {
+            return Ok(());
+        }
+        for op in q.ops.iter_mut().rev() {
+            let Op::Write {
+                offset: o,
+                buf,
+                from,
+            } = op
+            else {
+                // The page-cache hints keep their place after the writes queued before them.
+                break;
+            };
+            let o_end = *o + (buf.len() - *from) as u64;
+            if o_end == offset && buf.len() + bytes.len() <= buf.capacity() {
                 buf.extend_from_slice(bytes);
                 return self.queued(q, bytes.len() as u64, false);
             }
+            if o_end > offset {
+                // Not below this append: the order of the two must stay.
+                break;
+            }
+        }
+        let end = offset + bytes.len() as u64;
+        let in_place = end <= q.tail;
+        q.tail = q.tail.max(end);
+        if in_place && !q.touches(offset, end) {
+            // Bytes already in the file, which nothing queued writes: written here and now, as
+            // without the queue. Queued, they would make every later read past them wait for
+            // the queue (a flag set on an entry of an earlier load).
+            drop(q);
+            let file = self.file.read().unwrap_or_else(|p| p.into_inner());
+            return file.write_at(bytes, offset);
+        }
+        if in_place && bytes.len() < PAGE {
+            // A flag or a few bytes in place: neither a segment's buffer nor its alignment.
+            let buf = bytes.to_vec();
+            q.ops.push_back(Op::Write {
+                offset,
+                buf,
+                from: 0,
+            });
+            return self.queued(q, bytes.len() as u64, false);
         }
         let mut buf = match q.spare.pop() {
             Some(b) if bytes.len() <= SEGMENT => b,
@@ -372,7 +470,7 @@ mod tests {
         let b = behind(&disk);
         b.write(&[1, 2, 3], 10).unwrap();
         b.write(&[4, 5], 13).unwrap(); // joined to the write before
-        b.write(&[9], 11).unwrap(); // over a queued byte: applied after it
+        b.write(&[9], 11).unwrap(); // over a queued byte: changes it where it waits
         b.drain().unwrap();
         assert_eq!(&disk.to_vec()[10..], &[1, 9, 3, 4, 5]);
     }
@@ -391,6 +489,64 @@ mod tests {
             &disk.to_vec()[95..],
             &[7, 7, 7, 7, 7, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1]
         );
+    }
+
+    #[test]
+    fn a_write_inside_queued_bytes_changes_them_where_they_wait() {
+        let disk = MemStorage::from_bytes("f", vec![0u8; 10]);
+        let b = behind(&disk);
+        b.write(&[1; 5000], 10).unwrap();
+        b.write(&[2], 12).unwrap(); // a flag in the queued append
+        b.write(&[3], 4).unwrap(); // a flag in bytes already written: written at once
+        assert_eq!(disk.to_vec()[4], 3);
+        b.write(&[4; 10], 5010).unwrap(); // joins the append
+        b.write(&[5; 4], 5017).unwrap(); // over the end of the queued bytes: queued after
+        assert_eq!(b.state.lock().ops.len(), 2);
+        assert!(!b.reaches_unwritten(0, 10).unwrap());
+        b.drain().unwrap();
+        let mut want = vec![0u8; 10];
+        want[4] = 3;
+        want.extend_from_slice(&[1; 5000]);
+        want[12] = 2;
+        want.extend_from_slice(&[4; 7]);
+        want.extend_from_slice(&[5; 4]);
+        assert_eq!(disk.to_vec(), want);
+    }
+
+    proptest::proptest! {
+        /// Appends and in-place writes, drained now and then or taken by the worker, leave the
+        /// file as the same writes made in order.
+        #[test]
+        fn queued_writes_leave_the_file_as_writes_in_order(
+            ops in proptest::collection::vec(
+                (0u8..5, 0u32..1 << 16, 1usize..9000, proptest::num::u8::ANY),
+                1..80,
+            ),
+        ) {
+            let disk = MemStorage::from_bytes("f", Vec::new());
+            let b = behind(&disk);
+            let mut want: Vec<u8> = Vec::new();
+            for (kind, at, len, byte) in ops {
+                match kind {
+                    0 | 1 => {
+                        let bytes = vec![byte; len];
+                        b.write(&bytes, want.len() as u64).unwrap();
+                        want.extend_from_slice(&bytes);
+                    }
+                    2 if !want.is_empty() => {
+                        let at = at as usize % want.len();
+                        let len = (len % 64).min(want.len() - at).max(1);
+                        let bytes = vec![byte; len];
+                        b.write(&bytes, at as u64).unwrap();
+                        want[at..at + bytes.len()].copy_from_slice(&bytes);
+                    }
+                    3 => b.start_writeback(0, want.len() as u64).unwrap(),
+                    _ => b.drain().unwrap(),
+                }
+            }
+            b.drain().unwrap();
+            proptest::prop_assert_eq!(disk.to_vec(), want);
+        }
     }
 
     #[test]

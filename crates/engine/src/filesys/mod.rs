@@ -39,7 +39,7 @@ use crate::clock::{self, Clock};
 use crate::error::{Error, Result};
 use crate::format::hash::KeyHash;
 use crate::format::hindex::{HIndex, HIndexOptions};
-use crate::format::kvseq::{DropBehind, KvPointer, KvSeq, KvSeqOptions};
+use crate::format::kvseq::{DropBehind, Entry, KvPointer, KvSeq, KvSeqOptions};
 use crate::format::repr::Repr;
 use crate::format::superblock::{var, Purpose, Superblock, VarName};
 use crate::storage::{self, Storage};
@@ -236,8 +236,9 @@ pub struct Filesys {
     /// Where the last commit wrote the datafile in place (dropped from the page cache once the
     /// next barrier has made them durable).
     applied_in_place: Vec<(u64, u64)>,
-    /// The keys of inode entries this writer appended or verified, by pointer: what a miss's
-    /// verification reads otherwise ([`KnownKeys`]).
+    /// The keys of inode entries this writer appended or verified, by pointer, and the live
+    /// entries it appended: what a lookup's reads of the datafile fetch otherwise
+    /// ([`KnownKeys`]).
     known_keys: KnownKeys,
 }
 
@@ -246,71 +247,147 @@ pub struct Filesys {
 /// put of a new name verifies every used cell on its probe path (title records), a key read
 /// each; with the written pages dropped, each was a disk read. An entry's key never changes
 /// while its datafile does not go (the writer appends; it never rewrites an entry's key).
+///
+/// Of an inode entry this writer appended, the value is kept too, until the entry is deleted or
+/// its value rewritten in place: a rewrite of the file (a title's record, on nine puts in ten)
+/// then finds its current inode without reading the entry back, which with the pages dropped
+/// was a disk read, and with the appends queued ([`behind`]) a wait for the queue.
+///
 /// Bounded by [`KNOWN_KEYS_BYTES`]: past it, nothing more is kept. A damaged cell is still found
-/// (its stored hash or pointer no longer agrees with the key); a key damaged on disk after this
-/// writer wrote it is found when its file is read (its CRC), not by the verification of a miss.
+/// (its stored hash or pointer no longer agrees with the key); a key or inode damaged on disk
+/// after this writer wrote it is found when its file is read by another handle (its CRC), or
+/// by `wink check`, not by this writer's lookups.
 #[derive(Debug, Default)]
 pub(crate) struct KnownKeys {
     on: bool,
     keys: std::sync::Mutex<Keys>,
 }
 
-/// Keys by pointer, and the bytes they count against [`KNOWN_KEYS_BYTES`].
-type Keys = (HashMap<u64, Box<[u8]>>, usize);
+/// What is kept of one entry: its key and, while it is live and as appended, its value.
+#[derive(Debug)]
+struct Known {
+    key: Box<[u8]>,
+    /// The value and the offset of its first byte in the datafile.
+    value: Option<(Box<[u8]>, u64)>,
+}
 
-/// The bytes of keys a writer keeps ([`KnownKeys`]): ~100,000 title records' names.
-const KNOWN_KEYS_BYTES: usize = 8 << 20;
+impl Known {
+    /// Bytes counted against [`KNOWN_KEYS_BYTES`].
+    fn cost(&self) -> usize {
+        self.key.len() + self.value.as_ref().map_or(0, |(v, _)| v.len() + 16) + 48
+    }
+}
 
-impl KnownKeys {
-    fn note(&self, ptr: KvPointer, key: &[u8]) {
-        if !self.on {
-            return;
+/// An inode entry's value as appended, and the offset of its first byte.
+pub(crate) type KnownValue<'a> = (&'a [u8], u64);
+
+/// Entries by pointer, and the bytes they count against [`KNOWN_KEYS_BYTES`].
+#[derive(Debug, Default)]
+struct Keys {
+    by_ptr: HashMap<u64, Known>,
+    used: usize,
+}
+
+impl Keys {
+    /// Keeps `known` at `ptr` (in place of anything kept there) if the budget allows: whole,
+    /// or else its key alone, or nothing.
+    fn insert(&mut self, ptr: KvPointer, mut known: Known) {
+        self.remove(ptr);
+        if self.used + known.cost() > KNOWN_KEYS_BYTES {
+            known.value = None;
         }
-        let mut keys = self.keys.lock().unwrap_or_else(|p| p.into_inner());
-        let cost = key.len() + 48;
-        if keys.0.contains_key(&ptr.0) {
-            // An append at a pointer seen before (after a failed write gave its bytes back):
-            // the new key is the entry's.
-            keys.0.insert(ptr.0, key.into());
-        } else if keys.1 + cost <= KNOWN_KEYS_BYTES {
-            keys.0.insert(ptr.0, key.into());
-            keys.1 += cost;
+        if self.used + known.cost() <= KNOWN_KEYS_BYTES {
+            self.used += known.cost();
+            self.by_ptr.insert(ptr.0, known);
         }
     }
 
-    /// The entry at `old` was replaced by one with the same key appended at `new` (a rewrite of
-    /// its file): the key moves to `new`, without a copy. The old entry is deleted and no cell
-    /// names it any more, so only the keys of live entries count against the budget.
-    fn moved(&self, old: KvPointer, new: KvPointer, key: &[u8]) {
+    fn remove(&mut self, ptr: KvPointer) -> Option<Known> {
+        let known = self.by_ptr.remove(&ptr.0)?;
+        self.used -= known.cost();
+        Some(known)
+    }
+}
+
+/// The bytes a writer keeps ([`KnownKeys`]): ~100,000 title records' names and inodes.
+const KNOWN_KEYS_BYTES: usize = 16 << 20;
+
+impl KnownKeys {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Keys> {
+        self.keys.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn note(&self, ptr: KvPointer, key: &[u8], value: Option<KnownValue<'_>>) {
         if !self.on {
             return;
         }
-        let mut keys = self.keys.lock().unwrap_or_else(|p| p.into_inner());
-        match keys.0.remove(&old.0) {
-            Some(kept) if *kept == *key => {
-                // Any key kept at `new` is from an append whose bytes were given back.
-                keys.0.insert(new.0, kept);
-            }
-            Some(_) => {
-                // Not the entry expected: noted afresh (the count stays that of one key).
-                keys.0.insert(new.0, key.into());
-            }
-            None => {
-                drop(keys);
-                self.note(new, key);
-            }
+        // An append at a pointer seen before (after a failed write gave its bytes back): the
+        // new entry is the one there.
+        let value = value.map(|(v, at)| (v.into(), at));
+        self.lock().insert(
+            ptr,
+            Known {
+                key: key.into(),
+                value,
+            },
+        );
+    }
+
+    /// The entry at `old` was replaced by one with the same key appended at `new` (a rewrite of
+    /// its file): the key moves to `new`, without a copy, with the new entry's value. The old
+    /// entry is deleted and no cell names it any more, so only live entries count against the
+    /// budget.
+    fn moved(&self, old: KvPointer, new: KvPointer, key: &[u8], value: Option<KnownValue<'_>>) {
+        if !self.on {
+            return;
+        }
+        let mut keys = self.lock();
+        // The key kept is reused when it is the one expected; anything kept at `new` is from an
+        // append whose bytes were given back.
+        let key = match keys.remove(old) {
+            Some(kept) if *kept.key == *key => kept.key,
+            _ => key.into(),
+        };
+        let value = value.map(|(v, at)| (v.into(), at));
+        keys.insert(new, Known { key, value });
+    }
+
+    /// The entry at `ptr` is deleted or its value rewritten in place: its value is no longer
+    /// the one kept (its key stays).
+    fn forget_value(&self, ptr: KvPointer) {
+        if !self.on {
+            return;
+        }
+        let mut keys = self.lock();
+        if let Some(mut known) = keys.remove(ptr) {
+            known.value = None;
+            keys.insert(ptr, known);
         }
     }
 
     fn holds(&self, ptr: KvPointer) -> bool {
-        self.on && {
-            let keys = self.keys.lock().unwrap_or_else(|p| p.into_inner());
-            keys.0.contains_key(&ptr.0)
-        }
+        self.on && self.lock().by_ptr.contains_key(&ptr.0)
     }
 
     fn get(&self, ptr: KvPointer) -> Option<Vec<u8>> {
         self.with(ptr, |k| k.to_vec())
+    }
+
+    /// The live entry this writer appended at `ptr`, as a read of it would return it, if kept.
+    fn entry(&self, ptr: KvPointer) -> Option<Entry> {
+        if !self.on {
+            return None;
+        }
+        let keys = self.lock();
+        let known = keys.by_ptr.get(&ptr.0)?;
+        let (value, value_offset) = known.value.as_ref()?;
+        Some(Entry {
+            ptr,
+            deleted: false,
+            key: known.key.to_vec(),
+            value: value.to_vec(),
+            value_offset: *value_offset,
+        })
     }
 
     /// `f` of the key kept for `ptr`, if any, without copying it.
@@ -318,8 +395,8 @@ impl KnownKeys {
         if !self.on {
             return None;
         }
-        let keys = self.keys.lock().unwrap_or_else(|p| p.into_inner());
-        keys.0.get(&ptr.0).map(|k| f(k))
+        let keys = self.lock();
+        keys.by_ptr.get(&ptr.0).map(|k| f(&k.key))
     }
 }
 
@@ -335,7 +412,7 @@ impl crate::format::hindex::KeySource for KeysOf<'_> {
             return Ok(key);
         }
         let key = self.data.key_at(ptr)?;
-        self.known.note(ptr, &key);
+        self.known.note(ptr, &key, None);
         Ok(key)
     }
 
@@ -1154,27 +1231,91 @@ mod known_keys_tests {
             on: true,
             ..KnownKeys::default()
         };
-        let used = |k: &KnownKeys| k.keys.lock().unwrap().1;
-        known.note(KvPointer(10), b"d/a/I0");
+        let used = |k: &KnownKeys| k.lock().used;
+        known.note(KvPointer(10), b"d/a/I0", None);
         let one = used(&known);
-        known.moved(KvPointer(10), KvPointer(20), b"d/a/I0");
-        known.moved(KvPointer(20), KvPointer(30), b"d/a/I0");
+        known.moved(KvPointer(10), KvPointer(20), b"d/a/I0", None);
+        known.moved(KvPointer(20), KvPointer(30), b"d/a/I0", None);
         assert_eq!(known.get(KvPointer(10)), None);
         assert_eq!(known.get(KvPointer(20)), None);
         assert_eq!(known.get(KvPointer(30)).as_deref(), Some(&b"d/a/I0"[..]));
         assert_eq!(used(&known), one);
         // A move from an entry not kept notes the key; one whose kept key differs takes the
         // key given; a key kept at the new pointer (bytes given back) is replaced.
-        known.moved(KvPointer(40), KvPointer(50), b"d/b/I0");
+        known.moved(KvPointer(40), KvPointer(50), b"d/b/I0", None);
         assert_eq!(known.get(KvPointer(50)).as_deref(), Some(&b"d/b/I0"[..]));
-        known.moved(KvPointer(50), KvPointer(30), b"d/c/I0");
+        known.moved(KvPointer(50), KvPointer(30), b"d/c/I0", None);
         assert_eq!(known.get(KvPointer(30)).as_deref(), Some(&b"d/c/I0"[..]));
-        assert_eq!(known.keys.lock().unwrap().0.len(), 1);
+        assert_eq!(known.lock().by_ptr.len(), 1);
         // Off, nothing is kept.
         let off = KnownKeys::default();
-        off.note(KvPointer(1), b"x");
-        off.moved(KvPointer(1), KvPointer(2), b"x");
+        off.note(KvPointer(1), b"x", None);
+        off.moved(KvPointer(1), KvPointer(2), b"x", None);
         assert!(!off.holds(KvPointer(2)) && off.get(KvPointer(2)).is_none());
+    }
+
+    /// What a writer keeps of an inode entry it appended is the entry a read returns, until
+    /// the entry is deleted, replaced or its value rewritten in place; a lookup answered from
+    /// it finds what a read would.
+    #[test]
+    fn a_kept_inode_entry_is_the_entry_in_the_file_while_it_is_live() {
+        let dir = tempfile::tempdir().unwrap();
+        let fs_opts = FsOptions {
+            isz: 120,
+            ..FsOptions::default()
+        };
+        let mut fs =
+            Filesys::create(&dir.path().join("fs"), &fs_opts, &OpenOptions::writer()).unwrap();
+        fs.set_verify_misses(true);
+        let kept = |fs: &Filesys, ptr| fs.known_keys.entry(ptr);
+        let a = fs.put(b"d/a", 0, b"one").unwrap().inode;
+        assert_eq!(kept(&fs, a), Some(fs.data.read(a).unwrap()));
+        // A rewrite: the new entry is kept, the old one no longer.
+        let b = fs.put(b"d/a", 0, b"two").unwrap().inode;
+        assert_eq!(kept(&fs, a), None);
+        assert_eq!(kept(&fs, b), Some(fs.data.read(b).unwrap()));
+        // An append within the inode's capacity rewrites its value in place.
+        assert_eq!(fs.append(b"d/a", b"+").unwrap().inode, b);
+        assert_eq!(kept(&fs, b), None);
+        assert_eq!(fs.read(b"d/a").unwrap(), b"two+");
+        let c = fs.put(b"d/a", 0, b"three").unwrap().inode;
+        assert_eq!(kept(&fs, c), Some(fs.data.read(c).unwrap()));
+        // A rename keeps the new entry and forgets the old one's value (its key stays).
+        let d = fs.rename(b"d/a", b"d/b").unwrap().inode;
+        assert_eq!((kept(&fs, c), fs.known_keys.holds(c)), (None, true));
+        assert_eq!(kept(&fs, d), Some(fs.data.read(d).unwrap()));
+        assert!(fs.delete(b"d/b").unwrap());
+        assert_eq!(kept(&fs, d), None);
+        assert_eq!(fs.stat(b"d/b").unwrap(), None);
+        // Answered from what is kept, a rewrite after all this finds the file it replaces.
+        let e = fs.put(b"d/c", 0, b"four").unwrap().inode;
+        fs.put(b"d/c", 0, b"five").unwrap();
+        assert_eq!(kept(&fs, e), None);
+        fs.sync().unwrap();
+        drop(fs);
+        let fs = Filesys::open(&dir.path().join("fs"), &OpenOptions::read_only()).unwrap();
+        assert_eq!(fs.read(b"d/c").unwrap(), b"five");
+        assert_eq!(fs.stat(b"d/b").unwrap(), None);
+    }
+
+    /// Past the budget, a key is kept without its value, then nothing is.
+    #[test]
+    fn the_budget_keeps_keys_before_values() {
+        let mut keys = Keys::default();
+        let big = vec![7u8; KNOWN_KEYS_BYTES / 2];
+        let known = |value: Option<&[u8]>| Known {
+            key: b"k".as_slice().into(),
+            value: value.map(|v| (v.into(), 9)),
+        };
+        keys.insert(KvPointer(1), known(Some(&big)));
+        keys.insert(KvPointer(2), known(Some(&big)));
+        assert!(keys.by_ptr[&1].value.is_some() && keys.by_ptr[&2].value.is_none());
+        keys.used = KNOWN_KEYS_BYTES - 10;
+        keys.insert(KvPointer(3), known(None));
+        assert!(!keys.by_ptr.contains_key(&3));
+        // Replacing an entry frees what it counted.
+        keys.remove(KvPointer(1));
+        assert_eq!(keys.used, KNOWN_KEYS_BYTES - 10 - known(Some(&big)).cost());
     }
 
     /// The hash of a key is the hash of the key the datafile holds, kept or not.
@@ -1192,7 +1333,7 @@ mod known_keys_tests {
             on: true,
             ..KnownKeys::default()
         };
-        known.note(a, b"d/a/I0");
+        known.note(a, b"d/a/I0", None);
         let keys = KeysOf {
             data,
             known: &known,

@@ -117,6 +117,15 @@ impl Filesys {
         ENTRY_HEADER + key.len() + isz
     }
 
+    /// The inode entry at `ptr`: kept by this writer if it appended it ([`super::KnownKeys`]), else
+    /// read (`hint`: its expected size).
+    fn read_inode_entry(&self, ptr: KvPointer, hint: usize) -> Result<Entry> {
+        match self.known_keys.entry(ptr) {
+            Some(entry) => Ok(entry),
+            None => self.data.read_sized(ptr, hint),
+        }
+    }
+
     /// A read-only handle reports a data entry deleted under it as stale, not as damage.
     fn default_staleness(&self) -> Staleness {
         if self.writable {
@@ -143,7 +152,7 @@ impl Filesys {
         let hint = self.inode_entry_len(&key);
         let probe = self
             .idx
-            .probe(&key, |ptr| match self.data.read_sized(ptr, hint) {
+            .probe(&key, |ptr| match self.read_inode_entry(ptr, hint) {
                 Ok(e) if e.key == key => {
                     let live = !e.deleted;
                     if !live {
@@ -508,6 +517,7 @@ impl Filesys {
         }
         // Read whole (and found live) by the lookup that made `located`.
         self.data.delete_read(&located.entry)?;
+        self.known_keys.forget_value(located.entry.ptr);
         Ok(())
     }
 
@@ -650,11 +660,13 @@ impl Filesys {
             size,
         };
         let key = inode_key(name);
-        let ptr = self.data.append(&key, &inode.encode())?;
+        let value = inode.encode();
+        let layout = self.data.append_entry(&key, &value)?;
+        let (ptr, kept) = (layout.ptr, Some((&value[..], layout.value_offset)));
         match &old {
             Some(located) => {
                 // The key this writer kept for the old entry is the new one's.
-                self.known_keys.moved(located.entry.ptr, ptr, &key);
+                self.known_keys.moved(located.entry.ptr, ptr, &key, kept);
                 self.mark_deleted(located, true)?;
                 // Found used by the lookup that made `located`; the table is unchanged since.
                 self.idx.repoint(located.found, ptr)?;
@@ -662,7 +674,7 @@ impl Filesys {
                 self.add_var(DTOTSZ, -(located.inode.lsize as i64))?;
             }
             None => {
-                self.known_keys.note(ptr, &key);
+                self.known_keys.note(ptr, &key, kept);
                 self.idx.insert_probed(probe, ptr, &self.data)?;
             }
         }
@@ -712,14 +724,18 @@ impl Filesys {
         if needed <= located.inode.capacity() {
             let layout = self.data.layout(located.entry.ptr)?;
             self.data.overwrite_value(&layout, 0, &inode.encode())?;
+            self.known_keys.forget_value(located.entry.ptr);
             self.maybe_checkpoint()?;
             return Ok(FileStat::of(name, located.entry.ptr, &inode));
         }
         // The inode is full: a twice-as-big copy is appended and the index pointed at it.
         inode.size = size;
         let key = inode_key(name);
-        let ptr = self.data.append(&key, &inode.encode())?;
-        self.known_keys.moved(located.entry.ptr, ptr, &key);
+        let value = inode.encode();
+        let layout = self.data.append_entry(&key, &value)?;
+        let ptr = layout.ptr;
+        let kept = Some((&value[..], layout.value_offset));
+        self.known_keys.moved(located.entry.ptr, ptr, &key, kept);
         self.mark_deleted(&located, false)?;
         self.idx.set_pointer(located.found.cell, ptr)?;
         self.add_var(ITOTSZ, size as i64 - located.inode.size as i64)?;
@@ -774,8 +790,11 @@ impl Filesys {
             )));
         }
         let key = inode_key(new);
-        let ptr = self.data.append(&key, &located.inode.encode())?;
-        self.known_keys.note(ptr, &key);
+        let value = located.inode.encode();
+        let layout = self.data.append_entry(&key, &value)?;
+        let ptr = layout.ptr;
+        self.known_keys
+            .note(ptr, &key, Some((&value[..], layout.value_offset)));
         self.mark_deleted(&located, false)?;
         self.idx.delete_cell(located.found.cell)?;
         self.idx.insert(&key, ptr, &self.data)?;
