@@ -7,19 +7,16 @@
 //! read reaching a byte not yet written, a sync, the file's length, an in-place write a commit
 //! applies) first **drains** the queue, on the caller's thread when the worker is idle. A small
 //! commit therefore never waits for another thread: its few queued appends are written by the
-//! commit itself, as before. The
-//! worker is woken only when [`KICK_BYTES`] are queued or a page-cache hint is (every MiB
-//! appended, see `kvseq`), and the queue holds at most [`HELD_MAX`] bytes: a caller past it
-//! waits for the worker.
+//! commit itself, as before. The worker is woken only when [`KICK_BYTES`] or `KICK_OPS`
+//! operations are queued or a page-cache hint is (every MiB appended, see `kvseq`), and the
+//! queue holds at most [`HELD_MAX`] bytes: a caller past it waits for the worker.
 //!
-//! An in-place write (a deleted flag set on an entry appended since the last commit) changes
-//! the queued bytes it lands in; one into bytes already written, which nothing queued writes, is
-//! written at once on the caller's thread, as without the queue, so that it never makes a later
-//! read wait for the queue.
+//! An in-place write (a deleted flag set on an entry appended earlier) changes the queued bytes
+//! it lands in, or is queued as an operation of its own; a read waits for the queue only when it
+//! reads a byte some queued write writes, so such a flag holds up only a read of that entry.
 //!
-//! A failed queued write fails every later operation on the file (the error is kept, with the
-//! file's name and offset): what reached the file is unknown, so no commit may follow it. A
-//! failed write made at once fails the call, as a write without the queue does.
+//! A failed write fails every later operation on the file (the error is kept, with the file's
+//! name and offset): what reached the file is unknown, so no commit may follow it.
 
 use std::collections::VecDeque;
 use std::io;
@@ -32,6 +29,8 @@ use crate::storage::Storage;
 pub const KICK_BYTES: u64 = 256 << 10;
 /// Bytes the queue may hold (queued and being written); past it a caller waits.
 pub const HELD_MAX: u64 = 8 << 20;
+/// Queued operations that wake the worker (in-place writes of a few bytes each).
+const KICK_OPS: usize = 64;
 /// Largest single write the queue builds by joining contiguous appends.
 const SEGMENT: usize = 1 << 20;
 /// Written segments' buffers kept for the next ones (their pages stay mapped: a fresh 1 MiB
@@ -120,13 +119,6 @@ struct Queue {
 }
 
 impl Queue {
-    /// The lowest offset a write not yet completed writes to: a read ending at or before it
-    /// reads bytes already in the file.
-    fn unwritten_from(&self) -> Option<u64> {
-        let queued = self.ops.iter().filter_map(Op::write_offset);
-        queued.chain(self.running_from).min()
-    }
-
     /// Whether a write queued or being run may write a byte of `[offset, end)`.
     fn touches(&self, offset: u64, end: u64) -> bool {
         let running = self
@@ -303,23 +295,18 @@ impl Behind {
         let end = offset + bytes.len() as u64;
         let in_place = end <= q.tail;
         q.tail = q.tail.max(end);
-        if in_place && !q.touches(offset, end) {
-            // Bytes already in the file, which nothing queued writes: written here and now, as
-            // without the queue. Queued, they would make every later read past them wait for
-            // the queue (a flag set on an entry of an earlier load).
-            drop(q);
-            let file = self.file.read().unwrap_or_else(|p| p.into_inner());
-            return file.write_at(bytes, offset);
-        }
         if in_place && bytes.len() < PAGE {
-            // A flag or a few bytes in place: neither a segment's buffer nor its alignment.
+            // A flag or a few bytes in place (on an entry appended long ago, whose page the
+            // kernel may have to read back first): neither a segment's buffer nor its alignment.
+            // A read waits for it only if it reads those very bytes.
             let buf = bytes.to_vec();
             q.ops.push_back(Op::Write {
                 offset,
                 buf,
                 from: 0,
             });
-            return self.queued(q, bytes.len() as u64, false);
+            let many = q.ops.len() >= KICK_OPS;
+            return self.queued(q, bytes.len() as u64, many);
         }
         let mut buf = match q.spare.pop() {
             Some(b) if bytes.len() <= SEGMENT => b,
@@ -398,8 +385,7 @@ impl Behind {
     pub fn reaches_unwritten(&self, offset: u64, len: u64) -> io::Result<bool> {
         let q = self.state.lock();
         q.check()?;
-        Ok(q.unwritten_from()
-            .is_some_and(|from| from < offset.saturating_add(len)))
+        Ok(q.touches(offset, offset.saturating_add(len)))
     }
 
     /// Writes everything queued (on this thread when the worker is idle) and returns the first
@@ -497,12 +483,13 @@ mod tests {
         let b = behind(&disk);
         b.write(&[1; 5000], 10).unwrap();
         b.write(&[2], 12).unwrap(); // a flag in the queued append
-        b.write(&[3], 4).unwrap(); // a flag in bytes already written: written at once
-        assert_eq!(disk.to_vec()[4], 3);
-        b.write(&[4; 10], 5010).unwrap(); // joins the append
+        b.write(&[3], 4).unwrap(); // a flag in bytes already written: an op of its own
+        b.write(&[4; 10], 5010).unwrap(); // joins the append, past the flag below it
         b.write(&[5; 4], 5017).unwrap(); // over the end of the queued bytes: queued after
-        assert_eq!(b.state.lock().ops.len(), 2);
-        assert!(!b.reaches_unwritten(0, 10).unwrap());
+        assert_eq!(b.state.lock().ops.len(), 3);
+        // Only a read of the flag's byte waits for the queue.
+        assert!(!b.reaches_unwritten(0, 4).unwrap() && !b.reaches_unwritten(5, 5).unwrap());
+        assert!(b.reaches_unwritten(3, 2).unwrap());
         b.drain().unwrap();
         let mut want = vec![0u8; 10];
         want[4] = 3;

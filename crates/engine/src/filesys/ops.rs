@@ -14,6 +14,9 @@ pub(super) struct Located {
     pub found: Found,
     pub entry: Entry,
     pub inode: Inode,
+    /// The entry is one this writer appended, kept live in memory: its data entries are live
+    /// too, and are deleted without reading them first.
+    pub kept: bool,
 }
 
 fn validate_name(name: &[u8]) -> Result<()> {
@@ -119,10 +122,11 @@ impl Filesys {
 
     /// The inode entry at `ptr`: kept by this writer if it appended it ([`super::KnownKeys`]), else
     /// read (`hint`: its expected size).
-    fn read_inode_entry(&self, ptr: KvPointer, hint: usize) -> Result<Entry> {
+    /// Returns the entry and whether it was kept.
+    fn read_inode_entry(&self, ptr: KvPointer, hint: usize) -> Result<(Entry, bool)> {
         match self.known_keys.entry(ptr) {
-            Some(entry) => Ok(entry),
-            None => self.data.read_sized(ptr, hint),
+            Some(entry) => Ok((entry, true)),
+            None => Ok((self.data.read_sized(ptr, hint)?, false)),
         }
     }
 
@@ -153,17 +157,17 @@ impl Filesys {
         let probe = self
             .idx
             .probe(&key, |ptr| match self.read_inode_entry(ptr, hint) {
-                Ok(e) if e.key == key => {
+                Ok((e, kept)) if e.key == key => {
                     let live = !e.deleted;
                     if !live {
                         stale_at.get_or_insert(ptr.0);
                     }
-                    hit = Some(e);
+                    hit = Some((e, kept));
                     Ok(live)
                 }
                 // The cell's stored hash is this key's: another key there is a 64-bit collision
                 // only if its own hash is the same, else the key or the cell is damaged.
-                Ok(e)
+                Ok((e, _))
                     if self.idx.cellsz() >= 2
                         && KeyHash::of(&e.key).stored() != KeyHash::of(&key).stored() =>
                 {
@@ -186,7 +190,7 @@ impl Filesys {
                 }
                 Err(e) => Err(e),
             })?;
-        let (Some(found), Some(entry)) = (probe.found(), hit) else {
+        let (Some(found), Some((entry, kept))) = (probe.found(), hit) else {
             let missed = match (staleness, stale_at) {
                 (Staleness::Report, Some(at)) => Err(Error::stale(
                     self.data.path(),
@@ -225,6 +229,7 @@ impl Filesys {
             found,
             entry,
             inode,
+            kept,
         };
         Ok((Some(located), probe))
     }
@@ -512,7 +517,11 @@ impl Filesys {
     fn mark_deleted(&mut self, located: &Located, with_data: bool) -> Result<()> {
         if with_data {
             for &(ptr, _) in &located.inode.data {
-                self.data.delete(ptr)?;
+                if located.kept {
+                    self.data.delete_live(ptr)?;
+                } else {
+                    self.data.delete(ptr)?;
+                }
             }
         }
         // Read whole (and found live) by the lookup that made `located`.

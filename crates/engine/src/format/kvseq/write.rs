@@ -156,6 +156,25 @@ impl KvSeq {
 
     /// Marks the entry at `ptr` deleted. Returns false when it already was.
     pub fn delete(&mut self, ptr: KvPointer) -> Result<bool> {
+        self.check_deletable()?;
+        if self.layout(ptr)?.deleted {
+            return Ok(false);
+        }
+        self.delete_live(ptr)?;
+        Ok(true)
+    }
+
+    /// [`KvSeq::delete`] of an entry the caller knows to be live (one it appended and has not
+    /// deleted since): its flag is set without reading the entry first.
+    pub fn delete_live(&mut self, ptr: KvPointer) -> Result<()> {
+        self.check_deletable()?;
+        write_all_at(self.storage.as_ref(), &[1], ptr.0)?;
+        self.bump(var::AENTRIES, -1);
+        self.dirty = true;
+        Ok(())
+    }
+
+    fn check_deletable(&self) -> Result<()> {
         self.check_writable()?;
         if !self.delflag {
             return Err(Error::invalid(format!(
@@ -163,32 +182,17 @@ impl KvSeq {
                 self.path().display()
             )));
         }
-        let l = self.layout(ptr)?;
-        if l.deleted {
-            return Ok(false);
-        }
-        write_all_at(self.storage.as_ref(), &[1], ptr.0)?;
-        self.bump(var::AENTRIES, -1);
-        self.dirty = true;
-        Ok(true)
+        Ok(())
     }
 
     /// [`KvSeq::delete`] of an entry just read whole, with nothing written over it since: its
     /// flag is set without reading the entry again (a file rewrite deletes its old inode per put).
     pub fn delete_read(&mut self, entry: &Entry) -> Result<bool> {
-        self.check_writable()?;
-        if !self.delflag {
-            return Err(Error::invalid(format!(
-                "{}: entries cannot be deleted (KVDELFL is not 1)",
-                self.path().display()
-            )));
-        }
         if entry.deleted {
+            self.check_deletable()?;
             return Ok(false);
         }
-        write_all_at(self.storage.as_ref(), &[1], entry.ptr.0)?;
-        self.bump(var::AENTRIES, -1);
-        self.dirty = true;
+        self.delete_live(entry.ptr)?;
         Ok(true)
     }
 
