@@ -18,8 +18,8 @@
 //! - pending: the generation file names the new container M as `pending`. After a crash: M
 //!   removed at open.
 //! - build: the sources' live values copied into M (read 16 MiB ahead with
-//!   `POSIX_FADV_WILLNEED`), grouped by title with a perm, verified against their CRC-32, M
-//!   synced and sealed. After a crash: M removed at open.
+//!   `POSIX_FADV_WILLNEED`), grouped by title (sorted in memory by the title's hash), verified
+//!   against their CRC-32, M synced and sealed. After a crash: M removed at open.
 //! - validate: every title with a file in a source re-read: each render there a read could still
 //!   return must have been copied. After a crash: M removed, sources kept.
 //! - switch: the generation file: generation + 1, `move Ni M` for every source. After a crash:
