@@ -378,7 +378,7 @@ impl CompactJob {
             progress(built.written_bytes);
             throttle.account(2 * v.loc.len);
         }
-        target.sync()?;
+        // The seal commits what was copied (one barrier), then trims the preallocation.
         target.seal()?;
         let filesize = target.data().filesize();
         // Synced, so clean: the copy leaves none of its pages in the cache.
