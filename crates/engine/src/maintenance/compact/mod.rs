@@ -26,8 +26,9 @@
 //!   records rolled forward at open.
 //! - forward: the records' renders in the sources pointed into M (or dropped, when not live); one
 //!   commit. After a crash: rolled forward at open.
-//! - remove: each source's files removed (the datafile first), the directory synced; the moves
-//!   are left out of the generation file's next write. After a crash: removal finished at open.
+//! - remove: the sources' datafiles removed, then each one's other files, the directory synced;
+//!   the moves are left out of the generation file's next write. After a crash: removal finished
+//!   at open.
 //!
 //! A source with no live value is dropped whole (`move N 0`), without a copy and without writing
 //! a target. Free space needed: what one target's build writes (`TargetCost`: its values and
