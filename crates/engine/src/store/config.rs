@@ -191,22 +191,48 @@ pub(super) fn write_settings(
     entries: &[(&str, String)],
     opts: &KvSeqOptions,
 ) -> Result<()> {
-    let opts = KvSeqOptions {
+    let mut kv = KvSeq::create(vfs.create_new(path)?, &settings_options(purpose, opts))?;
+    append_settings(&mut kv, entries)?;
+    kv.sync()
+}
+
+/// [`write_settings`] for a temporary file that is renamed over the real one once it is
+/// durable: one sync for all of it (no reader opens the temporary file, so the order in which
+/// its bytes and its superblock reach the disk does not matter; only the rename has to wait).
+pub(super) fn write_settings_to_rename(
+    vfs: &dyn Vfs,
+    path: &Path,
+    purpose: Purpose,
+    entries: &[(&str, String)],
+    opts: &KvSeqOptions,
+) -> Result<()> {
+    let settings = settings_options(purpose, opts);
+    let mut kv = KvSeq::create_unsynced(vfs.create_new(path)?, &settings)?;
+    append_settings(&mut kv, entries)?;
+    kv.stage_sync(opts.clock.now())?;
+    crate::storage::sync(kv.storage())
+}
+
+fn settings_options(purpose: Purpose, opts: &KvSeqOptions) -> KvSeqOptions {
+    KvSeqOptions {
         purpose,
         keyrepr: Repr::Prefixed { width: 1 },
         valrepr: Repr::Prefixed { width: 2 },
         delflag: false,
         fileincr: 0,
         ..opts.clone()
-    };
-    let mut kv = KvSeq::create(vfs.create_new(path)?, &opts)?;
+    }
+}
+
+/// Appends the entries and the checksum entry after them.
+fn append_settings(kv: &mut KvSeq, entries: &[(&str, String)]) -> Result<()> {
     let mut crc = crc32fast::Hasher::new();
     for (key, value) in entries {
         kv.append(key.as_bytes(), value.as_bytes())?;
         hash_setting(&mut crc, key.as_bytes(), value.as_bytes());
     }
     kv.append(CHECKSUM, format!("{:08x}", crc.finalize()).as_bytes())?;
-    kv.sync()
+    Ok(())
 }
 
 /// The key of a settings file's last entry: the CRC-32 of every entry before it.

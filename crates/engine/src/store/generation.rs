@@ -181,14 +181,14 @@ impl Generation {
         out
     }
 
-    /// Replaces the store's generation file atomically: a temporary file written and fsynced,
-    /// renamed over the old one, the directory fsynced.
+    /// Replaces the store's generation file atomically: a temporary file written and fsynced
+    /// (one sync for all of it), renamed over the old one, the directory fsynced.
     pub fn write(&self, vfs: &dyn Vfs, dir: &Path, opts: &KvSeqOptions) -> Result<()> {
         let tmp = dir.join(format!("{FILE}.tmp"));
         if vfs.exists(&tmp) {
             vfs.remove(&tmp)?;
         }
-        super::config::write_settings(vfs, &tmp, PURPOSE, &self.entries(), opts)?;
+        super::config::write_settings_to_rename(vfs, &tmp, PURPOSE, &self.entries(), opts)?;
         vfs.rename(&tmp, &path(dir))?;
         vfs.sync_dir(&path(dir))
     }

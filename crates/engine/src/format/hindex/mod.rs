@@ -175,8 +175,16 @@ pub struct HIndex {
 }
 
 impl HIndex {
-    /// Creates an empty table in empty storage.
+    /// Creates an empty table in empty storage, durably.
     pub fn create(storage: Box<dyn Storage>, opts: &HIndexOptions) -> Result<HIndex> {
+        let index = HIndex::create_unsynced(storage, opts)?;
+        storage::sync(index.storage())?;
+        Ok(index)
+    }
+
+    /// Creates an empty table in empty storage without a sync: for a caller that makes several
+    /// new files durable with one barrier ([`crate::storage::sync_all`]).
+    pub fn create_unsynced(storage: Box<dyn Storage>, opts: &HIndexOptions) -> Result<HIndex> {
         let path = storage.path().to_path_buf();
         if opts.htsize == 0 || !(1..=MAX_CELLSZ).contains(&opts.cellsz) {
             return Err(Error::invalid(format!(
@@ -213,7 +221,6 @@ impl HIndex {
             .allocate(table_end)
             .map_err(|e| Error::io(&path, Some(0), e))?;
         sb.write(storage.as_ref())?;
-        storage::sync(storage.as_ref())?;
         let mut index = HIndex::from_superblock(storage, sb, true)?;
         index.max_load = opts.max_load;
         Ok(index)

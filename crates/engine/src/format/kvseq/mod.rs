@@ -122,8 +122,17 @@ pub struct KvSeq {
 }
 
 impl KvSeq {
-    /// Creates a kvseq in empty storage.
+    /// Creates a kvseq in empty storage, durably.
     pub fn create(storage: Box<dyn Storage>, opts: &KvSeqOptions) -> Result<KvSeq> {
+        let mut kv = KvSeq::create_unsynced(storage, opts)?;
+        kv.sync()?;
+        Ok(kv)
+    }
+
+    /// Creates a kvseq in empty storage without a sync: for a caller that makes several new
+    /// files durable with one barrier ([`crate::storage::sync_all`]). The superblock written
+    /// is whole (SYNCSIZE = FILESIZE = its size), so one sync of the storage suffices.
+    pub fn create_unsynced(storage: Box<dyn Storage>, opts: &KvSeqOptions) -> Result<KvSeq> {
         let path = storage.path().to_path_buf();
         if opts.align > MAX_ALIGN {
             return Err(Error::invalid(format!(
@@ -161,7 +170,6 @@ impl KvSeq {
         sb.write(storage.as_ref())?;
         let mut kv = KvSeq::from_superblock(storage, sb, true)?;
         kv.clock = opts.clock.clone();
-        kv.sync()?;
         Ok(kv)
     }
 

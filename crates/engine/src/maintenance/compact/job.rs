@@ -13,8 +13,8 @@ use crate::archive::Archive;
 use crate::clock::Clock;
 use crate::error::{Error, Result};
 use crate::filesys::{self, Filesys};
+use crate::format::hash::KeyHash;
 use crate::format::kvseq::KvSeqOptions;
-use crate::format::perm::{Pair, Perm, PermOptions};
 use crate::storage::{read_exact_at, Storage};
 use crate::store::containers::container_base;
 use crate::store::generation::Generation;
@@ -316,7 +316,7 @@ impl CompactJob {
         }
     }
 
-    /// Copies the live values into the target, a title's values together (grouped with a perm).
+    /// Copies the live values into the target, a title's values together.
     fn copy(
         &self,
         mut live: Vec<LiveValue>,
@@ -326,7 +326,7 @@ impl CompactJob {
     ) -> Result<()> {
         // Old order within a title: by container, then by inode.
         live.sort_by_key(|v| (v.loc.container, v.inode));
-        let order = self.title_order(&live)?;
+        let order = Self::title_order(&live);
         let mut sources = HashMap::new();
         for plan in built.plans.iter().filter(|p| p.action == Action::Rewrite) {
             let path = filesys::file_path(&container_base(&self.site.dir, plan.id), "data");
@@ -378,7 +378,7 @@ impl CompactJob {
             progress(built.written_bytes);
             throttle.account(2 * v.loc.len);
         }
-        target.sync()?;
+        // The seal commits what was copied (one barrier), then trims the preallocation.
         target.seal()?;
         let filesize = target.data().filesize();
         // Synced, so clean: the copy leaves none of its pages in the cache.
@@ -392,40 +392,17 @@ impl CompactJob {
         Ok(())
     }
 
-    /// Indexes into `live` in the new container's order: grouped by title (a perm of indexes
-    /// into `live`, grouped by the title's hash), in `live`'s order within a title.
-    fn title_order(&self, live: &[LiveValue]) -> Result<Vec<usize>> {
-        let path = self.site.dir.join(format!("c{:06}.perm", self.target));
-        if self.site.vfs.exists(&path) {
-            self.site.vfs.remove(&path)?;
-        }
-        let mut perm = Perm::create(self.site.vfs.create_new(&path)?, &PermOptions::default())?;
-        for (i, v) in live.iter().enumerate() {
-            let hash = perm.hash_key(&v.record);
-            perm.append(Pair {
-                ptr: crate::format::kvseq::KvPointer(i as u64),
-                hash,
-            })?;
-        }
-        perm.group(|a, b| Ok(a.ptr.cmp(&b.ptr)))?;
-        let mut order = Vec::with_capacity(live.len());
-        let mut start = 0;
-        while start < perm.len() {
-            let n = (perm.len() - start).min(1 << 16);
-            for pair in perm.read_range(start, n)? {
-                let i = usize::try_from(pair.ptr.0)
-                    .ok()
-                    .filter(|i| *i < live.len())
-                    .ok_or_else(|| {
-                        Error::corrupt(&path, 0, "perm pair", "an index of the survey", pair.ptr.0)
-                    })?;
-                order.push(i);
-            }
-            start += n;
-        }
-        drop(perm);
-        self.site.vfs.remove(&path)?;
-        Ok(order)
+    /// Indexes into `live` in the new container's order: grouped by title (by the hash of the
+    /// title's name, as a perm groups them), in `live`'s order within a title. Sorted in memory:
+    /// `live` is, and a perm file on disk cost a create, a sync and an unlink per target.
+    fn title_order(live: &[LiveValue]) -> Vec<usize> {
+        let mut keyed: Vec<(u64, usize)> = live
+            .iter()
+            .enumerate()
+            .map(|(i, v)| (KeyHash::of(&v.record).hash63(), i))
+            .collect();
+        keyed.sort_unstable();
+        keyed.into_iter().map(|(_, i)| i).collect()
     }
 }
 

@@ -18,16 +18,17 @@
 //! - pending: the generation file names the new container M as `pending`. After a crash: M
 //!   removed at open.
 //! - build: the sources' live values copied into M (read 16 MiB ahead with
-//!   `POSIX_FADV_WILLNEED`), grouped by title with a perm, verified against their CRC-32, M
-//!   synced and sealed. After a crash: M removed at open.
+//!   `POSIX_FADV_WILLNEED`), grouped by title (sorted in memory by the title's hash), verified
+//!   against their CRC-32, M synced and sealed. After a crash: M removed at open.
 //! - validate: every title with a file in a source re-read: each render there a read could still
 //!   return must have been copied. After a crash: M removed, sources kept.
 //! - switch: the generation file: generation + 1, `move Ni M` for every source. After a crash:
 //!   records rolled forward at open.
 //! - forward: the records' renders in the sources pointed into M (or dropped, when not live); one
 //!   commit. After a crash: rolled forward at open.
-//! - remove: each source's files removed (the datafile first), the directory synced; the moves
-//!   are left out of the generation file's next write. After a crash: removal finished at open.
+//! - remove: the sources' datafiles removed, then each one's other files, the directory synced;
+//!   the moves are left out of the generation file's next write. After a crash: removal finished
+//!   at open.
 //!
 //! A source with no live value is dropped whole (`move N 0`), without a copy and without writing
 //! a target. Free space needed: what one target's build writes (`TargetCost`: its values and

@@ -80,19 +80,12 @@ fn plan_run(
     // handles of its own reads them from disk), a few containers at once: a survey waits on
     // small random reads (index cells, inodes), which overlap well on a disk. A batch at a
     // time, so that the surveys not kept are let go before the next batch is made.
-    let load = |name: &[u8]| store.load_fresh(name);
     let (now, current) = (store.now(), store.current_container()?);
     let mut plans = Vec::new();
     let mut kept = HashMap::new();
     let mut room = keep;
     for batch in store.container_ids()?.chunks(SURVEYS_AT_ONCE) {
-        let surveys = survey_in_parallel(batch, |id| {
-            Surveyor::new(store.config(), &load, store.archive(), now).survey(
-                store.vfs(),
-                store.dir(),
-                id,
-            )
-        });
+        let surveys = survey_in_parallel(batch, |id| survey_through(store, id, now));
         for survey in surveys {
             let survey = survey?;
             let id = survey.plan.id;
@@ -111,6 +104,12 @@ fn plan_run(
         kept.remove(&p.id);
     }
     Ok((plan, kept))
+}
+
+/// Surveys container `id` through this handle's view of the title records.
+fn survey_through(store: &Store, id: u32, now: i64) -> Result<Survey> {
+    let load = |name: &[u8]| store.load_fresh(name);
+    Surveyor::new(store.config(), &load, store.archive(), now).survey(store.vfs(), store.dir(), id)
 }
 
 /// Memory for the surveys a run keeps for its jobs (their live values' names and locations).
@@ -199,6 +198,13 @@ pub fn compact(
         report.containers.extend(adopted.plans);
         removal = Some(remove_on_a_thread(store, adopted.switched));
     }
+    // The container sealed above was surveyed by the plan before the seal's commit added the
+    // values it held uncommitted: it is surveyed again, through the writer's view, beside the
+    // first job's copy (the store is not changed until that job's adoption), and kept for the
+    // job that takes it, which would otherwise survey it on read-only handles of its own.
+    let mut resurvey = replaced
+        .map(|(id, _)| id)
+        .filter(|id| rewrites.contains(id) && !surveys.contains_key(id));
     let mut queue: VecDeque<u32> = rewrites.into();
     let mut copied = 0u64;
     while !queue.is_empty() {
@@ -210,8 +216,24 @@ pub fn compact(
         }
         let candidates: Vec<u32> = queue.iter().copied().collect();
         let job = start_compaction_of(store, &candidates, opts)?.with_surveys(surveys);
-        let built = job.run_with_progress(&mut |n| progress(copied + n, total.max(copied + n)));
+        let (now, view) = (store.now(), &*store);
+        let (built, resurveyed) = std::thread::scope(|scope| {
+            let survey = resurvey
+                .take()
+                .map(|id| scope.spawn(move || survey_through(view, id, now)));
+            let built = job.run_with_progress(&mut |n| progress(copied + n, total.max(copied + n)));
+            // A failed survey is made again by the job that takes the container, which reports
+            // its error in turn.
+            (built, survey.and_then(|s| s.join().ok()?.ok()))
+        });
         surveys = job.unused_surveys();
+        if let Some(survey) = resurveyed {
+            if !built.as_ref().is_ok_and(|b| {
+                b.plans.iter().any(|p| p.id == survey.plan.id) || b.retry.contains(&survey.plan.id)
+            }) {
+                surveys.insert(survey.plan.id, survey);
+            }
+        }
         if let Err(e @ Error::Full { .. }) = &built {
             // The disk filled since the plan. The run has changed the store already, so it
             // is not refused: what is left is reported as abandoned, and kept.

@@ -30,7 +30,8 @@ pub(super) struct LiveValue {
     pub(super) rev: u64,
     pub(super) tid: Uuid,
     pub(super) loc: Location,
-    /// The file's inode entry in the old container (its kv_pointer in the perm).
+    /// The file's inode entry in the old container (its kv_pointer): the copy's order within
+    /// a title.
     pub(super) inode: u64,
 }
 
