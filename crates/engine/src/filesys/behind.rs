@@ -269,6 +269,9 @@ impl Behind {
     /// write of its own.
     pub fn write(&self, bytes: &[u8], offset: u64) -> io::Result<()> {
         let mut q = self.room()?;
+        let end = offset + bytes.len() as u64;
+        let in_place = end <= q.tail;
+        q.tail = q.tail.max(end);
         if q.patch(bytes, offset) {
             return Ok(());
         }
@@ -292,9 +295,6 @@ impl Behind {
                 break;
             }
         }
-        let end = offset + bytes.len() as u64;
-        let in_place = end <= q.tail;
-        q.tail = q.tail.max(end);
         if in_place && bytes.len() < PAGE {
             // A flag or a few bytes in place (on an entry appended long ago, whose page the
             // kernel may have to read back first): neither a segment's buffer nor its alignment.
@@ -498,6 +498,16 @@ mod tests {
         want.extend_from_slice(&[4; 7]);
         want.extend_from_slice(&[5; 4]);
         assert_eq!(disk.to_vec(), want);
+        // A flag in bytes a joined append wrote is in place: an op of a few bytes.
+        b.write(&[7; 10], 5021).unwrap();
+        b.write(&[8; 10], 5031).unwrap(); // joined
+        b.drain().unwrap();
+        b.write(&[6], 5035).unwrap();
+        let small =
+            matches!(b.state.lock().ops.back(), Some(Op::Write { buf, .. }) if buf.len() == 1);
+        assert!(small);
+        b.drain().unwrap();
+        assert_eq!(disk.to_vec()[5035], 6);
     }
 
     proptest::proptest! {
