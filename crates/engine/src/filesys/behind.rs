@@ -78,6 +78,25 @@ impl Op {
         }
     }
 
+    /// The bytes a write writes (none for a hint).
+    fn written_mut(&mut self) -> &mut [u8] {
+        match self {
+            Op::Write { buf, from, .. } => &mut buf[*from..],
+            _ => &mut [],
+        }
+    }
+
+    /// Appends `bytes` to a write whose buffer has room for them; false otherwise.
+    fn extend(&mut self, bytes: &[u8]) -> bool {
+        match self {
+            Op::Write { buf, .. } if buf.len() + bytes.len() <= buf.capacity() => {
+                buf.extend_from_slice(bytes);
+                true
+            }
+            _ => false,
+        }
+    }
+
     fn run(&self, file: &dyn Storage) -> io::Result<()> {
         match self {
             Op::Write { offset, buf, from } => file.write_at(&buf[*from..], *offset),
@@ -138,21 +157,14 @@ impl Queue {
     fn patch(&mut self, bytes: &[u8], offset: u64) -> bool {
         let end = offset + bytes.len() as u64;
         for op in self.ops.iter_mut().rev() {
-            let Op::Write {
-                offset: o,
-                buf,
-                from,
-            } = op
-            else {
+            let (Some(o), Some(o_end)) = (op.write_offset(), op.write_end()) else {
                 continue;
             };
-            let o_end = *o + (buf.len() - *from) as u64;
-            if *o <= offset && end <= o_end {
-                let at = *from + (offset - *o) as usize;
-                buf[at..at + bytes.len()].copy_from_slice(bytes);
+            if o <= offset && end <= o_end {
+                op.written_mut()[(offset - o) as usize..][..bytes.len()].copy_from_slice(bytes);
                 return true;
             }
-            if offset < o_end && *o < end {
+            if offset < o_end && o < end {
                 return false;
             }
         }
@@ -276,18 +288,9 @@ impl Behind {
             return Ok(());
         }
         for op in q.ops.iter_mut().rev() {
-            let Op::Write {
-                offset: o,
-                buf,
-                from,
-            } = op
-            else {
-                // The page-cache hints keep their place after the writes queued before them.
-                break;
-            };
-            let o_end = *o + (buf.len() - *from) as u64;
-            if o_end == offset && buf.len() + bytes.len() <= buf.capacity() {
-                buf.extend_from_slice(bytes);
+            // The page-cache hints keep their place after the writes queued before them.
+            let Some(o_end) = op.write_end() else { break };
+            if o_end == offset && op.extend(bytes) {
                 return self.queued(q, bytes.len() as u64, false);
             }
             if o_end > offset {
