@@ -12,10 +12,8 @@
 //! queue holds at most [`HELD_MAX`] bytes: a caller past it waits for the worker.
 //!
 //! An in-place write (a deleted flag set on an entry appended earlier) changes the queued bytes
-//! it lands in; one into bytes already written, which nothing queued or being written touches,
-//! is written at once on the caller's thread, as without the queue; only one into bytes being
-//! written is queued after them. A read waits for the queue only when it reads a byte some
-//! queued write writes.
+//! it lands in, or is queued as an operation of its own; a read waits for the queue only when it
+//! reads a byte some queued write writes, so such a flag holds up only a read of that entry.
 //!
 //! A failed write fails every later operation on the file (the error is kept, with the file's
 //! name and offset): what reached the file is unknown, so no commit may follow it.
@@ -300,13 +298,6 @@ impl Behind {
                 break;
             }
         }
-        if in_place && !q.touches(offset, end) {
-            // Bytes already in the file, which nothing queued writes: written here and now, as
-            // without the queue (queued, each would wake the worker and cost a thread switch).
-            drop(q);
-            let file = self.file.read().unwrap_or_else(|p| p.into_inner());
-            return file.write_at(bytes, offset);
-        }
         if in_place && bytes.len() < PAGE {
             // A flag or a few bytes in place (on an entry appended long ago, whose page the
             // kernel may have to read back first): neither a segment's buffer nor its alignment.
@@ -495,13 +486,13 @@ mod tests {
         let b = behind(&disk);
         b.write(&[1; 5000], 10).unwrap();
         b.write(&[2], 12).unwrap(); // a flag in the queued append
-        b.write(&[3], 4).unwrap(); // a flag in bytes already written: written at once
-        assert_eq!(disk.to_vec()[4], 3);
-        b.write(&[4; 10], 5010).unwrap(); // joins the append
+        b.write(&[3], 4).unwrap(); // a flag in bytes already written: an op of its own
+        b.write(&[4; 10], 5010).unwrap(); // joins the append, past the flag below it
         b.write(&[5; 4], 5017).unwrap(); // over the end of the queued bytes: queued after
-        assert_eq!(b.state.lock().ops.len(), 2);
-        // A read waits only for bytes a queued write writes.
-        assert!(!b.reaches_unwritten(0, 10).unwrap() && b.reaches_unwritten(9, 2).unwrap());
+        assert_eq!(b.state.lock().ops.len(), 3);
+        // Only a read of the flag's byte waits for the queue.
+        assert!(!b.reaches_unwritten(0, 4).unwrap() && !b.reaches_unwritten(5, 5).unwrap());
+        assert!(b.reaches_unwritten(3, 2).unwrap());
         b.drain().unwrap();
         let mut want = vec![0u8; 10];
         want[4] = 3;
@@ -510,12 +501,15 @@ mod tests {
         want.extend_from_slice(&[4; 7]);
         want.extend_from_slice(&[5; 4]);
         assert_eq!(disk.to_vec(), want);
-        // A flag in bytes a joined append wrote is in place: written at once.
+        // A flag in bytes a joined append wrote is in place: an op of a few bytes.
         b.write(&[7; 10], 5021).unwrap();
         b.write(&[8; 10], 5031).unwrap(); // joined
         b.drain().unwrap();
         b.write(&[6], 5035).unwrap();
-        assert!(b.state.lock().ops.is_empty());
+        let small =
+            matches!(b.state.lock().ops.back(), Some(Op::Write { buf, .. }) if buf.len() == 1);
+        assert!(small);
+        b.drain().unwrap();
         assert_eq!(disk.to_vec()[5035], 6);
     }
 
