@@ -284,7 +284,8 @@ impl Behind {
         let end = offset + bytes.len() as u64;
         let in_place = end <= q.tail;
         q.tail = q.tail.max(end);
-        if q.patch(bytes, offset) {
+        // Only a write in place can land inside queued bytes: an append skips the search.
+        if in_place && q.patch(bytes, offset) {
             return Ok(());
         }
         for op in q.ops.iter_mut().rev() {

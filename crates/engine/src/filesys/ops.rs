@@ -120,9 +120,8 @@ impl Filesys {
         ENTRY_HEADER + key.len() + isz
     }
 
-    /// The inode entry at `ptr`: kept by this writer if it appended it ([`super::KnownKeys`]), else
-    /// read (`hint`: its expected size).
-    /// Returns the entry and whether it was kept.
+    /// Returns the inode entry at `ptr` and whether it came from what this writer kept of the
+    /// entries it appended ([`super::KnownKeys`]); otherwise it is read (`hint`: its size).
     fn read_inode_entry(&self, ptr: KvPointer, hint: usize) -> Result<(Entry, bool)> {
         match self.known_keys.entry(ptr) {
             Some(entry) => Ok((entry, true)),
@@ -645,6 +644,24 @@ impl Filesys {
         self.put_at(name, ftype, content, old, &probe)
     }
 
+    /// Appends an inode entry under `key` and keeps it ([`super::KnownKeys`]): moved from the
+    /// entry at `replaces` (the file's previous inode), or noted afresh. Returns where it lies.
+    fn append_inode(
+        &mut self,
+        key: &[u8],
+        inode: &Inode,
+        replaces: Option<KvPointer>,
+    ) -> Result<KvPointer> {
+        let value = inode.encode();
+        let layout = self.data.append_entry(key, &value)?;
+        let kept = Some((&value[..], layout.value_offset));
+        match replaces {
+            Some(old) => self.known_keys.moved(old, layout.ptr, key, kept),
+            None => self.known_keys.note(layout.ptr, key, kept),
+        }
+        Ok(layout.ptr)
+    }
+
     /// Writes a new version of `name`, whose current one (if any) is `old`; `probe` is the
     /// lookup's probe of the index (a new name goes where it ended, if the index is unchanged).
     fn put_at(
@@ -669,13 +686,10 @@ impl Filesys {
             size,
         };
         let key = inode_key(name);
-        let value = inode.encode();
-        let layout = self.data.append_entry(&key, &value)?;
-        let (ptr, kept) = (layout.ptr, Some((&value[..], layout.value_offset)));
+        // The key this writer kept for the old entry is the new one's.
+        let ptr = self.append_inode(&key, &inode, old.as_ref().map(|l| l.entry.ptr))?;
         match &old {
             Some(located) => {
-                // The key this writer kept for the old entry is the new one's.
-                self.known_keys.moved(located.entry.ptr, ptr, &key, kept);
                 self.mark_deleted(located, true)?;
                 // Found used by the lookup that made `located`; the table is unchanged since.
                 self.idx.repoint(located.found, ptr)?;
@@ -683,7 +697,6 @@ impl Filesys {
                 self.add_var(DTOTSZ, -(located.inode.lsize as i64))?;
             }
             None => {
-                self.known_keys.note(ptr, &key, kept);
                 self.idx.insert_probed(probe, ptr, &self.data)?;
             }
         }
@@ -740,11 +753,7 @@ impl Filesys {
         // The inode is full: a twice-as-big copy is appended and the index pointed at it.
         inode.size = size;
         let key = inode_key(name);
-        let value = inode.encode();
-        let layout = self.data.append_entry(&key, &value)?;
-        let ptr = layout.ptr;
-        let kept = Some((&value[..], layout.value_offset));
-        self.known_keys.moved(located.entry.ptr, ptr, &key, kept);
+        let ptr = self.append_inode(&key, &inode, Some(located.entry.ptr))?;
         self.mark_deleted(&located, false)?;
         self.idx.set_pointer(located.found.cell, ptr)?;
         self.add_var(ITOTSZ, size as i64 - located.inode.size as i64)?;
@@ -799,11 +808,7 @@ impl Filesys {
             )));
         }
         let key = inode_key(new);
-        let value = located.inode.encode();
-        let layout = self.data.append_entry(&key, &value)?;
-        let ptr = layout.ptr;
-        self.known_keys
-            .note(ptr, &key, Some((&value[..], layout.value_offset)));
+        let ptr = self.append_inode(&key, &located.inode, None)?;
         self.mark_deleted(&located, false)?;
         self.idx.delete_cell(located.found.cell)?;
         self.idx.insert(&key, ptr, &self.data)?;

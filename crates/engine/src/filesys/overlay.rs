@@ -363,8 +363,8 @@ impl Storage for OverlayStorage {
     }
 
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
-        // Reads of bytes written before every queued append (a record of an earlier commit)
-        // need not wait for the queue.
+        // A read of bytes no queued write covers (a record of an earlier commit) need not wait
+        // for the queue.
         if let Some(b) = self.0.behind.get() {
             if b.reaches_unwritten(offset, buf.len() as u64)? {
                 b.drain()?;
