@@ -104,6 +104,10 @@ pub enum Slot {
     /// A complete journal (its own CRC holds; whether its appended bytes arrived is
     /// [`decide`]'s question).
     Valid(Replay),
+    /// A complete journal, commit number `seq`, whose entries were not parsed because recovery
+    /// cannot need them: the other slot holds a newer journal with nothing to apply (a clean
+    /// close's, written over durable files). Its commit entry's CRC was checked.
+    Unread(u64),
 }
 
 /// Which slot file holds commit `seq`.
@@ -117,6 +121,7 @@ pub fn last_seq(slots: &[Slot; 2]) -> u64 {
         .iter()
         .filter_map(|s| match s {
             Slot::Valid(r) => Some(r.seq),
+            Slot::Unread(seq) => Some(*seq),
             _ => None,
         })
         .max()
@@ -145,30 +150,40 @@ pub fn decide(
     complete: &mut dyn FnMut(&Replay) -> Result<bool>,
 ) -> Result<Decision> {
     let torn = slots.iter().any(|s| matches!(s, Slot::Torn));
-    let mut valid: Vec<Replay> = slots
+    let last_seq = last_seq(&slots);
+    // (number, the journal when its entries were read)
+    let mut valid: Vec<(u64, Option<Replay>)> = slots
         .into_iter()
         .filter_map(|s| match s {
-            Slot::Valid(r) => Some(r),
+            Slot::Valid(r) => Some((r.seq, Some(r))),
+            Slot::Unread(seq) => Some((seq, None)),
             _ => None,
         })
         .collect();
-    valid.sort_by_key(|r| r.seq);
-    let last_seq = valid.last().map_or(0, |r| r.seq);
+    valid.sort_by_key(|(seq, _)| *seq);
     let mut decision = Decision {
         last_seq,
         discarded: torn.then(|| "a torn journal (none of its writes had been applied)".into()),
         ..Decision::default()
     };
-    let Some(newest) = valid.pop() else {
+    let Some((_, newest)) = valid.pop() else {
         return Ok(decision);
     };
+    let newest = newest.ok_or_else(|| Error::internal("the newest journal was not read"))?;
     let older = valid.pop();
     let proven = torn && older.is_none();
+    let needed = |older: Option<(u64, Option<Replay>)>| -> Result<Option<Replay>> {
+        older
+            .map(|(seq, r)| {
+                r.ok_or_else(|| Error::internal(format!("journal {seq} is needed but was not read")))
+            })
+            .transpose()
+    };
     if proven || complete(&newest)? {
         // An empty journal is written only over durable files (a clean close, an index about to
         // be replaced): nothing before it is applied again.
-        if let (Some(o), false) = (older, newest.writes.is_empty()) {
-            decision.replays.push(o);
+        if !newest.writes.is_empty() {
+            decision.replays.extend(needed(older)?);
         }
         decision.replays.push(newest);
     } else {
@@ -177,7 +192,7 @@ pub fn decide(
              (none of its writes had been applied)",
             newest.seq
         ));
-        decision.replays.extend(older);
+        decision.replays.extend(needed(older)?);
     }
     Ok(decision)
 }
@@ -286,9 +301,18 @@ pub fn read(storage: Box<dyn Storage>) -> Result<Option<Replay>> {
 
 /// Reads one slot file.
 pub fn read_slot(storage: Box<dyn Storage>) -> Result<Slot> {
+    match open_slot(storage)? {
+        Ok(kv) => parse_slot(&kv),
+        Err(slot) => Ok(slot),
+    }
+}
+
+/// Opens a slot file's kvseq (read whole into memory when of a sane size), or says the slot is
+/// absent or torn.
+fn open_slot(storage: Box<dyn Storage>) -> Result<std::result::Result<KvSeq, Slot>> {
     let len = storage::length(storage.as_ref())?;
     if len == 0 {
-        return Ok(Slot::Absent);
+        return Ok(Err(Slot::Absent));
     }
     // A journal is parsed entry by entry, a few small reads each: after a large commit (a bulk
     // load's, megabytes of held writes) that was a hundred thousand preads on every open. Read
@@ -306,12 +330,16 @@ pub fn read_slot(storage: Box<dyn Storage>) -> Result<Slot> {
     } else {
         storage
     };
-    let kv = match KvSeq::open(storage, false) {
-        Ok(kv) => kv,
-        Err(e) if e.is_corruption() => return Ok(Slot::Torn),
-        Err(e) => return Err(e),
-    };
-    match parse(&kv) {
+    match KvSeq::open(storage, false) {
+        Ok(kv) => Ok(Ok(kv)),
+        Err(e) if e.is_corruption() => Ok(Err(Slot::Torn)),
+        Err(e) => Err(e),
+    }
+}
+
+/// Parses an opened slot's entries.
+fn parse_slot(kv: &KvSeq) -> Result<Slot> {
+    match parse(kv) {
         Ok(Some(replay)) => Ok(Slot::Valid(replay)),
         Ok(None) => Ok(Slot::Torn),
         Err(e) if e.is_corruption() || matches!(e, Error::NotFound(_)) => Ok(Slot::Torn),
@@ -324,16 +352,72 @@ const READ_WHOLE: u64 = 64 << 20;
 
 /// Reads both slots of the filesys at `base` (a missing `BASE.jnl2` is an absent slot: a filesys
 /// that has made no commit since it was written by a single-slot version).
+///
+/// The slot with the greater JSEQ is parsed first. When it holds a complete journal with nothing
+/// to apply (what a clean close leaves), [`decide`] never applies the other one, so the other is
+/// only checked to be complete by its commit entry's CRC, not parsed ([`Slot::Unread`]): after a
+/// bulk load, that journal holds megabytes of in-place writes, and parsing them was most of the
+/// time of every open.
 pub fn read_slots(vfs: &dyn crate::vfs::Vfs, base: &Path) -> Result<[Slot; 2]> {
-    let read = |ext: &str| -> Result<Slot> {
+    let open = |ext: &str| -> Result<std::result::Result<KvSeq, Slot>> {
         let path = super::file_path(base, ext);
         if vfs.exists(&path) {
-            read_slot(vfs.open(&path, false)?)
+            open_slot(vfs.open(&path, false)?)
         } else {
-            Ok(Slot::Absent)
+            Ok(Err(Slot::Absent))
         }
     };
-    Ok([read(SLOTS[0])?, read(SLOTS[1])?])
+    let mut opened = [open(SLOTS[0])?, open(SLOTS[1])?];
+    let jseq = |o: &std::result::Result<KvSeq, Slot>| o.as_ref().ok().and_then(|kv| kv.var(JSEQ));
+    let first = usize::from(jseq(&opened[1]) > jseq(&opened[0]));
+    let mut slots = [Slot::Absent, Slot::Absent];
+    for i in [first, 1 - first] {
+        let opened = std::mem::replace(&mut opened[i], Err(Slot::Absent));
+        slots[i] = match opened {
+            Err(slot) => slot,
+            Ok(kv) => match (&slots[1 - i], sealed(&kv)) {
+                (Slot::Valid(newer), Some(seq)) if i != first && nothing_to_apply(newer) => {
+                    if seq < newer.seq {
+                        Slot::Unread(seq)
+                    } else {
+                        parse_slot(&kv)?
+                    }
+                }
+                _ => parse_slot(&kv)?,
+            },
+        };
+    }
+    Ok(slots)
+}
+
+/// True for a journal after which nothing older is applied, whatever its appended bytes: no
+/// writes, nothing appended or required, and of the current version.
+fn nothing_to_apply(r: &Replay) -> bool {
+    r.writes.is_empty() && r.appended.is_empty() && r.requires.is_none() && !r.legacy
+}
+
+/// The commit number of a journal whose last entry is a commit entry of the current version with
+/// a CRC that holds over its number and every entry before it; `None` otherwise (then only a
+/// parse can tell). The entries themselves are not parsed.
+fn sealed(kv: &KvSeq) -> Option<u64> {
+    const COMMIT_LEN: u64 = KEY_LEN as u64 + 4 + 4;
+    let seq = u64::try_from(kv.var(JSEQ)?).ok()?;
+    let (first, end) = (kv.first().0, kv.filesize());
+    let usable = kv.superblock().purpose() == PURPOSE
+        && kv.keyrepr() == (Repr::Fixed { len: KEY_LEN })
+        && kv.valrepr() == (Repr::Prefixed { width: 4 })
+        && !kv.has_delflag()
+        && kv.align() <= 1
+        && end >= first + COMMIT_LEN;
+    if !usable {
+        return None;
+    }
+    let mut body = vec![0u8; (end - first) as usize];
+    crate::storage::read_exact_at(kv.storage(), &mut body, first, "a journal").ok()?;
+    let (entries, commit) = body.split_at(body.len() - COMMIT_LEN as usize);
+    let len = u32::from_be_bytes(commit[9..13].try_into().expect("4 bytes"));
+    let crc = u32::from_be_bytes(commit[13..17].try_into().expect("4 bytes"));
+    (commit[0] == COMMIT_TAG && len == 4 && crc == sealed_crc(seq, entries)).then_some(seq)
 }
 
 /// Writes an empty journal numbered past every commit in either slot, durably: written over
@@ -587,6 +671,57 @@ mod tests {
             })
         );
         assert_eq!(read(encode_as(&commit(4, 1), true).unwrap()), Slot::Torn);
+    }
+
+    /// Beside a newer journal with nothing to apply, a complete journal is checked by its commit
+    /// entry and not parsed; anything else in that slot is parsed as before.
+    #[test]
+    fn the_journal_before_an_empty_one_is_checked_not_parsed() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().join("f");
+        let put = |seq: u64, bytes: Vec<u8>| {
+            std::fs::write(super::super::file_path(&base, SLOTS[slot_of(seq)]), bytes).unwrap()
+        };
+        let read = || read_slots(&crate::vfs::RealFs, &base).unwrap();
+        let empty = |seq| Replay {
+            seq,
+            ..Replay::default()
+        };
+        let big = commit(5, 3);
+        put(5, encode_commit(&big).unwrap());
+        put(6, encode(6, &[]).unwrap());
+        assert_eq!(read(), [Slot::Valid(empty(6)), Slot::Unread(5)]);
+        let d = decide(read(), &mut |_| Ok(true)).unwrap();
+        let seqs: Vec<u64> = d.replays.iter().map(|r| r.seq).collect();
+        assert_eq!((seqs, d.last_seq, d.discarded), (vec![6], 6, None));
+        // The older journal damaged: parsed, and torn.
+        let mut torn = encode_commit(&big).unwrap();
+        let n = torn.len();
+        torn[n - 30] ^= 1;
+        put(5, torn);
+        assert_eq!(read(), [Slot::Valid(empty(6)), Slot::Torn]);
+        // Of the version with one slot: parsed.
+        let plain = Replay {
+            seq: 5,
+            writes: vec![(0, 0, vec![1; 8])],
+            ..Replay::default()
+        };
+        put(5, encode_as(&plain, true).unwrap());
+        let legacy = Replay {
+            legacy: true,
+            ..plain
+        };
+        assert_eq!(read(), [Slot::Valid(empty(6)), Slot::Valid(legacy)]);
+        // Numbered past the empty one: parsed.
+        put(7, encode_commit(&commit(7, 2)).unwrap());
+        assert_eq!(read(), [Slot::Valid(empty(6)), Slot::Valid(commit(7, 2))]);
+        // The newer journal has writes: the older one is parsed, and applied first.
+        put(5, encode_commit(&big).unwrap());
+        put(6, encode_commit(&commit(6, 1)).unwrap());
+        assert_eq!(read(), [Slot::Valid(commit(6, 1)), Slot::Valid(big)]);
+        // A journal recovery needs but did not read is an error, never skipped.
+        let d = decide([Slot::Valid(commit(6, 1)), Slot::Unread(5)], &mut |_| Ok(true));
+        assert!(matches!(d, Err(Error::Internal(_))), "{d:?}");
     }
 
     /// The recovery rule, case by case: which journals are applied, and when the newest one's
