@@ -175,7 +175,9 @@ pub fn decide(
     let needed = |older: Option<(u64, Option<Replay>)>| -> Result<Option<Replay>> {
         older
             .map(|(seq, r)| {
-                r.ok_or_else(|| Error::internal(format!("journal {seq} is needed but was not read")))
+                r.ok_or_else(|| {
+                    Error::internal(format!("journal {seq} is needed but was not read"))
+                })
             })
             .transpose()
     };
@@ -720,7 +722,9 @@ mod tests {
         put(6, encode_commit(&commit(6, 1)).unwrap());
         assert_eq!(read(), [Slot::Valid(commit(6, 1)), Slot::Valid(big)]);
         // A journal recovery needs but did not read is an error, never skipped.
-        let d = decide([Slot::Valid(commit(6, 1)), Slot::Unread(5)], &mut |_| Ok(true));
+        let d = decide([Slot::Valid(commit(6, 1)), Slot::Unread(5)], &mut |_| {
+            Ok(true)
+        });
         assert!(matches!(d, Err(Error::Internal(_))), "{d:?}");
     }
 

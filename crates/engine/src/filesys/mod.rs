@@ -935,6 +935,9 @@ impl Filesys {
         }
         let jnl = self.journals[slot].as_ref().expect("opened above");
         journal::place(jnl.as_ref(), &bytes)?;
+        for (_, o) in &self.overlays {
+            o.prefetch().map_err(|e| Error::io(o.path(), None, e))?;
+        }
         self.staged = Some(commit.seq);
         Ok(())
     }

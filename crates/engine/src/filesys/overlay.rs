@@ -258,6 +258,33 @@ impl OverlayStorage {
             .collect()
     }
 
+    /// Asks the kernel to read in the pages the pending writes fall in, so that applying them
+    /// finds the pages cached: a write to part of a page the kernel does not hold waits for a
+    /// read of that page, and [`Self::apply`] writes one range after another. A commit asks
+    /// before its barrier, so that the reads run beside the syncs. Pages a range covers whole
+    /// need no read and are not asked for.
+    pub fn prefetch(&self) -> io::Result<()> {
+        let mut runs: Vec<(u64, u64)> = Vec::new();
+        for (offset, bytes) in &self.pending().ranges {
+            let end = offset + bytes.len() as u64;
+            for page in [*offset, end - 1].map(crate::storage::page_floor) {
+                let whole = page >= *offset && page + crate::storage::PAGE <= end;
+                match runs.last_mut() {
+                    _ if whole => {}
+                    Some((start, len)) if *start + *len >= page => {
+                        *len = (*len).max(page + crate::storage::PAGE - *start)
+                    }
+                    _ => runs.push((page, crate::storage::PAGE)),
+                }
+            }
+        }
+        let inner = self.inner();
+        for (start, len) in runs {
+            inner.will_need(start, len)?;
+        }
+        Ok(())
+    }
+
     /// Bytes held back.
     pub fn pending_bytes(&self) -> u64 {
         self.pending().bytes
@@ -533,6 +560,65 @@ mod tests {
         assert_eq!(disk.to_vec()[99], 7);
         o.write_at(&[5], 101).unwrap(); // now below the new stable end
         assert_eq!(disk.to_vec()[101], 7);
+    }
+
+    /// A file that records the pages it is asked to read ahead.
+    #[derive(Debug)]
+    struct Asked(MemStorage, Arc<Mutex<Vec<(u64, u64)>>>);
+
+    impl Storage for Asked {
+        fn path(&self) -> &Path {
+            self.0.path()
+        }
+        fn len(&self) -> io::Result<u64> {
+            self.0.len()
+        }
+        fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+            self.0.read_at(buf, offset)
+        }
+        fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+            self.0.write_at(buf, offset)
+        }
+        fn set_len(&self, len: u64) -> io::Result<()> {
+            self.0.set_len(len)
+        }
+        fn sync_data(&self) -> io::Result<()> {
+            self.0.sync_data()
+        }
+        fn create_temp(&self, suffix: &str) -> io::Result<Box<dyn Storage>> {
+            self.0.create_temp(suffix)
+        }
+        fn commit_temp(&self, temp: Box<dyn Storage>) -> io::Result<Box<dyn Storage>> {
+            self.0.commit_temp(temp)
+        }
+        fn discard_temp(&self, temp: Box<dyn Storage>) -> io::Result<()> {
+            self.0.discard_temp(temp)
+        }
+        fn will_need(&self, offset: u64, len: u64) -> io::Result<()> {
+            self.1.lock().unwrap().push((offset, len));
+            Ok(())
+        }
+    }
+
+    /// A commit asks for the pages its held writes fall in part of, neighbours together, and
+    /// not for pages a write covers whole.
+    #[test]
+    fn prefetch_asks_for_the_pages_held_writes_cover_in_part() {
+        const P: u64 = 4096;
+        let asked = Arc::new(Mutex::new(Vec::new()));
+        let disk = MemStorage::from_bytes("f", vec![1u8; 20 * P as usize]);
+        let o = OverlayStorage::new(Box::new(Asked(disk, asked.clone())), 20 * P);
+        o.write_at(&[9], P + 5).unwrap();
+        o.write_at(&[9], P + 900).unwrap();
+        o.write_at(&[9], 2 * P + 1).unwrap();
+        o.write_at(&vec![9; 3 * P as usize], 5 * P + 100).unwrap();
+        o.write_at(&vec![9; 2 * P as usize], 12 * P).unwrap();
+        o.write_at(&[9; 8], 16 * P - 4).unwrap();
+        o.prefetch().unwrap();
+        assert_eq!(
+            *asked.lock().unwrap(),
+            vec![(P, 2 * P), (5 * P, P), (8 * P, P), (15 * P, 2 * P)]
+        );
     }
 
     /// The CRC of the appended bytes matches the file's, whatever the order of the writes: in
