@@ -710,6 +710,78 @@ impl Storage for MemStorage {
     }
 }
 
+/// The page-cache hints a [`Watched`] file was given: (what, offset, length), what being
+/// `start` (start_writeback), `drop` (flush_and_drop), `synced` (drop_cache) or `need`
+/// (will_need).
+#[cfg(test)]
+pub(crate) type HintLog = std::sync::Arc<std::sync::Mutex<Vec<(&'static str, u64, u64)>>>;
+
+/// A memory file for tests that logs the page-cache hints it is given, and fails every write
+/// that reaches `fail_from` or past it.
+#[cfg(test)]
+#[derive(Debug, Default)]
+pub(crate) struct Watched {
+    pub inner: MemStorage,
+    pub hints: HintLog,
+    pub fail_from: Option<u64>,
+}
+
+#[cfg(test)]
+impl Watched {
+    fn hint(&self, what: &'static str, offset: u64, len: u64) -> io::Result<()> {
+        self.hints.lock().unwrap().push((what, offset, len));
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+impl Storage for Watched {
+    fn path(&self) -> &Path {
+        self.inner.path()
+    }
+    fn len(&self) -> io::Result<u64> {
+        self.inner.len()
+    }
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        self.inner.read_at(buf, offset)
+    }
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        match self.fail_from {
+            Some(from) if offset + buf.len() as u64 > from => {
+                Err(io::Error::other("the disk said no"))
+            }
+            _ => self.inner.write_at(buf, offset),
+        }
+    }
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        self.inner.set_len(len)
+    }
+    fn sync_data(&self) -> io::Result<()> {
+        self.inner.sync_data()
+    }
+    fn start_writeback(&self, offset: u64, len: u64) -> io::Result<()> {
+        self.hint("start", offset, len)
+    }
+    fn flush_and_drop(&self, offset: u64, len: u64) -> io::Result<()> {
+        self.hint("drop", offset, len)
+    }
+    fn drop_cache(&self, offset: u64, len: u64) -> io::Result<()> {
+        self.hint("synced", offset, len)
+    }
+    fn will_need(&self, offset: u64, len: u64) -> io::Result<()> {
+        self.hint("need", offset, len)
+    }
+    fn create_temp(&self, suffix: &str) -> io::Result<Box<dyn Storage>> {
+        self.inner.create_temp(suffix)
+    }
+    fn commit_temp(&self, temp: Box<dyn Storage>) -> io::Result<Box<dyn Storage>> {
+        self.inner.commit_temp(temp)
+    }
+    fn discard_temp(&self, temp: Box<dyn Storage>) -> io::Result<()> {
+        self.inner.discard_temp(temp)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

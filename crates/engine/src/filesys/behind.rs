@@ -448,7 +448,7 @@ fn work(state: &State, file: &RwLock<Box<dyn Storage>>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::storage::MemStorage;
+    use crate::storage::{MemStorage, Watched};
 
     fn behind(disk: &MemStorage) -> Behind {
         Behind::new(Arc::new(RwLock::new(Box::new(disk.clone()))))
@@ -572,42 +572,13 @@ mod tests {
     /// A write that fails fails the drain and every later write, naming the file and offset.
     #[test]
     fn a_failed_write_fails_everything_after_it() {
-        #[derive(Debug)]
-        struct Broken(MemStorage);
-        impl Storage for Broken {
-            fn path(&self) -> &std::path::Path {
-                self.0.path()
-            }
-            fn len(&self) -> io::Result<u64> {
-                self.0.len()
-            }
-            fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
-                self.0.read_at(buf, offset)
-            }
-            fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
-                if offset >= 100 {
-                    return Err(io::Error::other("the disk said no"));
-                }
-                self.0.write_at(buf, offset)
-            }
-            fn set_len(&self, len: u64) -> io::Result<()> {
-                self.0.set_len(len)
-            }
-            fn sync_data(&self) -> io::Result<()> {
-                self.0.sync_data()
-            }
-            fn create_temp(&self, suffix: &str) -> io::Result<Box<dyn Storage>> {
-                self.0.create_temp(suffix)
-            }
-            fn commit_temp(&self, temp: Box<dyn Storage>) -> io::Result<Box<dyn Storage>> {
-                self.0.commit_temp(temp)
-            }
-            fn discard_temp(&self, temp: Box<dyn Storage>) -> io::Result<()> {
-                self.0.discard_temp(temp)
-            }
-        }
         let disk = MemStorage::from_bytes("data", Vec::new());
-        let b = Behind::new(Arc::new(RwLock::new(Box::new(Broken(disk.clone())))));
+        let broken = Watched {
+            inner: disk.clone(),
+            fail_from: Some(100),
+            ..Watched::default()
+        };
+        let b = Behind::new(Arc::new(RwLock::new(Box::new(broken))));
         b.write(&[1; 50], 0).unwrap();
         b.write(&[2; 50], 100).unwrap();
         let e = b.drain().unwrap_err();

@@ -539,7 +539,7 @@ impl Storage for OverlayStorage {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::storage::MemStorage;
+    use crate::storage::{MemStorage, Watched};
 
     #[test]
     fn holds_in_place_writes_and_passes_appends() {
@@ -562,52 +562,17 @@ mod tests {
         assert_eq!(disk.to_vec()[101], 7);
     }
 
-    /// A file that records the pages it is asked to read ahead.
-    #[derive(Debug)]
-    struct Asked(MemStorage, Arc<Mutex<Vec<(u64, u64)>>>);
-
-    impl Storage for Asked {
-        fn path(&self) -> &Path {
-            self.0.path()
-        }
-        fn len(&self) -> io::Result<u64> {
-            self.0.len()
-        }
-        fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
-            self.0.read_at(buf, offset)
-        }
-        fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
-            self.0.write_at(buf, offset)
-        }
-        fn set_len(&self, len: u64) -> io::Result<()> {
-            self.0.set_len(len)
-        }
-        fn sync_data(&self) -> io::Result<()> {
-            self.0.sync_data()
-        }
-        fn create_temp(&self, suffix: &str) -> io::Result<Box<dyn Storage>> {
-            self.0.create_temp(suffix)
-        }
-        fn commit_temp(&self, temp: Box<dyn Storage>) -> io::Result<Box<dyn Storage>> {
-            self.0.commit_temp(temp)
-        }
-        fn discard_temp(&self, temp: Box<dyn Storage>) -> io::Result<()> {
-            self.0.discard_temp(temp)
-        }
-        fn will_need(&self, offset: u64, len: u64) -> io::Result<()> {
-            self.1.lock().unwrap().push((offset, len));
-            Ok(())
-        }
-    }
-
     /// A commit asks for the pages its held writes fall in part of, neighbours together, and
     /// not for pages a write covers whole.
     #[test]
     fn prefetch_asks_for_the_pages_held_writes_cover_in_part() {
         const P: u64 = 4096;
-        let asked = Arc::new(Mutex::new(Vec::new()));
-        let disk = MemStorage::from_bytes("f", vec![1u8; 20 * P as usize]);
-        let o = OverlayStorage::new(Box::new(Asked(disk, asked.clone())), 20 * P);
+        let disk = Watched {
+            inner: MemStorage::from_bytes("f", vec![1u8; 20 * P as usize]),
+            ..Watched::default()
+        };
+        let asked = disk.hints.clone();
+        let o = OverlayStorage::new(Box::new(disk), 20 * P);
         o.write_at(&[9], P + 5).unwrap();
         o.write_at(&[9], P + 900).unwrap();
         o.write_at(&[9], 2 * P + 1).unwrap();
@@ -615,9 +580,15 @@ mod tests {
         o.write_at(&vec![9; 2 * P as usize], 12 * P).unwrap();
         o.write_at(&[9; 8], 16 * P - 4).unwrap();
         o.prefetch().unwrap();
+        let need = |start, len| ("need", start, len);
         assert_eq!(
             *asked.lock().unwrap(),
-            vec![(P, 2 * P), (5 * P, P), (8 * P, P), (15 * P, 2 * P)]
+            vec![
+                need(P, 2 * P),
+                need(5 * P, P),
+                need(8 * P, P),
+                need(15 * P, 2 * P)
+            ]
         );
     }
 

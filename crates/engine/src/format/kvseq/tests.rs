@@ -1,7 +1,7 @@
 //! Tests of the kvseq reader and writer.
 
 use super::*;
-use crate::storage::MemStorage;
+use crate::storage::{HintLog, MemStorage, Watched};
 
 fn mem(opts: &KvSeqOptions) -> (MemStorage, KvSeq) {
     let s = MemStorage::new("mem.kvseq");
@@ -158,67 +158,13 @@ fn too_long_for_repr_writes_nothing() {
     kv.append(&[1u8; 127], &[2u8; 8]).unwrap();
 }
 
-/// The writeback calls made: (what, offset, length).
-type CallLog = std::sync::Arc<std::sync::Mutex<Vec<(&'static str, u64, u64)>>>;
-
-/// A memory file that logs the writeback calls drop-behind makes.
-#[derive(Debug)]
-struct Logged {
-    inner: MemStorage,
-    log: CallLog,
-}
-
-impl crate::storage::Storage for Logged {
-    fn path(&self) -> &std::path::Path {
-        self.inner.path()
-    }
-    fn len(&self) -> std::io::Result<u64> {
-        self.inner.len()
-    }
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
-        self.inner.read_at(buf, offset)
-    }
-    fn write_at(&self, buf: &[u8], offset: u64) -> std::io::Result<()> {
-        self.inner.write_at(buf, offset)
-    }
-    fn set_len(&self, len: u64) -> std::io::Result<()> {
-        self.inner.set_len(len)
-    }
-    fn sync_data(&self) -> std::io::Result<()> {
-        self.inner.sync_data()
-    }
-    fn start_writeback(&self, offset: u64, len: u64) -> std::io::Result<()> {
-        self.log.lock().unwrap().push(("start", offset, len));
-        Ok(())
-    }
-    fn flush_and_drop(&self, offset: u64, len: u64) -> std::io::Result<()> {
-        self.log.lock().unwrap().push(("drop", offset, len));
-        Ok(())
-    }
-    fn drop_cache(&self, offset: u64, len: u64) -> std::io::Result<()> {
-        self.log.lock().unwrap().push(("synced", offset, len));
-        Ok(())
-    }
-    fn create_temp(&self, suffix: &str) -> std::io::Result<Box<dyn crate::storage::Storage>> {
-        self.inner.create_temp(suffix)
-    }
-    fn commit_temp(
-        &self,
-        temp: Box<dyn crate::storage::Storage>,
-    ) -> std::io::Result<Box<dyn crate::storage::Storage>> {
-        self.inner.commit_temp(temp)
-    }
-    fn discard_temp(&self, temp: Box<dyn crate::storage::Storage>) -> std::io::Result<()> {
-        self.inner.discard_temp(temp)
-    }
-}
-
-/// A kvseq on a [`Logged`] memory file with drop-behind of `chunk`, `bytes` appended.
-fn logged_appends(chunk: u64, bytes: u64) -> (KvSeq, CallLog, u64) {
-    let log = CallLog::default();
-    let storage = Logged {
+/// A kvseq on a [`Watched`] memory file with drop-behind of `chunk`, `bytes` appended.
+fn logged_appends(chunk: u64, bytes: u64) -> (KvSeq, HintLog, u64) {
+    let log = HintLog::default();
+    let storage = Watched {
         inner: MemStorage::new("logged.kvseq"),
-        log: log.clone(),
+        hints: log.clone(),
+        ..Watched::default()
     };
     let mut kv = KvSeq::create(Box::new(storage), &KvSeqOptions::default()).unwrap();
     kv.set_drop_behind(Some(DropBehind { chunk }));
