@@ -259,10 +259,16 @@ fn encode_as(commit: &Replay, legacy: bool) -> Result<Vec<u8>> {
 
 /// The commit entry's CRC: of the commit number, then of the entries before it.
 fn sealed_crc(seq: u64, entries: &[u8]) -> u32 {
-    let mut crc = crc32fast::Hasher::new();
-    crc.update(&seq.to_be_bytes());
+    let mut crc = sealed_hasher(seq);
     crc.update(entries);
     crc.finalize()
+}
+
+/// The commit entry's CRC, fed the commit number; the entries follow.
+fn sealed_hasher(seq: u64) -> crc32fast::Hasher {
+    let mut crc = crc32fast::Hasher::new();
+    crc.update(&seq.to_be_bytes());
+    crc
 }
 
 fn key(tag: u8, n: u64) -> [u8; 9] {
@@ -414,12 +420,28 @@ fn sealed(kv: &KvSeq) -> Option<u64> {
     if !usable {
         return None;
     }
-    let mut body = vec![0u8; (end - first) as usize];
-    crate::storage::read_exact_at(kv.storage(), &mut body, first, "a journal").ok()?;
-    let (entries, commit) = body.split_at(body.len() - COMMIT_LEN as usize);
+    let read = |buf: &mut [u8], at: u64| {
+        crate::storage::read_exact_at(kv.storage(), buf, at, "a journal").ok()
+    };
+    let commit_at = end - COMMIT_LEN;
+    let mut commit = [0u8; COMMIT_LEN as usize];
+    read(&mut commit, commit_at)?;
     let len = u32::from_be_bytes(commit[9..13].try_into().expect("4 bytes"));
     let crc = u32::from_be_bytes(commit[13..17].try_into().expect("4 bytes"));
-    (commit[0] == COMMIT_TAG && len == 4 && crc == sealed_crc(seq, entries)).then_some(seq)
+    if commit[0] != COMMIT_TAG || len != 4 {
+        return None;
+    }
+    // In pieces: a damaged length could name more bytes than memory holds.
+    let mut sum = sealed_hasher(seq);
+    let mut buf = vec![0u8; (1 << 20).min(commit_at - first) as usize];
+    let mut at = first;
+    while at < commit_at {
+        let n = buf.len().min((commit_at - at) as usize);
+        read(&mut buf[..n], at)?;
+        sum.update(&buf[..n]);
+        at += n as u64;
+    }
+    (sum.finalize() == crc).then_some(seq)
 }
 
 /// Writes an empty journal numbered past every commit in either slot, durably: written over
@@ -453,9 +475,8 @@ fn parse(kv: &KvSeq) -> Result<Option<Replay>> {
         seq,
         ..Replay::default()
     };
-    let mut crc = crc32fast::Hasher::new();
+    let mut crc = sealed_hasher(seq);
     let mut legacy_crc = crc32fast::Hasher::new();
-    crc.update(&seq.to_be_bytes());
     let mut raw = Vec::new();
     for entry in kv.iter_entries(kv.first(), false) {
         let entry = entry?;
