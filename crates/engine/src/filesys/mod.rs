@@ -245,6 +245,8 @@ pub struct Filesys {
     /// Used cells from which a growth is read ahead ([`prefetch::AHEAD_MIN_ENTRIES`]; tests
     /// lower it).
     ahead_min_entries: u64,
+    /// Keys the last index growth read from the datafile (the others it had in memory).
+    growth_key_reads: u64,
 }
 
 /// Keys of the datafile's inode entries by pointer, kept by a writer that drops its written
@@ -709,6 +711,7 @@ impl Filesys {
             known_keys: KnownKeys::default(),
             ahead: None,
             ahead_min_entries: prefetch::AHEAD_MIN_ENTRIES,
+            growth_key_reads: 0,
         };
         if check_index {
             fs.idx.spot_check(&fs.data)?;
@@ -1049,7 +1052,9 @@ impl Filesys {
             let view = HIndex::open(Box::new(self.overlays[1].1.clone()), false)?;
             let known = self.known_keys.on.then_some(&self.known_keys);
             let keys = prefetch::BatchKeys::with_known(&self.data, &view, known);
-            self.idx.grow(&keys.with_hashes(ahead.as_ref()))?;
+            let keys = keys.with_hashes(ahead.as_ref());
+            self.idx.grow(&keys)?;
+            self.growth_key_reads = keys.reads();
         } else if self.ahead.is_none() && self.growth_near() {
             self.ahead = self.read_growth_ahead();
         }

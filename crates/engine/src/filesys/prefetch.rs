@@ -40,6 +40,8 @@ pub(super) struct BatchKeys<'a> {
     keys: RefCell<HashMap<u64, Vec<u8>>>,
     /// Drop the pages read (the writer keeps its written data out of the page cache).
     drop_pages: bool,
+    /// Keys read from the datafile so far.
+    reads: std::cell::Cell<u64>,
 }
 
 impl<'a> BatchKeys<'a> {
@@ -57,7 +59,13 @@ impl<'a> BatchKeys<'a> {
             cells: RefCell::new(view.used_cells()),
             keys: RefCell::new(HashMap::new()),
             drop_pages: data.drop_behind().is_some(),
+            reads: std::cell::Cell::new(0),
         }
+    }
+
+    /// Keys read from the datafile so far (not answered from memory).
+    pub(super) fn reads(&self) -> u64 {
+        self.reads.get()
     }
 
     /// The same, answering first from the hashes `ahead` holds.
@@ -83,6 +91,7 @@ impl<'a> BatchKeys<'a> {
             }
         }
         let keys = read_keys(self.data, &ptrs, THREADS, self.drop_pages);
+        self.reads.set(self.reads.get() + ptrs.len() as u64);
         *self.keys.borrow_mut() = keys.into_iter().collect();
     }
 }
@@ -163,6 +172,10 @@ impl Hashes {
 pub(super) struct HashesAhead {
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<Hashes>>,
+    /// The hashes of the keys appended since the reads began, noted by the writer as it
+    /// appends them: once the writer's [`super::KnownKeys`] are full, nothing else holds them,
+    /// and their pages were dropped.
+    since: Vec<(u64, KeyHash)>,
 }
 
 impl HashesAhead {
@@ -182,19 +195,33 @@ impl HashesAhead {
                     let keys = read_keys(&data, part, AHEAD_THREADS, drop_pages);
                     hashes.extend(keys.into_iter().map(|(p, k)| (p, KeyHash::of(&k))));
                 }
-                hashes.sort_unstable_by_key(|(p, _)| *p);
                 Hashes(hashes)
             })
             .ok();
-        HashesAhead { stop, thread }
+        HashesAhead {
+            stop,
+            thread,
+            since: Vec::new(),
+        }
     }
 
-    /// Waits for the reads to end; what they read.
+    /// Notes the hash of a key appended at `ptr` since the reads began.
+    pub(super) fn note(&mut self, ptr: KvPointer, key: &[u8]) {
+        if self.since.len() < AHEAD_MAX {
+            self.since.push((ptr.0, KeyHash::of(key)));
+        }
+    }
+
+    /// Waits for the reads to end; what they read, and the hashes noted since.
     pub(super) fn finish(mut self) -> Hashes {
-        self.thread
+        let mut hashes = self
+            .thread
             .take()
             .and_then(|t| t.join().ok())
-            .unwrap_or_default()
+            .unwrap_or_default();
+        hashes.0.append(&mut self.since);
+        hashes.0.sort_unstable_by_key(|(p, _)| *p);
+        hashes
     }
 }
 
@@ -235,6 +262,7 @@ impl KeySource for BatchKeys<'_> {
                 return Ok(key);
             }
         }
+        self.reads.set(self.reads.get() + 1);
         self.data.key_at(ptr)
     }
 }
@@ -363,13 +391,19 @@ mod tests {
             };
             let mut fs = Filesys::create(&base, &FsOptions::default(), &open).unwrap();
             fs.ahead_min_entries = ahead_from;
-            let mut read_ahead = 0;
+            // As past the budget of what a writer keeps: every key is read or read ahead.
+            fs.known_keys.on = false;
+            let (mut read_ahead, mut reads) = (0, Vec::new());
             for i in 0..5000u32 {
                 let was_reading = fs.ahead.is_some();
+                let growing = fs.idx.needs_growth();
                 fs.put(format!("d/{i}").as_bytes(), 0, &i.to_be_bytes())
                     .unwrap();
                 // A growth took the hashes read ahead.
                 read_ahead += u32::from(was_reading && fs.ahead.is_none());
+                if growing {
+                    reads.push(fs.growth_key_reads);
+                }
                 if i % 200 == 199 {
                     fs.sync().unwrap();
                 }
@@ -383,12 +417,21 @@ mod tests {
             }
             drop(fs);
             let files = ["data", "idx"].map(|ext| std::fs::read(file_path(&base, ext)).unwrap());
-            (files, read_ahead)
+            (files, read_ahead, reads)
         };
-        let (ahead, growths) = run("ahead", 64);
-        let (read, none) = run("read", u64::MAX);
+        let (ahead, growths, ahead_reads) = run("ahead", 64);
+        let (read, none, reads) = run("read", u64::MAX);
         assert!(growths >= 2, "{growths} growths read ahead");
         assert_eq!(none, 0);
+        // Without, a growth reads every key; read ahead, only those appended after the last
+        // commit before the reads began (a commit every 200 puts here).
+        assert_eq!(ahead_reads.len(), reads.len());
+        for (a, r) in ahead_reads.iter().zip(&reads).skip(1) {
+            assert!(
+                *r >= 768 && *a < 200,
+                "keys read by a growth: {a} read ahead, {r} not"
+            );
+        }
         assert!(ahead == read, "the files differ");
     }
 }
