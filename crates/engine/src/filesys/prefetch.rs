@@ -140,15 +140,15 @@ const AHEAD_MAX: usize = 2 << 20;
 /// share the disk meanwhile.
 const AHEAD_THREADS: usize = 8;
 
-/// Key hashes by pointer, sorted by pointer.
+/// Key hashes by pointer. A map, not a sorted list: a growth asks for every one in its table's
+/// cell order, which is no order of the pointers, and a binary search was most of its time.
 #[derive(Debug, Default)]
-pub(super) struct Hashes(Vec<(u64, KeyHash)>);
+pub(super) struct Hashes(HashMap<u64, KeyHash>);
 
 impl Hashes {
     /// The hash of the key at `ptr`, if it was read.
     pub(super) fn get(&self, ptr: KvPointer) -> Option<KeyHash> {
-        let i = self.0.binary_search_by_key(&ptr.0, |(p, _)| *p).ok()?;
-        Some(self.0[i].1)
+        self.0.get(&ptr.0).copied()
     }
 
     /// How many are held.
@@ -187,7 +187,7 @@ impl HashesAhead {
         let thread = std::thread::Builder::new()
             .name("wink-keys-ahead".into())
             .spawn(move || {
-                let mut hashes = Vec::with_capacity(ptrs.len());
+                let mut hashes = HashMap::with_capacity(ptrs.len());
                 for part in ptrs.chunks(BATCH) {
                     if stopped.load(Ordering::Relaxed) {
                         break;
@@ -219,8 +219,7 @@ impl HashesAhead {
             .take()
             .and_then(|t| t.join().ok())
             .unwrap_or_default();
-        hashes.0.append(&mut self.since);
-        hashes.0.sort_unstable_by_key(|(p, _)| *p);
+        hashes.0.extend(self.since.drain(..));
         hashes
     }
 }
