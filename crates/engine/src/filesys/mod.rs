@@ -1021,6 +1021,12 @@ impl Filesys {
         Ok(())
     }
 
+    /// Keys the last growth of the index read from the datafile; the others it had in memory
+    /// (kept by this writer, or read ahead while the writer went on).
+    pub fn last_growth_key_reads(&self) -> u64 {
+        self.growth_key_reads
+    }
+
     /// In-place writes held for the next commit, in bytes.
     pub fn pending_bytes(&self) -> u64 {
         self.overlays.iter().map(|(_, o)| o.pending_bytes()).sum()
