@@ -247,6 +247,9 @@ pub struct Filesys {
     ahead_min_entries: u64,
     /// Keys the last index growth read from the datafile (the others it had in memory).
     growth_key_reads: u64,
+    /// The table size a read-ahead was last started for: one per size, even when it could not
+    /// start (the scan of the table is not repeated on every put).
+    ahead_for: u64,
 }
 
 /// Keys of the datafile's inode entries by pointer, kept by a writer that drops its written
@@ -712,6 +715,7 @@ impl Filesys {
             ahead: None,
             ahead_min_entries: prefetch::AHEAD_MIN_ENTRIES,
             growth_key_reads: 0,
+            ahead_for: 0,
         };
         if check_index {
             fs.idx.spot_check(&fs.data)?;
@@ -1061,7 +1065,8 @@ impl Filesys {
             let keys = keys.with_hashes(ahead.as_ref());
             self.idx.grow(&keys)?;
             self.growth_key_reads = keys.reads();
-        } else if self.ahead.is_none() && self.growth_near() {
+        } else if self.ahead_for != self.idx.htsize() && self.growth_near() {
+            self.ahead_for = self.idx.htsize();
             self.ahead = self.read_growth_ahead();
         }
         Ok(())
@@ -1085,6 +1090,9 @@ impl Filesys {
             let (_, ptr) = cell.ok()?;
             if ptr.0 < durable && !self.known_keys.holds(ptr) {
                 ptrs.push(ptr.0);
+            }
+            if ptrs.len() == prefetch::AHEAD_MAX {
+                break;
             }
         }
         let raw = self.vfs.open(&file_path(&self.base, "data"), false).ok()?;

@@ -135,7 +135,7 @@ pub(super) const AHEAD_AT: f64 = 0.7;
 /// keys, and a thread is not worth it.
 pub(super) const AHEAD_MIN_ENTRIES: u64 = 1 << 14;
 /// Hashes read ahead at most (24 bytes each, 48 MiB); the growth reads the others itself.
-const AHEAD_MAX: usize = 2 << 20;
+pub(super) const AHEAD_MAX: usize = 2 << 20;
 /// Reads in flight while reading ahead: fewer than a growth's own, since the writer's commits
 /// share the disk meanwhile.
 const AHEAD_THREADS: usize = 8;
