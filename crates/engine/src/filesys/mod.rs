@@ -240,6 +240,16 @@ pub struct Filesys {
     /// entries it appended: what a lookup's reads of the datafile fetch otherwise
     /// ([`KnownKeys`]).
     known_keys: KnownKeys,
+    /// The hashes of the index's keys, being read for its next growth.
+    ahead: Option<prefetch::HashesAhead>,
+    /// Used cells from which a growth is read ahead ([`prefetch::AHEAD_MIN_ENTRIES`]; tests
+    /// lower it).
+    ahead_min_entries: u64,
+    /// Keys the last index growth read from the datafile (the others it had in memory).
+    growth_key_reads: u64,
+    /// The table size a read-ahead was last started for: one per size, even when it could not
+    /// start (the scan of the table is not repeated on every put).
+    ahead_for: u64,
 }
 
 /// Keys of the datafile's inode entries by pointer, kept by a writer that drops its written
@@ -702,6 +712,10 @@ impl Filesys {
             verify_misses: false,
             applied_in_place: Vec::new(),
             known_keys: KnownKeys::default(),
+            ahead: None,
+            ahead_min_entries: prefetch::AHEAD_MIN_ENTRIES,
+            growth_key_reads: 0,
+            ahead_for: 0,
         };
         if check_index {
             fs.idx.spot_check(&fs.data)?;
@@ -1014,6 +1028,12 @@ impl Filesys {
         Ok(())
     }
 
+    /// Keys the last growth of the index read from the datafile; the others it had in memory
+    /// (kept by this writer, or read ahead while the writer went on).
+    pub fn last_growth_key_reads(&self) -> u64 {
+        self.growth_key_reads
+    }
+
     /// In-place writes held for the next commit, in bytes.
     pub fn pending_bytes(&self) -> u64 {
         self.overlays.iter().map(|(_, o)| o.pending_bytes()).sum()
@@ -1038,14 +1058,50 @@ impl Filesys {
     fn ensure_index_room(&mut self) -> Result<()> {
         if self.idx.needs_growth() {
             self.quiesce()?;
-            // The growth rehashes every key: read them ahead, several at a time, from a
-            // read-only view of the same table (nothing is held back after the commit).
+            // The growth rehashes every key: the hashes read ahead first, then read the others
+            // ahead, several at a time, from a read-only view of the same table (nothing is
+            // held back after the commit).
+            let ahead = self.ahead.take().map(prefetch::HashesAhead::finish);
             let view = HIndex::open(Box::new(self.overlays[1].1.clone()), false)?;
             let known = self.known_keys.on.then_some(&self.known_keys);
-            self.idx
-                .grow(&prefetch::BatchKeys::with_known(&self.data, &view, known))?;
+            let keys = prefetch::BatchKeys::with_known(&self.data, &view, known);
+            let keys = keys.with_hashes(ahead.as_ref());
+            self.idx.grow(&keys)?;
+            self.growth_key_reads = keys.reads();
+        } else if self.ahead_for != self.idx.htsize() && self.growth_near() {
+            self.ahead_for = self.idx.htsize();
+            self.ahead = self.read_growth_ahead();
         }
         Ok(())
+    }
+
+    /// Whether the index is large and near enough its load limit that its growth's keys are
+    /// to be read ahead ([`prefetch::HashesAhead`]).
+    fn growth_near(&self) -> bool {
+        let entries = self.idx.entries();
+        entries >= self.ahead_min_entries
+            && entries as f64 >= prefetch::AHEAD_AT * self.idx.max_load() * self.idx.htsize() as f64
+    }
+
+    /// Starts reading the hashes of the keys the index holds, but for those this writer knows
+    /// or has not committed yet (which the growth finds in memory, or reads itself). `None`
+    /// when the datafile cannot be opened again: the growth reads them all itself.
+    fn read_growth_ahead(&self) -> Option<prefetch::HashesAhead> {
+        let durable = self.overlays[0].1.appended().0;
+        let mut ptrs = Vec::new();
+        for cell in self.idx.used_cells() {
+            let (_, ptr) = cell.ok()?;
+            if ptr.0 < durable && !self.known_keys.holds(ptr) {
+                ptrs.push(ptr.0);
+            }
+            if ptrs.len() == prefetch::AHEAD_MAX {
+                break;
+            }
+        }
+        let raw = self.vfs.open(&file_path(&self.base, "data"), false).ok()?;
+        let data = KvSeq::open(raw, false).ok()?;
+        let drop_pages = self.data.drop_behind().is_some();
+        Some(prefetch::HashesAhead::start(data, ptrs, drop_pages))
     }
 }
 

@@ -655,6 +655,9 @@ impl Filesys {
         let value = inode.encode();
         let layout = self.data.append_entry(key, &value)?;
         let kept = Some((&value[..], layout.value_offset));
+        if let Some(ahead) = &mut self.ahead {
+            ahead.note(layout.ptr, key);
+        }
         match replaces {
             Some(old) => self.known_keys.moved(old, layout.ptr, key, kept),
             None => self.known_keys.note(layout.ptr, key, kept),

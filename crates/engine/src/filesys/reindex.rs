@@ -51,6 +51,9 @@ impl Filesys {
     /// Rebuilds `BASE.idx` from `BASE.data` alone and swaps it in atomically.
     pub fn reindex(&mut self) -> Result<u64> {
         self.check_writable()?;
+        // Its keys are read here, in file order; the rebuilt table reads ahead afresh.
+        self.ahead = None;
+        self.ahead_for = 0;
         self.quiesce()?;
         let live = self.data.live_entries().unwrap_or(0).max(1);
         let htsize = (live * 2).next_power_of_two().max(16);

@@ -381,6 +381,11 @@ impl HIndex {
         self.live
     }
 
+    /// The load limit that triggers a rebuild.
+    pub fn max_load(&self) -> f64 {
+        self.max_load
+    }
+
     /// Sets the load limit that triggers a rebuild (0.05..=0.95).
     pub fn set_max_load(&mut self, max_load: f64) -> Result<()> {
         if !(0.05..=0.95).contains(&max_load) {

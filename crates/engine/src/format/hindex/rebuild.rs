@@ -116,7 +116,7 @@ impl HIndex {
                 Cell::Deleted => continue,
                 Cell::Used { ptr, stored_hash } => (ptr, stored_hash),
             };
-            let hash = KeyHash::of(&keys.key_at(ptr)?);
+            let hash = keys.key_hash_at(ptr)?;
             self.check_carried(old, ptr, stored, hash, &mut reach)?;
             let mut cell = hash.home(htsize);
             let mut cell_bytes = [0u8; 16];
