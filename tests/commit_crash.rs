@@ -13,7 +13,7 @@ use std::sync::Arc;
 use wink::clock::ManualClock;
 use wink::store::Which;
 use wink::store::{Config, Put, Store, StoreOptions};
-use wink_harness::sim::{CrashMode, SimDisk};
+use wink_harness::sim::{CrashMode, Cut, SimDisk};
 
 const DIR: &str = "/sim/store";
 const DOMAIN: &str = "en.wikipedia.org";
@@ -153,9 +153,6 @@ fn check(
     );
 }
 
-/// Makes a disk fail after its n-th write or sync.
-type Arm = fn(&SimDisk, u64);
-
 fn cut_everywhere(op: &[(&'static str, u64, usize)]) {
     let clock = ManualClock::new(T0);
     let disk = base(&clock);
@@ -175,20 +172,14 @@ fn cut_everywhere(op: &[(&'static str, u64, usize)]) {
             CrashMode::Reorder { seed: n + 1000 },
         ]
     };
-    let cuts: [(&str, u64, Arm); 2] = [
-        ("write", writes, |d, n| d.fail_after_writes(n)),
-        ("sync", syncs, |d, n| d.fail_after_syncs(n)),
-    ];
-    for (what, count, arm) in cuts {
-        for n in 1..=count + 1 {
-            let cut = disk.fork();
-            let done = run(&cut, &clock, op, || arm(&cut, n));
-            for mode in modes(n) {
-                let crashed = cut.fork();
-                crashed.crash(mode);
-                let at = format!("{what} {n} of {count}, {mode:?}");
-                check(&crashed, &clock, &before, &after, done, &at);
-            }
+    for at in Cut::every(writes, syncs) {
+        let cut = disk.fork();
+        let done = run(&cut, &clock, op, || at.arm(&cut));
+        for mode in modes(at.n()) {
+            let crashed = cut.fork();
+            crashed.crash(mode);
+            let at = format!("{at}, {mode:?}");
+            check(&crashed, &clock, &before, &after, done, &at);
         }
     }
 }

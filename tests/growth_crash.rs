@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use wink::clock::ManualClock;
 use wink::filesys::{Filesys, FsOptions, OpenOptions};
-use wink_harness::sim::{CrashMode, SimDisk};
+use wink_harness::sim::{CrashMode, Cut, SimDisk};
 
 const BASE: &str = "/sim/fs";
 /// The index's cells: it grows on the put that finds 24,576 of them used (the 0.75 limit), and
@@ -130,25 +130,13 @@ fn a_growth_read_ahead_cut_at_each_of_its_writes_and_syncs_loses_nothing_durable
     assert!(writes > 2 && syncs > 0, "{writes} writes, {syncs} syncs");
     check(&whole, &clock, durable, "uncut");
 
-    type Arm = fn(&SimDisk, u64);
-    let cuts: [(&str, u64, Arm); 2] = [
-        ("write", writes, |d, n| d.fail_after_writes(n)),
-        ("sync", syncs, |d, n| d.fail_after_syncs(n)),
-    ];
-    for (what, count, arm) in cuts {
-        for n in 1..=count + 1 {
-            let cut = disk.fork();
-            let (durable, _, _) = run(&cut, &clock, || arm(&cut, n));
-            for mode in [CrashMode::DropUnsynced, CrashMode::Reorder { seed: n }] {
-                let crashed = cut.fork();
-                crashed.crash(mode);
-                check(
-                    &crashed,
-                    &clock,
-                    durable,
-                    &format!("{what} {n} of {count}, {mode:?}"),
-                );
-            }
+    for at in Cut::every(writes, syncs) {
+        let cut = disk.fork();
+        let (durable, _, _) = run(&cut, &clock, || at.arm(&cut));
+        for mode in [CrashMode::DropUnsynced, CrashMode::Reorder { seed: at.n() }] {
+            let crashed = cut.fork();
+            crashed.crash(mode);
+            check(&crashed, &clock, durable, &format!("{at}, {mode:?}"));
         }
     }
 }

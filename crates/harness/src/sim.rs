@@ -66,6 +66,59 @@ pub enum CrashMode {
     },
 }
 
+/// Where a power cut falls in an operation: just before its `n`-th write, or at its `n`-th sync
+/// (1-based, counted from when it is armed), of the `of` the whole operation makes.
+#[derive(Clone, Copy, Debug)]
+pub enum Cut {
+    /// The `n`-th write and everything after it fail.
+    Write {
+        /// Which write.
+        n: u64,
+        /// The writes of the whole operation.
+        of: u64,
+    },
+    /// The `n`-th sync and everything after it fail.
+    Sync {
+        /// Which sync.
+        n: u64,
+        /// The syncs of the whole operation.
+        of: u64,
+    },
+}
+
+impl Cut {
+    /// Every cut of an operation that made `writes` writes and `syncs` syncs: before each write,
+    /// at each sync, and once past the last of each (the operation whole).
+    pub fn every(writes: u64, syncs: u64) -> impl Iterator<Item = Cut> {
+        let at_writes = (1..=writes + 1).map(move |n| Cut::Write { n, of: writes });
+        at_writes.chain((1..=syncs + 1).map(move |n| Cut::Sync { n, of: syncs }))
+    }
+
+    /// Makes `disk` fail there (counting from now).
+    pub fn arm(self, disk: &SimDisk) {
+        match self {
+            Cut::Write { n, .. } => disk.fail_after_writes(n),
+            Cut::Sync { n, .. } => disk.fail_after_syncs(n),
+        }
+    }
+
+    /// The `n` of the cut: a seed that differs from one cut to the next of the same kind.
+    pub fn n(self) -> u64 {
+        match self {
+            Cut::Write { n, .. } | Cut::Sync { n, .. } => n,
+        }
+    }
+}
+
+impl std::fmt::Display for Cut {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Cut::Write { n, of } => write!(f, "write {n} of {of}"),
+            Cut::Sync { n, of } => write!(f, "sync {n} of {of}"),
+        }
+    }
+}
+
 /// A simulated disk holding files by path.
 #[derive(Clone, Debug, Default)]
 pub struct SimDisk(Arc<Mutex<State>>);
