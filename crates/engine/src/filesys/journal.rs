@@ -377,25 +377,25 @@ pub fn read_slots(vfs: &dyn crate::vfs::Vfs, base: &Path) -> Result<[Slot; 2]> {
     };
     let mut opened = [open(SLOTS[0])?, open(SLOTS[1])?];
     let jseq = |o: &std::result::Result<KvSeq, Slot>| o.as_ref().ok().and_then(|kv| kv.var(JSEQ));
-    let first = usize::from(jseq(&opened[1]) > jseq(&opened[0]));
-    let mut slots = [Slot::Absent, Slot::Absent];
-    for i in [first, 1 - first] {
-        let opened = std::mem::replace(&mut opened[i], Err(Slot::Absent));
-        slots[i] = match opened {
-            Err(slot) => slot,
-            Ok(kv) => match (&slots[1 - i], sealed(&kv)) {
-                (Slot::Valid(newer), Some(seq)) if i != first && nothing_to_apply(newer) => {
-                    if seq < newer.seq {
-                        Slot::Unread(seq)
-                    } else {
-                        parse_slot(&kv)?
-                    }
-                }
-                _ => parse_slot(&kv)?,
-            },
-        };
-    }
-    Ok(slots)
+    let newer = usize::from(jseq(&opened[1]) > jseq(&opened[0]));
+    let mut take = |i: usize| std::mem::replace(&mut opened[i], Err(Slot::Absent));
+    let (first, second) = (take(newer), take(1 - newer));
+    let first = match first {
+        Ok(kv) => parse_slot(&kv)?,
+        Err(slot) => slot,
+    };
+    let second = match second {
+        Ok(kv) => match (&first, sealed(&kv)) {
+            (Slot::Valid(n), Some(seq)) if nothing_to_apply(n) && seq < n.seq => Slot::Unread(seq),
+            _ => parse_slot(&kv)?,
+        },
+        Err(slot) => slot,
+    };
+    Ok(if newer == 0 {
+        [first, second]
+    } else {
+        [second, first]
+    })
 }
 
 /// True for a journal after which nothing older is applied, whatever its appended bytes: no
