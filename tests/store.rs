@@ -288,6 +288,54 @@ fn batches_reopen_and_one_writer() {
     );
 }
 
+/// A batch that rewrites many titles holds kilobytes of in-place writes (the old records'
+/// deleted flags, both indexes' cells), which its commit applies to the container and to the
+/// records on two threads: every render reads back, from the writer, a reader and a reopen.
+#[test]
+fn a_large_batch_of_rewrites_commits_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(1_000_000);
+    let mut s = open(dir.path(), &clock, Policy::default());
+    for round in 0..2u64 {
+        let mut batch = s.batch();
+        for i in 0..300u64 {
+            let (title, value) = (format!("Title {i}"), format!("value {i} of {round}"));
+            batch
+                .put(&Put::new(D, &title, round, HTML, value.as_bytes()))
+                .unwrap();
+        }
+        assert_eq!(batch.commit().unwrap(), 300);
+    }
+    let reader = Store::open(
+        dir.path(),
+        &StoreOptions {
+            clock: Arc::new(clock.clone()),
+            ..StoreOptions::read_only()
+        },
+    )
+    .unwrap();
+    let want = |i: u64| format!("value {i} of 1").into_bytes();
+    for i in 0..300u64 {
+        let title = format!("Title {i}");
+        assert_eq!(
+            s.get(D, &title, Which::Latest).unwrap().unwrap().value,
+            want(i)
+        );
+        let got = reader.get(D, &title, Which::Latest).unwrap().unwrap();
+        assert_eq!((got.rev, got.value), (1, want(i)));
+    }
+    drop((s, reader));
+    let s = open(dir.path(), &clock, Policy::default());
+    for i in (0..300u64).step_by(7) {
+        let title = format!("Title {i}");
+        assert_eq!(
+            s.get(D, &title, Which::Latest).unwrap().unwrap().value,
+            want(i)
+        );
+    }
+    assert_eq!(s.stat().unwrap().titles, 300);
+}
+
 #[test]
 fn bad_input_is_refused_and_changes_nothing() {
     let dir = tempfile::tempdir().unwrap();
