@@ -32,6 +32,15 @@ fn open(dir: &Path, clock: &ManualClock, policy: Policy) -> Store {
     Store::open(dir, &opts).unwrap()
 }
 
+/// A read-only handle on the store in `dir`, on `clock`.
+fn open_reader(dir: &Path, clock: &ManualClock) -> Store {
+    let opts = StoreOptions {
+        clock: Arc::new(clock.clone()),
+        ..StoreOptions::read_only()
+    };
+    Store::open(dir, &opts).unwrap()
+}
+
 #[test]
 fn precedence_by_revision_then_tid_not_write_order() {
     let dir = tempfile::tempdir().unwrap();
@@ -262,14 +271,7 @@ fn batches_reopen_and_one_writer() {
         Store::open(dir.path(), &StoreOptions::writer()),
         Err(Error::InUse { .. })
     ));
-    let reader = Store::open(
-        dir.path(),
-        &StoreOptions {
-            clock: Arc::new(clock.clone()),
-            ..StoreOptions::read_only()
-        },
-    )
-    .unwrap();
+    let reader = open_reader(dir.path(), &clock);
     assert_eq!(
         reader
             .get(D, "Title 3", Which::Latest)
@@ -306,14 +308,7 @@ fn a_large_batch_of_rewrites_commits_whole() {
         }
         assert_eq!(batch.commit().unwrap(), 300);
     }
-    let reader = Store::open(
-        dir.path(),
-        &StoreOptions {
-            clock: Arc::new(clock.clone()),
-            ..StoreOptions::read_only()
-        },
-    )
-    .unwrap();
+    let reader = open_reader(dir.path(), &clock);
     let want = |i: u64| format!("value {i} of 1").into_bytes();
     for i in 0..300u64 {
         let title = format!("Title {i}");
