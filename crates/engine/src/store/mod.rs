@@ -661,31 +661,32 @@ impl Store {
             files.extend(meta.barrier_files());
             crate::storage::sync_all(&files)
         });
-        synced?;
         // A large commit applies the two filesys's held writes on two threads: each is
-        // thousands of small writes (index cells, deleted flags), to files of their own.
+        // thousands of small writes (index cells, deleted flags), to files of their own. The
+        // records' own failure forgets what they read (`commit_end`); the values' forgets it here.
         let records = &mut self.records;
         let large = w.fs.pending_bytes() + records.fs.pending_bytes() >= PARALLEL_APPLY_BYTES;
-        let (values, titles) = if large {
+        let ended = synced.and_then(|()| {
+            if !large {
+                w.fs.commit_end()?;
+                return Ok(records.commit_end());
+            }
             std::thread::scope(|scope| {
                 let values = scope.spawn(|| w.fs.commit_end());
                 let titles = records.commit_end();
-                let values = values
+                values
                     .join()
-                    .unwrap_or_else(|p| Err(Error::panicked("a commit's apply", &*p)));
-                (values, titles)
+                    .unwrap_or_else(|p| Err(Error::panicked("a commit's apply", &*p)))?;
+                Ok(titles)
             })
-        } else {
-            match w.fs.commit_end() {
-                Ok(()) => (Ok(()), records.commit_end()),
-                Err(e) => (Err(e), Ok(())),
+        });
+        match ended {
+            Ok(titles) => titles,
+            Err(e) => {
+                self.records.forget_all();
+                Err(e)
             }
-        };
-        if let Err(e) = values {
-            self.records.forget_all();
-            return Err(e);
         }
-        titles
     }
 
     /// Takes a revision (or, with `None`, the whole title) down: its renders are never returned
