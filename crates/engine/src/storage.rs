@@ -347,6 +347,18 @@ pub(crate) fn pages_touching(offset: u64, end: u64) -> (u64, u64) {
     (start, end.div_ceil(PAGE) * PAGE - start)
 }
 
+/// Joins `[start, end)` spans, given in order of their starts, that overlap or touch.
+pub(crate) fn merge_touching(spans: impl Iterator<Item = (u64, u64)>) -> Vec<(u64, u64)> {
+    let mut merged: Vec<(u64, u64)> = Vec::new();
+    for (start, end) in spans {
+        match merged.last_mut() {
+            Some(last) if start <= last.1 => last.1 = last.1.max(end),
+            _ => merged.push((start, end)),
+        }
+    }
+    merged
+}
+
 /// A real file, read and written with pread/pwrite.
 #[derive(Debug)]
 pub struct FileStorage {
@@ -785,6 +797,16 @@ impl Storage for Watched {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn touching_spans_merge_and_apart_ones_do_not() {
+        let spans = [(0, 4096), (0, 4096), (4096, 8192), (12288, 16384), (12288, 20480)];
+        assert_eq!(
+            merge_touching(spans.into_iter()),
+            vec![(0, 8192), (12288, 20480)]
+        );
+        assert_eq!(merge_touching(std::iter::empty()), vec![]);
+    }
 
     #[test]
     fn short_read_is_corruption_not_io() {

@@ -991,12 +991,14 @@ impl Filesys {
         if self.data.drop_behind().is_some() {
             let keep_below = self.data.first().0.div_ceil(storage::PAGE) * storage::PAGE;
             let keep_from = self.data.filesize() / storage::PAGE * storage::PAGE;
-            for (offset, len) in previous {
+            // The writes come in file order, and a rewrite's two flags (its old inode and data
+            // entry) often share a page: one hint per run of touching pages.
+            let spans = previous.into_iter().map(|(offset, len)| {
                 let (start, len) = storage::pages_touching(offset, offset + len);
-                let (start, end) = (start.max(keep_below), (start + len).min(keep_from));
-                if start < end {
-                    let _ = self.data.storage().drop_cache(start, end - start);
-                }
+                (start.max(keep_below), (start + len).min(keep_from))
+            });
+            for (start, end) in storage::merge_touching(spans.filter(|(s, e)| s < e)) {
+                let _ = self.data.storage().drop_cache(start, end - start);
             }
         }
         for (i, (_, o)) in self.overlays.iter().enumerate() {
