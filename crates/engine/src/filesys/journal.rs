@@ -35,7 +35,7 @@
 use std::path::Path;
 
 use crate::error::{Error, Result};
-use crate::format::kvseq::{KvSeq, KvSeqOptions};
+use crate::format::kvseq::{Image, KvSeq, KvSeqOptions};
 use crate::format::repr::Repr;
 use crate::format::superblock::{Purpose, VarName};
 use crate::storage::{self, write_all_at, MemStorage, Storage};
@@ -215,46 +215,96 @@ pub fn encode_commit(commit: &Replay) -> Result<Vec<u8>> {
 
 /// Encodes a journal, as the version with one slot did when `legacy`.
 fn encode_as(commit: &Replay, legacy: bool) -> Result<Vec<u8>> {
-    let (seq, writes) = (commit.seq, &commit.writes);
-    let mem = MemStorage::new("journal");
-    let opts = KvSeqOptions {
-        purpose: PURPOSE,
-        keyrepr: Repr::Fixed { len: KEY_LEN },
-        valrepr: Repr::Prefixed { width: 4 },
-        delflag: false,
-        fileincr: 0,
-        extra: vec![(JSEQ, seq as i64)],
-        clock: std::sync::Arc::new(crate::clock::ManualClock::new(0)),
-        ..KvSeqOptions::default()
-    };
-    let mut kv = KvSeq::create(Box::new(mem.clone()), &opts)?;
-    for (tag, offset, bytes) in writes {
-        kv.append(&key(*tag, *offset), bytes)?;
+    let mut e = Encoder::new(commit.seq)?;
+    for (tag, offset, bytes) in &commit.writes {
+        e.write(*tag, *offset, bytes)?;
     }
     for a in &commit.appended {
-        let mut v = Vec::with_capacity(13);
-        v.push(a.tag);
-        v.extend_from_slice(&a.end.to_be_bytes());
-        v.extend_from_slice(&a.crc.to_be_bytes());
-        kv.append(&key(APPENDED_TAG, a.start), &v)?;
+        e.appended(*a);
     }
     if let Some(r) = &commit.requires {
-        kv.append(&key(REQUIRES_TAG, r.filesize), r.name.as_bytes())?;
+        e.requires(r.clone());
     }
-    let body_start = kv.first().0 as usize;
-    let body_end = kv.filesize() as usize;
-    kv.flush()?;
-    let entries = &mem.to_vec()[body_start..body_end];
-    let (tag, crc) = if legacy {
-        (LEGACY_COMMIT_TAG, crc32fast::hash(entries))
-    } else {
-        (COMMIT_TAG, sealed_crc(seq, entries))
-    };
-    kv.append(&key(tag, writes.len() as u64), &crc.to_be_bytes())?;
-    kv.flush()?;
-    let mut bytes = mem.to_vec();
-    bytes.truncate(kv.filesize() as usize);
-    Ok(bytes)
+    e.finish_as(legacy)
+}
+
+/// A commit's journal, encoded as its writes are handed over: a commit adds them from where they
+/// are held, without copying them into a [`Replay`] first.
+#[derive(Debug)]
+pub struct Encoder {
+    seq: u64,
+    image: Image,
+    writes: u64,
+    appended: Vec<Appended>,
+    requires: Option<Requires>,
+}
+
+impl Encoder {
+    /// The journal of commit number `seq`, with no entries yet.
+    pub fn new(seq: u64) -> Result<Encoder> {
+        let opts = KvSeqOptions {
+            purpose: PURPOSE,
+            keyrepr: Repr::Fixed { len: KEY_LEN },
+            valrepr: Repr::Prefixed { width: 4 },
+            delflag: false,
+            fileincr: 0,
+            extra: vec![(JSEQ, seq as i64)],
+            clock: std::sync::Arc::new(crate::clock::ManualClock::new(0)),
+            ..KvSeqOptions::default()
+        };
+        Ok(Encoder {
+            seq,
+            image: Image::new(Path::new("journal"), &opts)?,
+            writes: 0,
+            appended: Vec::new(),
+            requires: None,
+        })
+    }
+
+    /// Adds a held write (the writes are applied in the order they are added).
+    pub fn write(&mut self, tag: u8, offset: u64, bytes: &[u8]) -> Result<()> {
+        self.image.append(&key(tag, offset), bytes)?;
+        self.writes += 1;
+        Ok(())
+    }
+
+    /// Adds bytes the commit appended (encoded after every write).
+    pub fn appended(&mut self, a: Appended) {
+        self.appended.push(a);
+    }
+
+    /// Says which sibling's commit this one depends on (encoded after the appended bytes).
+    pub fn requires(&mut self, r: Requires) {
+        self.requires = Some(r);
+    }
+
+    /// Returns the whole journal file, sealed by its commit entry.
+    pub fn finish(self) -> Result<Vec<u8>> {
+        self.finish_as(false)
+    }
+
+    fn finish_as(mut self, legacy: bool) -> Result<Vec<u8>> {
+        for a in std::mem::take(&mut self.appended) {
+            let mut v = Vec::with_capacity(13);
+            v.push(a.tag);
+            v.extend_from_slice(&a.end.to_be_bytes());
+            v.extend_from_slice(&a.crc.to_be_bytes());
+            self.image.append(&key(APPENDED_TAG, a.start), &v)?;
+        }
+        if let Some(r) = self.requires.take() {
+            self.image
+                .append(&key(REQUIRES_TAG, r.filesize), r.name.as_bytes())?;
+        }
+        let entries = self.image.entries();
+        let (tag, crc) = if legacy {
+            (LEGACY_COMMIT_TAG, crc32fast::hash(entries))
+        } else {
+            (COMMIT_TAG, sealed_crc(self.seq, entries))
+        };
+        self.image
+            .append(&key(tag, self.writes), &crc.to_be_bytes())?;
+        self.image.finish()
+    }
 }
 
 /// The commit entry's CRC: of the commit number, then of the entries before it.
@@ -565,6 +615,97 @@ pub fn apply(replay: &Replay, files: &[(u8, &dyn Storage)], journal_path: &Path)
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The journal as a kvseq writer lays it out, entry by entry: what [`Encoder`] must equal.
+    fn written_by_kvseq(commit: &Replay, legacy: bool) -> Vec<u8> {
+        let mem = MemStorage::new("journal");
+        let opts = KvSeqOptions {
+            purpose: PURPOSE,
+            keyrepr: Repr::Fixed { len: KEY_LEN },
+            valrepr: Repr::Prefixed { width: 4 },
+            delflag: false,
+            fileincr: 0,
+            extra: vec![(JSEQ, commit.seq as i64)],
+            clock: std::sync::Arc::new(crate::clock::ManualClock::new(0)),
+            ..KvSeqOptions::default()
+        };
+        let mut kv = KvSeq::create(Box::new(mem.clone()), &opts).unwrap();
+        for (tag, offset, bytes) in &commit.writes {
+            kv.append(&key(*tag, *offset), bytes).unwrap();
+        }
+        for a in &commit.appended {
+            let mut v = vec![a.tag];
+            v.extend_from_slice(&a.end.to_be_bytes());
+            v.extend_from_slice(&a.crc.to_be_bytes());
+            kv.append(&key(APPENDED_TAG, a.start), &v).unwrap();
+        }
+        if let Some(r) = &commit.requires {
+            kv.append(&key(REQUIRES_TAG, r.filesize), r.name.as_bytes())
+                .unwrap();
+        }
+        let body_start = kv.first().0 as usize;
+        let body_end = kv.filesize() as usize;
+        kv.flush().unwrap();
+        let entries = &mem.to_vec()[body_start..body_end];
+        let (tag, crc) = if legacy {
+            (LEGACY_COMMIT_TAG, crc32fast::hash(entries))
+        } else {
+            (COMMIT_TAG, sealed_crc(commit.seq, entries))
+        };
+        kv.append(&key(tag, commit.writes.len() as u64), &crc.to_be_bytes())
+            .unwrap();
+        kv.flush().unwrap();
+        let mut bytes = mem.to_vec();
+        bytes.truncate(kv.filesize() as usize);
+        bytes
+    }
+
+    #[test]
+    fn the_encoder_writes_what_a_kvseq_writer_would() {
+        let full = Replay {
+            seq: 41,
+            writes: vec![
+                (0, 4096, vec![1, 2, 3]),
+                (1, 9000, vec![0; 16]),
+                (2, 7, vec![]),
+            ],
+            appended: vec![
+                Appended {
+                    tag: 0,
+                    start: 4096,
+                    end: 70_000,
+                    crc: 0xDEAD_BEEF,
+                },
+                Appended {
+                    tag: 2,
+                    start: 512,
+                    end: 600,
+                    crc: 1,
+                },
+            ],
+            requires: Some(Requires {
+                name: "meta".into(),
+                filesize: 123_456,
+            }),
+            legacy: false,
+        };
+        for commit in [
+            full,
+            Replay {
+                seq: 2,
+                ..Replay::default()
+            },
+        ] {
+            assert_eq!(
+                encode_commit(&commit).unwrap(),
+                written_by_kvseq(&commit, false)
+            );
+            assert_eq!(
+                encode_as(&commit, true).unwrap(),
+                written_by_kvseq(&commit, true)
+            );
+        }
+    }
 
     #[test]
     fn roundtrip_and_torn_journals_are_ignored() {

@@ -904,17 +904,13 @@ impl Filesys {
         if let Some(t) = &mut self.time {
             t.kv_mut().stage_sync(now)?;
         }
-        let mut commit = journal::Replay {
-            seq: self.seq + 1,
-            requires: self.requires.take(),
-            ..journal::Replay::default()
-        };
+        let seq = self.seq + 1;
+        let mut journal = journal::Encoder::new(seq)?;
+        if let Some(r) = self.requires.take() {
+            journal.requires(r);
+        }
         for (tag, o) in &self.overlays {
-            commit.writes.extend(
-                o.pending_writes()
-                    .into_iter()
-                    .map(|(off, b)| (*tag, off, b)),
-            );
+            o.each_pending(|offset, bytes| journal.write(*tag, offset, bytes))?;
             let (start, written) = o.appended();
             let end = match *tag {
                 TAG_DATA => self.data.filesize(),
@@ -926,7 +922,7 @@ impl Filesys {
                 let crc = o
                     .appended_crc(end)
                     .map_err(|e| Error::io(o.path(), Some(start), e))?;
-                commit.appended.push(journal::Appended {
+                journal.appended(journal::Appended {
                     tag: *tag,
                     start,
                     end,
@@ -934,8 +930,8 @@ impl Filesys {
                 });
             }
         }
-        let bytes = journal::encode_commit(&commit)?;
-        let slot = journal::slot_of(commit.seq);
+        let bytes = journal.finish()?;
+        let slot = journal::slot_of(seq);
         if self.journals[slot].is_none() {
             let path = file_path(&self.base, journal::SLOTS[slot]);
             let file = if self.vfs.exists(&path) {
@@ -954,7 +950,7 @@ impl Filesys {
             // saved, not the commit.
             let _ = o.prefetch();
         }
-        self.staged = Some(commit.seq);
+        self.staged = Some(seq);
         Ok(())
     }
 

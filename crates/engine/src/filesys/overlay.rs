@@ -249,13 +249,13 @@ impl OverlayStorage {
         Ok(self.inner())
     }
 
-    /// The pending writes, in offset order.
-    pub fn pending_writes(&self) -> Vec<(u64, Vec<u8>)> {
+    /// Hands each pending write to `f`, in offset order, without copying it (a commit encodes
+    /// them into its journal); stops at `f`'s first error.
+    pub fn each_pending<E>(&self, mut f: impl FnMut(u64, &[u8]) -> Result<(), E>) -> Result<(), E> {
         self.pending()
             .ranges
             .iter()
-            .map(|(k, v)| (*k, v.clone()))
-            .collect()
+            .try_for_each(|(offset, bytes)| f(*offset, bytes))
     }
 
     /// Asks the kernel to read in the pages the pending writes fall in, so that applying them
@@ -553,7 +553,13 @@ mod tests {
         assert_eq!(buf, [1, 9, 9, 8, 1]);
         assert_eq!(disk.to_vec()[10], 1, "held back");
         assert_eq!(&disk.to_vec()[99..102], &[1, 7, 7]);
-        assert_eq!(o.pending_writes(), vec![(10, vec![9, 9, 8]), (99, vec![7])]);
+        let mut pending = Vec::new();
+        o.each_pending(|offset, bytes| {
+            pending.push((offset, bytes.to_vec()));
+            Ok::<(), ()>(())
+        })
+        .unwrap();
+        assert_eq!(pending, vec![(10, vec![9, 9, 8]), (99, vec![7])]);
         o.apply().unwrap();
         o.sync_data().unwrap();
         assert_eq!(&disk.to_vec()[9..14], &[1, 9, 9, 8, 1]);

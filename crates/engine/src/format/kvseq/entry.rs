@@ -185,6 +185,33 @@ impl KvSeq {
 
     /// The encoded size of an entry, or an error naming what does not fit.
     pub fn encoded_size(&self, key: &[u8], value: &[u8]) -> Result<u64> {
+        Codec::of(self).encoded_size(key, value)
+    }
+
+    pub(super) fn encode_into(&self, out: &mut Vec<u8>, key: &[u8], value: &[u8]) {
+        Codec::of(self).encode_into(out, key, value)
+    }
+}
+
+/// How a kvseq lays out its entries: what encoding one needs besides the bytes.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Codec {
+    pub(super) keyrepr: Repr,
+    pub(super) valrepr: Repr,
+    pub(super) delflag: bool,
+}
+
+impl Codec {
+    fn of(kv: &KvSeq) -> Codec {
+        Codec {
+            keyrepr: kv.keyrepr,
+            valrepr: kv.valrepr,
+            delflag: kv.delflag,
+        }
+    }
+
+    /// The encoded size of an entry, or an error naming what does not fit.
+    pub(super) fn encoded_size(&self, key: &[u8], value: &[u8]) -> Result<u64> {
         let k = self.keyrepr.encoded_len(key.len() as u64).ok_or_else(|| {
             Error::invalid(format!(
                 "a {}-byte key does not fit KEYREPR {} ({})",
@@ -207,6 +234,7 @@ impl KvSeq {
         Ok(u64::from(self.delflag) + k + v)
     }
 
+    /// Appends the entry's bytes to `out` (the caller checked that it fits).
     pub(super) fn encode_into(&self, out: &mut Vec<u8>, key: &[u8], value: &[u8]) {
         if self.delflag {
             out.push(0);

@@ -22,6 +22,7 @@
 //! order. This file holds the open file and the reads of one entry.
 
 mod entry;
+mod image;
 mod iter;
 mod write;
 
@@ -39,6 +40,7 @@ use crate::format::superblock::{var, Format, Purpose, Superblock, VarName, DEFAU
 use crate::storage::{length, read_exact_at, FileStorage, Storage};
 
 pub use entry::{Entry, EntryInfo, EntryLayout};
+pub use image::Image;
 pub use iter::Iter;
 pub use write::{DropBehind, WRITEBACK_KICK};
 
@@ -133,40 +135,7 @@ impl KvSeq {
     /// files durable with one barrier ([`crate::storage::sync_all`]). The superblock written
     /// is whole (SYNCSIZE = FILESIZE = its size), so one sync of the storage suffices.
     pub fn create_unsynced(storage: Box<dyn Storage>, opts: &KvSeqOptions) -> Result<KvSeq> {
-        let path = storage.path().to_path_buf();
-        if opts.align > MAX_ALIGN {
-            return Err(Error::invalid(format!(
-                "ALIGN {} above {MAX_ALIGN}",
-                opts.align
-            )));
-        }
-        if zero_byte_entries(opts.keyrepr, opts.valrepr, opts.delflag) {
-            return Err(Error::invalid(
-                "KEYREPR 4 and VALREPR 4 without a delflag: entries of zero bytes",
-            ));
-        }
-        let mut sb = Superblock::new(opts.sbsize, Format::KvSeq, opts.purpose)?;
-        let sbsize = sb.sbsize() as i64;
-        let mut vars = vec![
-            (var::FILESIZE, sbsize),
-            (var::FILEINCR, opts.fileincr.min(MAX_FILEINCR) as i64),
-            (var::SYNCSIZE, sbsize),
-            (var::SYNCTIME, opts.clock.now()),
-            (var::KEYREPR, opts.keyrepr.code()),
-            (var::VALREPR, opts.valrepr.code()),
-        ];
-        if opts.delflag {
-            vars.push((var::KVDELFL, 1));
-        }
-        if opts.align > 0 {
-            vars.push((var::ALIGN, opts.align as i64));
-        }
-        vars.push((var::ENTRIES, 0));
-        vars.push((var::AENTRIES, 0));
-        vars.extend(opts.extra.iter().copied());
-        for (name, value) in vars {
-            sb.set(&path, name, value)?;
-        }
+        let sb = new_superblock(storage.path(), opts)?;
         sb.write(storage.as_ref())?;
         let mut kv = KvSeq::from_superblock(storage, sb, true)?;
         kv.clock = opts.clock.clone();
@@ -491,4 +460,42 @@ pub fn align_up(x: u64, align: u64) -> u64 {
     } else {
         x.div_ceil(align).saturating_mul(align)
     }
+}
+
+/// The superblock of a new, empty kvseq: FILESIZE = SYNCSIZE = SBSIZE, no entries.
+fn new_superblock(path: &Path, opts: &KvSeqOptions) -> Result<Superblock> {
+    if opts.align > MAX_ALIGN {
+        return Err(Error::invalid(format!(
+            "ALIGN {} above {MAX_ALIGN}",
+            opts.align
+        )));
+    }
+    if zero_byte_entries(opts.keyrepr, opts.valrepr, opts.delflag) {
+        return Err(Error::invalid(
+            "KEYREPR 4 and VALREPR 4 without a delflag: entries of zero bytes",
+        ));
+    }
+    let mut sb = Superblock::new(opts.sbsize, Format::KvSeq, opts.purpose)?;
+    let sbsize = sb.sbsize() as i64;
+    let mut vars = vec![
+        (var::FILESIZE, sbsize),
+        (var::FILEINCR, opts.fileincr.min(MAX_FILEINCR) as i64),
+        (var::SYNCSIZE, sbsize),
+        (var::SYNCTIME, opts.clock.now()),
+        (var::KEYREPR, opts.keyrepr.code()),
+        (var::VALREPR, opts.valrepr.code()),
+    ];
+    if opts.delflag {
+        vars.push((var::KVDELFL, 1));
+    }
+    if opts.align > 0 {
+        vars.push((var::ALIGN, opts.align as i64));
+    }
+    vars.push((var::ENTRIES, 0));
+    vars.push((var::AENTRIES, 0));
+    vars.extend(opts.extra.iter().copied());
+    for (name, value) in vars {
+        sb.set(path, name, value)?;
+    }
+    Ok(sb)
 }
