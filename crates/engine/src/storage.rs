@@ -800,7 +800,13 @@ mod tests {
 
     #[test]
     fn touching_spans_merge_and_apart_ones_do_not() {
-        let spans = [(0, 4096), (0, 4096), (4096, 8192), (12288, 16384), (12288, 20480)];
+        let spans = [
+            (0, 4096),
+            (0, 4096),
+            (4096, 8192),
+            (12288, 16384),
+            (12288, 20480),
+        ];
         assert_eq!(
             merge_touching(spans.into_iter()),
             vec![(0, 8192), (12288, 20480)]
