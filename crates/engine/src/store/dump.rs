@@ -152,7 +152,7 @@ impl Store {
                 .map(|r| DumpRender {
                     rev: r.rev,
                     tid: r.tid,
-                    content_type: r.content_type.clone(),
+                    content_type: r.content_type.to_string(),
                     labels: r.labels.clone(),
                     state: super::state_of(rec, r, &self.cfg.policy, now),
                     size: r.location.len,

@@ -66,7 +66,7 @@ impl Latest {
         Latest {
             rev: render.rev,
             tid: render.tid,
-            content_type: render.content_type.as_str().into(),
+            content_type: (&*render.content_type).into(),
             labels,
             location: render.location,
             state,

@@ -583,7 +583,7 @@ impl Store {
             Render {
                 rev: put.rev,
                 tid,
-                content_type: put.content_type.to_string(),
+                content_type: put.content_type.into(),
                 labels: put.labels.clone(),
                 location,
                 stamps,
@@ -796,7 +796,7 @@ impl Store {
         Ok(Got {
             rev: render.rev,
             tid: render.tid,
-            content_type: render.content_type.clone(),
+            content_type: render.content_type.to_string(),
             labels: render.labels.clone(),
             state: state_of(rec, render, &self.cfg.policy, now),
             value: self.read_value(&render.location)?,

@@ -25,6 +25,7 @@
 
 use std::collections::BTreeSet;
 use std::path::Path;
+use std::sync::Arc;
 
 use uuid::Uuid;
 
@@ -84,8 +85,9 @@ pub struct Render {
     pub rev: u64,
     /// Render id (a version-1 UUID).
     pub tid: Uuid,
-    /// Content type, as put.
-    pub content_type: String,
+    /// Content type, as put: shared by the renders of a record that have the same one (decoding
+    /// a record clones it per render).
+    pub content_type: Arc<str>,
     /// Content encoding and language, as put.
     pub labels: Labels,
     /// Where the value lives, and its CRC-32.
@@ -490,24 +492,25 @@ impl TitleRecord {
         let mut types = Vec::new();
         for _ in 0..r.u16()? {
             let len = r.u16()? as usize;
-            let text = r.take(len)?.to_vec();
-            let text =
-                String::from_utf8(text).map_err(|_| bad(r.pos, "content type is not UTF-8"))?;
-            types.push(if v3 {
-                Labels::split(&text).map_err(|what| bad(r.pos, what))?
+            let text = std::str::from_utf8(r.take(len)?)
+                .map_err(|_| bad(r.pos, "content type is not UTF-8"))?;
+            let (content_type, labels) = if v3 {
+                Labels::split(text).map_err(|what| bad(r.pos, what))?
             } else if text.contains('\0') {
                 // No content type holds one (the store refuses control characters): a record
                 // read with one could not be written back unambiguously beside labels.
                 return Err(bad(r.pos, "content type holds a NUL"));
             } else {
-                (text, Labels::NONE)
-            });
+                (text.to_string(), Labels::NONE)
+            };
+            types.push((Arc::<str>::from(content_type), labels));
         }
         let n = r.u32()? as usize;
         // Bounded by the bytes actually present, not by the count field.
         if n > (body.len() - r.pos) / RENDER_SIZE {
             return Err(bad(r.pos, "render count"));
         }
+        rec.renders.reserve_exact(n);
         for _ in 0..n {
             let at = r.pos;
             let rev = r.u64()?;
@@ -761,10 +764,7 @@ mod tests {
         let rec = TitleRecord::decode(&b, b"d/T", Path::new("m"), 0).unwrap();
         assert_eq!(rec.renders.len(), 1);
         let r = &rec.renders[0];
-        assert_eq!(
-            (r.rev, r.tid, r.content_type.as_str()),
-            (5, tid, "text/html")
-        );
+        assert_eq!((r.rev, r.tid, &*r.content_type), (5, tid, "text/html"));
         assert_eq!(r.labels, Labels::NONE);
         // Written again unchanged, it is the same bytes: no labels, no new layout.
         assert_eq!(rec.encode(b"d/T"), b);
@@ -790,7 +790,7 @@ mod tests {
             for (i, (rev, secs, ct, e, l)) in renders.into_iter().enumerate() {
                 let tid = crate::store::key::tid_at(secs, i as u16, [1; 6]);
                 let r = Render {
-                    content_type: ct,
+                    content_type: ct.into(),
                     labels: Labels { encoding: e, language: l },
                     ..render(rev, tid)
                 };

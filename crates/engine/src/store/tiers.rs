@@ -279,7 +279,7 @@ impl Store {
                     rev: r.rev,
                     tid: r.tid,
                     size: r.location.len,
-                    content_type: r.content_type.clone(),
+                    content_type: r.content_type.to_string(),
                     labels: r.labels.clone(),
                     state: super::state_of(rec, r, &policy, now),
                 })
