@@ -26,6 +26,7 @@ pub mod timeindex;
 
 mod files;
 mod iter;
+mod mirror;
 mod ops;
 mod prefetch;
 mod recover;
@@ -648,7 +649,10 @@ impl Filesys {
         };
         let mut overlays = vec![
             (TAG_DATA, wrap(raw_data, TAG_DATA)?),
-            (TAG_INDEX, wrap(raw_idx, TAG_INDEX)?),
+            (
+                TAG_INDEX,
+                wrap(mirror_for_writer(raw_idx, open.writable)?, TAG_INDEX)?,
+            ),
         ];
         if let Some(t) = raw_time {
             overlays.push((TAG_TIME, wrap(t, TAG_TIME)?));
@@ -1249,6 +1253,16 @@ fn validate_options(fs: &FsOptions) -> Result<()> {
         return Err(Error::invalid("HTSIZE must be at least 1"));
     }
     Ok(())
+}
+
+/// A writer's index, copied into memory when small enough (see [`mirror`]); a reader's is read
+/// from the file.
+fn mirror_for_writer(raw: Box<dyn Storage>, writable: bool) -> Result<Box<dyn Storage>> {
+    if !writable {
+        return Ok(raw);
+    }
+    let path = raw.path().to_path_buf();
+    mirror::Mirrored::wrap(raw, mirror::MIRROR_LIMIT).map_err(|e| Error::io(&path, None, e))
 }
 
 /// Bytes of a file below which writes are in place: FILESIZE for a kvseq, the whole file for a
