@@ -9,6 +9,8 @@
 //! the N-th write instead, and [`SimDisk::fork`] copies a disk, so that a test can cut one
 //! operation at each of its writes and syncs in turn. [`SimDisk::set_capacity`] makes it a small disk:
 //! writes that would grow it past its capacity fail with ENOSPC.
+//! [`SimDisk::lose_writeback_at_sync`] fails one sync the way Linux does after a writeback error:
+//! once, forgetting what it was to make durable, the next sync succeeding without it.
 
 use std::collections::HashMap;
 use std::io;
@@ -32,6 +34,8 @@ struct SimFile {
     live: Vec<u8>,
     durable: Vec<u8>,
     unsynced: Vec<Op>,
+    /// A failed sync dropped writes the live image keeps: the images may differ in length.
+    lost: bool,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -39,6 +43,9 @@ struct State {
     files: HashMap<PathBuf, SimFile>,
     syncs: u64,
     fail_at: Option<u64>,
+    /// The sync that fails once, losing its file's unsynced writes
+    /// ([`SimDisk::lose_writeback_at_sync`]).
+    lose_at: Option<u64>,
     writes: u64,
     fail_writes_at: Option<u64>,
     failed: bool,
@@ -140,6 +147,15 @@ impl SimDisk {
         s.fail_at = Some(s.syncs + n);
     }
 
+    /// The `n`-th sync (counting from now, 1-based) fails once with EIO, as Linux's fdatasync
+    /// after a writeback error: the file's unsynced writes are dropped from what a later sync or
+    /// a power cut makes durable (reads still see them: the kernel keeps the pages, marked
+    /// clean), and later syncs succeed.
+    pub fn lose_writeback_at_sync(&self, n: u64) {
+        let mut s = self.state();
+        s.lose_at = Some(s.syncs + n);
+    }
+
     /// From the `n`-th write on (counting from now, 1-based; `set_len` counts as a write), writes
     /// and syncs fail, and that write does not happen: the power went out just before it.
     pub fn fail_after_writes(&self, n: u64) {
@@ -201,8 +217,10 @@ impl SimDisk {
                 }
             }
             f.live = f.durable.clone();
+            f.lost = false;
         }
         s.fail_at = None;
+        s.lose_at = None;
         s.fail_writes_at = None;
         s.failed = false;
     }
@@ -381,10 +399,19 @@ impl Storage for SimStorage {
             s.failed = true;
             return Err(power_out());
         }
+        let lose = s.lose_at == Some(s.syncs);
+        if lose {
+            s.lose_at = None;
+        }
         let f = s
             .files
             .get_mut(&self.path)
             .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?;
+        if lose {
+            f.unsynced.clear();
+            f.lost = true;
+            return Err(io::Error::from_raw_os_error(libc::EIO));
+        }
         // The live image is the durable one with the unsynced writes applied in order: replaying
         // them costs what they wrote, where copying the live image costs the whole (preallocated)
         // file at every sync.
@@ -394,7 +421,7 @@ impl Storage for SimStorage {
                 Op::Write(offset, bytes) => write_at_vec(&mut f.durable, offset, &bytes),
             }
         }
-        debug_assert!(f.durable.len() == f.live.len());
+        debug_assert!(f.lost || f.durable.len() == f.live.len());
         Ok(())
     }
 
@@ -554,5 +581,34 @@ mod tests {
         assert!(f.write_at(b"x", 0).is_err());
         disk.crash(CrashMode::DropUnsynced);
         f.write_at(b"x", 0).unwrap();
+    }
+
+    #[test]
+    fn a_lost_writeback_fails_one_sync_and_the_next_succeeds_without_it() {
+        let disk = SimDisk::new();
+        let (a, b) = (Path::new("a"), Path::new("b"));
+        let fa = disk.create_new(a).unwrap();
+        let fb = disk.create_new(b).unwrap();
+        fa.write_at(b"synced", 0).unwrap();
+        fa.sync_data().unwrap();
+        fa.write_at(b"LOST", 0).unwrap();
+        fa.write_at(b"-grown", 6).unwrap();
+        fb.write_at(b"other", 0).unwrap();
+        disk.lose_writeback_at_sync(2);
+        fb.sync_data().unwrap();
+        let err = fa.sync_data().unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::EIO));
+        // Reads still see the lost writes; writes and syncs go on working.
+        assert_eq!(disk.bytes(a).unwrap(), b"LOSTed-grown");
+        fa.write_at(b"kept", 12).unwrap();
+        fa.sync_data().unwrap();
+        fa.sync_data().unwrap();
+        disk.crash(CrashMode::DropUnsynced);
+        // What the failed sync was to make durable never was: the later sync wrote only its own.
+        assert_eq!(disk.bytes(a).unwrap(), b"synced\0\0\0\0\0\0kept");
+        assert_eq!(disk.bytes(b).unwrap(), b"other");
+        // Once only: a power cut does not re-arm it.
+        fa.write_at(b"again", 0).unwrap();
+        fa.sync_data().unwrap();
     }
 }
