@@ -514,3 +514,76 @@ fn a_bounded_read_refuses_a_file_over_its_limit_before_reading_it() {
     assert!(err.to_string().contains("at most 999 bytes"), "{err}");
     assert!(fs.read_located_within(b"none", 1).unwrap().is_none());
 }
+
+/// A filesys whose commit's sync failed (as Linux's fdatasync after a writeback error: once,
+/// the next one succeeding without the lost writes) is a failed writer: at each of the commit's
+/// syncs in turn, every later write, commit and read refuses with `Error::WriterFailed`, closing
+/// it writes nothing, and after a power cut the reopened filesys holds its last commit, whole.
+#[test]
+fn a_failed_sync_fails_the_writer_until_it_is_reopened() {
+    use wink_harness::sim::{CrashMode, SimDisk};
+    let clock = ManualClock::new(1_700_000_000);
+    let base = Path::new("/sim/fs");
+    let fresh = SimDisk::new();
+    let vfs: Arc<dyn wink::vfs::Vfs> = Arc::new(fresh.clone());
+    let mut fs = Filesys::create_in(vfs, base, &FsOptions::default(), &writer(&clock)).unwrap();
+    fs.put(b"kept", 0, &[7; 5000]).unwrap();
+    fs.sync().unwrap();
+    // Rewritten below: its inode's update is an in-place write the commit holds.
+    fs.put(b"moved", 0, b"first").unwrap();
+    fs.sync().unwrap();
+    drop(fs);
+    let open =
+        |disk: &SimDisk| Filesys::open_in(Arc::new(disk.clone()), base, &writer(&clock)).unwrap();
+    let syncs = {
+        let disk = fresh.fork();
+        let mut fs = open(&disk);
+        fs.put(b"moved", 0, b"second").unwrap();
+        fs.put(b"new", 0, &[9; 3000]).unwrap();
+        let before = disk.syncs();
+        fs.sync().unwrap();
+        disk.syncs() - before
+    };
+    for n in 1..=syncs {
+        let disk = fresh.fork();
+        let mut fs = open(&disk);
+        fs.put(b"moved", 0, b"second").unwrap();
+        fs.put(b"new", 0, &[9; 3000]).unwrap();
+        disk.lose_writeback_at_sync(n);
+        let e = fs.sync().unwrap_err();
+        assert!(matches!(e, Error::Io { .. }), "sync {n} of {syncs}: {e}");
+        let failed = fs.failed().expect("failed").to_path_buf();
+        let refused = [
+            fs.put(b"other", 0, b"x").map(|_| ()),
+            fs.delete(b"kept").map(|_| ()),
+            fs.sync(),
+            fs.read(b"kept").map(|_| ()),
+            fs.stat(b"new").map(|_| ()),
+        ];
+        for (i, r) in refused.into_iter().enumerate() {
+            let e = r.expect_err("a failed writer refuses");
+            assert!(
+                matches!(&e, Error::WriterFailed { path } if *path == failed),
+                "sync {n} of {syncs}, call {i}: {e}"
+            );
+        }
+        let writes = disk.writes();
+        drop(fs);
+        assert_eq!(disk.writes(), writes, "sync {n} of {syncs}: closing wrote");
+        disk.crash(CrashMode::DropUnsynced);
+        let fs = open(&disk);
+        assert_eq!(fs.read(b"kept").unwrap(), [7; 5000]);
+        assert_eq!(fs.read(b"moved").unwrap(), b"first", "sync {n} of {syncs}");
+        assert!(fs.stat(b"new").unwrap().is_none(), "sync {n} of {syncs}");
+        drop(fs);
+        assert_clean_sim(&disk, base);
+    }
+}
+
+/// `check_filesys` reads the real file system: the simulated one is checked through a reader.
+fn assert_clean_sim(disk: &wink_harness::sim::SimDisk, base: &Path) {
+    let fs = Filesys::open_in(Arc::new(disk.clone()), base, &OpenOptions::read_only()).unwrap();
+    for f in fs.iter() {
+        f.unwrap();
+    }
+}
