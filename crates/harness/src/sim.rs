@@ -150,7 +150,7 @@ impl SimDisk {
     /// The `n`-th sync (counting from now, 1-based) fails once with EIO, as Linux's fdatasync
     /// after a writeback error: the file's unsynced writes are dropped from what a later sync or
     /// a power cut makes durable (reads still see them: the kernel keeps the pages, marked
-    /// clean), and later syncs succeed.
+    /// clean, until they are dropped from the cache: `drop_cache`), and later syncs succeed.
     pub fn lose_writeback_at_sync(&self, n: u64) {
         let mut s = self.state();
         s.lose_at = Some(s.syncs + n);
@@ -425,6 +425,25 @@ impl Storage for SimStorage {
         Ok(())
     }
 
+    /// The pages a lost writeback left in the page cache are clean there, and dropped: reads
+    /// then see the durable image with the writes not synced yet (the whole file's, whatever
+    /// the range: the engine drops a failed writer's files whole).
+    fn drop_cache(&self, _offset: u64, _len: u64) -> io::Result<()> {
+        let mut s = self.disk.state();
+        if let Some(f) = s.files.get_mut(&self.path).filter(|f| f.lost) {
+            let mut live = f.durable.clone();
+            for op in &f.unsynced {
+                match op {
+                    Op::SetLen(len) => live.resize(*len as usize, 0),
+                    Op::Write(offset, bytes) => write_at_vec(&mut live, *offset, bytes),
+                }
+            }
+            f.live = live;
+            f.lost = false;
+        }
+        Ok(())
+    }
+
     fn create_temp(&self, suffix: &str) -> io::Result<Box<dyn Storage>> {
         let path = wink_engine::storage::sibling(&self.path, suffix);
         let mut s = self.disk.state();
@@ -610,5 +629,15 @@ mod tests {
         // Once only: a power cut does not re-arm it.
         fa.write_at(b"again", 0).unwrap();
         fa.sync_data().unwrap();
+        // Dropped from the cache, the lost pages read as the disk holds them; unsynced writes
+        // made since stay.
+        fa.write_at(b"lost", 0).unwrap();
+        disk.lose_writeback_at_sync(1);
+        fa.sync_data().unwrap_err();
+        fa.write_at(b"dirty", 20).unwrap();
+        assert_eq!(&disk.bytes(a).unwrap()[..4], b"lost");
+        fa.drop_cache(0, 0).unwrap();
+        assert_eq!(&disk.bytes(a).unwrap()[..5], b"again");
+        assert_eq!(&disk.bytes(a).unwrap()[20..], b"dirty");
     }
 }

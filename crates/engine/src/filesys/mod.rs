@@ -1146,8 +1146,18 @@ impl Filesys {
 
 impl Drop for Filesys {
     fn drop(&mut self) {
-        // A failed writer leaves the files as they are: the next open's recovery decides.
+        // A failed writer leaves the files as they are: the next open's recovery decides. What
+        // the failed sync could not write is still in the page cache, marked clean (Linux), where
+        // that recovery, in this boot, would read it as if it were on the disk: it is dropped
+        // from the cache, so that the recovery reads the disk. (Dirty pages are written back
+        // first; the lost ones are clean.)
         let failed = self.failed().is_some();
+        if failed {
+            let journals = self.journals.iter().flatten().map(|j| j.as_ref());
+            for f in journals.chain(self.overlays.iter().map(|(_, o)| o as &dyn Storage)) {
+                let _ = f.drop_cache(0, 0);
+            }
+        }
         if self.writable
             && !failed
             && self.staged.is_none()
