@@ -549,6 +549,8 @@ fn a_writer_whose_sync_failed_refuses_everything_until_reopened() {
             s.get(D, "W1", Which::Latest).map(|_| ()),
             s.list(D, "W2", wink::store::Page::default()).map(|_| ()),
             s.is_taken_down(D, "W3", None).map(|_| ()),
+            s.titles_after(D, None, 10).map(|_| ()),
+            s.stat().map(|_| ()),
         ];
         for (i, r) in refusals.into_iter().enumerate() {
             let e = r.expect_err("a failed writer refuses");
