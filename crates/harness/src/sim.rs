@@ -48,6 +48,8 @@ struct State {
     lose_at: Option<u64>,
     writes: u64,
     fail_writes_at: Option<u64>,
+    /// The write that fails once, writing nothing ([`SimDisk::fail_write_once`]).
+    fail_write_once_at: Option<u64>,
     failed: bool,
     /// Bytes the files' live images may hold together (`None`: no limit).
     capacity: Option<u64>,
@@ -163,6 +165,13 @@ impl SimDisk {
         s.fail_writes_at = Some(s.writes + n);
     }
 
+    /// The `n`-th write from now (1-based; `set_len` counts as a write) fails once with EIO and
+    /// writes nothing; the disk goes on working.
+    pub fn fail_write_once(&self, n: u64) {
+        let mut s = self.state();
+        s.fail_write_once_at = Some(s.writes + n);
+    }
+
     /// Writes (and `set_len`s) made so far.
     pub fn writes(&self) -> u64 {
         self.state().writes
@@ -221,6 +230,7 @@ impl SimDisk {
         }
         s.fail_at = None;
         s.lose_at = None;
+        s.fail_write_once_at = None;
         s.fail_writes_at = None;
         s.failed = false;
     }
@@ -314,6 +324,10 @@ impl SimStorage {
         if s.fail_writes_at.is_some_and(|n| s.writes >= n) {
             s.failed = true;
             return Err(power_out());
+        }
+        if s.fail_write_once_at == Some(s.writes) {
+            s.fail_write_once_at = None;
+            return Err(io::Error::from_raw_os_error(libc::EIO));
         }
         Ok(())
     }
@@ -588,6 +602,19 @@ mod tests {
         disk.set_capacity(u64::MAX);
         b.write_at(&[4; 1000], 0).unwrap();
         assert_eq!(disk.used(), 1090);
+    }
+
+    #[test]
+    fn a_write_that_fails_once_writes_nothing() {
+        let disk = SimDisk::new();
+        let f = disk.create_new(Path::new("a")).unwrap();
+        disk.fail_write_once(2);
+        f.write_at(b"one", 0).unwrap();
+        let err = f.write_at(b"two", 3).unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::EIO));
+        f.write_at(b"three", 3).unwrap();
+        f.sync_data().unwrap();
+        assert_eq!(disk.bytes(Path::new("a")).unwrap(), b"onethree");
     }
 
     #[test]
