@@ -10,7 +10,8 @@
 //! operation at each of its writes and syncs in turn. [`SimDisk::set_capacity`] makes it a small disk:
 //! writes that would grow it past its capacity fail with ENOSPC.
 //! [`SimDisk::lose_writeback_at_sync`] fails one sync the way Linux does after a writeback error:
-//! once, forgetting what it was to make durable, the next sync succeeding without it.
+//! once, forgetting what it was to make durable, the next sync succeeding without it;
+//! [`SimDisk::fail_write_once`] fails one write with EIO, the disk going on.
 
 use std::collections::HashMap;
 use std::io;
