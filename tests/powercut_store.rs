@@ -283,3 +283,94 @@ fn acknowledged_puts_survive_power_cuts() {
     );
     pc.unmount();
 }
+
+/// A sync that fails under `wink serve` as Linux's after a writeback error (once, with EIO, the
+/// file's unsynced bytes never reaching the disk, the next sync succeeding), at each fsync of a
+/// put's commit in turn: that put answers 500 (no file named), the bucket's writer thread
+/// reopens its store, the next put is acknowledged and read back, and after a power cut and a
+/// restart every acknowledged put reads back byte for byte.
+#[test]
+fn a_failed_sync_under_a_server_answers_500_heals_and_loses_no_acknowledged_put() {
+    use common::server::{agent, create_bucket, get, metric, put, Server};
+    if !powercut::available("a failed sync under a server (tests/powercut_store.rs)") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let mut pc = PowerCut::new(&tmp.path().join("backing"), &tmp.path().join("mnt"));
+    let root = pc.path().join("root");
+    let args = ["--maintenance-interval", "0"];
+    let s = Server::start(&root, &args);
+    create_bucket(&s, "b", r#"{"renders":"all","revisions":"all"}"#);
+    let ag = agent();
+    let control = pc.control().expect("mounted");
+    let body = |name: &str| {
+        let mut v = format!("<html>{name}</html>").into_bytes();
+        v.resize(3000 + name.len() * 97, b'x');
+        v
+    };
+    // (title, its tid, its bytes) of every acknowledged put.
+    let mut acked: Vec<(String, String, Vec<u8>)> = Vec::new();
+    let mut put_new = |title: &str| {
+        let a = put(
+            &ag,
+            &s.p("b", &format!("/{title}/1")),
+            "text/html",
+            &body(title),
+        );
+        (a.status == 201).then(|| {
+            let tid = a.json()["tid"].as_str().unwrap().to_string();
+            acked.push((title.to_string(), tid, body(title)));
+        });
+        a
+    };
+    // The fsyncs of a put's commit, counted on one like those failed below.
+    let before = control.fsyncs();
+    assert_eq!(put_new("Probe").status, 201);
+    let syncs = control.fsyncs() - before;
+    assert!(syncs >= 2, "{syncs}");
+    for n in 1..=syncs {
+        control.lose_writeback_at_fsync(n);
+        let failed = put_new(&format!("Failed{n}"));
+        let j = failed.problem(500, "server_error");
+        let root_text = root.display().to_string();
+        assert!(
+            !j.to_string().contains(&root_text),
+            "fsync {n} of {syncs}: {j}"
+        );
+        // Healed: the next put is acknowledged, and read back.
+        let title = format!("After{n}");
+        let a = put_new(&title);
+        assert_eq!(
+            a.status,
+            201,
+            "fsync {n} of {syncs}: {}",
+            String::from_utf8_lossy(&a.body)
+        );
+        let got = get(&ag, &s.p("b", &format!("/{title}/1")));
+        assert_eq!(
+            (got.status, got.body),
+            (200, body(&title)),
+            "fsync {n} of {syncs}"
+        );
+    }
+    assert_eq!(
+        metric(&s, r#"wink_writer_reopens_total{bucket="b"}"#),
+        syncs
+    );
+    pc.cut();
+    drop(s);
+    pc.remount();
+    let s = Server::start(&root, &args);
+    for (title, tid, bytes) in &acked {
+        let got = get(&ag, &s.p("b", &format!("/{title}/1/{tid}")));
+        assert_eq!(got.status, 200, "acknowledged {title}");
+        assert!(got.body == *bytes, "acknowledged {title} differs");
+    }
+    for n in 1..=syncs {
+        let got = get(&ag, &s.p("b", &format!("/Failed{n}/1")));
+        assert!(
+            got.status == 404 || got.body == body(&format!("Failed{n}")),
+            "Failed{n}"
+        );
+    }
+}

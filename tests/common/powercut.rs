@@ -77,6 +77,11 @@ impl PowerCut {
         &self.mountpoint
     }
 
+    /// The mount's control (`None` while it is unmounted): faults besides the cut.
+    pub fn control(&self) -> Option<cutfs::Control> {
+        self.mount.as_ref().map(|m| m.control())
+    }
+
     /// The backing directory: the durable state (plus cutfs's scratch area `.cutfs`).
     pub fn backing(&self) -> &Path {
         &self.backing

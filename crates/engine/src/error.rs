@@ -110,6 +110,17 @@ pub enum Error {
         what: String,
     },
 
+    /// A failed writer: a sync of `path` failed, so this writer's handle no longer knows what its
+    /// files hold on disk (Linux forgets the writes a failed sync could not make durable, and the
+    /// next sync succeeds without them). It refuses every read and write until the store is
+    /// reopened, whose recovery reads only what was committed. Nothing is wrong with the files.
+    #[error("{}: a sync failed earlier, so this writer is failed: it refuses every read and \
+        write until the store is reopened", path.display())]
+    WriterFailed {
+        /// The file whose sync failed.
+        path: PathBuf,
+    },
+
     /// Something the operation needs is out of reach now (a server, a peer, a log): nothing was
     /// changed by this failure, and the same request may succeed later. The engine itself never
     /// returns it; the layers above it that talk to other processes do.
@@ -218,6 +229,13 @@ impl Error {
         Error::Invalid(format!("{} is open read-only", path.display()))
     }
 
+    /// The refusal of a failed writer: see [`Error::WriterFailed`].
+    pub fn writer_failed(path: &Path) -> Self {
+        Error::WriterFailed {
+            path: path.to_path_buf(),
+        }
+    }
+
     /// `Ok` for a writable handle on `path`, else [`Error::read_only`].
     pub(crate) fn check_writable(writable: bool, path: &Path) -> Result<()> {
         if writable {
@@ -253,7 +271,8 @@ impl Error {
     /// The exit code the `wink` CLI uses for this error.
     ///
     /// 1: not found; 2: invalid input (nothing changed); 3: data could not be read or written
-    /// (corruption or I/O), or an internal error (a bug; not input's fault, so never 2); 4: in
+    /// (corruption or I/O, a failed writer), or an internal error (a bug; not input's fault, so
+    /// never 2); 4: in
     /// use by another writer (or changed by it under a read-only read: retry); 5: unavailable (a
     /// server or peer out of reach; nothing changed; retry later).
     pub fn exit_code(&self) -> i32 {
@@ -261,6 +280,7 @@ impl Error {
             Error::NotFound(_) => 1,
             Error::Invalid(_) | Error::Full { .. } => 2,
             Error::Io { .. }
+            | Error::WriterFailed { .. }
             | Error::Corrupt { .. }
             | Error::Damaged { .. }
             | Error::Unsupported { .. }
@@ -321,6 +341,7 @@ impl Error {
                 what: what.clone(),
             },
             Error::InUse { path } => Error::InUse { path: path.clone() },
+            Error::WriterFailed { path } => Error::writer_failed(path),
             Error::Full { path, what } => Error::Full {
                 path: path.clone(),
                 what: what.clone(),

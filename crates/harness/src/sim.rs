@@ -9,6 +9,9 @@
 //! the N-th write instead, and [`SimDisk::fork`] copies a disk, so that a test can cut one
 //! operation at each of its writes and syncs in turn. [`SimDisk::set_capacity`] makes it a small disk:
 //! writes that would grow it past its capacity fail with ENOSPC.
+//! [`SimDisk::lose_writeback_at_sync`] fails one sync the way Linux does after a writeback error:
+//! once, forgetting what it was to make durable, the next sync succeeding without it;
+//! [`SimDisk::fail_write_once`] fails one write with EIO, the disk going on.
 
 use std::collections::HashMap;
 use std::io;
@@ -32,6 +35,8 @@ struct SimFile {
     live: Vec<u8>,
     durable: Vec<u8>,
     unsynced: Vec<Op>,
+    /// A failed sync dropped writes the live image keeps: the images may differ in length.
+    lost: bool,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -39,8 +44,13 @@ struct State {
     files: HashMap<PathBuf, SimFile>,
     syncs: u64,
     fail_at: Option<u64>,
+    /// The sync that fails once, losing its file's unsynced writes
+    /// ([`SimDisk::lose_writeback_at_sync`]).
+    lose_at: Option<u64>,
     writes: u64,
     fail_writes_at: Option<u64>,
+    /// The write that fails once, writing nothing ([`SimDisk::fail_write_once`]).
+    fail_write_once_at: Option<u64>,
     failed: bool,
     /// Bytes the files' live images may hold together (`None`: no limit).
     capacity: Option<u64>,
@@ -140,11 +150,27 @@ impl SimDisk {
         s.fail_at = Some(s.syncs + n);
     }
 
+    /// The `n`-th sync (counting from now, 1-based) fails once with EIO, as Linux's fdatasync
+    /// after a writeback error: the file's unsynced writes are dropped from what a later sync or
+    /// a power cut makes durable (reads still see them: the kernel keeps the pages, marked
+    /// clean, until they are dropped from the cache: `drop_cache`), and later syncs succeed.
+    pub fn lose_writeback_at_sync(&self, n: u64) {
+        let mut s = self.state();
+        s.lose_at = Some(s.syncs + n);
+    }
+
     /// From the `n`-th write on (counting from now, 1-based; `set_len` counts as a write), writes
     /// and syncs fail, and that write does not happen: the power went out just before it.
     pub fn fail_after_writes(&self, n: u64) {
         let mut s = self.state();
         s.fail_writes_at = Some(s.writes + n);
+    }
+
+    /// The `n`-th write from now (1-based; `set_len` counts as a write) fails once with EIO and
+    /// writes nothing; the disk goes on working.
+    pub fn fail_write_once(&self, n: u64) {
+        let mut s = self.state();
+        s.fail_write_once_at = Some(s.writes + n);
     }
 
     /// Writes (and `set_len`s) made so far.
@@ -201,8 +227,11 @@ impl SimDisk {
                 }
             }
             f.live = f.durable.clone();
+            f.lost = false;
         }
         s.fail_at = None;
+        s.lose_at = None;
+        s.fail_write_once_at = None;
         s.fail_writes_at = None;
         s.failed = false;
     }
@@ -297,6 +326,10 @@ impl SimStorage {
             s.failed = true;
             return Err(power_out());
         }
+        if s.fail_write_once_at == Some(s.writes) {
+            s.fail_write_once_at = None;
+            return Err(io::Error::from_raw_os_error(libc::EIO));
+        }
         Ok(())
     }
 
@@ -381,10 +414,19 @@ impl Storage for SimStorage {
             s.failed = true;
             return Err(power_out());
         }
+        let lose = s.lose_at == Some(s.syncs);
+        if lose {
+            s.lose_at = None;
+        }
         let f = s
             .files
             .get_mut(&self.path)
             .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?;
+        if lose {
+            f.unsynced.clear();
+            f.lost = true;
+            return Err(io::Error::from_raw_os_error(libc::EIO));
+        }
         // The live image is the durable one with the unsynced writes applied in order: replaying
         // them costs what they wrote, where copying the live image costs the whole (preallocated)
         // file at every sync.
@@ -394,7 +436,26 @@ impl Storage for SimStorage {
                 Op::Write(offset, bytes) => write_at_vec(&mut f.durable, offset, &bytes),
             }
         }
-        debug_assert!(f.durable.len() == f.live.len());
+        debug_assert!(f.lost || f.durable.len() == f.live.len());
+        Ok(())
+    }
+
+    /// The pages a lost writeback left in the page cache are clean there, and dropped: reads
+    /// then see the durable image with the writes not synced yet (the whole file's, whatever
+    /// the range: the engine drops a failed writer's files whole).
+    fn drop_cache(&self, _offset: u64, _len: u64) -> io::Result<()> {
+        let mut s = self.disk.state();
+        if let Some(f) = s.files.get_mut(&self.path).filter(|f| f.lost) {
+            let mut live = f.durable.clone();
+            for op in &f.unsynced {
+                match op {
+                    Op::SetLen(len) => live.resize(*len as usize, 0),
+                    Op::Write(offset, bytes) => write_at_vec(&mut live, *offset, bytes),
+                }
+            }
+            f.live = live;
+            f.lost = false;
+        }
         Ok(())
     }
 
@@ -545,6 +606,19 @@ mod tests {
     }
 
     #[test]
+    fn a_write_that_fails_once_writes_nothing() {
+        let disk = SimDisk::new();
+        let f = disk.create_new(Path::new("a")).unwrap();
+        disk.fail_write_once(2);
+        f.write_at(b"one", 0).unwrap();
+        let err = f.write_at(b"two", 3).unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::EIO));
+        f.write_at(b"three", 3).unwrap();
+        f.sync_data().unwrap();
+        assert_eq!(disk.bytes(Path::new("a")).unwrap(), b"onethree");
+    }
+
+    #[test]
     fn failing_syncs() {
         let disk = SimDisk::new();
         let f = disk.create_new(Path::new("a")).unwrap();
@@ -554,5 +628,44 @@ mod tests {
         assert!(f.write_at(b"x", 0).is_err());
         disk.crash(CrashMode::DropUnsynced);
         f.write_at(b"x", 0).unwrap();
+    }
+
+    #[test]
+    fn a_lost_writeback_fails_one_sync_and_the_next_succeeds_without_it() {
+        let disk = SimDisk::new();
+        let (a, b) = (Path::new("a"), Path::new("b"));
+        let fa = disk.create_new(a).unwrap();
+        let fb = disk.create_new(b).unwrap();
+        fa.write_at(b"synced", 0).unwrap();
+        fa.sync_data().unwrap();
+        fa.write_at(b"LOST", 0).unwrap();
+        fa.write_at(b"-grown", 6).unwrap();
+        fb.write_at(b"other", 0).unwrap();
+        disk.lose_writeback_at_sync(2);
+        fb.sync_data().unwrap();
+        let err = fa.sync_data().unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::EIO));
+        // Reads still see the lost writes; writes and syncs go on working.
+        assert_eq!(disk.bytes(a).unwrap(), b"LOSTed-grown");
+        fa.write_at(b"kept", 12).unwrap();
+        fa.sync_data().unwrap();
+        fa.sync_data().unwrap();
+        disk.crash(CrashMode::DropUnsynced);
+        // What the failed sync was to make durable never was: the later sync wrote only its own.
+        assert_eq!(disk.bytes(a).unwrap(), b"synced\0\0\0\0\0\0kept");
+        assert_eq!(disk.bytes(b).unwrap(), b"other");
+        // Once only: a power cut does not re-arm it.
+        fa.write_at(b"again", 0).unwrap();
+        fa.sync_data().unwrap();
+        // Dropped from the cache, the lost pages read as the disk holds them; unsynced writes
+        // made since stay.
+        fa.write_at(b"lost", 0).unwrap();
+        disk.lose_writeback_at_sync(1);
+        fa.sync_data().unwrap_err();
+        fa.write_at(b"dirty", 20).unwrap();
+        assert_eq!(&disk.bytes(a).unwrap()[..4], b"lost");
+        fa.drop_cache(0, 0).unwrap();
+        assert_eq!(&disk.bytes(a).unwrap()[..5], b"again");
+        assert_eq!(&disk.bytes(a).unwrap()[20..], b"dirty");
     }
 }

@@ -96,7 +96,7 @@ impl Problem {
     }
 
     /// The store's error for a request: what the client got wrong is 4xx; a full disk is 507,
-    /// a writer elsewhere 503, the rest (damage, I/O, a bug in Wink) 500. Those are the server's
+    /// a writer elsewhere or a failed writer being reopened 503, the rest (damage, I/O, a bug in Wink) 500. Those are the server's
     /// own failures: their messages name files and offsets, so they go to the error log and the
     /// client is told only their kind.
     pub fn from_store(e: &Error) -> Problem {
@@ -115,6 +115,15 @@ impl Problem {
                 ..Problem::server_side(
                     StatusCode::SERVICE_UNAVAILABLE,
                     "the bucket is busy (another writer, or a view being renewed); retry shortly",
+                    log,
+                )
+            },
+            // The bucket's writer thread reopens a failed writer before its next job.
+            Error::WriterFailed { .. } => Problem {
+                retry_after: Some(1),
+                ..Problem::server_side(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "the bucket's writer failed a sync and is being reopened; retry shortly",
                     log,
                 )
             },
@@ -272,6 +281,9 @@ mod tests {
         assert_eq!(Problem::from_store(&Error::internal("x")).status, 500);
         let p = Problem::from_store(&Error::InUse { path: "/d".into() });
         assert_eq!((p.status.as_u16(), p.retry_after), (503, Some(1)));
+        let p = Problem::from_store(&Error::writer_failed("/d/meta.data".as_ref()));
+        assert_eq!((p.status.as_u16(), p.retry_after), (503, Some(1)));
+        assert!(!p.detail.contains("/d/") && p.log.unwrap().contains("/d/meta.data"));
     }
 
     #[test]

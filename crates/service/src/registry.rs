@@ -658,6 +658,19 @@ impl Registry {
                 let _ = writeln!(out, "{name}{{bucket=\"{}\"}} {v}", b.name);
             }
         }
+        let _ = writeln!(
+            out,
+            "# HELP wink_writer_reopens_total Writers reopened after a sync failed.\n\
+             # TYPE wink_writer_reopens_total counter"
+        );
+        for b in &buckets {
+            let v = b.commits.reopens.load(Ordering::Relaxed);
+            let _ = writeln!(
+                out,
+                "wink_writer_reopens_total{{bucket=\"{}\"}} {v}",
+                b.name
+            );
+        }
         let reads = [
             (
                 "wink_read_handle_refreshes_total",

@@ -13,6 +13,9 @@
 //! power cut does: from that moment every request fails with EIO and nothing more is written, so
 //! the backing directory is the durable state. The filesystem is then unmounted (after killing
 //! the processes that use it) and mounted again, showing exactly that state. See README.md.
+//!
+//! [`Control::lose_writeback_at_fsync`] fails one fsync as Linux does after a writeback error:
+//! once, with EIO, the file's unsynced bytes never becoming durable.
 
 mod fuse;
 mod state;
@@ -55,6 +58,19 @@ impl Control {
             return Err(io::Error::other("the power was cut"));
         }
         st.sync_all().map_err(io::Error::from_raw_os_error)
+    }
+
+    /// The `n`-th fsync or fdatasync of a file from now (1-based) fails once with EIO, as Linux's
+    /// after a writeback error: the file's bytes written since its last sync never become
+    /// durable, reads see the durable bytes there, and later syncs succeed.
+    pub fn lose_writeback_at_fsync(&self, n: u64) {
+        let mut st = self.lock();
+        st.lose_at = Some(st.fsyncs + n);
+    }
+
+    /// Files' fsyncs and fdatasyncs so far.
+    pub fn fsyncs(&self) -> u64 {
+        self.lock().fsyncs
     }
 
     /// Whether the power was cut.

@@ -129,6 +129,11 @@ pub struct State {
     pub cut: bool,
     /// What a file's fsync makes durable besides the file.
     pub names: crate::Names,
+    /// Files' fsyncs (and fdatasyncs) so far.
+    pub fsyncs: u64,
+    /// The fsync that fails once with EIO, losing the file's dirty pages, as Linux after a
+    /// writeback error ([`crate::Control::lose_writeback_at_fsync`]).
+    pub lose_at: Option<u64>,
 }
 
 impl State {
@@ -147,6 +152,8 @@ impl State {
             next: ROOT + 1,
             cut: false,
             names,
+            fsyncs: 0,
+            lose_at: None,
         };
         st.nodes.insert(
             ROOT,
@@ -611,6 +618,14 @@ impl State {
     /// fsync/fdatasync of a file under the rules of [`crate::Names`]: the file, and with
     /// journaled names every name operation made so far.
     pub fn fsync(&mut self, id: Id) -> Res<()> {
+        self.fsyncs += 1;
+        if self.lose_at == Some(self.fsyncs) {
+            // The writeback failed: the pages are gone from what can ever become durable, and
+            // (evicted at once, which the kernel may do to clean pages) from what reads see.
+            self.lose_at = None;
+            self.file_mut(id)?.pages.clear();
+            return Err(libc::EIO);
+        }
         self.sync_file(id)?;
         if self.names == crate::Names::Journaled {
             self.sync_names()?;

@@ -142,6 +142,34 @@ fn unsynced_bytes_vanish_and_synced_bytes_stay() {
     assert_eq!(fs::read(fx.p("data")).unwrap(), want);
 }
 
+/// A lost writeback: the armed fsync fails once with EIO and the file's unsynced bytes never
+/// become durable (nor are read: evicted); the next fsync succeeds with only what was written
+/// since.
+#[test]
+fn a_lost_writeback_fails_one_fsync_and_its_bytes_never_reach_the_disk() {
+    let Some(mut fx) = Fixture::new("cutfs: a lost writeback") else {
+        return;
+    };
+    let f = rw(&fx.p("data"));
+    f.write_all_at(&[b'a'; 5000], 0).unwrap();
+    f.sync_data().unwrap();
+    sync_dir(&fx.p(""));
+    let control = fx.mount.as_ref().unwrap().control();
+    f.write_all_at(&[b'b'; 100], 0).unwrap();
+    let before = control.fsyncs();
+    control.lose_writeback_at_fsync(1);
+    let err = f.sync_data().unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(libc::EIO));
+    assert_eq!(control.fsyncs(), before + 1);
+    f.write_all_at(&[b'c'; 100], 4900).unwrap();
+    f.sync_data().unwrap();
+    drop(f);
+    fx.cut();
+    let mut want = vec![b'a'; 4900];
+    want.extend_from_slice(&[b'c'; 100]);
+    assert_eq!(fs::read(fx.p("data")).unwrap(), want);
+}
+
 #[test]
 fn length_changes_are_cut_too() {
     let Some(mut fx) = Fixture::new("cutfs: length changes") else {

@@ -234,6 +234,10 @@ pub struct Filesys {
     writes: std::sync::atomic::AtomicU64,
     /// Whether a lookup's miss is verified ([`Filesys::set_verify_misses`]).
     verify_misses: bool,
+    /// The file whose sync (or the apply after a barrier) failed: this writer is failed
+    /// ([`Error::WriterFailed`]) until reopened. Set through `&self`, since a barrier borrows the
+    /// files it syncs.
+    failed: std::sync::OnceLock<PathBuf>,
     /// Where the last commit wrote the datafile in place (dropped from the page cache once the
     /// next barrier has made them durable).
     applied_in_place: Vec<(u64, u64)>,
@@ -714,6 +718,7 @@ impl Filesys {
             commits: 0,
             writes: std::sync::atomic::AtomicU64::new(0),
             verify_misses: false,
+            failed: std::sync::OnceLock::new(),
             applied_in_place: Vec::new(),
             known_keys: KnownKeys::default(),
             ahead: None,
@@ -863,7 +868,35 @@ impl Filesys {
     fn check_writable(&self) -> Result<()> {
         self.writes
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.check_failed()?;
         Error::check_writable(self.writable, &self.base)
+    }
+
+    /// The file whose sync failed, when this writer is failed ([`Error::WriterFailed`]).
+    pub fn failed(&self) -> Option<&Path> {
+        self.failed.get().map(PathBuf::as_path)
+    }
+
+    /// `Ok` unless this writer is failed: every write and lookup begins with it.
+    pub(crate) fn check_failed(&self) -> Result<()> {
+        match self.failed() {
+            Some(path) => Err(Error::writer_failed(path)),
+            None => Ok(()),
+        }
+    }
+
+    /// Makes this writer failed by `e`, the error of a sync of its files (or of the apply after
+    /// a barrier). Making the commit again is not safe: after a failed fdatasync Linux marks the
+    /// pages it could not write clean and reports the error once, so the next sync succeeds
+    /// without them, and a later commit whose journal covers those bytes would be acknowledged
+    /// and then lost at a power cut. Only a reopen, whose recovery reads the files as they are on
+    /// disk, knows what they hold.
+    pub(crate) fn fail(&self, e: &Error) {
+        let path = match e {
+            Error::Io { path, .. } => path.clone(),
+            _ => self.data.path().to_path_buf(),
+        };
+        let _ = self.failed.set(path);
     }
 
     /// How many writes have begun (see the field).
@@ -878,7 +911,7 @@ impl Filesys {
     /// at once, then the held writes are applied ([`journal`] has the crash argument).
     pub fn sync(&mut self) -> Result<()> {
         self.commit_begin()?;
-        storage::sync_all(&self.barrier_files())?;
+        storage::sync_all(&self.barrier_files()).inspect_err(|e| self.fail(e))?;
         self.commit_end()
     }
 
@@ -898,8 +931,9 @@ impl Filesys {
     }
 
     /// The first step of a commit: the superblocks are staged and the journal is written, not
-    /// synced. Then [`Filesys::barrier_files`] are synced, then [`Filesys::commit_end`]; a
-    /// failure in between leaves the commit to be made again (it reuses the same slot).
+    /// synced. Then [`Filesys::barrier_files`] are synced, then [`Filesys::commit_end`]. A
+    /// failed write leaves the commit to be made again (it reuses the same slot); a failed sync
+    /// of the barrier must make the writer failed ([`Filesys::fail`]).
     pub fn commit_begin(&mut self) -> Result<()> {
         self.check_writable()?;
         let now = self.clock.now();
@@ -1002,7 +1036,10 @@ impl Filesys {
             }
         }
         for (i, (_, o)) in self.overlays.iter().enumerate() {
-            let applied = o.apply().map_err(|e| Error::io(o.path(), None, e))?;
+            let applied = o
+                .apply()
+                .map_err(|e| Error::io(o.path(), None, e))
+                .inspect_err(|e| self.fail(e))?;
             if i == 0 {
                 self.applied_in_place = applied;
             }
@@ -1025,7 +1062,7 @@ impl Filesys {
     fn sync_applied(&self) -> Result<()> {
         for (_, o) in &self.overlays {
             if o.unsynced() {
-                storage::sync(o)?;
+                storage::sync(o).inspect_err(|e| self.fail(e))?;
                 o.mark_synced();
             }
         }
@@ -1111,7 +1148,22 @@ impl Filesys {
 
 impl Drop for Filesys {
     fn drop(&mut self) {
-        if self.writable && self.staged.is_none() && self.overlays.iter().any(|(_, o)| o.unsynced())
+        // A failed writer leaves the files as they are: the next open's recovery decides. What
+        // the failed sync could not write is still in the page cache, marked clean (Linux), where
+        // that recovery, in this boot, would read it as if it were on the disk: it is dropped
+        // from the cache, so that the recovery reads the disk. (Dirty pages are written back
+        // first; the lost ones are clean.)
+        let failed = self.failed().is_some();
+        if failed {
+            let journals = self.journals.iter().flatten().map(|j| j.as_ref());
+            for f in journals.chain(self.overlays.iter().map(|(_, o)| o as &dyn Storage)) {
+                let _ = f.drop_cache(0, 0);
+            }
+        }
+        if self.writable
+            && !failed
+            && self.staged.is_none()
+            && self.overlays.iter().any(|(_, o)| o.unsynced())
         {
             // Not needed for correctness (the journals replay), but a clean close leaves the
             // files complete on their own. Then an empty journal says so: the next open has

@@ -148,6 +148,7 @@ impl Filesys {
     /// [`Filesys::locate_as`], also returning its probe of the index (for the insert of a name
     /// it did not find).
     fn locate_probed(&self, name: &[u8], staleness: Staleness) -> Result<(Option<Located>, Probe)> {
+        self.check_failed()?;
         validate_name(name)?;
         let key = inode_key(name);
         let mut hit = None;

@@ -214,6 +214,11 @@ impl Containers {
         self.writer.as_mut()
     }
 
+    /// The file whose sync failed, when the current container's writer is failed.
+    pub(crate) fn writer_failed(&self) -> Option<&Path> {
+        self.writer.as_ref().and_then(|w| w.fs.failed())
+    }
+
     /// True on a writer's handle.
     pub(crate) fn writable(&self) -> bool {
         self.writer.is_some()
@@ -283,8 +288,9 @@ impl Store {
         &self.containers
     }
 
-    /// The current container's writer: an error on a read-only handle.
+    /// The current container's writer: an error on a read-only handle, or a failed writer.
     pub(crate) fn writer(&mut self) -> Result<&mut ContainerWriter> {
+        self.check_failed()?;
         self.containers.writer()
     }
 

@@ -235,6 +235,10 @@ pub struct Store {
     /// The settings the answers kept for gets of the latest render depend on, hashed
     /// ([`latest`]).
     latest_tag: u64,
+    /// How it was opened, to open it again ([`Store::reopen`]).
+    opts: StoreOptions,
+    /// The file whose sync failed, on a handle whose reopen failed: it stays a failed writer.
+    failed: Option<PathBuf>,
 }
 
 pub(crate) fn meta_base(dir: &Path) -> PathBuf {
@@ -418,6 +422,8 @@ impl Store {
             recovery: Vec::new(),
             archive_base: generation.archive_base(dir),
             latest_tag: latest::settings_tag(&cfg),
+            opts: opts.clone(),
+            failed: None,
         };
         if opts.writable {
             let id = store.current_container()?;
@@ -444,6 +450,46 @@ impl Store {
     /// readable after a compaction removes them. The writer's handle is always current.
     pub fn refresh(&mut self) -> Result<()> {
         self.records.refresh()?;
+        Ok(())
+    }
+
+    /// The file whose sync failed, when this is a failed writer ([`Error::WriterFailed`]): it
+    /// refuses every read and write until [`Store::reopen`].
+    pub fn failed(&self) -> Option<&Path> {
+        let values = self.containers.writer_failed();
+        self.records
+            .fs
+            .failed()
+            .or(values)
+            .or(self.failed.as_deref())
+    }
+
+    /// `Ok` unless this is a failed writer: the writer's puts, commits, take-downs and reads begin
+    /// with it.
+    pub(crate) fn check_failed(&self) -> Result<()> {
+        match self.failed() {
+            Some(path) => Err(Error::writer_failed(path)),
+            None => Ok(()),
+        }
+    }
+
+    /// Closes this handle and opens the store again in its place, with the same options: a
+    /// writer's open recovers as after a crash, keeping only what was committed, so this is how
+    /// a failed writer works again. When the open fails, the handle refuses everything as a
+    /// failed writer, until a reopen succeeds.
+    pub fn reopen(&mut self) -> Result<()> {
+        let (dir, opts) = (self.dir.clone(), self.opts.clone());
+        let failed = self.failed().unwrap_or(&dir).to_path_buf();
+        // The writer's locks are its filesys handles': they are closed before the open takes
+        // them again, a read-only handle (which takes none) holding the place meanwhile.
+        let read_only = StoreOptions {
+            writable: false,
+            ..opts.clone()
+        };
+        let mut stand_in = Store::open(&dir, &read_only)?;
+        stand_in.failed = Some(failed);
+        drop(std::mem::replace(self, stand_in));
+        *self = Store::open(&dir, &opts)?;
         Ok(())
     }
 
@@ -650,6 +696,7 @@ impl Store {
     /// writes. After a crash the records' commit counts only if the container's arrived whole,
     /// so no record ever points at a value that is not durable.
     pub(crate) fn commit(&mut self) -> Result<()> {
+        self.check_failed()?;
         let w = self.containers.writer()?;
         let meta = &mut self.records.fs;
         let staged = w.fs.commit_begin().and_then(|()| {
@@ -659,7 +706,12 @@ impl Store {
         let synced = staged.and_then(|()| {
             let mut files = w.fs.barrier_files();
             files.extend(meta.barrier_files());
-            crate::storage::sync_all(&files)
+            // A failed sync fails both writers ([`Filesys::fail`]): neither commit may be made
+            // again.
+            crate::storage::sync_all(&files).inspect_err(|e| {
+                w.fs.fail(e);
+                meta.fail(e);
+            })
         });
         // A large commit applies the two filesys's held writes on two threads: each is
         // thousands of small writes (index cells, deleted flags), to files of their own. The
@@ -779,6 +831,7 @@ impl Store {
     }
 
     fn read_value_raw(&self, loc: &Location) -> Result<Vec<u8>> {
+        self.check_failed()?;
         let mut value = vec![
             0u8;
             usize::try_from(loc.len)
@@ -807,6 +860,7 @@ impl Store {
     /// retention), from whichever tier holds it. The domain and title are checked as a
     /// [`TitleKey`] is.
     pub fn get(&self, domain: &str, title: &str, which: Which) -> Result<Option<Got>> {
+        self.check_failed()?;
         match which {
             Which::Latest => self.find(domain, title, true, |_, _| true),
             Which::Rev(rev) => self.find(domain, title, false, |r, _| r == rev),
@@ -821,6 +875,7 @@ impl Store {
     /// True when puts of `rev` (or, with `None`, of the whole title) are refused by a take-down
     /// until it is lifted.
     pub fn is_taken_down(&self, domain: &str, title: &str, rev: Option<u64>) -> Result<bool> {
+        self.check_failed()?;
         let title = TitleKey::new(domain, title)?;
         let rec = self.load_fresh(title.name())?;
         Ok(rec.is_some_and(|r| r.title_down || rev.is_some_and(|rev| r.revs_down.contains(&rev))))
@@ -828,6 +883,7 @@ impl Store {
 
     /// A title's readable renders in both tiers, newest first.
     pub fn list(&self, domain: &str, title: &str, page: Page) -> Result<Vec<Listed>> {
+        self.check_failed()?;
         self.list_tiers(domain, title, page)
     }
 }

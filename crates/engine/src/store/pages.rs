@@ -157,6 +157,7 @@ impl Store {
         after: Option<TitlePosition>,
         limit: usize,
     ) -> Result<TitlePage> {
+        self.check_failed()?;
         key::check_domain(domain)?;
         let limit = limit.max(1);
         let mut budget = limit.saturating_mul(WALK_PER_TITLE).max(WALK_MIN);

@@ -32,6 +32,7 @@ pub struct StoreStat {
 impl Store {
     /// Counts over the whole store (reads every title record).
     pub fn stat(&self) -> Result<StoreStat> {
+        self.check_failed()?;
         let now = self.clock.now();
         let policy = self.cfg.policy;
         let mut st = StoreStat::default();
