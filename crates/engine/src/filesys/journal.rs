@@ -228,6 +228,20 @@ fn encode_as(commit: &Replay, legacy: bool) -> Result<Vec<u8>> {
     e.finish_as(legacy)
 }
 
+/// The layout of journal `seq` (SYNCTIME 0: a journal's superblock does not depend on the time).
+fn options(seq: u64) -> KvSeqOptions {
+    KvSeqOptions {
+        purpose: PURPOSE,
+        keyrepr: Repr::Fixed { len: KEY_LEN },
+        valrepr: Repr::Prefixed { width: 4 },
+        delflag: false,
+        fileincr: 0,
+        extra: vec![(JSEQ, seq as i64)],
+        clock: std::sync::Arc::new(crate::clock::ManualClock::new(0)),
+        ..KvSeqOptions::default()
+    }
+}
+
 /// A commit's journal, encoded as its writes are handed over: a commit adds them from where they
 /// are held, without copying them into a [`Replay`] first.
 #[derive(Debug)]
@@ -242,19 +256,9 @@ pub struct Encoder {
 impl Encoder {
     /// The journal of commit number `seq`, with no entries yet.
     pub fn new(seq: u64) -> Result<Encoder> {
-        let opts = KvSeqOptions {
-            purpose: PURPOSE,
-            keyrepr: Repr::Fixed { len: KEY_LEN },
-            valrepr: Repr::Prefixed { width: 4 },
-            delflag: false,
-            fileincr: 0,
-            extra: vec![(JSEQ, seq as i64)],
-            clock: std::sync::Arc::new(crate::clock::ManualClock::new(0)),
-            ..KvSeqOptions::default()
-        };
         Ok(Encoder {
             seq,
-            image: Image::new(Path::new("journal"), &opts)?,
+            image: Image::new(Path::new("journal"), &options(seq))?,
             writes: 0,
             appended: Vec::new(),
             requires: None,
@@ -619,17 +623,7 @@ mod tests {
     /// The journal as a kvseq writer lays it out, entry by entry: what [`Encoder`] must equal.
     fn written_by_kvseq(commit: &Replay, legacy: bool) -> Vec<u8> {
         let mem = MemStorage::new("journal");
-        let opts = KvSeqOptions {
-            purpose: PURPOSE,
-            keyrepr: Repr::Fixed { len: KEY_LEN },
-            valrepr: Repr::Prefixed { width: 4 },
-            delflag: false,
-            fileincr: 0,
-            extra: vec![(JSEQ, commit.seq as i64)],
-            clock: std::sync::Arc::new(crate::clock::ManualClock::new(0)),
-            ..KvSeqOptions::default()
-        };
-        let mut kv = KvSeq::create(Box::new(mem.clone()), &opts).unwrap();
+        let mut kv = KvSeq::create(Box::new(mem.clone()), &options(commit.seq)).unwrap();
         for (tag, offset, bytes) in &commit.writes {
             kv.append(&key(*tag, *offset), bytes).unwrap();
         }
