@@ -15,7 +15,8 @@ use std::sync::RwLock;
 use crate::storage::Storage;
 
 /// The largest index a writer copies into memory, bytes: a container's index stays far below it
-/// (its values are large), and so does the title index of up to about a million titles.
+/// (its values are large), and so does the title index of up to about 750,000 titles (a table
+/// of 2^20 cells; the next growth, to 2^21, passes it).
 pub const MIRROR_LIMIT: u64 = 32 << 20;
 
 /// A storage whose bytes are also held in memory, for reads.
