@@ -264,23 +264,23 @@ impl OverlayStorage {
     /// before its barrier, so that the reads run beside the syncs. Pages a range covers whole
     /// need no read and are not asked for.
     pub fn prefetch(&self) -> io::Result<()> {
-        let mut runs: Vec<(u64, u64)> = Vec::new();
-        for (offset, bytes) in &self.pending().ranges {
-            let end = offset + bytes.len() as u64;
-            for page in [*offset, end - 1].map(crate::storage::page_floor) {
-                let whole = page >= *offset && page + crate::storage::PAGE <= end;
-                match runs.last_mut() {
-                    _ if whole => {}
-                    Some((start, len)) if *start + *len >= page => {
-                        *len = (*len).max(page + crate::storage::PAGE - *start)
-                    }
-                    _ => runs.push((page, crate::storage::PAGE)),
-                }
-            }
-        }
+        use crate::storage::{merge_touching, page_floor, PAGE};
+        let runs = {
+            let p = self.pending();
+            // The ranges are in offset order and apart, so their pages come in order too.
+            let partial = p.ranges.iter().flat_map(|(&offset, bytes)| {
+                let end = offset + bytes.len() as u64;
+                [offset, end - 1]
+                    .map(page_floor)
+                    .into_iter()
+                    .filter(move |&page| !(page >= offset && page + PAGE <= end))
+                    .map(|page| (page, page + PAGE))
+            });
+            merge_touching(partial)
+        };
         let inner = self.inner();
-        for (start, len) in runs {
-            inner.will_need(start, len)?;
+        for (start, end) in runs {
+            inner.will_need(start, end - start)?;
         }
         Ok(())
     }
