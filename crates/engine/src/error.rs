@@ -236,6 +236,15 @@ impl Error {
         }
     }
 
+    /// `Ok` unless `failed` names the file whose sync failed a writer, else
+    /// [`Error::writer_failed`].
+    pub(crate) fn check_not_failed(failed: Option<&Path>) -> Result<()> {
+        match failed {
+            Some(path) => Err(Error::writer_failed(path)),
+            None => Ok(()),
+        }
+    }
+
     /// `Ok` for a writable handle on `path`, else [`Error::read_only`].
     pub(crate) fn check_writable(writable: bool, path: &Path) -> Result<()> {
         if writable {
@@ -272,9 +281,8 @@ impl Error {
     ///
     /// 1: not found; 2: invalid input (nothing changed); 3: data could not be read or written
     /// (corruption or I/O, a failed writer), or an internal error (a bug; not input's fault, so
-    /// never 2); 4: in
-    /// use by another writer (or changed by it under a read-only read: retry); 5: unavailable (a
-    /// server or peer out of reach; nothing changed; retry later).
+    /// never 2); 4: in use by another writer (or changed by it under a read-only read: retry);
+    /// 5: unavailable (a server or peer out of reach; nothing changed; retry later).
     pub fn exit_code(&self) -> i32 {
         match self {
             Error::NotFound(_) => 1,

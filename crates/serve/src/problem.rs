@@ -96,9 +96,9 @@ impl Problem {
     }
 
     /// The store's error for a request: what the client got wrong is 4xx; a full disk is 507,
-    /// a writer elsewhere or a failed writer being reopened 503, the rest (damage, I/O, a bug in Wink) 500. Those are the server's
-    /// own failures: their messages name files and offsets, so they go to the error log and the
-    /// client is told only their kind.
+    /// a writer elsewhere or a failed writer being reopened 503, the rest (damage, I/O, a bug in
+    /// Wink) 500. Those are the server's own failures: their messages name files and offsets, so
+    /// they go to the error log and the client is told only their kind.
     pub fn from_store(e: &Error) -> Problem {
         let log = e.to_string();
         match e {

@@ -879,10 +879,7 @@ impl Filesys {
 
     /// `Ok` unless this writer is failed: every write and lookup begins with it.
     pub(crate) fn check_failed(&self) -> Result<()> {
-        match self.failed() {
-            Some(path) => Err(Error::writer_failed(path)),
-            None => Ok(()),
-        }
+        Error::check_not_failed(self.failed())
     }
 
     /// Makes this writer failed by `e`, the error of a sync of its files (or of the apply after

@@ -467,10 +467,7 @@ impl Store {
     /// `Ok` unless this is a failed writer: the writer's puts, commits, take-downs and reads begin
     /// with it.
     pub(crate) fn check_failed(&self) -> Result<()> {
-        match self.failed() {
-            Some(path) => Err(Error::writer_failed(path)),
-            None => Ok(()),
-        }
+        Error::check_not_failed(self.failed())
     }
 
     /// Closes this handle and opens the store again in its place, with the same options: a
