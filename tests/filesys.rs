@@ -8,6 +8,7 @@ use wink::clock::ManualClock;
 use wink::filesys::check::check_filesys;
 use wink::filesys::{file_path, Filesys, FsOptions, OpenOptions};
 use wink::Error;
+use wink_harness::sim::SimDisk;
 
 mod common;
 
@@ -521,25 +522,15 @@ fn a_bounded_read_refuses_a_file_over_its_limit_before_reading_it() {
 /// it writes nothing, and after a power cut the reopened filesys holds its last commit, whole.
 #[test]
 fn a_failed_sync_fails_the_writer_until_it_is_reopened() {
-    use wink_harness::sim::{CrashMode, SimDisk};
+    use wink_harness::sim::CrashMode;
     let clock = ManualClock::new(1_700_000_000);
     let base = Path::new("/sim/fs");
-    let fresh = SimDisk::new();
-    let vfs: Arc<dyn wink::vfs::Vfs> = Arc::new(fresh.clone());
-    let mut fs = Filesys::create_in(vfs, base, &FsOptions::default(), &writer(&clock)).unwrap();
-    fs.put(b"kept", 0, &[7; 5000]).unwrap();
-    fs.sync().unwrap();
-    // Rewritten below: its inode's update is an in-place write the commit holds.
-    fs.put(b"moved", 0, b"first").unwrap();
-    fs.sync().unwrap();
-    drop(fs);
-    let open =
-        |disk: &SimDisk| Filesys::open_in(Arc::new(disk.clone()), base, &writer(&clock)).unwrap();
+    let fresh = sim_committed(&clock, base, &[(b"kept", &[7; 5000]), (b"moved", b"first")]);
+    let open = |disk: &SimDisk| sim_writer(disk, base, &clock);
     let syncs = {
         let disk = fresh.fork();
         let mut fs = open(&disk);
-        fs.put(b"moved", 0, b"second").unwrap();
-        fs.put(b"new", 0, &[9; 3000]).unwrap();
+        rewrite_and_add(&mut fs);
         let before = disk.syncs();
         fs.sync().unwrap();
         disk.syncs() - before
@@ -547,8 +538,7 @@ fn a_failed_sync_fails_the_writer_until_it_is_reopened() {
     for n in 1..=syncs {
         let disk = fresh.fork();
         let mut fs = open(&disk);
-        fs.put(b"moved", 0, b"second").unwrap();
-        fs.put(b"new", 0, &[9; 3000]).unwrap();
+        rewrite_and_add(&mut fs);
         disk.lose_writeback_at_sync(n);
         let e = fs.sync().unwrap_err();
         assert!(matches!(e, Error::Io { .. }), "sync {n} of {syncs}: {e}");
@@ -580,6 +570,30 @@ fn a_failed_sync_fails_the_writer_until_it_is_reopened() {
     }
 }
 
+/// A filesys at `base` on a fresh simulated disk that committed each of `files` in turn, closed.
+fn sim_committed(clock: &ManualClock, base: &Path, files: &[(&[u8], &[u8])]) -> SimDisk {
+    let disk = SimDisk::new();
+    let vfs: Arc<dyn wink::vfs::Vfs> = Arc::new(disk.clone());
+    let mut fs = Filesys::create_in(vfs, base, &FsOptions::default(), &writer(clock)).unwrap();
+    for (name, bytes) in files {
+        fs.put(name, 0, bytes).unwrap();
+        fs.sync().unwrap();
+    }
+    disk
+}
+
+/// The writer of the filesys at `base` on `disk`.
+fn sim_writer(disk: &SimDisk, base: &Path, clock: &ManualClock) -> Filesys {
+    Filesys::open_in(Arc::new(disk.clone()), base, &writer(clock)).unwrap()
+}
+
+/// The change the fault tests cut: `moved` rewritten (its inode's update is an in-place write
+/// the commit holds), `new` added.
+fn rewrite_and_add(fs: &mut Filesys) {
+    fs.put(b"moved", 0, b"second").unwrap();
+    fs.put(b"new", 0, &[9; 3000]).unwrap();
+}
+
 /// `check_filesys` reads the real file system: the simulated one is checked through a reader.
 fn assert_clean_sim(disk: &wink_harness::sim::SimDisk, base: &Path) {
     let fs = Filesys::open_in(Arc::new(disk.clone()), base, &OpenOptions::read_only()).unwrap();
@@ -594,25 +608,15 @@ fn assert_clean_sim(disk: &wink_harness::sim::SimDisk, base: &Path) {
 /// way, after a power cut the filesys holds a whole commit, the last acknowledged one or later.
 #[test]
 fn a_failed_write_in_a_commit_fails_the_writer_only_after_its_barrier() {
-    use wink_harness::sim::{CrashMode, SimDisk};
+    use wink_harness::sim::CrashMode;
     let clock = ManualClock::new(1_700_000_000);
     let base = Path::new("/sim/fs");
-    let fresh = SimDisk::new();
-    let vfs: Arc<dyn wink::vfs::Vfs> = Arc::new(fresh.clone());
-    let mut fs = Filesys::create_in(vfs, base, &FsOptions::default(), &writer(&clock)).unwrap();
-    fs.put(b"moved", 0, b"first").unwrap();
-    fs.sync().unwrap();
-    drop(fs);
-    let open =
-        |disk: &SimDisk| Filesys::open_in(Arc::new(disk.clone()), base, &writer(&clock)).unwrap();
-    let change = |fs: &mut Filesys| {
-        fs.put(b"moved", 0, b"second").unwrap();
-        fs.put(b"new", 0, &[9; 3000]).unwrap();
-    };
+    let fresh = sim_committed(&clock, base, &[(b"moved", b"first")]);
+    let open = |disk: &SimDisk| sim_writer(disk, base, &clock);
     let writes = {
         let disk = fresh.fork();
         let mut fs = open(&disk);
-        change(&mut fs);
+        rewrite_and_add(&mut fs);
         let before = disk.writes();
         fs.sync().unwrap();
         disk.writes() - before
@@ -621,7 +625,7 @@ fn a_failed_write_in_a_commit_fails_the_writer_only_after_its_barrier() {
     for n in 1..=writes {
         let disk = fresh.fork();
         let mut fs = open(&disk);
-        change(&mut fs);
+        rewrite_and_add(&mut fs);
         let syncs = disk.syncs();
         disk.fail_write_once(n);
         let Err(e) = fs.sync() else {
