@@ -322,3 +322,95 @@ fn writers_opened_for_one_put_each_leave_little_resident() {
         "{data} bytes of datafiles resident after {written} written: {files:?}"
     );
 }
+
+/// A count of the whole store (`Store::stat`, which `wink serve` makes every few minutes) reads
+/// every title record, and leaves the page cache of the title records' files as it found it:
+/// the pages it brought in are dropped, the ones cached before stay.
+#[test]
+fn a_count_of_the_store_leaves_the_page_cache_as_it_found_it() {
+    use std::os::unix::fs::FileExt;
+    use wink::store::{Config, Store, StoreOptions};
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let root = dir.path().join("s");
+    Store::init(&root, &Config::default(), &StoreOptions::writer()).unwrap();
+    const TITLES: usize = 20_000;
+    {
+        let mut store = Store::open(&root, &StoreOptions::writer()).unwrap();
+        let mut batch = store.batch();
+        for i in 0..TITLES {
+            batch
+                .put(&store_put(&format!("T{i}"), b"<p>x</p>"))
+                .unwrap();
+        }
+        batch.commit().unwrap();
+    }
+    drop_dir(&root);
+    // Pages a server was reading before the count: the first 256 KiB of the title records.
+    let meta = root.join("meta.data");
+    let mut warm = vec![0u8; 256 << 10];
+    std::fs::File::open(&meta)
+        .unwrap()
+        .read_exact_at(&mut warm, 0)
+        .unwrap();
+    let before = residency(&meta).unwrap();
+
+    let reader = Store::open(&root, &StoreOptions::read_only()).unwrap();
+    let st = reader.stat().unwrap();
+    assert_eq!(st.titles, TITLES as u64);
+
+    let after = residency(&meta).unwrap();
+    eprintln!("meta.data resident: {before:?} before the count, {after:?} after");
+    assert!(
+        before.1 >= 2 << 20,
+        "meta.data is {} bytes: too small to show",
+        before.1
+    );
+    assert!(
+        after.0 <= before.0 + (64 << 10),
+        "the count left {} bytes of meta.data resident ({} before)",
+        after.0,
+        before.0
+    );
+    assert!(
+        after.0 >= warm.len() as u64,
+        "the count dropped pages that were cached before it: {} resident",
+        after.0
+    );
+}
+
+/// `PageMap::drop_others_in` drops, within its range only, the pages the map did not show
+/// resident; `drop_others` then does the rest of the file.
+#[test]
+fn a_page_map_drops_what_was_not_cached_within_a_range() {
+    use std::os::unix::fs::FileExt;
+    use std::os::unix::io::AsRawFd;
+    use wink::storage::PageMap;
+    const KIB: u64 = 1024;
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let path = dir.path().join("f");
+    std::fs::write(&path, vec![7u8; 1 << 20]).unwrap();
+    drop_dir(dir.path());
+    let file = std::fs::File::open(&path).unwrap();
+    // No read-ahead: the pages read are the pages cached.
+    nix::fcntl::posix_fadvise(
+        file.as_raw_fd(),
+        0,
+        0,
+        nix::fcntl::PosixFadviseAdvice::POSIX_FADV_RANDOM,
+    )
+    .unwrap();
+    let mut buf = vec![0u8; 1 << 20];
+    file.read_exact_at(&mut buf[..64 << 10], 0).unwrap();
+    let map = PageMap::of(&path).unwrap();
+    assert_eq!(residency(&path).unwrap().0, 64 * KIB);
+    file.read_exact_at(&mut buf, 0).unwrap();
+    assert_eq!(residency(&path).unwrap().0, 1024 * KIB);
+    // A range that does not start on a page: widened to the page it starts in.
+    map.drop_others_in(&path, 256 * KIB + 100, 768 * KIB)
+        .unwrap();
+    assert_eq!(residency(&path).unwrap().0, 512 * KIB);
+    map.drop_others_in(&path, 0, 128 * KIB).unwrap();
+    assert_eq!(residency(&path).unwrap().0, 448 * KIB);
+    map.drop_others(&path).unwrap();
+    assert_eq!(residency(&path).unwrap().0, 64 * KIB);
+}

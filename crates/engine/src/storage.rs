@@ -302,33 +302,63 @@ impl PageMap {
     /// Drops from the page cache every page of `path` that this map does not show resident
     /// (pages past the map's end included).
     pub fn drop_others(&self, path: &Path) -> Result<()> {
-        let s = match FileStorage::open(path, false) {
-            Ok(s) => s,
-            Err(Error::Io { source, .. }) if source.kind() == io::ErrorKind::NotFound => {
-                return Ok(())
-            }
-            Err(e) => return Err(e),
+        let Some(s) = open_to_drop(path)? else {
+            return Ok(());
         };
+        let end = self.pages.len();
+        self.drop_run(&s, path, 0, end)?;
+        // Whatever lies past the map: a length of 0 asks for everything to the end.
+        s.drop_cache(end as u64 * PAGE, 0)
+            .map_err(|e| Error::io(path, Some(end as u64 * PAGE), e))
+    }
+
+    /// [`PageMap::drop_others`] within the bytes `from..to` of `path` (widened to whole pages,
+    /// cut at the map's end), for a reader that passes over the file in order and drops behind
+    /// itself as it goes.
+    pub fn drop_others_in(&self, path: &Path, from: u64, to: u64) -> Result<()> {
+        let first = usize::try_from(from / PAGE).unwrap_or(usize::MAX);
+        let last = usize::try_from(to.div_ceil(PAGE)).unwrap_or(usize::MAX);
+        let (first, last) = (first.min(self.pages.len()), last.min(self.pages.len()));
+        if first >= last {
+            return Ok(());
+        }
+        match open_to_drop(path)? {
+            Some(s) => self.drop_run(&s, path, first, last),
+            None => Ok(()),
+        }
+    }
+
+    /// Drops the pages in `first..last` that were not resident, one call per run of them.
+    fn drop_run(&self, s: &FileStorage, path: &Path, first: usize, last: usize) -> Result<()> {
         let drop = |from: usize, to: usize| {
             let (start, len) = (from as u64 * PAGE, (to - from) as u64 * PAGE);
             s.drop_cache(start, len)
                 .map_err(|e| Error::io(path, Some(start), e))
         };
         let mut run: Option<usize> = None;
-        for (i, page) in self.pages.iter().enumerate() {
+        for (i, page) in self.pages[first..last].iter().enumerate() {
             match (page & 1 == 1, run) {
                 (true, Some(from)) => {
-                    drop(from, i)?;
+                    drop(from, first + i)?;
                     run = None;
                 }
-                (false, None) => run = Some(i),
+                (false, None) => run = Some(first + i),
                 _ => {}
             }
         }
-        let from = run.unwrap_or(self.pages.len());
-        // Whatever lies past the map: a length of 0 asks for everything to the end.
-        s.drop_cache(from as u64 * PAGE, 0)
-            .map_err(|e| Error::io(path, Some(from as u64 * PAGE), e))
+        match run {
+            Some(from) => drop(from, last),
+            None => Ok(()),
+        }
+    }
+}
+
+/// `path` opened to drop pages of it from the page cache; `None` when it is gone.
+fn open_to_drop(path: &Path) -> Result<Option<FileStorage>> {
+    match FileStorage::open(path, false) {
+        Ok(s) => Ok(Some(s)),
+        Err(Error::Io { source, .. }) if source.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
     }
 }
 

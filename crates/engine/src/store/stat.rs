@@ -1,7 +1,10 @@
 //! Counts over the whole store: a scan of the title records, and the containers' sizes.
 
+use std::path::PathBuf;
+
 use crate::error::Result;
 use crate::filesys;
+use crate::storage::PageMap;
 
 use super::containers::container_base;
 use super::{record_of, Render, Store};
@@ -36,6 +39,7 @@ impl Store {
         let now = self.clock.now();
         let policy = self.cfg.policy;
         let mut st = StoreStat::default();
+        let mut pages = ScanPages::start(&self.records.fs)?;
         for item in self.records.fs.iter() {
             let file = match item {
                 Ok(file) => file,
@@ -54,6 +58,7 @@ impl Store {
                     continue;
                 }
             };
+            pages.passed(file.inode.0)?;
             let readable: Vec<&Render> = rec
                 .renders
                 .iter()
@@ -71,6 +76,7 @@ impl Store {
             let bytes = readable.iter().map(|r| r.location.len);
             st.live_bytes = bytes.fold(st.live_bytes, u64::saturating_add);
         }
+        pages.finish()?;
         for id in self.container_ids()? {
             let path = filesys::file_path(&container_base(&self.dir, id), "data");
             st.containers += 1;
@@ -80,5 +86,52 @@ impl Store {
         st.dead_bytes = st.container_bytes.saturating_sub(st.live_bytes);
         st.archive = self.archive_tier()?.map(|a| a.stats()).transpose()?;
         Ok(st)
+    }
+}
+
+/// Bytes of the meta datafile the scan passes between drops of the pages it brought in.
+const SWEEP_BYTES: u64 = 64 << 20;
+
+/// A record's data entry lies just before its inode; pages this far behind the inode the scan
+/// reached are past.
+const SWEEP_MARGIN: u64 = 1 << 20;
+
+/// The page cache of the title records' files as a scan found it: a count every few minutes
+/// must not fill the page cache with every record of the store and evict a serving node's
+/// working set. The scan goes in file order, so the pages it brought in are dropped behind it
+/// as it goes, and once more over the whole files when it ends (a data entry read far from its
+/// inode, the index cells).
+struct ScanPages {
+    files: Vec<(PathBuf, PageMap)>,
+    swept: u64,
+}
+
+impl ScanPages {
+    fn start(meta: &filesys::Filesys) -> Result<ScanPages> {
+        let paths = [meta.data().path(), meta.index().path()];
+        let files = paths
+            .into_iter()
+            .map(|p| Ok((p.to_path_buf(), PageMap::of(p)?)))
+            .collect::<Result<_>>()?;
+        Ok(ScanPages { files, swept: 0 })
+    }
+
+    /// The scan has reached `at` in the meta datafile.
+    fn passed(&mut self, at: u64) -> Result<()> {
+        let behind = at.saturating_sub(SWEEP_MARGIN);
+        if behind < self.swept + SWEEP_BYTES {
+            return Ok(());
+        }
+        let (path, map) = &self.files[0];
+        map.drop_others_in(path, self.swept, behind)?;
+        self.swept = behind;
+        Ok(())
+    }
+
+    fn finish(self) -> Result<()> {
+        for (path, map) in &self.files {
+            map.drop_others_in(path, 0, u64::MAX)?;
+        }
+        Ok(())
     }
 }
