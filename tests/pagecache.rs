@@ -323,9 +323,10 @@ fn writers_opened_for_one_put_each_leave_little_resident() {
     );
 }
 
-/// A count of the whole store (`Store::stat`, which `wink serve` makes every few minutes) reads
-/// every title record, and leaves the page cache of the title records' files as it found it:
-/// the pages it brought in are dropped, the ones cached before stay.
+/// A count of the whole store (`Store::stat`, which `wink serve` makes every few minutes) and
+/// `wink stat`'s space by container read every title record, and leave the page cache of the
+/// title records' files as they found it: the pages they brought in are dropped, the ones cached
+/// before stay.
 #[test]
 fn a_count_of_the_store_leaves_the_page_cache_as_it_found_it() {
     use std::os::unix::fs::FileExt;
@@ -357,6 +358,10 @@ fn a_count_of_the_store_leaves_the_page_cache_as_it_found_it() {
     let reader = Store::open(&root, &StoreOptions::read_only()).unwrap();
     let st = reader.stat().unwrap();
     assert_eq!(st.titles, TITLES as u64);
+    // `wink stat`'s space by container scans the records again.
+    let space = wink::maintenance::space(&reader).unwrap();
+    let live: u64 = space.containers.iter().map(|c| c.live_bytes).sum();
+    assert_eq!(live, st.live_bytes);
 
     let after = residency(&meta).unwrap();
     eprintln!("meta.data resident: {before:?} before the count, {after:?} after");

@@ -12,7 +12,7 @@ use crate::filesys;
 use crate::format::kvseq::KvSeq;
 use crate::storage::residency;
 use crate::store::containers::container_base;
-use crate::store::{meta_base, Store};
+use crate::store::{meta_base, ScanPages, Store};
 
 /// One container's space.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -52,17 +52,20 @@ pub struct Space {
 /// Space by container (a scan of the title records, the same readability rule as
 /// [`Store::stat`]: the containers' live bytes add up to its `live_bytes`) and the page-cache
 /// residency of the containers and the meta files. Residency is asked of the kernel without
-/// touching a page, so asking does not change it.
+/// touching a page, so asking does not change it, and the scan drops the pages of the meta files
+/// it brought in before the residency is taken.
 pub fn space(store: &Store) -> Result<Space> {
     let now = store.now();
     let policy = store.config().policy;
     let mut live: BTreeMap<u32, u64> = BTreeMap::new();
+    let mut pages = ScanPages::start(store.meta())?;
     for item in store.meta().iter() {
         // Damaged records are [`Store::stat`]'s to report: their values are not counted.
         let Ok(file) = item else { break };
         let Ok(rec) = crate::store::record_of(store.meta(), &file) else {
             continue;
         };
+        pages.passed(file.inode.0)?;
         for r in rec
             .renders
             .iter()
@@ -72,6 +75,7 @@ pub fn space(store: &Store) -> Result<Space> {
             *bytes = bytes.saturating_add(r.location.len);
         }
     }
+    pages.finish()?;
     let mut space = Space::default();
     for id in store.container_ids()? {
         let path = filesys::file_path(&container_base(store.dir(), id), "data");

@@ -62,6 +62,7 @@ pub use policy::{Policy, Renders, Revisions};
 use record::{Location, Refusal, Render, TitleRecord};
 pub(crate) use records::record_of;
 use records::TitleRecords;
+pub(crate) use stat::ScanPages;
 pub use stat::StoreStat;
 pub use walk::TitleCursor;
 

@@ -96,18 +96,18 @@ const SWEEP_BYTES: u64 = 64 << 20;
 /// reached are past.
 const SWEEP_MARGIN: u64 = 1 << 20;
 
-/// The page cache of the title records' files as a scan found it: a count every few minutes
-/// must not fill the page cache with every record of the store and evict a serving node's
-/// working set. The scan goes in file order, so the pages it brought in are dropped behind it
-/// as it goes, and once more over the whole files when it ends (a data entry read far from its
-/// inode, the index cells).
-struct ScanPages {
+/// The page cache of the title records' files as a scan of every record found it: a count
+/// (`wink serve` makes one every few minutes) must not fill the page cache with every record of
+/// the store and evict a serving node's working set. The scans go in file order, so the pages
+/// they brought in are dropped behind them as they go, and once more over both files when they
+/// end (a data entry read far from its inode, the index cells).
+pub(crate) struct ScanPages {
     files: Vec<(PathBuf, PageMap)>,
     swept: u64,
 }
 
 impl ScanPages {
-    fn start(meta: &filesys::Filesys) -> Result<ScanPages> {
+    pub(crate) fn start(meta: &filesys::Filesys) -> Result<ScanPages> {
         let paths = [meta.data().path(), meta.index().path()];
         let files = paths
             .into_iter()
@@ -117,7 +117,7 @@ impl ScanPages {
     }
 
     /// The scan has reached `at` in the meta datafile.
-    fn passed(&mut self, at: u64) -> Result<()> {
+    pub(crate) fn passed(&mut self, at: u64) -> Result<()> {
         let behind = at.saturating_sub(SWEEP_MARGIN);
         if behind < self.swept + SWEEP_BYTES {
             return Ok(());
@@ -128,7 +128,7 @@ impl ScanPages {
         Ok(())
     }
 
-    fn finish(self) -> Result<()> {
+    pub(crate) fn finish(self) -> Result<()> {
         for (path, map) in &self.files {
             map.drop_others_in(path, 0, u64::MAX)?;
         }
