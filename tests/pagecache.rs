@@ -419,3 +419,69 @@ fn a_page_map_drops_what_was_not_cached_within_a_range() {
     map.drop_others(&path).unwrap();
     assert_eq!(residency(&path).unwrap().0, 64 * KIB);
 }
+
+/// A dump of a whole store reads every value once, ahead of need, and leaves the containers'
+/// page cache as it found it, whatever the values' sizes: a value whose first page the one
+/// before it shares (the values lie end to end, not on page boundaries) is dropped as well.
+#[test]
+fn a_dump_leaves_the_containers_page_cache_as_it_found_it() {
+    use wink::store::{Config, Store, StoreOptions, TitleCursor};
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let root = dir.path().join("s");
+    Store::init(&root, &Config::default(), &StoreOptions::writer()).unwrap();
+    const TITLES: u64 = 4000;
+    let mut written = 0u64;
+    {
+        let mut store = Store::open(&root, &StoreOptions::writer()).unwrap();
+        let mut batch = store.batch();
+        for i in 0..TITLES {
+            // 2–16 KiB, never a whole number of pages.
+            let len = 2048 + (i * 7919 % 14336) as usize + 1;
+            let value: Vec<u8> = (0..len).map(|j| (j as u64 * 31 + i) as u8).collect();
+            written += len as u64;
+            batch.put(&store_put(&format!("T{i}"), &value)).unwrap();
+        }
+        batch.commit().unwrap();
+    }
+    drop_dir(&root);
+    // A serving node's title records are cached; the values are not.
+    for e in std::fs::read_dir(&root).unwrap() {
+        let p = e.unwrap().path();
+        if p.file_name()
+            .unwrap()
+            .to_string_lossy()
+            .starts_with("meta.")
+        {
+            std::fs::read(&p).unwrap();
+        }
+    }
+    let reader = Store::open(&root, &StoreOptions::read_only()).unwrap();
+    let mut dump = reader.dump_reader().unwrap();
+    let mut cursor = TitleCursor::new();
+    let mut read = 0u64;
+    while !cursor.is_done() {
+        let titles = reader.dump_step(&mut cursor, 256).unwrap();
+        for t in &titles {
+            for r in &t.renders {
+                dump.plan(r);
+            }
+        }
+        for t in &titles {
+            for r in &t.renders {
+                read += dump.read(t, r).unwrap().len() as u64;
+            }
+        }
+    }
+    dump.finish().unwrap();
+    assert_eq!(read, written);
+    let containers: u64 = resident_by_file(&root)
+        .iter()
+        .filter(|(n, _)| n.starts_with('c') && n.ends_with(".data"))
+        .map(|(_, r)| r)
+        .sum();
+    eprintln!("containers resident after a dump of {read} bytes: {containers}");
+    assert!(
+        containers * 100 <= read,
+        "a dump of {read} bytes left {containers} bytes of the containers resident"
+    );
+}

@@ -328,8 +328,19 @@ impl PageMap {
         }
     }
 
+    /// [`PageMap::drop_others_in`] through `s`, a storage already open on the mapped file.
+    pub fn drop_others_on(&self, s: &dyn Storage, from: u64, to: u64) -> Result<()> {
+        let first = usize::try_from(from / PAGE).unwrap_or(usize::MAX);
+        let last = usize::try_from(to.div_ceil(PAGE)).unwrap_or(usize::MAX);
+        let (first, last) = (first.min(self.pages.len()), last.min(self.pages.len()));
+        if first >= last {
+            return Ok(());
+        }
+        self.drop_run(s, s.path(), first, last)
+    }
+
     /// Drops the pages in `first..last` that were not resident, one call per run of them.
-    fn drop_run(&self, s: &FileStorage, path: &Path, first: usize, last: usize) -> Result<()> {
+    fn drop_run(&self, s: &dyn Storage, path: &Path, first: usize, last: usize) -> Result<()> {
         let drop = |from: usize, to: usize| {
             let (start, len) = (from as u64 * PAGE, (to - from) as u64 * PAGE);
             s.drop_cache(start, len)

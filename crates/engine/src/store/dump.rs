@@ -8,9 +8,11 @@
 //!
 //! Reading a whole store once must not evict a serving node's working set. Hot values a caller
 //! announces ([`DumpReader::plan`]) are read ahead: up to [`READ_AHEAD`] bytes of them are asked
-//! for in the background (`POSIX_FADV_WILLNEED`, so the disk sees large requests) after their
-//! pages' residency was taken (mincore), and after each is read, the pages that were not cached
-//! before are dropped. A value not announced is read with
+//! for in the background (`POSIX_FADV_WILLNEED`, so the disk sees large requests). A container's
+//! residency is taken (mincore) before the reader asks for any page of it; after each value is
+//! read, its pages that were not cached then are dropped, but the page it ends in (the next
+//! value's first), and when the reader finishes, every such page left. A value not announced is
+//! read with
 //! [`Storage::read_at_uncached`](crate::storage::Storage::read_at_uncached): what was cached
 //! stays, what the read brought in is dropped. Archived values are decompressed from blocks that
 //! the archive reads itself; for them a [`DumpReader`] takes the archive datafile's residency when
@@ -248,6 +250,7 @@ impl Store {
             archived_bytes: 0,
             planned: VecDeque::new(),
             ahead: HashMap::new(),
+            before: HashMap::new(),
             ahead_bytes: 0,
         })
     }
@@ -294,9 +297,13 @@ pub struct DumpReader<'s> {
     archived_bytes: u64,
     /// Hot values announced and not asked for yet, in the order they will be read.
     planned: VecDeque<Location>,
-    /// Values asked for: their pages that were cached before, by (container, offset).
-    ahead: HashMap<(u32, u64), Vec<bool>>,
+    /// Values asked for, by (container, offset): their lengths.
+    ahead: HashMap<(u32, u64), u64>,
     ahead_bytes: u64,
+    /// Each container's pages as they were before this reader asked for any of them. Taken
+    /// per value when it was asked for, a page the value before it shares (values lie end to
+    /// end) showed cached, by that value's request: it then stayed.
+    before: HashMap<u32, PageMap>,
 }
 
 impl DumpReader<'_> {
@@ -317,36 +324,27 @@ impl DumpReader<'_> {
                 return Ok(());
             };
             let s = self.store.container(loc.container)?;
-            let cached = s
-                .cached_pages(loc.offset, loc.len)
-                .map_err(|e| Error::io(s.path(), Some(loc.offset), e))?;
+            if !self.before.contains_key(&loc.container) {
+                self.before.insert(loc.container, PageMap::of(s.path())?);
+            }
             // A hint: a read that finds the pages missing reads them itself.
             let _ = s.will_need(loc.offset, loc.len);
             self.ahead_bytes += loc.len;
-            self.ahead.insert((loc.container, loc.offset), cached);
+            self.ahead.insert((loc.container, loc.offset), loc.len);
         }
         Ok(())
     }
 
-    /// Drops the pages of `loc` that `cached` does not show cached.
-    fn drop_uncached(&self, loc: &Location, cached: &[bool]) -> Result<()> {
-        let s = self.store.container(loc.container)?;
-        let first = loc.offset / PAGE;
-        let mut run: Option<usize> = None;
-        for i in 0..=cached.len() {
-            let keep = cached.get(i).copied().unwrap_or(true);
-            match (keep, run) {
-                (false, None) => run = Some(i),
-                (true, Some(from)) => {
-                    let at = (first + from as u64) * PAGE;
-                    s.drop_cache(at, (i - from) as u64 * PAGE)
-                        .map_err(|e| Error::io(s.path(), Some(at), e))?;
-                    run = None;
-                }
-                _ => {}
+    /// Drops the pages of `offset..end` in `container` that were not cached before this reader
+    /// asked for them.
+    fn drop_uncached(&self, container: u32, offset: u64, end: u64) -> Result<()> {
+        match self.before.get(&container) {
+            Some(map) => {
+                let s = self.store.container(container)?;
+                map.drop_others_on(s.as_ref(), offset, end)
             }
+            None => Ok(()),
         }
-        Ok(())
     }
 
     /// A render's value, verified against its checksum (a damaged one is an error naming the
@@ -392,10 +390,13 @@ impl DumpReader<'_> {
         self.read_ahead()?;
         let s = self.store.container(loc.container)?;
         let n = match self.ahead.remove(&(loc.container, loc.offset)) {
-            Some(cached) => {
+            Some(_) => {
                 self.ahead_bytes -= loc.len;
                 let n = s.read_at(&mut value, loc.offset);
-                self.drop_uncached(loc, &cached)?;
+                // The page the value ends in is the next one's first: it goes with that one (or
+                // with the sweep when the reader finishes).
+                let end = (loc.offset + loc.len) / PAGE * PAGE;
+                self.drop_uncached(loc.container, loc.offset, end)?;
                 n
             }
             None => s.read_at_uncached(&mut value, loc.offset),
@@ -426,18 +427,12 @@ impl DumpReader<'_> {
     }
 
     fn drop_leftovers(&mut self) -> Result<()> {
-        let ahead: Vec<_> = self.ahead.drain().collect();
+        self.ahead.clear();
         self.ahead_bytes = 0;
         self.planned.clear();
-        for ((container, offset), cached) in ahead {
-            let len = cached.len() as u64 * PAGE;
-            let loc = Location {
-                container,
-                offset: offset / PAGE * PAGE,
-                len,
-                crc: 0,
-            };
-            self.drop_uncached(&loc, &cached)?;
+        for (container, map) in std::mem::take(&mut self.before) {
+            let s = self.store.container(container)?;
+            map.drop_others_on(s.as_ref(), 0, u64::MAX)?;
         }
         match self.archive.as_mut() {
             Some(pages) => pages.sweep(),
