@@ -485,3 +485,52 @@ fn a_dump_leaves_the_containers_page_cache_as_it_found_it() {
         "a dump of {read} bytes left {containers} bytes of the containers resident"
     );
 }
+
+/// A dump walks every title record: it leaves the title records' page cache as it found it.
+#[test]
+fn a_dump_leaves_the_title_records_page_cache_as_it_found_it() {
+    use wink::store::{Config, Store, StoreOptions, TitleCursor};
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let root = dir.path().join("s");
+    Store::init(&root, &Config::default(), &StoreOptions::writer()).unwrap();
+    {
+        let mut store = Store::open(&root, &StoreOptions::writer()).unwrap();
+        let mut batch = store.batch();
+        for i in 0..20_000 {
+            batch
+                .put(&store_put(&format!("T{i}"), b"<p>x</p>"))
+                .unwrap();
+        }
+        batch.commit().unwrap();
+    }
+    drop_dir(&root);
+    let meta = root.join("meta.data");
+    let reader = Store::open(&root, &StoreOptions::read_only()).unwrap();
+    let before = residency(&meta).unwrap();
+    let mut dump = reader.dump_reader().unwrap();
+    let mut cursor = TitleCursor::new();
+    let mut titles = 0;
+    while !cursor.is_done() {
+        for t in reader.dump_step(&mut cursor, 256).unwrap() {
+            for r in &t.renders {
+                assert_eq!(dump.read(&t, r).unwrap(), b"<p>x</p>");
+            }
+            titles += 1;
+        }
+    }
+    dump.finish().unwrap();
+    assert_eq!(titles, 20_000);
+    let after = residency(&meta).unwrap();
+    eprintln!("meta.data resident: {before:?} before the dump, {after:?} after");
+    assert!(
+        before.1 >= 2 << 20,
+        "meta.data is {} bytes: too small to show",
+        before.1
+    );
+    assert!(
+        after.0 <= before.0 + (64 << 10),
+        "the dump left {} bytes of meta.data resident ({} before)",
+        after.0,
+        before.0
+    );
+}

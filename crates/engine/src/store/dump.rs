@@ -18,7 +18,8 @@
 //! the archive reads itself; for them a [`DumpReader`] takes the archive datafile's residency when
 //! it starts (one byte per 4 KiB page, mincore) and, every time it has decompressed as much as the
 //! archive file holds (64 MiB at least) and when it finishes, drops the pages of that file that
-//! were not resident at the start.
+//! were not resident at the start. The title records' files, which the walk and the loads read,
+//! are swept the same way, counting every value read.
 
 use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
@@ -120,8 +121,9 @@ enum Source {
 /// Bytes of announced hot values asked for ahead of the one being read.
 pub const READ_AHEAD: u64 = 32 << 20;
 
-/// Decompressed bytes between two drops of the archive's pages, at least.
-const ARCHIVE_SWEEP_MIN: u64 = 64 << 20;
+/// Bytes of values read between two drops of a swept file's pages (the archive's, the title
+/// records'), at least.
+const SWEEP_MIN: u64 = 64 << 20;
 
 impl Store {
     /// The next titles of a dump from `cursor`, at most `max_titles` records walked (titles with
@@ -230,14 +232,29 @@ impl Store {
 
     /// A reader of dumped values that leaves the page cache as it found it (module doc).
     pub fn dump_reader(&self) -> Result<DumpReader<'_>> {
+        let meta = [
+            self.records.fs.data().path(),
+            self.records.fs.index().path(),
+        ]
+        .into_iter()
+        .map(|p| {
+            let len = std::fs::metadata(p).map_or(0, |m| m.len());
+            Ok(SweptPages {
+                before: PageMap::of(p)?,
+                path: p.to_path_buf(),
+                sweep_every: len.max(SWEEP_MIN),
+                since_sweep: 0,
+            })
+        })
+        .collect::<Result<_>>()?;
         let archive = match self.archive() {
             Some(_) => {
                 let path = filesys::file_path(self.archive_base(), "data");
                 let len = std::fs::metadata(&path).map_or(0, |m| m.len());
-                Some(ArchivePages {
+                Some(SweptPages {
                     before: PageMap::of(&path)?,
                     path,
-                    sweep_every: len.max(ARCHIVE_SWEEP_MIN),
+                    sweep_every: len.max(SWEEP_MIN),
                     since_sweep: 0,
                 })
             }
@@ -246,6 +263,7 @@ impl Store {
         Ok(DumpReader {
             store: self,
             archive,
+            meta,
             hot_bytes: 0,
             archived_bytes: 0,
             planned: VecDeque::new(),
@@ -271,16 +289,16 @@ pub(super) fn split_name(name: &[u8]) -> Option<(&str, &str)> {
     std::str::from_utf8(name).ok()?.split_once('/')
 }
 
-/// The archive datafile's pages as the dump found them.
+/// A file's pages as the dump found them (the archive datafile, the title records' files).
 #[derive(Debug)]
-struct ArchivePages {
+struct SweptPages {
     path: PathBuf,
     before: PageMap,
     sweep_every: u64,
     since_sweep: u64,
 }
 
-impl ArchivePages {
+impl SweptPages {
     fn sweep(&mut self) -> Result<()> {
         self.since_sweep = 0;
         self.before.drop_others(&self.path)
@@ -292,7 +310,10 @@ impl ArchivePages {
 #[derive(Debug)]
 pub struct DumpReader<'s> {
     store: &'s Store,
-    archive: Option<ArchivePages>,
+    archive: Option<SweptPages>,
+    /// The title records' files, which the walk and the loads of a dump read: swept as the
+    /// archive's, counting every value read.
+    meta: Vec<SweptPages>,
     hot_bytes: u64,
     archived_bytes: u64,
     /// Hot values announced and not asked for yet, in the order they will be read.
@@ -335,6 +356,17 @@ impl DumpReader<'_> {
         Ok(())
     }
 
+    /// Counts `bytes` more of values read against the title records' sweeps.
+    fn sweep_meta(&mut self, bytes: u64) -> Result<()> {
+        for pages in &mut self.meta {
+            pages.since_sweep += bytes;
+            if pages.since_sweep >= pages.sweep_every {
+                pages.sweep()?;
+            }
+        }
+        Ok(())
+    }
+
     /// Drops the pages of `offset..end` in `container` that were not cached before this reader
     /// asked for them.
     fn drop_uncached(&self, container: u32, offset: u64, end: u64) -> Result<()> {
@@ -357,6 +389,7 @@ impl DumpReader<'_> {
                     e => e,
                 })?;
                 self.hot_bytes += value.len() as u64;
+                self.sweep_meta(value.len() as u64)?;
                 Ok(value)
             }
             Source::Archived(entry) => {
@@ -367,6 +400,7 @@ impl DumpReader<'_> {
                 let name = record_name(&title.domain, &title.title);
                 let value = archive.read(&name, entry)?;
                 self.archived_bytes += value.len() as u64;
+                self.sweep_meta(value.len() as u64)?;
                 if let Some(pages) = self.archive.as_mut() {
                     pages.since_sweep += value.len() as u64;
                     if pages.since_sweep >= pages.sweep_every {
@@ -433,6 +467,9 @@ impl DumpReader<'_> {
         for (container, map) in std::mem::take(&mut self.before) {
             let s = self.store.container(container)?;
             map.drop_others_on(s.as_ref(), 0, u64::MAX)?;
+        }
+        for pages in &mut self.meta {
+            pages.sweep()?;
         }
         match self.archive.as_mut() {
             Some(pages) => pages.sweep(),
