@@ -345,8 +345,8 @@ impl DumpReader<'_> {
                 return Ok(());
             };
             let s = self.store.container(loc.container)?;
-            if !self.before.contains_key(&loc.container) {
-                self.before.insert(loc.container, PageMap::of(s.path())?);
+            if let std::collections::hash_map::Entry::Vacant(e) = self.before.entry(loc.container) {
+                e.insert(PageMap::of(s.path())?);
             }
             // A hint: a read that finds the pages missing reads them itself.
             let _ = s.will_need(loc.offset, loc.len);
