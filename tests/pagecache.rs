@@ -330,22 +330,9 @@ fn writers_opened_for_one_put_each_leave_little_resident() {
 #[test]
 fn a_count_of_the_store_leaves_the_page_cache_as_it_found_it() {
     use std::os::unix::fs::FileExt;
-    use wink::store::{Config, Store, StoreOptions};
-    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
-    let root = dir.path().join("s");
-    Store::init(&root, &Config::default(), &StoreOptions::writer()).unwrap();
+    use wink::store::{Store, StoreOptions};
     const TITLES: usize = 20_000;
-    {
-        let mut store = Store::open(&root, &StoreOptions::writer()).unwrap();
-        let mut batch = store.batch();
-        for i in 0..TITLES {
-            batch
-                .put(&store_put(&format!("T{i}"), b"<p>x</p>"))
-                .unwrap();
-        }
-        batch.commit().unwrap();
-    }
-    drop_dir(&root);
+    let (_dir, root) = small_titles(TITLES);
     // Pages a server was reading before the count: the first 256 KiB of the title records.
     let meta = root.join("meta.data");
     let mut warm = vec![0u8; 256 << 10];
@@ -363,19 +350,7 @@ fn a_count_of_the_store_leaves_the_page_cache_as_it_found_it() {
     let live: u64 = space.containers.iter().map(|c| c.live_bytes).sum();
     assert_eq!(live, st.live_bytes);
 
-    let after = residency(&meta).unwrap();
-    eprintln!("meta.data resident: {before:?} before the count, {after:?} after");
-    assert!(
-        before.1 >= 2 << 20,
-        "meta.data is {} bytes: too small to show",
-        before.1
-    );
-    assert!(
-        after.0 <= before.0 + (64 << 10),
-        "the count left {} bytes of meta.data resident ({} before)",
-        after.0,
-        before.0
-    );
+    let after = as_found(&meta, before, "the count");
     assert!(
         after.0 >= warm.len() as u64,
         "the count dropped pages that were cached before it: {} resident",
@@ -489,21 +464,8 @@ fn a_dump_leaves_the_containers_page_cache_as_it_found_it() {
 /// A dump walks every title record: it leaves the title records' page cache as it found it.
 #[test]
 fn a_dump_leaves_the_title_records_page_cache_as_it_found_it() {
-    use wink::store::{Config, Store, StoreOptions, TitleCursor};
-    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
-    let root = dir.path().join("s");
-    Store::init(&root, &Config::default(), &StoreOptions::writer()).unwrap();
-    {
-        let mut store = Store::open(&root, &StoreOptions::writer()).unwrap();
-        let mut batch = store.batch();
-        for i in 0..20_000 {
-            batch
-                .put(&store_put(&format!("T{i}"), b"<p>x</p>"))
-                .unwrap();
-        }
-        batch.commit().unwrap();
-    }
-    drop_dir(&root);
+    use wink::store::{Store, StoreOptions, TitleCursor};
+    let (_dir, root) = small_titles(20_000);
     let meta = root.join("meta.data");
     let reader = Store::open(&root, &StoreOptions::read_only()).unwrap();
     let before = residency(&meta).unwrap();
@@ -520,8 +482,34 @@ fn a_dump_leaves_the_title_records_page_cache_as_it_found_it() {
     }
     dump.finish().unwrap();
     assert_eq!(titles, 20_000);
-    let after = residency(&meta).unwrap();
-    eprintln!("meta.data resident: {before:?} before the dump, {after:?} after");
+    as_found(&meta, before, "the dump");
+}
+
+/// A store of `titles` titles of one small render each, its page cache dropped.
+fn small_titles(titles: usize) -> (tempfile::TempDir, std::path::PathBuf) {
+    use wink::store::{Config, Store, StoreOptions};
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let root = dir.path().join("s");
+    Store::init(&root, &Config::default(), &StoreOptions::writer()).unwrap();
+    {
+        let mut store = Store::open(&root, &StoreOptions::writer()).unwrap();
+        let mut batch = store.batch();
+        for i in 0..titles {
+            batch
+                .put(&store_put(&format!("T{i}"), b"<p>x</p>"))
+                .unwrap();
+        }
+        batch.commit().unwrap();
+    }
+    drop_dir(&root);
+    (dir, root)
+}
+
+/// Checks that `who` left `meta` (2 MiB at least) resident as `before` (from `residency`) found
+/// it, give or take 64 KiB; returns the residency after.
+fn as_found(meta: &std::path::Path, before: (u64, u64), who: &str) -> (u64, u64) {
+    let after = residency(meta).unwrap();
+    eprintln!("meta.data resident: {before:?} before {who}, {after:?} after");
     assert!(
         before.1 >= 2 << 20,
         "meta.data is {} bytes: too small to show",
@@ -529,8 +517,9 @@ fn a_dump_leaves_the_title_records_page_cache_as_it_found_it() {
     );
     assert!(
         after.0 <= before.0 + (64 << 10),
-        "the dump left {} bytes of meta.data resident ({} before)",
+        "{who} left {} bytes of meta.data resident ({} before)",
         after.0,
         before.0
     );
+    after
 }
