@@ -523,3 +523,19 @@ fn as_found(meta: &std::path::Path, before: (u64, u64), who: &str) -> (u64, u64)
     );
     after
 }
+
+/// A whole cull and a scrub walk every title record, and leave the title records' page cache as
+/// they found it.
+#[test]
+fn a_cull_and_a_scrub_leave_the_title_records_page_cache_as_they_found_it() {
+    use wink::store::{Store, StoreOptions};
+    let (_dir, root) = small_titles(20_000);
+    let meta = root.join("meta.data");
+    let mut store = Store::open(&root, &StoreOptions::writer()).unwrap();
+    let before = residency(&meta).unwrap();
+    wink::maintenance::cull_all(&mut store, |_, _| {}).unwrap();
+    as_found(&meta, before, "the cull");
+    let report = wink::maintenance::scrub(&store, |_| {}).unwrap();
+    assert!(report.is_clean(), "{report:?}");
+    as_found(&meta, before, "the scrub");
+}

@@ -14,7 +14,7 @@ use crate::error::{Error, Result};
 use crate::store::policy::{ArchivePolicy, Revisions};
 use crate::store::record::{InArchive, Render};
 use crate::store::walk::{TitleCursor, STEP_TITLES};
-use crate::store::Store;
+use crate::store::{ScanPages, Store};
 
 /// What an archive run (or step) did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -51,14 +51,17 @@ type Archived = (Vec<(u64, Uuid)>, u64);
 pub fn archive_due(store: &mut Store, mut progress: impl FnMut(u64, u64)) -> Result<ArchiveReport> {
     archive_policy(store)?;
     store.writer()?;
+    let mut pages = ScanPages::start(store.meta())?;
     let total = store.meta().iter().count() as u64;
     let mut cursor = TitleCursor::new();
     let mut report = ArchiveReport::default();
     while !cursor.is_done() {
         let step = archive_step(store, &mut cursor, STEP_TITLES)?;
         report.add(&step);
+        pages.passed(cursor.progress().0)?;
         progress(report.titles_walked.min(total), total);
     }
+    pages.finish()?;
     Ok(report)
 }
 

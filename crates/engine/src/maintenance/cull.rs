@@ -17,7 +17,7 @@
 
 use crate::error::Result;
 use crate::store::walk::{TitleCursor, STEP_TITLES};
-use crate::store::Store;
+use crate::store::{ScanPages, Store};
 
 /// What a cull did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -102,14 +102,18 @@ pub fn cull_due(
 }
 
 /// A whole cull: [`cull_due`](fn@crate::maintenance::cull_due) steps of [`STEP_TITLES`] titles until the pass is done.
-/// `progress(done, total)` counts bytes of the meta datafile walked.
+/// `progress(done, total)` counts bytes of the meta datafile walked. The title records' page
+/// cache is left as the pass found it.
 pub fn cull_all(store: &mut Store, mut progress: impl FnMut(u64, u64)) -> Result<CullReport> {
     let mut cursor = TitleCursor::new();
     let mut report = CullReport::default();
+    let mut pages = ScanPages::start(store.meta())?;
     while !cursor.is_done() {
         report.add(&cull_due(store, &mut cursor, STEP_TITLES)?);
         let (done, total) = cursor.progress();
+        pages.passed(done)?;
         progress(done, total);
     }
+    pages.finish()?;
     Ok(report)
 }

@@ -27,7 +27,7 @@ use crate::filesys;
 use crate::storage::{read_exact_at, Storage};
 use crate::store::containers::container_base;
 use crate::store::record::Location;
-use crate::store::{Store, TitleCursor, TitleSummary};
+use crate::store::{ScanPages, Store, TitleCursor, TitleSummary};
 
 use super::quarantine::{quarantine_value, Damaged};
 
@@ -191,12 +191,13 @@ pub fn scrub_with(
     mut progress: impl FnMut(ScrubProgress),
 ) -> Result<ScrubReport> {
     let mut report = ScrubReport::default();
-    scrub_titles(store, &mut report);
+    let mut pages = ScanPages::start(store.meta())?;
+    scrub_titles(store, &mut report, &mut pages)?;
     let sizes = container_sizes(store)?;
     let total: u64 = sizes.iter().map(|(_, s)| s).sum();
     let mut done = 0u64;
     for group in groups(&sizes) {
-        let pass = gather(store, &group)?;
+        let pass = gather(store, &group, &mut pages)?;
         for id in group {
             let jobs: Vec<&Job> = pass.jobs.iter().filter(|j| j.loc.container == id).collect();
             scrub_container(store, id, &jobs, &pass.titles, opts, &mut report);
@@ -208,6 +209,7 @@ pub fn scrub_with(
             });
         }
     }
+    pages.finish()?;
     scrub_archive(store, &mut report, &mut progress)?;
     Ok(report)
 }
@@ -247,7 +249,7 @@ fn container_sizes(store: &Store) -> Result<Vec<(u32, u64)>> {
 }
 
 /// The visible hot renders stored in `group`'s containers, sorted by container and offset.
-fn gather(store: &Store, group: &[u32]) -> Result<Pass> {
+fn gather(store: &Store, group: &[u32], pages: &mut ScanPages) -> Result<Pass> {
     let now = store.now();
     let mut pass = Pass::default();
     for item in store.meta().iter() {
@@ -257,6 +259,7 @@ fn gather(store: &Store, group: &[u32]) -> Result<Pass> {
         let Ok(rec) = crate::store::record_of(store.meta(), &file) else {
             continue;
         };
+        pages.passed(file.inode.0)?;
         let title = pass.titles.len();
         let before = pass.jobs.len();
         pass.jobs.extend(
@@ -282,7 +285,7 @@ fn gather(store: &Store, group: &[u32]) -> Result<Pass> {
 
 /// Verifies the title records and their index: each record under its checksum and key,
 /// reachable through the index at its own inode; each used index cell against its key.
-fn scrub_titles(store: &Store, report: &mut ScrubReport) {
+fn scrub_titles(store: &Store, report: &mut ScrubReport, pages: &mut ScanPages) -> Result<()> {
     let meta = store.meta();
     let data_path = meta.data().path().to_path_buf();
     let mut damage = |name: &[u8], e: &Error, file: &Path, offset: u64| {
@@ -298,6 +301,7 @@ fn scrub_titles(store: &Store, report: &mut ScrubReport) {
                 break;
             }
         };
+        pages.passed(file.inode.0)?;
         if let Err(e) = crate::store::record_of(meta, &file) {
             damage(&file.name, &e, &data_path, file.inode.0);
             continue;
@@ -332,6 +336,7 @@ fn scrub_titles(store: &Store, report: &mut ScrubReport) {
             damage(b"", &e, idx.path(), 0);
         }
     }
+    Ok(())
 }
 
 /// Verifies one container's values in offset order, then drops its pages from the cache.

@@ -97,8 +97,8 @@ const SWEEP_BYTES: u64 = 64 << 20;
 const SWEEP_MARGIN: u64 = 1 << 20;
 
 /// The page cache of the title records' files as a scan of every record found it: a count
-/// (`wink serve` makes one every few minutes) must not fill the page cache with every record of
-/// the store and evict a serving node's working set. The scans go in file order, so the pages
+/// (`wink serve` makes one every few minutes), a scrub, a whole cull or archive run must not fill
+/// the page cache with every record of the store and evict a serving node's working set. The scans go in file order, so the pages
 /// they brought in are dropped behind them as they go, and once more over both files when they
 /// end (a data entry read far from its inode, the index cells).
 pub(crate) struct ScanPages {
@@ -116,8 +116,12 @@ impl ScanPages {
         Ok(ScanPages { files, swept: 0 })
     }
 
-    /// The scan has reached `at` in the meta datafile.
+    /// The scan has reached `at` in the meta datafile (a position before the last one starts
+    /// another pass over the file).
     pub(crate) fn passed(&mut self, at: u64) -> Result<()> {
+        if at < self.swept {
+            self.swept = 0;
+        }
         let behind = at.saturating_sub(SWEEP_MARGIN);
         if behind < self.swept + SWEEP_BYTES {
             return Ok(());
