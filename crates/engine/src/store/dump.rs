@@ -21,7 +21,7 @@
 //! were not resident at the start. The title records' files, which the walk and the loads read,
 //! are swept the same way, counting every value read.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::PathBuf;
 
 use uuid::Uuid;
@@ -267,7 +267,7 @@ impl Store {
             hot_bytes: 0,
             archived_bytes: 0,
             planned: VecDeque::new(),
-            ahead: HashMap::new(),
+            ahead: HashSet::new(),
             before: HashMap::new(),
             ahead_bytes: 0,
         })
@@ -318,8 +318,8 @@ pub struct DumpReader<'s> {
     archived_bytes: u64,
     /// Hot values announced and not asked for yet, in the order they will be read.
     planned: VecDeque<Location>,
-    /// Values asked for, by (container, offset): their lengths.
-    ahead: HashMap<(u32, u64), u64>,
+    /// Values asked for, by (container, offset).
+    ahead: HashSet<(u32, u64)>,
     ahead_bytes: u64,
     /// Each container's pages as they were before this reader asked for any of them. Taken
     /// per value when it was asked for, a page the value before it shares (values lie end to
@@ -351,7 +351,7 @@ impl DumpReader<'_> {
             // A hint: a read that finds the pages missing reads them itself.
             let _ = s.will_need(loc.offset, loc.len);
             self.ahead_bytes += loc.len;
-            self.ahead.insert((loc.container, loc.offset), loc.len);
+            self.ahead.insert((loc.container, loc.offset));
         }
         Ok(())
     }
@@ -423,17 +423,16 @@ impl DumpReader<'_> {
         }
         self.read_ahead()?;
         let s = self.store.container(loc.container)?;
-        let n = match self.ahead.remove(&(loc.container, loc.offset)) {
-            Some(_) => {
-                self.ahead_bytes -= loc.len;
-                let n = s.read_at(&mut value, loc.offset);
-                // The page the value ends in is the next one's first: it goes with that one (or
-                // with the sweep when the reader finishes).
-                let end = (loc.offset + loc.len) / PAGE * PAGE;
-                self.drop_uncached(loc.container, loc.offset, end)?;
-                n
-            }
-            None => s.read_at_uncached(&mut value, loc.offset),
+        let n = if self.ahead.remove(&(loc.container, loc.offset)) {
+            self.ahead_bytes -= loc.len;
+            let n = s.read_at(&mut value, loc.offset);
+            // The page the value ends in is the next one's first: it goes with that one (or with
+            // the sweep when the reader finishes).
+            let end = (loc.offset + loc.len) / PAGE * PAGE;
+            self.drop_uncached(loc.container, loc.offset, end)?;
+            n
+        } else {
+            s.read_at_uncached(&mut value, loc.offset)
         }
         .map_err(|e| Error::io(s.path(), Some(loc.offset), e))?;
         if n < len {
