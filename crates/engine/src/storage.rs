@@ -306,7 +306,7 @@ impl PageMap {
             return Ok(());
         };
         let end = self.pages.len();
-        self.drop_run(&s, path, 0, end)?;
+        self.drop_run(&s, 0, end)?;
         // Whatever lies past the map: a length of 0 asks for everything to the end.
         s.drop_cache(end as u64 * PAGE, 0)
             .map_err(|e| Error::io(path, Some(end as u64 * PAGE), e))
@@ -316,14 +316,8 @@ impl PageMap {
     /// cut at the map's end), for a reader that passes over the file in order and drops behind
     /// itself as it goes.
     pub fn drop_others_in(&self, path: &Path, from: u64, to: u64) -> Result<()> {
-        let first = usize::try_from(from / PAGE).unwrap_or(usize::MAX);
-        let last = usize::try_from(to.div_ceil(PAGE)).unwrap_or(usize::MAX);
-        let (first, last) = (first.min(self.pages.len()), last.min(self.pages.len()));
-        if first >= last {
-            return Ok(());
-        }
         match open_to_drop(path)? {
-            Some(s) => self.drop_run(&s, path, first, last),
+            Some(s) => self.drop_others_on(&s, from, to),
             None => Ok(()),
         }
     }
@@ -336,15 +330,15 @@ impl PageMap {
         if first >= last {
             return Ok(());
         }
-        self.drop_run(s, s.path(), first, last)
+        self.drop_run(s, first, last)
     }
 
     /// Drops the pages in `first..last` that were not resident, one call per run of them.
-    fn drop_run(&self, s: &dyn Storage, path: &Path, first: usize, last: usize) -> Result<()> {
+    fn drop_run(&self, s: &dyn Storage, first: usize, last: usize) -> Result<()> {
         let drop = |from: usize, to: usize| {
             let (start, len) = (from as u64 * PAGE, (to - from) as u64 * PAGE);
             s.drop_cache(start, len)
-                .map_err(|e| Error::io(path, Some(start), e))
+                .map_err(|e| Error::io(s.path(), Some(start), e))
         };
         let mut run: Option<usize> = None;
         for (i, page) in self.pages[first..last].iter().enumerate() {

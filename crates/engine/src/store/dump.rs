@@ -233,31 +233,15 @@ impl Store {
     /// A reader of dumped values that leaves the page cache as it found it (module doc).
     pub fn dump_reader(&self) -> Result<DumpReader<'_>> {
         let meta = [
-            self.records.fs.data().path(),
-            self.records.fs.index().path(),
+            SweptPages::of(self.records.fs.data().path())?,
+            SweptPages::of(self.records.fs.index().path())?,
         ]
-        .into_iter()
-        .map(|p| {
-            let len = std::fs::metadata(p).map_or(0, |m| m.len());
-            Ok(SweptPages {
-                before: PageMap::of(p)?,
-                path: p.to_path_buf(),
-                sweep_every: len.max(SWEEP_MIN),
-                since_sweep: 0,
-            })
-        })
-        .collect::<Result<_>>()?;
+        .into();
         let archive = match self.archive() {
-            Some(_) => {
-                let path = filesys::file_path(self.archive_base(), "data");
-                let len = std::fs::metadata(&path).map_or(0, |m| m.len());
-                Some(SweptPages {
-                    before: PageMap::of(&path)?,
-                    path,
-                    sweep_every: len.max(SWEEP_MIN),
-                    since_sweep: 0,
-                })
-            }
+            Some(_) => Some(SweptPages::of(&filesys::file_path(
+                self.archive_base(),
+                "data",
+            ))?),
             None => None,
         };
         Ok(DumpReader {
@@ -299,6 +283,27 @@ struct SweptPages {
 }
 
 impl SweptPages {
+    /// `path` as it is now, swept every time as many bytes as it holds (64 MiB at least) have
+    /// been read.
+    fn of(path: &std::path::Path) -> Result<SweptPages> {
+        let len = std::fs::metadata(path).map_or(0, |m| m.len());
+        Ok(SweptPages {
+            before: PageMap::of(path)?,
+            path: path.to_path_buf(),
+            sweep_every: len.max(SWEEP_MIN),
+            since_sweep: 0,
+        })
+    }
+
+    /// Counts `bytes` more read; sweeps when they add up to `sweep_every`.
+    fn read(&mut self, bytes: u64) -> Result<()> {
+        self.since_sweep += bytes;
+        if self.since_sweep >= self.sweep_every {
+            self.sweep()?;
+        }
+        Ok(())
+    }
+
     fn sweep(&mut self) -> Result<()> {
         self.since_sweep = 0;
         self.before.drop_others(&self.path)
@@ -359,10 +364,7 @@ impl DumpReader<'_> {
     /// Counts `bytes` more of values read against the title records' sweeps.
     fn sweep_meta(&mut self, bytes: u64) -> Result<()> {
         for pages in &mut self.meta {
-            pages.since_sweep += bytes;
-            if pages.since_sweep >= pages.sweep_every {
-                pages.sweep()?;
-            }
+            pages.read(bytes)?;
         }
         Ok(())
     }
@@ -402,10 +404,7 @@ impl DumpReader<'_> {
                 self.archived_bytes += value.len() as u64;
                 self.sweep_meta(value.len() as u64)?;
                 if let Some(pages) = self.archive.as_mut() {
-                    pages.since_sweep += value.len() as u64;
-                    if pages.since_sweep >= pages.sweep_every {
-                        pages.sweep()?;
-                    }
+                    pages.read(value.len() as u64)?;
                 }
                 Ok(value)
             }

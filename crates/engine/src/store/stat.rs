@@ -98,9 +98,10 @@ const SWEEP_MARGIN: u64 = 1 << 20;
 
 /// The page cache of the title records' files as a scan of every record found it: a count
 /// (`wink serve` makes one every few minutes), a scrub, a whole cull or archive run must not fill
-/// the page cache with every record of the store and evict a serving node's working set. The scans go in file order, so the pages
-/// they brought in are dropped behind them as they go, and once more over both files when they
-/// end (a data entry read far from its inode, the index cells).
+/// the page cache with every record of the store and evict a serving node's working set. The
+/// scans go in file order, so the pages they brought in are dropped behind them as they go, and
+/// once more over both files when they end (a data entry read far from its inode, the index
+/// cells).
 pub(crate) struct ScanPages {
     files: Vec<(PathBuf, PageMap)>,
     swept: u64,
